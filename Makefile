@@ -1,0 +1,69 @@
+# heapctl - build, test, bench.
+#
+#   make            build/libheapctl.so (optimised, debug info, -Werror)
+#   make check      install missing test dependencies (as root), build, run every test
+#   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc
+#   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
+#   make deps       only check/install the dependencies
+
+CC      ?= gcc
+CXX     ?= g++
+ifeq ($(DEBUG),1)
+BUILD   ?= build-debug
+OPT     := -O1 -DHC_DEBUG=1 -DHC_DEBUG_BUILD=1
+else
+BUILD   ?= build
+OPT     := -O2 -DHC_DEBUG_BUILD=0
+endif
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wno-unused-parameter
+CFLAGS  += -std=gnu11 -g $(OPT) $(WARN) -pthread
+# The library: hidden visibility (only the malloc and mallctl families are
+# exported), static TLS, and no builtin that could turn the allocator's own
+# code back into calls to itself.
+LIBFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
+            -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-free \
+            -fno-builtin-realloc -fno-stack-protector
+LIB_SRC := $(wildcard allocator/*.c agent/*.c shm/*.c)
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h)
+
+TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c)
+TEST_CC  := $(wildcard tests/unit/*.cc)
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
+            $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
+TEST_LINK := -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
+
+.PHONY: all check test bench deps clean
+all: $(BUILD)/libheapctl.so
+
+$(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LIBFLAGS) -c $< -o $@
+
+$(BUILD)/libheapctl.so: $(LIB_OBJ)
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+	    -o $@ $(LIB_OBJ) -ldl
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
+
+$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
+
+deps:
+	@tests/deps.sh
+
+test: all $(TEST_BIN)
+	@tests/run.sh $(BUILD)
+
+check: deps
+	@$(MAKE) --no-print-directory test
+
+bench: all
+	@tests/bench/run.sh $(BUILD)
+
+clean:
+	rm -rf build build-debug

@@ -1,0 +1,263 @@
+/*
+ * agent/ctl.c - jemalloc's mallctl namespace: mallctl, mallctlnametomib,
+ * mallctlbymib.
+ *
+ * One table holds every name with its type and handler, so lookups by name
+ * and by MIB share one path.  A MIB here is the entry's index in the table
+ * followed by one placeholder per further name component, which is the
+ * shape jemalloc callers expect (they only pass back what nametomib gave).
+ *
+ * Errors follow jemalloc: ENOENT for an unknown name, EINVAL for a wrong
+ * *oldlenp or newlen, EPERM for writing a read-only name.  Statistics are a
+ * snapshot taken when "epoch" is written, as in jemalloc.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "../allocator/hc_alloc.h"
+#include "heapctl.h"
+
+#define HC_EXPORT __attribute__((visibility("default")))
+
+typedef enum { T_BOOL, T_UNSIGNED, T_SIZE, T_SSIZE, T_U64, T_STR } ctl_type_t;
+
+typedef union {
+	bool b;
+	unsigned u;
+	size_t z;
+	ssize_t sz;
+	uint64_t u64;
+	const char *s;
+} ctl_val_t;
+
+typedef struct ctl_entry_s ctl_entry_t;
+/* read: fill *out; write: apply *in.  Return 0 or an errno value. */
+typedef int (*ctl_read_fn)(const ctl_entry_t *e, ctl_val_t *out);
+typedef int (*ctl_write_fn)(const ctl_entry_t *e, const ctl_val_t *in);
+
+struct ctl_entry_s {
+	const char *name;
+	ctl_type_t type;
+	ctl_read_fn read;
+	ctl_write_fn write;       /* NULL: read-only */
+	intptr_t arg;
+};
+
+static size_t type_size(ctl_type_t t)
+{
+	switch (t) {
+	case T_BOOL: return sizeof(bool);
+	case T_UNSIGNED: return sizeof(unsigned);
+	case T_SIZE: return sizeof(size_t);
+	case T_SSIZE: return sizeof(ssize_t);
+	case T_U64: return sizeof(uint64_t);
+	case T_STR: return sizeof(const char *);
+	}
+	return 0;
+}
+
+/* ---- statistics snapshot ----------------------------------------------- */
+
+static hc_stats_t snapshot;
+static uint64_t epoch_value = 1;
+static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool snapshot_taken;
+
+static void snapshot_refresh(void)
+{
+	hc_stats_t st;
+	hc_stats_refresh(&st);
+	pthread_mutex_lock(&snapshot_lock);
+	snapshot = st;
+	snapshot_taken = true;
+	epoch_value++;
+	pthread_mutex_unlock(&snapshot_lock);
+}
+
+static int rd_epoch(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	pthread_mutex_lock(&snapshot_lock);
+	out->u64 = epoch_value;
+	pthread_mutex_unlock(&snapshot_lock);
+	return 0;
+}
+
+static int wr_epoch(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	(void)in;
+	snapshot_refresh();
+	return 0;
+}
+
+static int rd_stat(const ctl_entry_t *e, ctl_val_t *out)
+{
+	if (!__atomic_load_n(&snapshot_taken, __ATOMIC_ACQUIRE))
+		snapshot_refresh();
+	pthread_mutex_lock(&snapshot_lock);
+	out->z = *(const size_t *)((const char *)&snapshot + e->arg);
+	pthread_mutex_unlock(&snapshot_lock);
+	return 0;
+}
+
+/* ---- constants --------------------------------------------------------- */
+
+static int rd_const_bool(const ctl_entry_t *e, ctl_val_t *out) { out->b = e->arg != 0; return 0; }
+static int rd_const_size(const ctl_entry_t *e, ctl_val_t *out) { out->z = (size_t)e->arg; return 0; }
+static int rd_const_str(const ctl_entry_t *e, ctl_val_t *out) { out->s = (const char *)e->arg; return 0; }
+
+static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	if (!__atomic_load_n(&snapshot_taken, __ATOMIC_ACQUIRE))
+		snapshot_refresh();
+	pthread_mutex_lock(&snapshot_lock);
+	out->u = (unsigned)snapshot.narenas;
+	pthread_mutex_unlock(&snapshot_lock);
+	return 0;
+}
+
+extern uint64_t hc_opt_dirty_decay_ms;
+static int rd_decay(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->sz = (ssize_t)hc_opt_dirty_decay_ms;
+	return 0;
+}
+
+static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	(void)in;
+	hc_purge_all();
+	return 0;
+}
+
+#define STAT(n, field) { "stats." n, T_SIZE, rd_stat, NULL, offsetof(hc_stats_t, field) }
+#define CONFIG(n, v) { "config." n, T_BOOL, rd_const_bool, NULL, (v) }
+
+static const ctl_entry_t table[] = {
+	{ "version", T_STR, rd_const_str, NULL, (intptr_t)HC_VERSION },
+	{ "epoch", T_U64, rd_epoch, wr_epoch, 0 },
+	STAT("allocated", allocated),
+	STAT("active", active),
+	STAT("metadata", metadata),
+	STAT("resident", resident),
+	STAT("mapped", mapped),
+	STAT("retained", retained),
+	CONFIG("cache_oblivious", 0),
+	CONFIG("debug", HC_DEBUG_BUILD),
+	CONFIG("fill", HC_DEBUG_BUILD),
+	CONFIG("lazy_lock", 0),
+	{ "config.malloc_conf", T_STR, rd_const_str, NULL, (intptr_t)"" },
+	CONFIG("opt_safety_checks", 1),
+	CONFIG("prof", 0),
+	CONFIG("prof_libgcc", 0),
+	CONFIG("prof_libunwind", 0),
+	CONFIG("stats", 1),
+	CONFIG("utrace", 0),
+	CONFIG("xmalloc", 0),
+	{ "arenas.narenas", T_UNSIGNED, rd_narenas, NULL, 0 },
+	{ "arenas.page", T_SIZE, rd_const_size, NULL, 4096 },
+	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
+	{ "opt.dirty_decay_ms", T_SSIZE, rd_decay, NULL, 0 },
+	{ "arena.4096.purge", T_BOOL, NULL, wr_purge, 0 },
+};
+#define NENTRIES (sizeof table / sizeof table[0])
+
+static size_t components(const char *name)
+{
+	size_t n = 1;
+	for (; *name; name++)
+		n += *name == '.';
+	return n;
+}
+
+static const ctl_entry_t *lookup(const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	/* jemalloc spells "all arenas" as arena.<MALLCTL_ARENAS_ALL>.purge */
+	for (size_t i = 0; i < NENTRIES; i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+	size_t sz = type_size(e->type);
+	ctl_val_t v;
+	if (oldp != NULL && oldlenp != NULL) {
+		if (e->read == NULL)
+			return EPERM;     /* write-only name, as jemalloc's purge */
+		if (*oldlenp != sz)
+			return EINVAL;
+	}
+	if (newp != NULL || newlen != 0) {
+		if (e->write == NULL)
+			return EPERM;
+		if (newlen != sz || (newp == NULL && e->type != T_BOOL))
+			return EINVAL;
+	}
+	if (oldp != NULL && oldlenp != NULL) {
+		int err = e->read(e, &v);
+		if (err)
+			return err;
+		memcpy(oldp, &v, sz);
+	}
+	if (e->write != NULL && (newp != NULL || newlen != 0)) {
+		ctl_val_t in;
+		memset(&in, 0, sizeof in);
+		if (newp)
+			memcpy(&in, newp, sz);
+		return e->write(e, &in);
+	}
+	if (e->write != NULL && e->read == NULL && newp == NULL && oldp == NULL)
+		return e->write(e, NULL);   /* "arena.N.purge" takes no value */
+	return 0;
+}
+
+HC_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+	const ctl_entry_t *e = lookup(name);
+	if (e == NULL)
+		return ENOENT;
+	return ctl_do(e, oldp, oldlenp, newp, newlen);
+}
+
+HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
+{
+	const ctl_entry_t *e = lookup(name);
+	if (e == NULL)
+		return ENOENT;
+	if (mibp == NULL || miblenp == NULL)
+		return EINVAL;
+	size_t k = components(name);
+	if (*miblenp < k)
+		return EINVAL;
+	mibp[0] = (size_t)(e - table);
+	for (size_t i = 1; i < k; i++)
+		mibp[i] = 0;
+	*miblenp = k;
+	return 0;
+}
+
+HC_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
+    void *newp, size_t newlen)
+{
+	if (mib == NULL || miblen == 0 || mib[0] >= NENTRIES)
+		return ENOENT;
+	const ctl_entry_t *e = &table[mib[0]];
+	if (miblen != components(e->name))
+		return ENOENT;
+	return ctl_do(e, oldp, oldlenp, newp, newlen);
+}

@@ -1,0 +1,307 @@
+/*
+ * allocator/api.c - the exported malloc family.
+ *
+ * The two fast paths live here and are kept to what one request needs:
+ *
+ *   malloc (n <= 1 KiB): one TLS load, one table lookup, pop the current
+ *     page's free list, one subtraction and sign test on the per-thread byte
+ *     countdown (the profiler's sampling trigger), bump the page's use count.
+ *   free (block of a page this thread owns): mask to the chunk header, compare
+ *     its owner with the thread pointer, test the page's flag byte, push, and
+ *     test the use count for zero.
+ *
+ * About 20 instructions each way and no atomics; the malloc+free pair costs
+ * 2-3 ns on the benchmark machine (tests/bench fastpath, see
+ * docs/benchmarks.md).  Everything else goes to the noinline slow paths.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static inline size_t page_size(void) { return HC_PAGE; }
+
+/* ---- generic paths ----------------------------------------------------- */
+
+/* Any size, any alignment (a power of two), optionally zeroed. */
+HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
+{
+	void *p;
+	/* Every power of two up to 16 KiB divides some class >= n, so this
+	 * path fails only when memory is exhausted.  Alignments up to 8 are
+	 * what every class already has. */
+	if (n <= HC_SMALL_MAX && align <= HC_SMALL_MAX) {
+		p = hc_small_alloc_slow(n, align > 8 ? align : 0);
+		if (p == NULL)
+			errno = ENOMEM;
+		else if (zero)
+			memset(p, 0, n);
+		return p;
+	}
+	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE))
+		hc_init_slow();
+	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX) {
+		hc_heap_t *h = hc_tls_heap;
+		p = hc_large_alloc(h, n, align, zero);
+	} else {
+		p = hc_huge_alloc(n, align, zero);
+	}
+	if (p == NULL)
+		errno = ENOMEM;
+	return p;
+}
+
+static HC_NOINLINE void *malloc_slow(size_t n)
+{
+	return hc_alloc_aligned(0, n, false);
+}
+
+static HC_NOINLINE void free_generic(hc_chunk_t *c, void *p)
+{
+	if (unlikely(c->magic != HC_MAGIC))
+		hc_fatal_ptr("free(): invalid pointer:", p);
+	switch (c->kind) {
+	case HC_KIND_SMALL:
+		hc_small_free_slow(c, p);
+		return;
+	case HC_KIND_LARGE:
+		hc_large_free(c, p);
+		return;
+	case HC_KIND_HUGE:
+		if ((char *)c + c->huge_offset != (char *)p)
+			hc_fatal_ptr("free(): invalid pointer:", p);
+		hc_huge_free(c);
+		return;
+	default:
+		hc_fatal_ptr("free(): invalid pointer:", p);
+	}
+}
+
+/* A chunk-aligned pointer is NULL or an over-aligned huge object. */
+static HC_NOINLINE void free_chunk_aligned(void *p)
+{
+	if (p == NULL)
+		return;
+	hc_chunk_t *h = hc_huge_header(p);
+	if (h->magic != HC_MAGIC || h->kind != HC_KIND_HUGE)
+		hc_fatal_ptr("free(): invalid pointer:", p);
+	hc_huge_free(h);
+}
+
+/* Header of the chunk or huge mapping that holds p, checked. */
+static hc_chunk_t *lookup(const void *p)
+{
+	hc_chunk_t *c = hc_chunk_of(p);
+	if ((const void *)c == p)
+		c = hc_huge_header(p);
+	if (c->magic != HC_MAGIC)
+		hc_fatal_ptr("invalid pointer:", p);
+	return c;
+}
+
+size_t hc_usable_size(const void *p)
+{
+	if (p == NULL)
+		return 0;
+	hc_chunk_t *c = lookup(p);
+	switch (c->kind) {
+	case HC_KIND_SMALL:
+		return c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size;
+	case HC_KIND_LARGE:
+		return hc_large_usable(c, p);
+	default:
+		return c->huge_usable;
+	}
+}
+
+/* ---- exported API ------------------------------------------------------ */
+
+HC_EXPORT void *malloc(size_t n)
+{
+	hc_heap_t *h = hc_tls_heap;
+	if (likely(n <= HC_SMALL_FAST)) {
+		unsigned cls = hc_class_small[(n + 7) >> 3];
+		hc_page_t *pg = h->direct[cls];
+		hc_block_t *b = pg->free;
+		int64_t left = h->countdown - (int64_t)hc_class_size[cls];
+		if (likely(b != NULL && left >= 0)) {
+			h->countdown = left;
+			pg->free = b->next;
+			__atomic_store_n(&pg->used, pg->used + 1, __ATOMIC_RELAXED);
+			return b;
+		}
+	}
+	return malloc_slow(n);
+}
+
+HC_EXPORT void free(void *p)
+{
+	hc_chunk_t *c = hc_chunk_of(p);
+	if (unlikely((void *)c == p)) {
+		free_chunk_aligned(p);
+		return;
+	}
+	if (likely(c->owner == hc_thread_id())) {
+		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
+		if (likely(pg->flags == 0)) {
+			hc_block_t *b = p;
+			b->next = pg->free;
+			pg->free = b;
+			uint32_t used = pg->used - 1;
+			__atomic_store_n(&pg->used, used, __ATOMIC_RELAXED);
+			if (unlikely(used == 0))
+				hc_small_page_emptied(c, pg);
+			return;
+		}
+	}
+	free_generic(c, p);
+}
+
+HC_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	size_t n;
+	if (unlikely(__builtin_mul_overflow(nmemb, size, &n))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return hc_alloc_aligned(0, n, true);
+}
+
+HC_EXPORT void *realloc(void *p, size_t n)
+{
+	if (p == NULL)
+		return malloc(n);
+	if (n == 0) {
+		free(p);
+		return NULL;
+	}
+	if (n > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	hc_chunk_t *c = lookup(p);
+	size_t old;
+	switch (c->kind) {
+	case HC_KIND_SMALL:
+		old = c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size;
+		if (n <= HC_SMALL_MAX && hc_class_size[hc_size_class(n)] == old)
+			return p;
+		break;
+	case HC_KIND_LARGE:
+		old = hc_large_usable(c, p);
+		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n))
+			return p;
+		break;
+	default: {
+		old = c->huge_usable;
+		if (n > HC_LARGE_MAX) {
+			void *q = hc_huge_realloc(c, n);
+			if (q != NULL)
+				return q;
+		}
+		break;
+	}
+	}
+	void *q = malloc(n);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	free(p);
+	return q;
+}
+
+HC_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+	size_t n;
+	if (__builtin_mul_overflow(nmemb, size, &n)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc(p, n);
+}
+
+static bool pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+HC_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+	if (!pow2(align) || align < sizeof(void *))
+		return EINVAL;
+	int saved = errno;
+	void *p = hc_alloc_aligned(align, n, false);
+	errno = saved;
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+HC_EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	if (!pow2(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return hc_alloc_aligned(align, n, false);
+}
+
+/* glibc's memalign rounds a non-power-of-two alignment up. */
+HC_EXPORT void *memalign(size_t align, size_t n)
+{
+	if (align > HC_MAX_REQUEST) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (!pow2(align)) {
+		size_t a = 1;
+		while (a < align)
+			a <<= 1;
+		align = a;
+	}
+	return hc_alloc_aligned(align, n, false);
+}
+
+HC_EXPORT void *valloc(size_t n)
+{
+	return hc_alloc_aligned(page_size(), n, false);
+}
+
+HC_EXPORT void *pvalloc(size_t n)
+{
+	size_t ps = page_size();
+	if (n > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	n = n ? (n + ps - 1) & ~(ps - 1) : ps;
+	return hc_alloc_aligned(ps, n, false);
+}
+
+HC_EXPORT size_t malloc_usable_size(void *p)
+{
+	return hc_usable_size(p);
+}
+
+/* glibc extension: give memory back to the OS now.  Returns 1 if any could
+ * have been released, as glibc does. */
+HC_EXPORT int malloc_trim(size_t pad)
+{
+	(void)pad;
+	hc_purge_all();
+	return 1;
+}
+
+void hc_purge_all(void)
+{
+	hc_heap_collect_self();
+	hc_large_purge_now();
+	hc_huge_purge_now();
+	hc_chunk_cache_decay();
+}

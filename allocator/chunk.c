@@ -1,0 +1,194 @@
+/*
+ * allocator/chunk.c - 4 MiB chunks: mapping, the registry, the cache of empty
+ * chunks, and the time-based purge of dirty memory inside chunks.
+ *
+ * A chunk is mapped once and never unmapped (see internal.h for why).  Every
+ * chunk ever mapped is on an append-only registry that statistics walk
+ * without locks.  Empty chunks wait in a LIFO cache (warm ones are reused
+ * first); once a chunk has sat there for a decay epoch its pages are purged
+ * and its bytes count as "retained".
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "internal.h"
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_chunk_t *cache_head;           /* under cache_lock */
+static size_t cache_count;               /* under cache_lock */
+static uint64_t cache_epoch;             /* under cache_lock */
+static hc_chunk_t *registry;             /* atomic, append-only */
+
+hc_chunk_t *hc_chunk_registry(void)
+{
+	return __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+}
+
+static void registry_add(hc_chunk_t *c)
+{
+	hc_chunk_t *head = __atomic_load_n(&registry, __ATOMIC_RELAXED);
+	do {
+		c->all_next = head;
+	} while (!__atomic_compare_exchange_n(&registry, &head, c, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* Reset the header for a new life as a chunk of the given kind.  The xpages
+ * list of a small chunk may hold stale pushes from its last life; they are
+ * unlinked the normal way so no page ends up on a list twice. */
+static void chunk_prepare(hc_chunk_t *c, unsigned kind)
+{
+	hc_page_t *stale = __atomic_exchange_n(&c->xpages, NULL, __ATOMIC_ACQ_REL);
+	while (stale) {
+		hc_page_t *next = stale->xnext;
+		__atomic_store_n(&stale->queued, 0, __ATOMIC_SEQ_CST);
+		stale = next;
+	}
+	c->kind = kind;
+	c->magic = HC_MAGIC;
+	c->nused = 0;
+	c->heap = NULL;
+	c->arena = NULL;
+	c->next = c->prev = NULL;
+	c->decay_epoch = hc_decay_epoch();
+	c->used_slots = 1;     /* slot 0: header */
+	c->dirty_new = c->dirty_old = 0;
+	memset(c->run_used, 0, sizeof c->run_used);
+	memset(c->run_dirty_new, 0, sizeof c->run_dirty_new);
+	memset(c->run_dirty_old, 0, sizeof c->run_dirty_old);
+	for (unsigned i = 0; i < HC_LARGE_HDR_RUNS; i++)
+		c->run_used[i / 64] |= 1ULL << (i % 64);
+	c->large_allocated = 0;
+	for (unsigned i = 0; i < HC_NSLOTS; i++) {
+		hc_page_t *pg = &c->pages[i];
+		pg->in_use = 0;
+		pg->flags = 0;
+		pg->used = 0;
+		pg->free = NULL;
+		pg->xfree = NULL;
+	}
+}
+
+/* Take a chunk from the cache or map a new one.  *metadata_out gets the
+ * header bytes when the chunk is new (0 otherwise). */
+hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
+{
+	hc_chunk_t *c = NULL;
+	*metadata_out = 0;
+	if (__atomic_load_n(&cache_head, __ATOMIC_RELAXED) != NULL) {
+		pthread_mutex_lock(&cache_lock);
+		c = cache_head;
+		if (c) {
+			cache_head = c->next;
+			cache_count--;
+		}
+		pthread_mutex_unlock(&cache_lock);
+	}
+	if (c) {
+		/* A purged chunk is all zeros again: nothing to remember.  An
+		 * unpurged one keeps its nonzero map so calloc stays correct. */
+		if (!c->purged && kind == HC_KIND_LARGE) {
+			for (unsigned w = 0; w < HC_NRUNWORDS; w++)
+				c->run_nonzero[w] = ~0ULL;
+		} else if (c->purged) {
+			memset(c->run_nonzero, 0, sizeof c->run_nonzero);
+		}
+		chunk_prepare(c, kind);
+		c->purged = 0;
+		__atomic_store_n(&c->cached, 0, __ATOMIC_RELEASE);
+		return c;
+	}
+	c = hc_os_map_aligned(HC_CHUNK_SIZE, HC_CHUNK_SIZE);
+	if (c == NULL)
+		return NULL;
+	/* fresh mapping: all zero, so the nonzero map is already empty */
+	chunk_prepare(c, kind);
+	*metadata_out = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	registry_add(c);
+	return c;
+}
+
+void hc_chunk_put(hc_chunk_t *c)
+{
+	c->owner = HC_TID_NONE;
+	c->heap = NULL;
+	c->arena = NULL;
+	pthread_mutex_lock(&cache_lock);
+	c->decay_epoch = hc_decay_epoch();
+	__atomic_store_n(&c->cached, 1, __ATOMIC_RELEASE);
+	c->next = cache_head;
+	cache_head = c;
+	cache_count++;
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/* Purge cached chunks that have been empty for at least one whole epoch. */
+void hc_chunk_cache_decay(void)
+{
+	uint64_t epoch = hc_decay_epoch();
+	if (__atomic_load_n(&cache_epoch, __ATOMIC_RELAXED) == epoch ||
+	    __atomic_load_n(&cache_head, __ATOMIC_RELAXED) == NULL)
+		return;
+	if (pthread_mutex_trylock(&cache_lock) != 0)
+		return;
+	cache_epoch = epoch;
+	for (hc_chunk_t *c = cache_head; c; c = c->next) {
+		if (!c->purged && epoch - c->decay_epoch >= 2) {
+			size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
+			hc_os_purge((char *)c + hdr, HC_CHUNK_SIZE - hdr);
+			c->purged = 1;
+		}
+	}
+	pthread_mutex_unlock(&cache_lock);
+}
+
+size_t hc_chunk_cached(size_t *count)
+{
+	size_t purged = 0;
+	pthread_mutex_lock(&cache_lock);
+	for (hc_chunk_t *c = cache_head; c; c = c->next)
+		purged += c->purged;
+	*count = cache_count;
+	pthread_mutex_unlock(&cache_lock);
+	return purged;
+}
+
+/*
+ * Two-generation decay over a bitmap of units (64 KiB slots of a small chunk,
+ * 4 KiB runs of a large one).  A unit freed in epoch E is in dnew; at the next
+ * epoch it moves to dold; at the one after it is purged if still free.  A
+ * jump of two or more epochs purges everything free at once.
+ */
+void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
+    uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch)
+{
+	if (epoch == c->decay_epoch)
+		return;
+	bool all = epoch - c->decay_epoch >= 2;
+	c->decay_epoch = epoch;
+	size_t run_start = 0, run_len = 0;
+	for (unsigned w = 0; w < nwords; w++) {
+		uint64_t purge = (all ? (dold[w] | dnew[w]) : dold[w]) & ~used[w];
+		dold[w] = all ? 0 : dnew[w] & ~used[w];
+		dnew[w] = 0;
+		if (nonzero)
+			nonzero[w] &= ~purge;
+		for (unsigned b = 0; b < 64; b++) {
+			size_t idx = (size_t)w * 64 + b;
+			if (purge & (1ULL << b)) {
+				if (run_len == 0)
+					run_start = idx;
+				run_len++;
+			} else if (run_len) {
+				hc_os_purge((char *)c + run_start * unit, run_len * unit);
+				run_len = 0;
+			}
+		}
+	}
+	if (run_len)
+		hc_os_purge((char *)c + run_start * unit, run_len * unit);
+}
+
+void hc_chunk_fork_prepare(void) { pthread_mutex_lock(&cache_lock); }
+void hc_chunk_fork_parent(void) { pthread_mutex_unlock(&cache_lock); }
+void hc_chunk_fork_child(void) { pthread_mutex_init(&cache_lock, NULL); }

@@ -1,0 +1,769 @@
+/*
+ * allocator/heap.c - thread heaps and small objects (up to 16 KiB).
+ *
+ * Each thread owns a heap, and the heap owns small chunks whose 64 KiB pages
+ * each hold one size class.  The owner allocates and frees without atomics
+ * (api.c has those fast paths); this file is everything slower:
+ *
+ *  - finding a page with free blocks when the current one runs dry, carving
+ *    fresh blocks lazily so untouched memory stays untouched;
+ *  - frees from other threads: pushed onto the page's atomic xfree list and
+ *    collected by the owner; if the page sits on the owner's full list, the
+ *    page is also pushed (once) onto its chunk's xpages list so the owner
+ *    finds it again without scanning full pages;
+ *  - retiring empty pages and releasing empty chunks to the cache;
+ *  - thread exit: the heap's chunks are abandoned to a global list and adopted
+ *    by the next heap that needs a chunk, so a churn of short-lived threads
+ *    reuses memory instead of growing;
+ *  - fork: locks held across fork, and in the child the heaps of threads that
+ *    no longer exist are disowned (their blocks stay freeable);
+ *  - the fallback heap, used under a lock by threads whose heap is gone
+ *    (allocation inside TLS destructors) or not yet made.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- size classes ------------------------------------------------------ */
+
+const uint32_t hc_class_size[HC_NCLASSES] = {
+	8, 16, 32, 48, 64, 80, 96, 112, 128,
+	160, 192, 224, 256, 320, 384, 448, 512,
+	640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+	2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
+	10240, 12288, 14336, 16384,
+};
+/* Filled by hc_init_slow before any heap exists; until then every lookup
+ * gives class 0 and the empty heap sends the request to the slow path. */
+uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];
+uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1];
+
+static void classes_init(void)
+{
+	unsigned c = 0;
+	for (unsigned i = 0; i <= HC_SMALL_FAST / 8; i++) {
+		while (hc_class_size[c] < i * 8)
+			c++;
+		hc_class_small[i] = (uint8_t)c;
+	}
+	c = 0;
+	for (unsigned i = 0; i <= HC_SMALL_MAX / 128; i++) {
+		while (hc_class_size[c] < i * 128)
+			c++;
+		hc_class_medium[i] = (uint8_t)c;
+	}
+}
+
+/* ---- heaps ------------------------------------------------------------- */
+
+static hc_page_t page_empty;   /* free == NULL: every pop goes slow */
+
+#define EMPTY_DIRECT { [0 ... HC_NCLASSES - 1] = &page_empty }
+
+static hc_heap_t heap_empty = { .direct = EMPTY_DIRECT, .state = HC_HEAP_EMPTY };
+static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
+static hc_heap_t heap_fallback = {
+	.direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, .state = HC_HEAP_LIVE,
+	.countdown = INT64_MAX / 2, .period = INT64_MAX / 2,
+};
+static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
+static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_heap_t *heaps_all;          /* registry, under heaps_lock */
+static hc_heap_t *heaps_pool;         /* recycled, under heaps_lock */
+static size_t heaps_count;
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_chunk_t *abandoned;          /* under abandoned_lock */
+static size_t abandoned_count;
+
+static size_t meta_bytes;              /* atomic: headers, heaps, profiler */
+
+int hc_inited;
+static pthread_key_t heap_key;
+
+void hc_stats_add_metadata(intptr_t delta)
+{
+	__atomic_add_fetch(&meta_bytes, (size_t)delta, __ATOMIC_RELAXED);
+}
+
+/* Heap structs come from their own mappings, a page-multiple at a time. */
+static hc_heap_t *heap_struct_new(void)
+{
+	static char *bump, *bump_end;    /* under heaps_lock */
+	hc_heap_t *h;
+	pthread_mutex_lock(&heaps_lock);
+	if ((h = heaps_pool) != NULL) {
+		heaps_pool = h->pool_next;
+	} else {
+		size_t sz = (sizeof(hc_heap_t) + 63) & ~(size_t)63;
+		if (bump == NULL || (size_t)(bump_end - bump) < sz) {
+			size_t span = 64 * 1024;
+			bump = hc_os_map(span);
+			if (bump == NULL) {
+				pthread_mutex_unlock(&heaps_lock);
+				return NULL;
+			}
+			bump_end = bump + span;
+			hc_stats_add_metadata((intptr_t)span);
+		}
+		h = (hc_heap_t *)bump;
+		bump += sz;
+		h->all_next = heaps_all;
+		heaps_all = h;
+		heaps_count++;
+	}
+	pthread_mutex_unlock(&heaps_lock);
+	return h;
+}
+
+static void heap_reset(hc_heap_t *h, uintptr_t tid)
+{
+	hc_heap_t *all_next = h->all_next;
+	memset(h, 0, sizeof *h);
+	h->all_next = all_next;
+	for (unsigned i = 0; i < HC_NCLASSES; i++)
+		h->direct[i] = &page_empty;
+	h->tid = tid;
+	h->period = INT64_MAX / 2;
+	h->countdown = h->period;
+	h->arena = hc_arena_pick();
+	h->decay_epoch = hc_decay_epoch();
+	h->state = HC_HEAP_LIVE;
+}
+
+static void heap_abandon(hc_heap_t *h);
+
+static void heap_thread_exit(void *arg)
+{
+	hc_heap_t *h = arg;
+	hc_tls_heap = &heap_dead;
+	heap_abandon(h);
+	pthread_mutex_lock(&heaps_lock);
+	h->state = HC_HEAP_DEAD;
+	h->pool_next = heaps_pool;
+	heaps_pool = h;
+	pthread_mutex_unlock(&heaps_lock);
+}
+
+static void fork_prepare(void), fork_parent(void), fork_child(void);
+
+/* Once per process.  The first heap is made only after this returns, and
+ * pthread_atfork may itself call malloc: tls_in_init sends that call to the
+ * fallback heap. */
+void hc_init_slow(void)
+{
+	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&init_lock);
+	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
+		classes_init();
+		tls_in_init = 1;
+		pthread_key_create(&heap_key, heap_thread_exit);
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
+		tls_in_init = 0;
+		__atomic_store_n(&hc_inited, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&init_lock);
+}
+
+/* The heap this thread allocates from, made on first use.  Returns the
+ * fallback heap (caller must lock) when no heap of our own is possible. */
+static hc_heap_t *heap_get(void)
+{
+	hc_heap_t *h = hc_tls_heap;
+	if (likely(h->state == HC_HEAP_LIVE))
+		return h;
+	if (h->state == HC_HEAP_DEAD || tls_in_init)
+		return &heap_fallback;
+	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
+		hc_init_slow();
+		if (tls_in_init)
+			return &heap_fallback;
+	}
+	h = heap_struct_new();
+	if (h == NULL)
+		return &heap_fallback;
+	heap_reset(h, hc_thread_id());
+	hc_tls_heap = h;
+	pthread_setspecific(heap_key, h);
+	return h;
+}
+
+/* ---- page queues ------------------------------------------------------- */
+
+static void pq_remove(hc_pq_t *q, hc_page_t *pg)
+{
+	if (pg->prev) pg->prev->next = pg->next; else q->first = pg->next;
+	if (pg->next) pg->next->prev = pg->prev; else q->last = pg->prev;
+	pg->next = pg->prev = NULL;
+}
+
+static void pq_push_front(hc_pq_t *q, hc_page_t *pg)
+{
+	pg->prev = NULL;
+	pg->next = q->first;
+	if (q->first) q->first->prev = pg; else q->last = pg;
+	q->first = pg;
+}
+
+static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
+{
+	pg->next = NULL;
+	pg->prev = q->last;
+	if (q->last) q->last->next = pg; else q->first = pg;
+	q->last = pg;
+}
+
+static void direct_update(hc_heap_t *h, unsigned cls)
+{
+	hc_page_t *first = h->queue[cls].first;
+	h->direct[cls] = first ? first : &page_empty;
+}
+
+/* ---- pages ------------------------------------------------------------- */
+
+/* Move other threads' frees onto the owner's list.  Returns blocks gained. */
+static uint32_t page_collect(hc_page_t *pg)
+{
+	if (__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED) == NULL)
+		return 0;
+	hc_block_t *list = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
+	if (list == NULL)
+		return 0;
+	uint32_t n = 1;
+	hc_block_t *tail = list;
+	while (tail->next) {
+		tail = tail->next;
+		n++;
+	}
+	tail->next = pg->free;
+	pg->free = list;
+	__atomic_store_n(&pg->used, pg->used - n, __ATOMIC_RELAXED);
+	return n;
+}
+
+/* Carve up to 16 KiB of never-used blocks into the free list. */
+static void page_extend(hc_chunk_t *c, hc_page_t *pg)
+{
+	uint32_t bs = pg->block_size;
+	uint32_t n = (16 * 1024) / bs;
+	if (n == 0)
+		n = 1;
+	if (n > pg->reserved - pg->capacity)
+		n = pg->reserved - pg->capacity;
+	char *start = (char *)hc_page_start(c, pg) + (size_t)pg->capacity * bs;
+	for (uint32_t i = 0; i + 1 < n; i++)
+		((hc_block_t *)(start + (size_t)i * bs))->next = (hc_block_t *)(start + (size_t)(i + 1) * bs);
+	((hc_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
+	pg->free = (hc_block_t *)start;
+	__atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
+}
+
+/* Put a page on the full list.  Returns false, leaving it queued, if a
+ * remote free raced in: the FULL flag and xfree are each written by one side
+ * and read by the other, so with a full fence on both sides at least one of
+ * them sees the other (see hc_small_free_remote). */
+static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
+{
+	__atomic_store_n(&pg->flags, pg->flags | HC_PG_FULL, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED) != NULL) {
+		__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
+		return false;
+	}
+	pq_remove(&h->queue[pg->cls], pg);
+	pq_push_back(&h->full, pg);
+	return true;
+}
+
+static void page_unfull(hc_heap_t *h, hc_page_t *pg)
+{
+	pq_remove(&h->full, pg);
+	__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
+	pq_push_back(&h->queue[pg->cls], pg);
+	if (h->direct[pg->cls] == &page_empty)
+		direct_update(h, pg->cls);
+}
+
+static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
+{
+	if (c->prev) c->prev->next = c->next; else h->chunks = c->next;
+	if (c->next) c->next->prev = c->prev;
+	hc_chunk_put(c);
+}
+
+/* Give the page's slot back to its chunk; the chunk goes back to the cache
+ * when empty, unless it is the heap's only chunk. */
+static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
+{
+	if (pg->flags & HC_PG_FULL)
+		pq_remove(&h->full, pg);
+	else
+		pq_remove(&h->queue[pg->cls], pg);
+	if (h->direct[pg->cls] == pg)
+		direct_update(h, pg->cls);
+	pg->free = NULL;
+	__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->in_use, 0, __ATOMIC_RELAXED);
+	uint64_t bit = 1ULL << (pg - c->pages);
+	c->used_slots &= ~bit;
+	c->dirty_new |= bit;
+	c->dirty_old &= ~bit;
+	if (--c->nused == 0 && (h->chunks != c || c->next != NULL))
+		chunk_release(h, c);
+}
+
+/* A page just became empty.  Keep it if it is the only page of its class
+ * (a malloc/free ping-pong would otherwise retire and rebuild it). */
+static void page_empty_maybe_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
+{
+	hc_pq_t *q = &h->queue[pg->cls];
+	if (!(pg->flags & HC_PG_FULL) && q->first == pg && pg->next == NULL)
+		return;
+	page_retire(h, c, pg);
+}
+
+static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
+{
+	pg->cls = (uint8_t)cls;
+	pg->block_size = hc_class_size[cls];
+	pg->reserved = (uint32_t)(HC_SLOT_SIZE / pg->block_size);
+	pg->capacity = 0;
+	pg->used = 0;
+	pg->free = NULL;
+	pg->flags = 0;
+	pg->next = pg->prev = NULL;
+	page_extend(c, pg);
+	__atomic_store_n(&pg->in_use, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- chunks of a heap -------------------------------------------------- */
+
+static void heap_link_chunk(hc_heap_t *h, hc_chunk_t *c)
+{
+	c->prev = NULL;
+	c->next = h->chunks;
+	if (h->chunks)
+		h->chunks->prev = c;
+	h->chunks = c;
+}
+
+/* Unlink the chunk's xpages list; requeue the pages that got frees while on
+ * the full list.  Returns true if any page came back. */
+static bool chunk_drain_xpages(hc_heap_t *h, hc_chunk_t *c)
+{
+	if (__atomic_load_n(&c->xpages, __ATOMIC_RELAXED) == NULL)
+		return false;
+	hc_page_t *pg = __atomic_exchange_n(&c->xpages, NULL, __ATOMIC_ACQUIRE);
+	bool gained = false;
+	while (pg) {
+		hc_page_t *next = pg->xnext;
+		__atomic_store_n(&pg->queued, 0, __ATOMIC_SEQ_CST);
+		if (pg->in_use && (pg->flags & HC_PG_FULL) && page_collect(pg)) {
+			page_unfull(h, pg);
+			gained = true;
+			if (pg->used == 0)
+				page_empty_maybe_retire(h, c, pg);
+		}
+		pg = next;
+	}
+	return gained;
+}
+
+static bool heap_drain_xpages(hc_heap_t *h)
+{
+	bool gained = false;
+	for (hc_chunk_t *c = h->chunks, *next; c; c = next) {
+		next = c->next;    /* draining may release c */
+		gained |= chunk_drain_xpages(h, c);
+	}
+	return gained;
+}
+
+/* Take ownership of an abandoned chunk and rebuild its page queues from the
+ * pages themselves (the old heap's links mean nothing now). */
+static bool heap_adopt(hc_heap_t *h)
+{
+	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
+		return false;
+	pthread_mutex_lock(&abandoned_lock);
+	hc_chunk_t *c = abandoned;
+	if (c) {
+		abandoned = c->next;
+		abandoned_count--;
+	}
+	pthread_mutex_unlock(&abandoned_lock);
+	if (c == NULL)
+		return false;
+	c->heap = h;
+	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
+	heap_link_chunk(h, c);
+	hc_page_t *stale = __atomic_exchange_n(&c->xpages, NULL, __ATOMIC_ACQUIRE);
+	while (stale) {
+		hc_page_t *next = stale->xnext;
+		__atomic_store_n(&stale->queued, 0, __ATOMIC_SEQ_CST);
+		stale = next;
+	}
+	for (unsigned i = 1; i < HC_NSLOTS; i++) {
+		hc_page_t *pg = &c->pages[i];
+		if (!pg->in_use)
+			continue;
+		__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
+		pg->next = pg->prev = NULL;
+		page_collect(pg);
+		pq_push_back(&h->queue[pg->cls], pg);
+		if (pg->used == 0) {
+			page_retire(h, c, pg);
+			continue;
+		}
+		if (pg->free == NULL && pg->capacity == pg->reserved)
+			page_to_full(h, pg);
+	}
+	for (unsigned cls = 0; cls < HC_NCLASSES; cls++)
+		direct_update(h, cls);
+	return true;
+}
+
+static void heap_decay(hc_heap_t *h)
+{
+	uint64_t epoch = hc_decay_epoch();
+	if (epoch == h->decay_epoch)
+		return;
+	h->decay_epoch = epoch;
+	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
+		    1, HC_SLOT_SIZE, epoch);
+	hc_chunk_cache_decay();
+	hc_large_decay_all();
+	hc_huge_decay();
+}
+
+/* A fresh page for class cls: a free slot of an owned chunk (dirty slots
+ * first: they are already resident), else an adopted chunk, else a new one. */
+static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
+{
+	heap_decay(h);
+	for (;;) {
+		for (hc_chunk_t *c = h->chunks; c; c = c->next) {
+			uint64_t free_slots = ~c->used_slots;
+			if (free_slots == 0)
+				continue;
+			uint64_t warm = free_slots & (c->dirty_new | c->dirty_old);
+			unsigned i = (unsigned)__builtin_ctzll(warm ? warm : free_slots);
+			uint64_t bit = 1ULL << i;
+			c->used_slots |= bit;
+			c->dirty_new &= ~bit;
+			c->dirty_old &= ~bit;
+			c->nused++;
+			hc_page_t *pg = &c->pages[i];
+			page_init(c, pg, cls);
+			pq_push_front(&h->queue[cls], pg);
+			return pg;
+		}
+		if (heap_adopt(h)) {
+			hc_page_t *pg = h->queue[cls].first;
+			if (pg && pg->free)
+				return pg;
+			continue;
+		}
+		size_t meta;
+		hc_chunk_t *c = hc_chunk_get(HC_KIND_SMALL, &meta);
+		if (c == NULL)
+			return NULL;
+		if (meta)
+			hc_stats_add_metadata((intptr_t)meta);
+		c->heap = h;
+		__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
+		heap_link_chunk(h, c);
+	}
+}
+
+/* A page of class cls with a block on its free list, made the queue head. */
+static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
+{
+	hc_pq_t *q = &h->queue[cls];
+	hc_chunk_t *c;
+	for (int pass = 0; pass < 2; pass++) {
+		hc_page_t *pg = q->first;
+		while (pg) {
+			hc_page_t *next = pg->next;
+			c = hc_chunk_of(pg);
+			if (pg->free || page_collect(pg))
+				goto found;
+			if (pg->capacity < pg->reserved) {
+				page_extend(c, pg);
+				goto found;
+			}
+			if (!page_to_full(h, pg) && page_collect(pg))
+				goto found;
+			pg = next;
+			continue;
+found:
+			if (q->first != pg) {
+				pq_remove(q, pg);
+				pq_push_front(q, pg);
+			}
+			h->direct[cls] = pg;
+			return pg;
+		}
+		if (pass == 0 && !heap_drain_xpages(h))
+			break;
+	}
+	hc_page_t *pg = page_new(h, cls);
+	if (pg == NULL)
+		return NULL;
+	if (q->first != pg) {
+		pq_remove(q, pg);
+		pq_push_front(q, pg);
+	}
+	h->direct[cls] = pg;
+	return pg;
+}
+
+static void *small_alloc(hc_heap_t *h, unsigned cls)
+{
+	hc_page_t *pg = h->direct[cls];
+	if (unlikely(pg->free == NULL)) {
+		pg = page_find(h, cls);
+		if (pg == NULL)
+			return NULL;
+	}
+	hc_block_t *b = pg->free;
+	pg->free = b->next;
+	__atomic_store_n(&pg->used, pg->used + 1, __ATOMIC_RELAXED);
+	return b;
+}
+
+/* Smallest class whose size is >= n and a multiple of align (every page
+ * starts 64 KiB-aligned, so such blocks are aligned).  -1 if none. */
+static int class_for_aligned(size_t n, size_t align)
+{
+	if (n < align)
+		n = align;
+	if (n > HC_SMALL_MAX)
+		return -1;
+	for (unsigned c = hc_size_class(n); c < HC_NCLASSES; c++)
+		if ((hc_class_size[c] & (align - 1)) == 0)
+			return (int)c;
+	return -1;
+}
+
+/* Called when a countdown runs out: the hook the profiler hangs off. */
+static void heap_event(hc_heap_t *h, size_t usize)
+{
+	h->event_bytes += (uint64_t)(h->period - h->countdown);
+	h->countdown = h->period - (int64_t)usize;
+}
+
+/* Everything the small fast path could not do: first use of the heap, an
+ * exhausted page, an expired countdown, an aligned request, the fallback. */
+void *hc_small_alloc_slow(size_t n, size_t align)
+{
+	hc_heap_t *h = heap_get();    /* first: it fills the class tables */
+	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
+	if (cls < 0)
+		return NULL;
+	size_t usize = hc_class_size[cls];
+	if (unlikely(h == &heap_fallback)) {
+		pthread_mutex_lock(&fallback_lock);
+		void *p = small_alloc(h, (unsigned)cls);
+		pthread_mutex_unlock(&fallback_lock);
+		return p;
+	}
+	if (unlikely(h->countdown - (int64_t)usize < 0))
+		heap_event(h, usize);
+	else
+		h->countdown -= (int64_t)usize;
+	return small_alloc(h, (unsigned)cls);
+}
+
+/* ---- frees ------------------------------------------------------------- */
+
+/* A free from a thread that does not own the chunk.  Lock-free. */
+void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
+{
+	hc_block_t *b = p;
+	hc_block_t *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
+	do {
+		b->next = head;
+	} while (!__atomic_compare_exchange_n(&pg->xfree, &head, b, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & HC_PG_FULL))
+		return;
+	/* The owner parked this page as full: tell it, once. */
+	if (__atomic_exchange_n(&pg->queued, 1, __ATOMIC_SEQ_CST))
+		return;
+	hc_page_t *top = __atomic_load_n(&c->xpages, __ATOMIC_RELAXED);
+	do {
+		pg->xnext = top;
+	} while (!__atomic_compare_exchange_n(&c->xpages, &top, pg, true,
+	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+/* A free the fast path passed on: a small chunk of another owner, a page
+ * flagged full, or a page that just became empty. */
+void hc_small_free_slow(hc_chunk_t *c, void *p)
+{
+	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
+	if (unlikely(!pg->in_use))
+		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
+	if (owner != hc_thread_id()) {
+		hc_small_free_remote(c, pg, p);
+		return;
+	}
+	hc_heap_t *h = c->heap;
+	if (pg->flags & HC_PG_FULL)
+		page_unfull(h, pg);
+	hc_block_t *b = p;
+	b->next = pg->free;
+	pg->free = b;
+	__atomic_store_n(&pg->used, pg->used - 1, __ATOMIC_RELAXED);
+	if (pg->used == 0)
+		page_empty_maybe_retire(h, c, pg);
+}
+
+/* The local fast path found the page empty after its free. */
+void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg)
+{
+	page_empty_maybe_retire(c->heap, c, pg);
+}
+
+/* ---- thread exit and fork ---------------------------------------------- */
+
+static void heap_abandon(hc_heap_t *h)
+{
+	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		chunk_drain_xpages(h, c);
+	for (unsigned cls = 0; cls < HC_NCLASSES; cls++) {
+		for (hc_page_t *pg = h->queue[cls].first, *next; pg; pg = next) {
+			next = pg->next;
+			page_collect(pg);
+			if (pg->used == 0)
+				page_retire(h, hc_chunk_of(pg), pg);
+		}
+	}
+	for (hc_page_t *pg = h->full.first, *next; pg; pg = next) {
+		next = pg->next;
+		page_collect(pg);
+		if (pg->used == 0)
+			page_retire(h, hc_chunk_of(pg), pg);
+	}
+	hc_chunk_t *c = h->chunks;
+	while (c) {
+		hc_chunk_t *next = c->next;
+		if (c->nused == 0) {
+			hc_chunk_put(c);
+		} else {
+			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELEASE);
+			c->heap = NULL;
+			pthread_mutex_lock(&abandoned_lock);
+			c->next = abandoned;
+			c->prev = NULL;
+			abandoned = c;
+			abandoned_count++;
+			pthread_mutex_unlock(&abandoned_lock);
+		}
+		c = next;
+	}
+	h->chunks = NULL;
+}
+
+/* Called from the collect hook (malloc_trim, purge): fold remote frees of
+ * the caller's heap back and retire what became empty. */
+void hc_heap_collect_self(void)
+{
+	hc_heap_t *h = hc_tls_heap;
+	if (h->state != HC_HEAP_LIVE)
+		return;
+	heap_drain_xpages(h);
+	for (unsigned cls = 0; cls < HC_NCLASSES; cls++) {
+		for (hc_page_t *pg = h->queue[cls].first, *next; pg; pg = next) {
+			next = pg->next;
+			page_collect(pg);
+			if (pg->used == 0)
+				page_retire(h, hc_chunk_of(pg), pg);
+		}
+	}
+	h->decay_epoch = 0;
+	heap_decay(h);
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&fallback_lock);
+	pthread_mutex_lock(&heaps_lock);
+	pthread_mutex_lock(&abandoned_lock);
+	hc_large_fork_prepare();
+	hc_huge_fork_prepare();
+	hc_chunk_fork_prepare();
+}
+
+static void fork_parent(void)
+{
+	hc_chunk_fork_parent();
+	hc_huge_fork_parent();
+	hc_large_fork_parent();
+	pthread_mutex_unlock(&abandoned_lock);
+	pthread_mutex_unlock(&heaps_lock);
+	pthread_mutex_unlock(&fallback_lock);
+}
+
+/* In the child only the forking thread exists.  The other threads' heaps
+ * may have been mid-operation, so their pages are not trusted for reuse:
+ * their chunks are disowned (owner none), which makes every free into them
+ * a remote push, and the heap structs are never recycled. */
+static void fork_child(void)
+{
+	hc_chunk_fork_child();
+	hc_huge_fork_child();
+	hc_large_fork_child();
+	pthread_mutex_init(&abandoned_lock, NULL);
+	pthread_mutex_init(&heaps_lock, NULL);
+	pthread_mutex_init(&fallback_lock, NULL);
+	hc_heap_t *self = hc_tls_heap;
+	uintptr_t tid = hc_thread_id();
+	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
+		if (h == self || h->state != HC_HEAP_LIVE)
+			continue;
+		for (hc_chunk_t *c = h->chunks; c; c = c->next)
+			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELAXED);
+		h->chunks = NULL;
+		h->state = HC_HEAP_DEAD;
+	}
+	if (self->state == HC_HEAP_LIVE)
+		self->tid = tid;
+}
+
+/* ---- statistics -------------------------------------------------------- */
+
+void hc_heap_stats(hc_stats_t *st)
+{
+	for (hc_chunk_t *c = hc_chunk_registry(); c; c = c->all_next) {
+		if (__atomic_load_n(&c->cached, __ATOMIC_ACQUIRE) || c->kind != HC_KIND_SMALL)
+			continue;
+		st->nchunks_small++;
+		st->mapped += HC_CHUNK_SIZE;
+		for (unsigned i = 1; i < HC_NSLOTS; i++) {
+			hc_page_t *pg = &c->pages[i];
+			if (!__atomic_load_n(&pg->in_use, __ATOMIC_ACQUIRE))
+				continue;
+			size_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
+			size_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+			if (used > cap)      /* a torn read while the owner works */
+				used = cap;
+			st->small_allocated += used * bs;
+			st->active += (cap * bs + HC_PAGE - 1) & ~(HC_PAGE - 1);
+		}
+	}
+	pthread_mutex_lock(&heaps_lock);
+	st->nheaps = heaps_count;
+	pthread_mutex_unlock(&heaps_lock);
+	st->metadata += __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,275 @@
+/*
+ * allocator/huge.c - objects over 2 MiB, one mapping each.
+ *
+ * A mapping starts on a chunk boundary with a one-page header (a chunk
+ * header of kind HUGE), and the object follows at huge_offset (the page size,
+ * or the alignment asked for).  For alignments of 4 MiB and more the object
+ * itself would sit on a chunk boundary, so its header is the page just
+ * before it instead; free() recognises such pointers by their alignment.
+ *
+ * Freed mappings are kept in a small cache for reuse (address space and, for
+ * a decay epoch, their resident pages), then unmapped.  realloc moves pages
+ * with mremap instead of copying.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+#include <sys/mman.h>
+#include <errno.h>
+
+#include "internal.h"
+
+#define CACHE_MAX 64
+static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	hc_chunk_t *hdr;
+	uint64_t epoch;
+} cache[CACHE_MAX];                        /* under huge_lock */
+static unsigned cache_n;
+static size_t cache_bytes;
+static size_t live_count, live_mapped, live_usable;   /* under huge_lock */
+static hc_chunk_t *live_list;                          /* under huge_lock */
+
+static void live_add(hc_chunk_t *h)
+{
+	live_count++;
+	live_mapped += h->map_size;
+	live_usable += h->huge_usable;
+	h->prev = NULL;
+	h->next = live_list;
+	if (live_list)
+		live_list->prev = h;
+	live_list = h;
+}
+
+static void live_remove(hc_chunk_t *h)
+{
+	live_count--;
+	live_mapped -= h->map_size;
+	live_usable -= h->huge_usable;
+	if (h->prev) h->prev->next = h->next; else live_list = h->next;
+	if (h->next) h->next->prev = h->prev;
+}
+
+static size_t cache_limit(void)
+{
+	/* keep at most a quarter of what is live, and at least 64 MiB */
+	size_t lim = live_mapped / 4;
+	return lim < ((size_t)64 << 20) ? ((size_t)64 << 20) : lim;
+}
+
+static void cache_drop(unsigned i)
+{
+	hc_chunk_t *h = cache[i].hdr;
+	cache_bytes -= h->map_size;
+	hc_os_unmap(h, h->map_size);
+	cache[i] = cache[--cache_n];
+}
+
+/* offset of the object for a given alignment (< chunk size) */
+static size_t huge_offset_for(size_t align)
+{
+	return align > HC_PAGE ? align : HC_PAGE;
+}
+
+static void *huge_finish(hc_chunk_t *h, size_t off, size_t n, bool zero, bool fresh)
+{
+	h->kind = HC_KIND_HUGE;
+	h->owner = HC_TID_NONE;
+	h->magic = HC_MAGIC;
+	h->huge_offset = off;
+	h->huge_usable = h->map_size - off;
+	void *p = (char *)h + off;
+	if (zero && !fresh)
+		memset(p, 0, n);
+	return p;
+}
+
+/* Overaligned case: the object is chunk-aligned and its header sits in the
+ * page before it. */
+static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
+{
+	size_t body = (n + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	if (body > SIZE_MAX - align - HC_PAGE)
+		return NULL;
+	char *raw = hc_os_map(body + align + HC_PAGE);
+	if (raw == NULL)
+		return NULL;
+	char *obj = (char *)(((uintptr_t)raw + HC_PAGE + align - 1) & ~(uintptr_t)(align - 1));
+	char *hdr = obj - HC_PAGE;
+	if (hdr > raw)
+		hc_os_unmap(raw, (size_t)(hdr - raw));
+	char *end = raw + body + align + HC_PAGE;
+	if (end > obj + body)
+		hc_os_unmap(obj + body, (size_t)(end - (obj + body)));
+	hc_chunk_t *h = (hc_chunk_t *)hdr;
+	h->map_size = body + HC_PAGE;
+	void *p = huge_finish(h, HC_PAGE, n, zero, true);
+	pthread_mutex_lock(&huge_lock);
+	live_add(h);
+	pthread_mutex_unlock(&huge_lock);
+	return p;
+}
+
+void *hc_huge_alloc(size_t n, size_t align, bool zero)
+{
+	if (n > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (align >= HC_CHUNK_SIZE) {
+		void *p = huge_alloc_overaligned(n, align, zero);
+		if (p == NULL)
+			errno = ENOMEM;
+		return p;
+	}
+	size_t off = huge_offset_for(align);
+	size_t need = (off + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	hc_chunk_t *h = NULL;
+	pthread_mutex_lock(&huge_lock);
+	/* best fit among cached mappings no more than 1/8 too big */
+	int best = -1;
+	for (unsigned i = 0; i < cache_n; i++) {
+		size_t sz = cache[i].hdr->map_size;
+		if (sz >= need && sz - need <= need / 8 &&
+		    (best < 0 || sz < cache[best].hdr->map_size))
+			best = (int)i;
+	}
+	if (best >= 0) {
+		h = cache[best].hdr;
+		cache_bytes -= h->map_size;
+		cache[best] = cache[--cache_n];
+	}
+	pthread_mutex_unlock(&huge_lock);
+	bool fresh = false;
+	if (h == NULL) {
+		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
+		if (h == NULL) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		h->map_size = need;
+		fresh = true;
+	}
+	void *p = huge_finish(h, off, n, zero, fresh);
+	pthread_mutex_lock(&huge_lock);
+	live_add(h);
+	pthread_mutex_unlock(&huge_lock);
+	return p;
+}
+
+hc_chunk_t *hc_huge_header(const void *p)
+{
+	return (hc_chunk_t *)((uintptr_t)p - HC_PAGE);
+}
+
+void hc_huge_free(hc_chunk_t *h)
+{
+	bool overaligned = ((uintptr_t)h & HC_CHUNK_MASK) != 0;
+	pthread_mutex_lock(&huge_lock);
+	live_remove(h);
+	h->magic = 0;   /* a second free of this pointer is caught */
+	if (overaligned || h->map_size > cache_limit()) {
+		pthread_mutex_unlock(&huge_lock);
+		hc_os_unmap(h, h->map_size);
+		return;
+	}
+	while (cache_n > 0 && (cache_n == CACHE_MAX || cache_bytes + h->map_size > cache_limit())) {
+		/* evict the oldest */
+		unsigned old = 0;
+		for (unsigned i = 1; i < cache_n; i++)
+			if (cache[i].epoch < cache[old].epoch)
+				old = i;
+		cache_drop(old);
+	}
+	cache[cache_n].hdr = h;
+	cache[cache_n].epoch = hc_decay_epoch();
+	cache_n++;
+	cache_bytes += h->map_size;
+	pthread_mutex_unlock(&huge_lock);
+}
+
+/* Resize a huge object; NULL if the caller must allocate and copy.  Shrinks
+ * unmap the tail; growth tries in place, then moves the pages with mremap to
+ * a fresh chunk-aligned reservation. */
+void *hc_huge_realloc(hc_chunk_t *h, size_t n)
+{
+	if (((uintptr_t)h & HC_CHUNK_MASK) != 0 || n > HC_MAX_REQUEST)
+		return NULL;
+	size_t need = (h->huge_offset + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	size_t old = h->map_size;
+	void *obj = (char *)h + h->huge_offset;
+	if (need == old)
+		return obj;
+	int saved = errno;
+	pthread_mutex_lock(&huge_lock);
+	live_remove(h);
+	pthread_mutex_unlock(&huge_lock);
+	if (need < old) {
+		if (need < old / 2)
+			goto keep;     /* much smaller: a copy frees the big mapping */
+		hc_os_unmap((char *)h + need, old - need);
+	} else if (mremap(h, old, need, 0) == MAP_FAILED) {
+		char *dst = hc_os_map_aligned(need, HC_CHUNK_SIZE);
+		if (dst == NULL)
+			goto keep;
+		if (mremap(h, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED) {
+			hc_os_unmap(dst, need);
+			goto keep;
+		}
+		h = (hc_chunk_t *)dst;
+	}
+	h->map_size = need;
+	h->huge_usable = need - h->huge_offset;
+	obj = (char *)h + h->huge_offset;
+keep:
+	errno = saved;
+	pthread_mutex_lock(&huge_lock);
+	live_add(h);
+	pthread_mutex_unlock(&huge_lock);
+	return h->map_size == need ? obj : NULL;
+}
+
+void hc_huge_decay(void)
+{
+	if (__atomic_load_n(&cache_n, __ATOMIC_RELAXED) == 0)
+		return;
+	if (pthread_mutex_trylock(&huge_lock) != 0)
+		return;
+	uint64_t epoch = hc_decay_epoch();
+	for (unsigned i = 0; i < cache_n;) {
+		if (epoch - cache[i].epoch >= 2)
+			cache_drop(i);
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&huge_lock);
+}
+
+void hc_huge_purge_now(void)
+{
+	pthread_mutex_lock(&huge_lock);
+	while (cache_n)
+		cache_drop(0);
+	pthread_mutex_unlock(&huge_lock);
+}
+
+void hc_huge_stats(hc_stats_t *st)
+{
+	pthread_mutex_lock(&huge_lock);
+	for (hc_chunk_t *h = live_list; h; h = h->next)
+		st->resident += hc_os_resident(h, h->map_size);
+	for (unsigned i = 0; i < cache_n; i++)
+		st->resident += hc_os_resident(cache[i].hdr, cache[i].hdr->map_size);
+	st->nhuge = live_count;
+	st->nhuge_cached = cache_n;
+	st->huge_allocated = live_usable;
+	st->active += live_mapped - live_count * HC_PAGE;
+	st->mapped += live_mapped;
+	st->metadata += live_count * HC_PAGE;
+	st->dirty += cache_bytes;
+	pthread_mutex_unlock(&huge_lock);
+}
+
+void hc_huge_fork_prepare(void) { pthread_mutex_lock(&huge_lock); }
+void hc_huge_fork_parent(void) { pthread_mutex_unlock(&huge_lock); }
+void hc_huge_fork_child(void) { pthread_mutex_init(&huge_lock, NULL); }

@@ -1,0 +1,264 @@
+/*
+ * allocator/internal.h - the allocator's own structures, shared by the files
+ * of allocator/ and by nothing else (agent/ uses allocator/hc_alloc.h).
+ *
+ * Memory is carved from 4 MiB "chunks" aligned to 4 MiB, so the metadata of
+ * any pointer is found in O(1) by masking its low bits.  Three kinds:
+ *
+ *   SMALL  owned by one thread heap; 64 slots of 64 KiB, slot 0 holds the
+ *          header, every other slot is a "page" of one size class.
+ *   LARGE  owned by an arena (a mutex); 1024 runs of 4 KiB, page 0 holds the
+ *          header; objects of 16 KiB..2 MiB are runs of whole 4 KiB pages.
+ *   HUGE   one object per mapping, > 2 MiB; the header is the mapping's first
+ *          page and the object follows it.
+ *
+ * Chunks are never unmapped: a chunk with nothing in it goes to a global
+ * cache and its pages are purged (madvise) after the decay time.  This is what
+ * makes lock-free cross-thread frees safe: a thread that pushes a block onto a
+ * page's list can always touch the chunk header afterwards.
+ */
+#ifndef HC_ALLOCATOR_INTERNAL_H
+#define HC_ALLOCATOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "hc_alloc.h"
+
+#define HC_EXPORT   __attribute__((visibility("default")))
+#define HC_NOINLINE __attribute__((noinline))
+#define HC_COLD     __attribute__((noinline, cold))
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#ifndef HC_DEBUG
+#define HC_DEBUG 0
+#endif
+
+/* ---- geometry ---------------------------------------------------------- */
+
+#define HC_CHUNK_SHIFT  22
+#define HC_CHUNK_SIZE   ((size_t)1 << HC_CHUNK_SHIFT)          /* 4 MiB */
+#define HC_CHUNK_MASK   (HC_CHUNK_SIZE - 1)
+#define HC_SLOT_SHIFT   16
+#define HC_SLOT_SIZE    ((size_t)1 << HC_SLOT_SHIFT)            /* 64 KiB */
+#define HC_NSLOTS       (HC_CHUNK_SIZE / HC_SLOT_SIZE)          /* 64 */
+#define HC_PAGE_SHIFT   12
+#define HC_PAGE         ((size_t)1 << HC_PAGE_SHIFT)            /* 4 KiB */
+#define HC_NRUNS        (HC_CHUNK_SIZE / HC_PAGE)               /* 1024 */
+#define HC_NRUNWORDS    (HC_NRUNS / 64)
+
+#define HC_SMALL_MAX    16384          /* largest size class in a small page */
+#define HC_SMALL_FAST   1024           /* sizes the one-table lookup covers  */
+#define HC_LARGE_MAX    ((size_t)2 << 20)
+#define HC_NCLASSES     37
+#define HC_MAX_REQUEST  ((size_t)PTRDIFF_MAX - 2 * HC_CHUNK_SIZE)
+
+enum { HC_KIND_SMALL = 1, HC_KIND_LARGE = 2, HC_KIND_HUGE = 3 };
+#define HC_MAGIC 0x68656170636b6e6bULL   /* "heapckn k": chunk header check */
+
+/* Thread identity: the thread pointer is unique among live threads and costs
+ * one instruction.  0 marks "no owner" (abandoned chunk, arena, huge), 1 the
+ * fallback heap, so neither can equal a live thread. */
+static inline uintptr_t hc_thread_id(void) { return (uintptr_t)__builtin_thread_pointer(); }
+#define HC_TID_NONE     ((uintptr_t)0)
+#define HC_TID_FALLBACK ((uintptr_t)1)
+
+/* ---- size classes ------------------------------------------------------ */
+
+extern const uint32_t hc_class_size[HC_NCLASSES];
+extern uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];   /* (n+7)>>3  */
+extern uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1]; /* (n+127)>>7 */
+
+static inline unsigned hc_size_class(size_t n)
+{
+	return n <= HC_SMALL_FAST ? hc_class_small[(n + 7) >> 3]
+	                          : hc_class_medium[(n + 127) >> 7];
+}
+
+/* ---- small pages ------------------------------------------------------- */
+
+typedef struct hc_block_s { struct hc_block_s *next; } hc_block_t;
+typedef struct hc_heap_s hc_heap_t;
+typedef struct hc_chunk_s hc_chunk_t;
+
+/* Page flags, tested as one byte by the local free fast path. */
+#define HC_PG_FULL 0x01   /* on the heap's full list: a free must requeue it */
+
+/*
+ * A page: one 64 KiB slot of a small chunk holding blocks of one class.
+ * Invariants (owner = the thread whose id is chunk->owner):
+ *  - free, used, capacity and the queue links are touched by the owner only;
+ *  - every block is in exactly one of: handed out (counted in used),
+ *    pg->free, pg->xfree (also still counted in used), or the uncarved tail
+ *    [capacity, reserved);
+ *  - xfree is pushed by any thread and emptied only by the owner;
+ *  - flags & FULL <=> the page is on heap->full, not on a class queue.
+ */
+typedef struct hc_page_s {
+	hc_block_t *free;            /* owner's free list; malloc pops here      */
+	uint32_t used;               /* blocks not on free/uncarved              */
+	uint8_t flags;               /* HC_PG_*                                  */
+	uint8_t cls;
+	uint8_t in_use;              /* slot holds a live page                   */
+	uint8_t queued;              /* on chunk->xpages (atomic)               */
+	uint32_t block_size;
+	uint32_t capacity;           /* blocks carved so far                     */
+	uint32_t reserved;           /* blocks that fit in the slot              */
+	uint32_t pad_;
+	hc_block_t *xfree;           /* other threads' frees (atomic)            */
+	struct hc_page_s *next, *prev;   /* class queue or full list             */
+	struct hc_page_s *xnext;     /* link on chunk->xpages                    */
+} hc_page_t;
+
+/* ---- chunks ------------------------------------------------------------ */
+
+/*
+ * Header at the start of every chunk (and of every huge mapping).  The first
+ * two words are all the free fast path reads.
+ * Invariants: magic == HC_MAGIC; kind never changes while the chunk is out of
+ * the cache; for SMALL, used_slots bit i <=> pages[i].in_use (bit 0 = header).
+ */
+struct hc_chunk_s {
+	uintptr_t owner;             /* owning thread id, or HC_TID_*            */
+	uint32_t kind;
+	uint32_t nused;              /* small: pages in use; large: runs in use  */
+	uint64_t magic;
+	hc_heap_t *heap;             /* small: owning heap (NULL if abandoned)   */
+	struct hc_arena_s *arena;    /* large: owning arena                      */
+	hc_chunk_t *next, *prev;     /* heap's / arena's / cache list            */
+	hc_chunk_t *all_next;        /* registry of every chunk ever mapped      */
+	uint64_t decay_epoch;        /* last decay epoch applied                 */
+	uint32_t cached;             /* in the chunk cache (atomic)              */
+	uint32_t purged;             /* cached and its pages returned to the OS  */
+	/* huge only */
+	size_t map_size;             /* whole mapping, header page included      */
+	size_t huge_offset;          /* object = (char *)chunk + huge_offset     */
+	size_t huge_usable;
+	/* small only */
+	hc_page_t *xpages;           /* pages of FULL status that got xfrees     */
+	uint64_t used_slots, dirty_new, dirty_old;
+	/* large only */
+	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS],
+	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
+	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
+	size_t large_allocated;      /* bytes in live runs                       */
+	hc_page_t pages[HC_NSLOTS];  /* small only                               */
+};
+
+#define HC_LARGE_HDR_RUNS ((sizeof(hc_chunk_t) + HC_PAGE - 1) / HC_PAGE)
+
+static inline hc_chunk_t *hc_chunk_of(const void *p)
+{
+	return (hc_chunk_t *)((uintptr_t)p & ~(uintptr_t)HC_CHUNK_MASK);
+}
+
+static inline void *hc_page_start(const hc_chunk_t *c, const hc_page_t *pg)
+{
+	return (char *)c + ((size_t)(pg - c->pages) << HC_SLOT_SHIFT);
+}
+
+/* ---- thread heaps ------------------------------------------------------ */
+
+typedef struct hc_pq_s { hc_page_t *first, *last; } hc_pq_t;
+
+/*
+ * A thread's heap.  direct[c] is never NULL: it is the first page of class
+ * queue c, or the shared empty page, so the malloc fast path needs no check.
+ * Touched only by its thread (the fallback heap: under hc_fallback_lock).
+ */
+struct hc_heap_s {
+	hc_page_t *direct[HC_NCLASSES];
+	int64_t countdown;           /* bytes until the next allocation event   */
+	uintptr_t tid;
+	hc_pq_t queue[HC_NCLASSES];  /* pages with (possibly) free blocks        */
+	hc_pq_t full;                /* pages found full                        */
+	hc_chunk_t *chunks;          /* small chunks owned                       */
+	struct hc_arena_s *arena;    /* arena for large requests                */
+	hc_heap_t *all_next;         /* registry                                */
+	hc_heap_t *pool_next;        /* recycled heap structs                   */
+	uint64_t decay_epoch;
+	uint64_t event_bytes;        /* bytes counted by expired countdowns     */
+	int64_t period;              /* countdown refill                        */
+	uint32_t state;              /* HC_HEAP_*                               */
+	uint32_t slow_calls;
+};
+
+enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
+
+/* ---- arenas for large runs --------------------------------------------- */
+
+typedef struct hc_arena_s {
+	pthread_mutex_t lock;
+	hc_chunk_t *chunks;          /* LARGE chunks of this arena              */
+	uint64_t decay_epoch;
+	unsigned index;
+} hc_arena_t;
+
+#define HC_MAX_ARENAS 16
+
+/* ---- cross-file internals ---------------------------------------------- */
+
+/* os.c */
+void *hc_os_map(size_t size);                        /* NULL on failure */
+void *hc_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
+void hc_os_unmap(void *p, size_t size);
+void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
+uint64_t hc_os_now_ms(void);
+size_t hc_os_resident(const void *p, size_t size);   /* via mincore     */
+void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
+void hc_diag_ptr(const char *msg, const void *p);
+HC_COLD __attribute__((noreturn)) void hc_fatal_ptr(const char *msg, const void *p);
+char *hc_fmt_u64(char *buf, uint64_t v);             /* returns end      */
+uint64_t hc_decay_epoch(void);                       /* now / half decay */
+extern uint64_t hc_opt_dirty_decay_ms;
+
+/* chunk.c */
+hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out);  /* NULL on OOM */
+void hc_chunk_put(hc_chunk_t *c);
+void hc_chunk_cache_decay(void);
+void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
+hc_chunk_t *hc_chunk_registry(void);
+size_t hc_chunk_cached(size_t *count);
+void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
+    uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch);
+
+/* heap.c */
+extern __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec")));
+void *hc_small_alloc_slow(size_t n, size_t align);
+void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg);
+void hc_small_free_slow(hc_chunk_t *c, void *p);
+void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p);
+void hc_heap_fork_prepare(void), hc_heap_fork_parent(void), hc_heap_fork_child(void);
+void hc_heap_stats(hc_stats_t *st);
+void hc_heap_collect_self(void);
+void hc_init_slow(void);
+extern int hc_inited;
+
+/* large.c */
+void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero);
+void hc_large_free(hc_chunk_t *c, void *p);
+size_t hc_large_usable(const hc_chunk_t *c, const void *p);
+bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */
+hc_arena_t *hc_arena_pick(void);
+void hc_large_fork_prepare(void), hc_large_fork_parent(void), hc_large_fork_child(void);
+void hc_large_stats(hc_stats_t *st);
+void hc_large_decay_all(void);
+void hc_large_purge_now(void);
+
+/* huge.c */
+void *hc_huge_alloc(size_t n, size_t align, bool zero);
+void hc_huge_free(hc_chunk_t *c);
+void *hc_huge_realloc(hc_chunk_t *c, size_t n);          /* NULL: caller copies */
+hc_chunk_t *hc_huge_header(const void *p);               /* for chunk-aligned p */
+void hc_huge_fork_prepare(void), hc_huge_fork_parent(void), hc_huge_fork_child(void);
+void hc_huge_stats(hc_stats_t *st);
+void hc_huge_decay(void);
+void hc_huge_purge_now(void);
+
+/* api.c */
+void *hc_alloc_aligned(size_t align, size_t n, bool zero);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * allocator/os.c - every system call the allocator makes, and its one
+ * diagnostic writer.
+ *
+ * Nothing here allocates or uses stdio; every function preserves errno, so a
+ * successful malloc never changes it even when a purge or trim fails.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+uint64_t hc_opt_dirty_decay_ms = 1000;
+
+void *hc_os_map(size_t size)
+{
+	int saved = errno;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	errno = saved;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Map size bytes aligned to align (a power of two >= the page size): map
+ * more than needed and unmap the unaligned head and the tail. */
+void *hc_os_map_aligned(size_t size, size_t align)
+{
+	if (size > SIZE_MAX - align)
+		return NULL;
+	char *p = hc_os_map(size + align);
+	if (p == NULL)
+		return NULL;
+	char *a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+	if (a > p)
+		hc_os_unmap(p, (size_t)(a - p));
+	size_t tail = (size_t)((p + size + align) - (a + size));
+	if (tail > 0)
+		hc_os_unmap(a + size, tail);
+	return a;
+}
+
+void hc_os_unmap(void *p, size_t size)
+{
+	int saved = errno;
+	if (munmap(p, size) != 0)
+		hc_diag_ptr("munmap failed; address space leaked at", p);
+	errno = saved;
+}
+
+void hc_os_purge(void *p, size_t size)
+{
+	int saved = errno;
+	(void)madvise(p, size, MADV_DONTNEED);
+	errno = saved;
+}
+
+uint64_t hc_os_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Decay works in epochs of half the decay time: dirty memory is purged once
+ * it has stayed free for a whole epoch, so between 1/2 and 1 decay time. */
+uint64_t hc_decay_epoch(void)
+{
+	uint64_t half = hc_opt_dirty_decay_ms / 2;
+	return hc_os_now_ms() / (half ? half : 1);
+}
+
+size_t hc_os_resident(const void *p, size_t size)
+{
+	unsigned char vec[256];
+	size_t n = 0;
+	int saved = errno;
+	const char *q = p;
+	while (size > 0) {
+		size_t step = size < sizeof vec * HC_PAGE ? size : sizeof vec * HC_PAGE;
+		if (mincore((void *)q, step, vec) == 0) {
+			for (size_t i = 0; i < (step + HC_PAGE - 1) / HC_PAGE; i++)
+				n += vec[i] & 1;
+		}
+		q += step;
+		size -= step;
+	}
+	errno = saved;
+	return n * HC_PAGE;
+}
+
+char *hc_fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[21];
+	int i = 0;
+	do {
+		tmp[i++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (i)
+		*buf++ = tmp[--i];
+	*buf = 0;
+	return buf;
+}
+
+static char *fmt_hex(char *buf, uintptr_t v)
+{
+	static const char dig[] = "0123456789abcdef";
+	char tmp[17];
+	int i = 0;
+	do {
+		tmp[i++] = dig[v & 15];
+		v >>= 4;
+	} while (v);
+	*buf++ = '0';
+	*buf++ = 'x';
+	while (i)
+		*buf++ = tmp[--i];
+	*buf = 0;
+	return buf;
+}
+
+/* One write(2) per message so lines from several threads do not interleave. */
+static void diag_write(const char *msg, const void *p, bool with_ptr)
+{
+	char line[256];
+	size_t len = strlen(msg);
+	if (len > 200)
+		len = 200;
+	memcpy(line, "<heapctl>: ", 11);
+	memcpy(line + 11, msg, len);
+	char *e = line + 11 + len;
+	if (with_ptr) {
+		*e++ = ' ';
+		e = fmt_hex(e, (uintptr_t)p);
+	}
+	*e++ = '\n';
+	int saved = errno;
+	ssize_t r = write(STDERR_FILENO, line, (size_t)(e - line));
+	(void)r;
+	errno = saved;
+}
+
+void hc_diag(const char *msg) { diag_write(msg, NULL, false); }
+void hc_diag_ptr(const char *msg, const void *p) { diag_write(msg, p, true); }
+
+void hc_fatal_ptr(const char *msg, const void *p)
+{
+	diag_write(msg, p, true);
+	abort();
+}

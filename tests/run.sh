@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Run every test of `make check`: the C unit and stress programs, the real
+# programs under LD_PRELOAD, and the bats suites.  Prints one line per test
+# and a closing "N passed, N failed".
+set -uo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+lib="$root/$build/libheapctl.so"
+pass=0 fail=0 failed=()
+run() {   # name, command...
+	local name=$1; shift
+	local log="$root/$build/tests/$name.log"
+	mkdir -p "$(dirname "$log")"
+	local t0=$SECONDS
+	if timeout 300 "$@" >"$log" 2>&1; then
+		pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0))s)"
+	else
+		fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0))s)"
+		tail -n 20 "$log" | sed 's/^/     | /'
+	fi
+}
+for t in "$root/$build"/tests/unit/* "$root/$build"/tests/stress/*; do
+	[ -x "$t" ] && [ -f "$t" ] || continue
+	case "$t" in *.log) continue ;; esac
+	run "$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
+done
+[ -x "$root/tests/real/run.sh" ] && run real/programs "$root/tests/real/run.sh" "$lib"
+if ls "$root"/tests/cli/*.bats >/dev/null 2>&1; then
+	for b in "$root"/tests/cli/*.bats; do
+		run "cli/$(basename "$b" .bats)" env HEAPCTL_BUILD="$root/$build" bats "$b"
+	done
+fi
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
