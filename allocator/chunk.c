@@ -59,6 +59,7 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 	for (unsigned i = 0; i < HC_LARGE_HDR_RUNS; i++)
 		c->run_used[i / 64] |= 1ULL << (i % 64);
 	c->large_allocated = 0;
+	c->large_pages = 0;
 	for (unsigned i = 0; i < HC_NSLOTS; i++) {
 		hc_page_t *pg = &c->pages[i];
 		pg->in_use = 0;

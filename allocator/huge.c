@@ -84,6 +84,32 @@ static void *huge_finish(hc_chunk_t *h, size_t off, size_t n, bool zero, bool fr
 	return p;
 }
 
+/* Grow a chunk-aligned mapping to need bytes without copying: in place if
+ * the address space after it is free, else by moving its pages with mremap
+ * into a fresh chunk-aligned reservation.  NULL (mapping untouched) on
+ * failure; on success the header's map_size is updated. */
+static hc_chunk_t *huge_grow(hc_chunk_t *h, size_t need)
+{
+	int saved = errno;
+	size_t old = h->map_size;
+	if (mremap(h, old, need, 0) == MAP_FAILED) {
+		char *dst = hc_os_map_aligned(need, HC_CHUNK_SIZE);
+		if (dst == NULL) {
+			errno = saved;
+			return NULL;
+		}
+		if (mremap(h, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED) {
+			hc_os_unmap(dst, need);
+			errno = saved;
+			return NULL;
+		}
+		h = (hc_chunk_t *)dst;
+	}
+	errno = saved;
+	h->map_size = need;
+	return h;
+}
+
 /* Overaligned case: the object is chunk-aligned and its header sits in the
  * page before it. */
 static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
@@ -125,22 +151,40 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	size_t off = huge_offset_for(align);
 	size_t need = (off + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	hc_chunk_t *h = NULL;
+	bool fresh = false;
 	pthread_mutex_lock(&huge_lock);
-	/* best fit among cached mappings no more than 1/8 too big */
-	int best = -1;
+	/* Reuse before mapping: the smallest cached mapping that fits, else the
+	 * largest one that does not (grown below), so dirty pages are recycled
+	 * whatever the size mix. */
+	int fit = -1, grow = -1;
 	for (unsigned i = 0; i < cache_n; i++) {
 		size_t sz = cache[i].hdr->map_size;
-		if (sz >= need && sz - need <= need / 8 &&
-		    (best < 0 || sz < cache[best].hdr->map_size))
-			best = (int)i;
+		if (sz >= need) {
+			if (fit < 0 || sz < cache[fit].hdr->map_size)
+				fit = (int)i;
+		} else if (grow < 0 || sz > cache[grow].hdr->map_size) {
+			grow = (int)i;
+		}
 	}
-	if (best >= 0) {
-		h = cache[best].hdr;
+	int take = fit >= 0 ? fit : grow;
+	if (take >= 0) {
+		h = cache[take].hdr;
 		cache_bytes -= h->map_size;
-		cache[best] = cache[--cache_n];
+		cache[take] = cache[--cache_n];
 	}
 	pthread_mutex_unlock(&huge_lock);
-	bool fresh = false;
+	if (h != NULL && h->map_size > need + need / 8) {
+		hc_os_unmap((char *)h + need, h->map_size - need);
+		h->map_size = need;
+	} else if (h != NULL && h->map_size < need) {
+		hc_chunk_t *g = huge_grow(h, need);
+		if (g == NULL) {
+			hc_os_unmap(h, h->map_size);
+			h = NULL;
+		} else {
+			h = g;
+		}
+	}
 	if (h == NULL) {
 		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
 		if (h == NULL) {
@@ -208,15 +252,11 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 		if (need < old / 2)
 			goto keep;     /* much smaller: a copy frees the big mapping */
 		hc_os_unmap((char *)h + need, old - need);
-	} else if (mremap(h, old, need, 0) == MAP_FAILED) {
-		char *dst = hc_os_map_aligned(need, HC_CHUNK_SIZE);
-		if (dst == NULL)
+	} else {
+		hc_chunk_t *g = huge_grow(h, need);
+		if (g == NULL)
 			goto keep;
-		if (mremap(h, old, need, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED) {
-			hc_os_unmap(dst, need);
-			goto keep;
-		}
-		h = (hc_chunk_t *)dst;
+		h = g;
 	}
 	h->map_size = need;
 	h->huge_usable = need - h->huge_offset;

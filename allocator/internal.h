@@ -145,6 +145,7 @@ struct hc_chunk_s {
 	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
 	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
 	size_t large_allocated;      /* bytes in live runs                       */
+	size_t large_pages;          /* pages in live runs (header excluded)     */
 	hc_page_t pages[HC_NSLOTS];  /* small only                               */
 };
 

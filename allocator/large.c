@@ -69,25 +69,36 @@ static bool bits_any(const uint64_t *m, size_t i, size_t n)
 	return false;
 }
 
+/* Index of the first bit at or after i equal to `want` (0 or 1), or
+ * HC_NRUNS.  Word at a time: a free-run search costs O(runs + words). */
+static size_t bit_next(const uint64_t *m, size_t i, int want)
+{
+	while (i < HC_NRUNS) {
+		uint64_t w = want ? m[i / 64] : ~m[i / 64];
+		w &= ~0ULL << (i % 64);
+		if (w)
+			return (i & ~(size_t)63) + (size_t)__builtin_ctzll(w);
+		i = (i & ~(size_t)63) + 64;
+	}
+	return HC_NRUNS;
+}
+
 /* First free run of n pages whose address is a multiple of align, or -1. */
 static long run_find(const hc_chunk_t *c, size_t n, size_t align)
 {
+	if (HC_NRUNS - HC_LARGE_HDR_RUNS - c->large_pages < n)
+		return -1;
 	size_t step = align > HC_PAGE ? align / HC_PAGE : 1;
-	size_t i = (HC_LARGE_HDR_RUNS + step - 1) / step * step;
-	while (i + n <= HC_NRUNS) {
-		/* skip a whole used word at once */
-		if (step == 1 && (i % 64) == 0 && c->run_used[i / 64] == ~0ULL) {
-			i += 64;
-			continue;
-		}
-		size_t j = 0;
-		while (j < n && !bit_get(c->run_used, i + j))
-			j++;
-		if (j == n)
-			return (long)i;
-		/* the run is blocked at i+j: next candidate after it */
-		size_t next = i + j + 1;
-		i = (next + step - 1) / step * step;
+	size_t i = HC_LARGE_HDR_RUNS;
+	while (i < HC_NRUNS) {
+		size_t start = bit_next(c->run_used, i, 0);
+		if (start >= HC_NRUNS)
+			break;
+		size_t end = bit_next(c->run_used, start, 1);
+		size_t a = (start + step - 1) / step * step;
+		if (a + n <= end)
+			return (long)a;
+		i = end;
 	}
 	return -1;
 }
@@ -102,6 +113,7 @@ static void *run_take(hc_chunk_t *c, size_t i, size_t n, bool zero)
 	c->run_len[i] = (uint16_t)n;
 	c->nused++;
 	c->large_allocated += n * HC_PAGE;
+	c->large_pages += n;
 	void *p = (char *)c + i * HC_PAGE;
 	if (zero && dirty)
 		memset(p, 0, n * HC_PAGE);
@@ -120,6 +132,8 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero)
 {
 	hc_arena_t *a = h->arena ? h->arena : hc_arena_pick();
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
+	if (n == 0)
+		n = 1;       /* aligned zero-size requests land here */
 	if (align < HC_PAGE)
 		align = HC_PAGE;
 	pthread_mutex_lock(&a->lock);
@@ -182,6 +196,7 @@ void hc_large_free(hc_chunk_t *c, void *p)
 	bits_clear(c->run_used, i, n);
 	bits_set(c->run_dirty_new, i, n);
 	c->large_allocated -= n * HC_PAGE;
+	c->large_pages -= n;
 	/* An empty chunk goes back to the cache unless it is the arena's last. */
 	if (--c->nused == 0 && (a->chunks != c || c->next != NULL)) {
 		if (c->prev) c->prev->next = c->next; else a->chunks = c->next;
@@ -207,6 +222,7 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 		bits_set(c->run_dirty_new, i + n, old - n);
 		c->run_len[i] = (uint16_t)n;
 		c->large_allocated -= (old - n) * HC_PAGE;
+		c->large_pages -= old - n;
 		ok = true;
 	} else if (i + n <= HC_NRUNS && !bits_any(c->run_used, i + old, n - old)) {
 		bits_set(c->run_used, i + old, n - old);
@@ -215,6 +231,7 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 		bits_set(c->run_nonzero, i + old, n - old);
 		c->run_len[i] = (uint16_t)n;
 		c->large_allocated += (n - old) * HC_PAGE;
+		c->large_pages += n - old;
 		ok = true;
 	}
 	pthread_mutex_unlock(&a->lock);
