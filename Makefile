@@ -32,10 +32,14 @@ TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c)
 TEST_CC  := $(wildcard tests/unit/*.cc)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
-TEST_LINK := -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
+TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 
 .PHONY: all check test bench deps clean
-all: $(BUILD)/libheapctl.so
+all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h
+
+$(BUILD)/include/heapctl.h: agent/heapctl.h
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
@@ -45,11 +49,11 @@ $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so tests/unit/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
 
-$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so tests/unit/check.h
+$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
 

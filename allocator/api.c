@@ -27,6 +27,12 @@ static inline size_t page_size(void) { return HC_PAGE; }
 
 /* ---- generic paths ----------------------------------------------------- */
 
+static void junk_free(const hc_page_t *pg, void *p)
+{
+	HC_ASSERT(pg->in_use && pg->used > 0);
+	memset((char *)p + sizeof(hc_block_t), HC_JUNK_FREE, pg->block_size - sizeof(hc_block_t));
+}
+
 /* Any size, any alignment (a power of two), optionally zeroed. */
 HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 {
@@ -40,6 +46,8 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 			errno = ENOMEM;
 		else if (zero)
 			memset(p, 0, n);
+		else if (HC_DEBUG)
+			memset(p, HC_JUNK_ALLOC, n);
 		return p;
 	}
 	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
@@ -136,6 +144,8 @@ HC_EXPORT void *malloc(size_t n)
 			h->countdown = left;
 			pg->free = b->next;
 			__atomic_store_n(&pg->used, pg->used + 1, __ATOMIC_RELAXED);
+			if (HC_DEBUG)
+				memset(b, HC_JUNK_ALLOC, pg->block_size);
 			return b;
 		}
 	}
@@ -153,6 +163,8 @@ HC_EXPORT void free(void *p)
 		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		if (likely(pg->flags == 0)) {
 			hc_block_t *b = p;
+			if (HC_DEBUG)
+				junk_free(pg, p);
 			b->next = pg->free;
 			pg->free = b;
 			uint32_t used = pg->used - 1;

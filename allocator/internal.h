@@ -36,6 +36,11 @@
 #ifndef HC_DEBUG
 #define HC_DEBUG 0
 #endif
+/* Debug builds (make DEBUG=1): fresh blocks are filled with 0xa5, freed
+ * ones with 0x5a past the link word, and HC_ASSERT checks invariants. */
+#define HC_JUNK_ALLOC 0xa5
+#define HC_JUNK_FREE  0x5a
+#define HC_ASSERT(c) do { if (HC_DEBUG && !(c)) hc_fatal_ptr("assertion failed: " #c " at", (void *)(uintptr_t)__LINE__); } while (0)
 
 /* ---- geometry ---------------------------------------------------------- */
 
