@@ -47,7 +47,7 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 
 $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
-	    -o $@ $(LIB_OBJ) -ldl
+	    -o $@ $(LIB_OBJ) -ldl -lm
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h
 	@mkdir -p $(dir $@)

@@ -21,10 +21,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "../allocator/hc_alloc.h"
+#include "agent.h"
 #include "heapctl.h"
 
-#define HC_EXPORT __attribute__((visibility("default")))
 
 typedef enum { T_BOOL, T_UNSIGNED, T_SIZE, T_SSIZE, T_U64, T_STR } ctl_type_t;
 
@@ -141,6 +140,133 @@ static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
 	return 0;
 }
 
+/* ---- profiling ---------------------------------------------------------- */
+
+static int rd_opt_bool(const ctl_entry_t *e, ctl_val_t *out)
+{
+	out->b = *(const bool *)((const char *)&hc_opt + e->arg);
+	return 0;
+}
+
+static int rd_opt_unsigned(const ctl_entry_t *e, ctl_val_t *out)
+{
+	out->u = *(const unsigned *)((const char *)&hc_opt + e->arg);
+	return 0;
+}
+
+static int rd_opt_lg_sample(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->z = hc_opt.lg_prof_sample; return 0; }
+static int rd_opt_lg_interval(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->sz = hc_opt.lg_prof_interval; return 0; }
+static int rd_opt_prefix(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_opt.prof_prefix; return 0; }
+static int rd_opt_unwind(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_unwinder_name(hc_opt.prof_unwind); return 0; }
+static int rd_opt_threshold(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_opt.prof_threshold; return 0; }
+
+static int rd_active(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED); return 0; }
+static int wr_active(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_set_active(in->b); return 0; }
+static int rd_gdump(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED); return 0; }
+static int wr_gdump(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.gdump, in->b, __ATOMIC_RELAXED); return 0; }
+static int rd_tai(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.thread_active_init, __ATOMIC_RELAXED); return 0; }
+static int wr_tai(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.thread_active_init, in->b, __ATOMIC_RELAXED); return 0; }
+static int rd_lg_sample(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->z = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED); return 0; }
+
+static int wr_lg_sample(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in->z > 62)
+		return EINVAL;
+	hc_prof_set_lg_sample((unsigned)in->z);
+	return 0;
+}
+
+static int rd_interval(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	int lg = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
+	out->u64 = lg < 0 ? 0 : (uint64_t)1 << lg;
+	return 0;
+}
+
+static int wr_prefix(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in->s == NULL || in->s[0] == 0 || strlen(in->s) >= HC_PREFIX_MAX)
+		return EINVAL;
+	pthread_mutex_lock(&hc_prof_lock);
+	strcpy(hc_prof.prefix, in->s);
+	pthread_mutex_unlock(&hc_prof_lock);
+	return 0;
+}
+
+/* jemalloc answers EFAULT when the dump cannot be written. */
+static int wr_dump(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	hc_dump_kind_t kind = e->arg ? HC_DUMP_PEAK : HC_DUMP_MANUAL;
+	const char *path = in ? in->s : NULL;
+	if (!hc_opt.prof && !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) && hc_prof_samples_total() == 0)
+		return ENOENT;   /* as jemalloc without opt.prof */
+	return hc_dump(kind, path, NULL, 0) ? EFAULT : 0;
+}
+
+static int wr_reset(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in != NULL && in->z > 62)
+		return EINVAL;
+	hc_prof_reset(in ? (int)in->z : -1);
+	return 0;
+}
+
+static int rd_timer(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED); return 0; }
+
+static int wr_timer(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	__atomic_store_n(&hc_prof.timer_s, in->u, __ATOMIC_RELAXED);
+	if (in->u)
+		hc_dump_start_timer();
+	return 0;
+}
+
+static int rd_threshold(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED); return 0; }
+
+static int wr_threshold(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	__atomic_store_n(&hc_prof.threshold, in->u64, __ATOMIC_RELAXED);
+	if (in->u64)
+		hc_dump_start_timer();
+	return 0;
+}
+
+static int rd_unwind(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_unwinder_name(hc_unwinder); return 0; }
+
+static int wr_unwind(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	hc_unwinder_t u;
+	if (in->s == NULL || !hc_conf_parse_unwinder(in->s, &u))
+		return EINVAL;
+	hc_unwinder = u;
+	return 0;
+}
+
+static int rd_samples(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_prof_samples_total(); return 0; }
+static int rd_dumps(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_dumps_written(); return 0; }
+static int rd_tname(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_prof_thread_name_get(); return 0; }
+
+static int wr_tname(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in->s == NULL)
+		return EINVAL;
+	return hc_prof_thread_name_set(in->s) ? 0 : EFAULT;
+}
+
+static int rd_tactive(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = hc_prof_thread_active_get(); return 0; }
+static int wr_tactive(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_thread_active_set(in->b); return 0; }
+
+#define OPTB(n) { "opt." #n, T_BOOL, rd_opt_bool, NULL, offsetof(hc_opts_t, n) }
+#define OPTU(n) { "opt." #n, T_UNSIGNED, rd_opt_unsigned, NULL, offsetof(hc_opts_t, n) }
+
 #define STAT(n, field) { "stats." n, T_SIZE, rd_stat, NULL, offsetof(hc_stats_t, field) }
 #define CONFIG(n, v) { "config." n, T_BOOL, rd_const_bool, NULL, (v) }
 
@@ -159,9 +285,9 @@ static const ctl_entry_t table[] = {
 	CONFIG("lazy_lock", 0),
 	{ "config.malloc_conf", T_STR, rd_const_str, NULL, (intptr_t)"" },
 	CONFIG("opt_safety_checks", 1),
-	CONFIG("prof", 0),
-	CONFIG("prof_libgcc", 0),
-	CONFIG("prof_libunwind", 0),
+	CONFIG("prof", 1),
+	CONFIG("prof_libgcc", 1),
+	CONFIG("prof_libunwind", 1),
 	CONFIG("stats", 1),
 	CONFIG("utrace", 0),
 	CONFIG("xmalloc", 0),
@@ -170,6 +296,31 @@ static const ctl_entry_t table[] = {
 	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
 	{ "opt.dirty_decay_ms", T_SSIZE, rd_decay, NULL, 0 },
 	{ "arena.4096.purge", T_BOOL, NULL, wr_purge, 0 },
+	OPTB(prof), OPTB(prof_active), OPTB(prof_gdump), OPTB(prof_final), OPTB(prof_leak),
+	OPTB(prof_leak_error), OPTB(prof_accum), OPTB(prof_thread_active_init),
+	OPTB(prof_time_names), OPTB(prof_peak), OPTB(prof_thread_names),
+	OPTU(prof_gdump_pct), OPTU(prof_gdump_min_ms), OPTU(prof_timer_s),
+	{ "opt.prof_prefix", T_STR, rd_opt_prefix, NULL, 0 },
+	{ "opt.lg_prof_sample", T_SIZE, rd_opt_lg_sample, NULL, 0 },
+	{ "opt.lg_prof_interval", T_SSIZE, rd_opt_lg_interval, NULL, 0 },
+	{ "opt.prof_unwind", T_STR, rd_opt_unwind, NULL, 0 },
+	{ "opt.prof_threshold", T_U64, rd_opt_threshold, NULL, 0 },
+	{ "prof.active", T_BOOL, rd_active, wr_active, 0 },
+	{ "prof.dump", T_STR, NULL, wr_dump, 0 },
+	{ "prof.dump_peak", T_STR, NULL, wr_dump, 1 },
+	{ "prof.prefix", T_STR, NULL, wr_prefix, 0 },
+	{ "prof.gdump", T_BOOL, rd_gdump, wr_gdump, 0 },
+	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },
+	{ "prof.lg_sample", T_SIZE, rd_lg_sample, wr_lg_sample, 0 },
+	{ "prof.interval", T_U64, rd_interval, NULL, 0 },
+	{ "prof.thread_active_init", T_BOOL, rd_tai, wr_tai, 0 },
+	{ "prof.timer_s", T_UNSIGNED, rd_timer, wr_timer, 0 },
+	{ "prof.threshold", T_U64, rd_threshold, wr_threshold, 0 },
+	{ "prof.unwind", T_STR, rd_unwind, wr_unwind, 0 },
+	{ "prof.samples", T_U64, rd_samples, NULL, 0 },
+	{ "prof.dumps", T_U64, rd_dumps, NULL, 0 },
+	{ "thread.prof.name", T_STR, rd_tname, wr_tname, 0 },
+	{ "thread.prof.active", T_BOOL, rd_tactive, wr_tactive, 0 },
 };
 #define NENTRIES (sizeof table / sizeof table[0])
 
@@ -222,7 +373,7 @@ static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
 		return e->write(e, &in);
 	}
 	if (e->write != NULL && e->read == NULL && newp == NULL && oldp == NULL)
-		return e->write(e, NULL);   /* "arena.N.purge" takes no value */
+		return e->write(e, NULL);   /* purge, dump, reset: no value */
 	return 0;
 }
 

@@ -33,10 +33,61 @@ static void junk_free(const hc_page_t *pg, void *p)
 	memset((char *)p + sizeof(hc_block_t), HC_JUNK_FREE, pg->block_size - sizeof(hc_block_t));
 }
 
+/* The size the countdown is charged for a request: its class, or whole
+ * pages.  (Exactness does not matter; it has to be cheap and monotonic.) */
+static size_t charge_for(size_t n, size_t align)
+{
+	size_t m = n > align ? n : align;
+	if (m <= HC_SMALL_MAX)
+		return hc_class_size[hc_size_class(m)];
+	return m > SIZE_MAX - HC_PAGE ? m : (m + HC_PAGE - 1) & ~(HC_PAGE - 1);
+}
+
+static HC_NOINLINE void highwater_notify(void)
+{
+	if (__atomic_exchange_n(&hc_highwater_pending, 0, __ATOMIC_ACQ_REL))
+		hc_agent_highwater(hc_mapped_highwater());
+}
+
+/* A sampled allocation is promoted to whole pages (a large run, or a huge
+ * mapping), whose free path looks for a sample record; small frees never
+ * have to. */
+static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t usize)
+{
+	void *p;
+	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
+		p = hc_large_alloc(hc_tls_heap, n, align, zero);
+	else
+		p = hc_huge_alloc(n, align, zero);
+	if (p == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	void *rec = hc_agent_sample(p, usize);
+	if (rec != NULL) {
+		hc_chunk_t *c = hc_chunk_of(p);
+		if ((void *)c == p)
+			hc_huge_header(p)->huge_prof = rec;
+		else if (c->kind == HC_KIND_HUGE)
+			c->huge_prof = rec;
+		else
+			hc_large_set_prof(c, p, rec);
+	}
+	return p;
+}
+
 /* Any size, any alignment (a power of two), optionally zeroed. */
 HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 {
 	void *p;
+	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (unlikely(hc_heap_count(charge_for(n, align)))) {
+		p = sampled_alloc(n, align, zero, n);
+		goto done;
+	}
 	/* Every power of two up to 16 KiB divides some class >= n, so this
 	 * path fails only when memory is exhausted.  Alignments up to 8 are
 	 * what every class already has. */
@@ -48,22 +99,17 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 			memset(p, 0, n);
 		else if (HC_DEBUG)
 			memset(p, HC_JUNK_ALLOC, n);
-		return p;
+		goto done;
 	}
-	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE))
-		hc_init_slow();
-	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX) {
-		hc_heap_t *h = hc_tls_heap;
-		p = hc_large_alloc(h, n, align, zero);
-	} else {
+	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
+		p = hc_large_alloc(hc_tls_heap, n, align, zero);
+	else
 		p = hc_huge_alloc(n, align, zero);
-	}
 	if (p == NULL)
 		errno = ENOMEM;
+done:
+	if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
+		highwater_notify();
 	return p;
 }
 
@@ -208,8 +254,10 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			return p;
 		break;
 	case HC_KIND_LARGE:
+		/* a sampled object always moves: the new one may be sampled too */
 		old = hc_large_usable(c, p);
-		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n))
+		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && !hc_large_is_sampled(c, p) &&
+		    hc_large_resize(c, p, n))
 			return p;
 		break;
 	default: {

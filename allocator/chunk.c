@@ -18,6 +18,29 @@ static hc_chunk_t *cache_head;           /* under cache_lock */
 static size_t cache_count;               /* under cache_lock */
 static uint64_t cache_epoch;             /* under cache_lock */
 static hc_chunk_t *registry;             /* atomic, append-only */
+static size_t mapped_now, mapped_hw;     /* atomic */
+int hc_highwater_pending;                /* atomic */
+
+/* Chunks leave and enter the cache, huge mappings come and go: keep the
+ * total and flag each new high-water mark for the agent (checked by the
+ * allocation slow path once its locks are released). */
+void hc_mapped_add(intptr_t delta)
+{
+	size_t v = __atomic_add_fetch(&mapped_now, (size_t)delta, __ATOMIC_RELAXED);
+	if (delta <= 0)
+		return;
+	size_t hw = __atomic_load_n(&mapped_hw, __ATOMIC_RELAXED);
+	while (v > hw) {
+		if (__atomic_compare_exchange_n(&mapped_hw, &hw, v, true,
+		    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&hc_highwater_pending, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+}
+
+size_t hc_mapped_now(void) { return __atomic_load_n(&mapped_now, __ATOMIC_RELAXED); }
+size_t hc_mapped_highwater(void) { return __atomic_load_n(&mapped_hw, __ATOMIC_RELAXED); }
 
 hc_chunk_t *hc_chunk_registry(void)
 {
@@ -97,6 +120,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 		chunk_prepare(c, kind);
 		c->purged = 0;
 		__atomic_store_n(&c->cached, 0, __ATOMIC_RELEASE);
+		hc_mapped_add((intptr_t)HC_CHUNK_SIZE);
 		return c;
 	}
 	c = hc_os_map_aligned(HC_CHUNK_SIZE, HC_CHUNK_SIZE);
@@ -106,11 +130,13 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 	chunk_prepare(c, kind);
 	*metadata_out = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	registry_add(c);
+	hc_mapped_add((intptr_t)HC_CHUNK_SIZE);
 	return c;
 }
 
 void hc_chunk_put(hc_chunk_t *c)
 {
+	hc_mapped_add(-(intptr_t)HC_CHUNK_SIZE);
 	c->owner = HC_TID_NONE;
 	c->heap = NULL;
 	c->arena = NULL;

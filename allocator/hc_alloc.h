@@ -7,6 +7,7 @@
 #ifndef HC_ALLOC_H
 #define HC_ALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,5 +38,46 @@ void hc_stats_add_metadata(intptr_t delta);
 void hc_purge_all(void);
 
 size_t hc_usable_size(const void *p);
+
+/* Decimal digits of v into buf (NUL-terminated); returns the end. */
+char *hc_fmt_u64(char *buf, uint64_t v);
+
+/* Zeroed memory for agent/ structures, counted in stats.metadata. */
+void *hc_meta_alloc(size_t n);
+void hc_meta_free(void *p, size_t n);
+
+/* Bytes of chunks and huge mappings in use now, and the high-water mark. */
+size_t hc_mapped_now(void);
+size_t hc_mapped_highwater(void);
+
+/* Reset every live thread's countdown so a new sample rate or profiling
+ * state takes effect at each thread's next allocation. */
+void hc_heap_reset_countdowns(void);
+
+/*
+ * Hooks agent/ implements; the allocator calls them from slow paths only,
+ * with none of its locks held.
+ *
+ * hc_agent_init: once, from the first malloc; reads configuration.  Must
+ *   not allocate.
+ * hc_agent_event: a thread's byte countdown ran out.  consumed is the bytes
+ *   allocated since the countdown was last set, this allocation (usize
+ *   bytes) included.  Returns the next countdown; sets *sample when this
+ *   allocation is to be sampled.
+ * hc_agent_sample: p (usize bytes asked for, promoted to whole pages so its
+ *   free can find the record) is the sampled allocation.  Returns the record
+ *   to keep with it, or NULL.
+ * hc_agent_unsample: a sampled object is being freed.
+ * hc_agent_highwater: mapped memory reached a new high-water mark.
+ * hc_agent_fork_*: around fork(), like the allocator's own handlers.
+ */
+void hc_agent_init(void);
+int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
+void *hc_agent_sample(void *p, size_t usize);
+void hc_agent_unsample(void *rec);
+void hc_agent_highwater(size_t mapped);
+void hc_agent_fork_prepare(void);
+void hc_agent_fork_parent(void);
+void hc_agent_fork_child(void);
 
 #endif

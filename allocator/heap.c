@@ -129,8 +129,8 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 	for (unsigned i = 0; i < HC_NCLASSES; i++)
 		h->direct[i] = &page_empty;
 	h->tid = tid;
-	h->period = INT64_MAX / 2;
-	h->countdown = h->period;
+	h->period = 0;      /* the first allocation asks the agent for a countdown */
+	h->countdown = 0;
 	h->arena = hc_arena_pick();
 	h->decay_epoch = hc_decay_epoch();
 	h->state = HC_HEAP_LIVE;
@@ -162,6 +162,7 @@ void hc_init_slow(void)
 	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
 		classes_init();
 		tls_in_init = 1;
+		hc_agent_init();
 		pthread_key_create(&heap_key, heap_thread_exit);
 		pthread_atfork(fork_prepare, fork_parent, fork_child);
 		tls_in_init = 0;
@@ -552,32 +553,62 @@ static int class_for_aligned(size_t n, size_t align)
 	return -1;
 }
 
-/* Called when a countdown runs out: the hook the profiler hangs off. */
-static void heap_event(hc_heap_t *h, size_t usize)
+/* A thread's countdown ran out: the agent decides whether this allocation
+ * is sampled and when the next event is due. */
+static HC_NOINLINE bool heap_event(hc_heap_t *h, size_t usize)
 {
-	h->event_bytes += (uint64_t)(h->period - h->countdown);
-	h->countdown = h->period - (int64_t)usize;
+	uint64_t consumed = (uint64_t)(h->period - h->countdown) + usize;
+	h->event_bytes += consumed;
+	bool sample = false;
+	int64_t next = hc_agent_event(consumed, usize, &sample);
+	if (next < 1)
+		next = 1;
+	h->period = h->countdown = next;
+	return sample;
+}
+
+/* Count usize bytes against the calling thread's countdown (the fast path
+ * does the same inline).  True if this allocation is to be sampled. */
+bool hc_heap_count(size_t usize)
+{
+	hc_heap_t *h = heap_get();
+	if (unlikely(h == &heap_fallback))
+		return false;
+	int64_t left = h->countdown - (int64_t)usize;
+	if (likely(left >= 0)) {
+		h->countdown = left;
+		return false;
+	}
+	return heap_event(h, usize);
+}
+
+/* Called from outside the owning threads: a relaxed store that an owner's
+ * concurrent update may overwrite, which only delays the change until that
+ * thread's next event. */
+void hc_heap_reset_countdowns(void)
+{
+	pthread_mutex_lock(&heaps_lock);
+	for (hc_heap_t *h = heaps_all; h; h = h->all_next)
+		if (h->state == HC_HEAP_LIVE)
+			__atomic_store_n(&h->countdown, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&heaps_lock);
 }
 
 /* Everything the small fast path could not do: first use of the heap, an
- * exhausted page, an expired countdown, an aligned request, the fallback. */
+ * exhausted page, an aligned request, the fallback.  The caller counted
+ * the bytes. */
 void *hc_small_alloc_slow(size_t n, size_t align)
 {
 	hc_heap_t *h = heap_get();    /* first: it fills the class tables */
 	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
 	if (cls < 0)
 		return NULL;
-	size_t usize = hc_class_size[cls];
 	if (unlikely(h == &heap_fallback)) {
 		pthread_mutex_lock(&fallback_lock);
 		void *p = small_alloc(h, (unsigned)cls);
 		pthread_mutex_unlock(&fallback_lock);
 		return p;
 	}
-	if (unlikely(h->countdown - (int64_t)usize < 0))
-		heap_event(h, usize);
-	else
-		h->countdown -= (int64_t)usize;
 	return small_alloc(h, (unsigned)cls);
 }
 
@@ -696,22 +727,26 @@ void hc_heap_collect_self(void)
 
 static void fork_prepare(void)
 {
+	hc_agent_fork_prepare();
 	pthread_mutex_lock(&fallback_lock);
 	pthread_mutex_lock(&heaps_lock);
 	pthread_mutex_lock(&abandoned_lock);
 	hc_large_fork_prepare();
 	hc_huge_fork_prepare();
 	hc_chunk_fork_prepare();
+	hc_meta_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	hc_meta_fork_parent();
 	hc_chunk_fork_parent();
 	hc_huge_fork_parent();
 	hc_large_fork_parent();
 	pthread_mutex_unlock(&abandoned_lock);
 	pthread_mutex_unlock(&heaps_lock);
 	pthread_mutex_unlock(&fallback_lock);
+	hc_agent_fork_parent();
 }
 
 /* In the child only the forking thread exists.  The other threads' heaps
@@ -720,6 +755,7 @@ static void fork_parent(void)
  * a remote push, and the heap structs are never recycled. */
 static void fork_child(void)
 {
+	hc_meta_fork_child();
 	hc_chunk_fork_child();
 	hc_huge_fork_child();
 	hc_large_fork_child();
@@ -738,6 +774,7 @@ static void fork_child(void)
 	}
 	if (self->state == HC_HEAP_LIVE)
 		self->tid = tid;
+	hc_agent_fork_child();
 }
 
 /* ---- statistics -------------------------------------------------------- */

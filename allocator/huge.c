@@ -31,6 +31,7 @@ static hc_chunk_t *live_list;                          /* under huge_lock */
 
 static void live_add(hc_chunk_t *h)
 {
+	hc_mapped_add((intptr_t)h->map_size);
 	live_count++;
 	live_mapped += h->map_size;
 	live_usable += h->huge_usable;
@@ -43,6 +44,7 @@ static void live_add(hc_chunk_t *h)
 
 static void live_remove(hc_chunk_t *h)
 {
+	hc_mapped_add(-(intptr_t)h->map_size);
 	live_count--;
 	live_mapped -= h->map_size;
 	live_usable -= h->huge_usable;
@@ -78,6 +80,7 @@ static void *huge_finish(hc_chunk_t *h, size_t off, size_t n, bool zero, bool fr
 	h->magic = HC_MAGIC;
 	h->huge_offset = off;
 	h->huge_usable = h->map_size - off;
+	h->huge_prof = NULL;
 	void *p = (char *)h + off;
 	if (zero && !fresh)
 		memset(p, 0, n);
@@ -208,6 +211,11 @@ hc_chunk_t *hc_huge_header(const void *p)
 
 void hc_huge_free(hc_chunk_t *h)
 {
+	if (h->huge_prof != NULL) {
+		void *rec = h->huge_prof;
+		h->huge_prof = NULL;
+		hc_agent_unsample(rec);
+	}
 	bool overaligned = ((uintptr_t)h & HC_CHUNK_MASK) != 0;
 	pthread_mutex_lock(&huge_lock);
 	live_remove(h);
@@ -237,7 +245,7 @@ void hc_huge_free(hc_chunk_t *h)
  * a fresh chunk-aligned reservation. */
 void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 {
-	if (((uintptr_t)h & HC_CHUNK_MASK) != 0 || n > HC_MAX_REQUEST)
+	if (((uintptr_t)h & HC_CHUNK_MASK) != 0 || n > HC_MAX_REQUEST || h->huge_prof)
 		return NULL;
 	size_t need = (h->huge_offset + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	size_t old = h->map_size;

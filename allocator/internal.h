@@ -149,6 +149,8 @@ struct hc_chunk_s {
 	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS],
 	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
 	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
+	void **run_prof;             /* sample record per run start, lazily made */
+	void *huge_prof;             /* huge: sample record, if sampled          */
 	size_t large_allocated;      /* bytes in live runs                       */
 	size_t large_pages;          /* pages in live runs (header excluded)     */
 	hc_page_t pages[HC_NSLOTS];  /* small only                               */
@@ -217,7 +219,6 @@ size_t hc_os_resident(const void *p, size_t size);   /* via mincore     */
 void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);
 HC_COLD __attribute__((noreturn)) void hc_fatal_ptr(const char *msg, const void *p);
-char *hc_fmt_u64(char *buf, uint64_t v);             /* returns end      */
 uint64_t hc_decay_epoch(void);                       /* now / half decay */
 extern uint64_t hc_opt_dirty_decay_ms;
 
@@ -231,7 +232,15 @@ size_t hc_chunk_cached(size_t *count);
 void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
     uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch);
 
+/* meta.c */
+void hc_meta_fork_prepare(void), hc_meta_fork_parent(void), hc_meta_fork_child(void);
+
+/* chunk.c: mapped-bytes accounting for high-water (gdump) events */
+void hc_mapped_add(intptr_t delta);
+extern int hc_highwater_pending;
+
 /* heap.c */
+bool hc_heap_count(size_t usize);
 extern __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec")));
 void *hc_small_alloc_slow(size_t n, size_t align);
 void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg);
@@ -248,6 +257,8 @@ void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */
+void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec);
+bool hc_large_is_sampled(hc_chunk_t *c, const void *p);
 hc_arena_t *hc_arena_pick(void);
 void hc_large_fork_prepare(void), hc_large_fork_parent(void), hc_large_fork_child(void);
 void hc_large_stats(hc_stats_t *st);

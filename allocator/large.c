@@ -189,9 +189,14 @@ static size_t run_index_checked(hc_chunk_t *c, void *p)
 void hc_large_free(hc_chunk_t *c, void *p)
 {
 	hc_arena_t *a = c->arena;
+	void *rec = NULL;
 	pthread_mutex_lock(&a->lock);
 	size_t i = run_index_checked(c, p);
 	size_t n = c->run_len[i];
+	if (c->run_prof && c->run_prof[i]) {
+		rec = c->run_prof[i];
+		c->run_prof[i] = NULL;
+	}
 	c->run_len[i] = 0;
 	bits_clear(c->run_used, i, n);
 	bits_set(c->run_dirty_new, i, n);
@@ -204,6 +209,32 @@ void hc_large_free(hc_chunk_t *c, void *p)
 		hc_chunk_put(c);
 	}
 	pthread_mutex_unlock(&a->lock);
+	if (rec)
+		hc_agent_unsample(rec);
+}
+
+/* Attach a sample record to the run at p (just allocated by the caller). */
+void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec)
+{
+	hc_arena_t *a = c->arena;
+	size_t i = (size_t)((char *)p - (char *)c) / HC_PAGE;
+	pthread_mutex_lock(&a->lock);
+	if (c->run_prof == NULL)
+		c->run_prof = hc_meta_alloc(HC_NRUNS * sizeof(void *));
+	if (c->run_prof)
+		c->run_prof[i] = rec;
+	pthread_mutex_unlock(&a->lock);
+	if (c->run_prof == NULL)
+		hc_agent_unsample(rec);
+}
+
+bool hc_large_is_sampled(hc_chunk_t *c, const void *p)
+{
+	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
+	pthread_mutex_lock(&c->arena->lock);
+	bool s = c->run_prof && c->run_prof[i];
+	pthread_mutex_unlock(&c->arena->lock);
+	return s;
 }
 
 /* Grow or shrink a run in place.  Growth needs the pages after it free. */

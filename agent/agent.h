@@ -1,0 +1,152 @@
+/*
+ * agent/agent.h - what the files of agent/ share: options, the profiler's
+ * tables, unwinding and dumping.  Nothing outside agent/ includes this.
+ */
+#ifndef HC_AGENT_H
+#define HC_AGENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../allocator/hc_alloc.h"
+
+#define HC_EXPORT __attribute__((visibility("default")))
+#define HC_PREFIX_MAX 1024
+#define HC_MAX_FRAMES 128
+#define HC_THREAD_NAME_MAX 32
+
+/* ---- options (conf.c) -------------------------------------------------- */
+
+typedef enum { HC_UNWIND_FP, HC_UNWIND_LIBUNWIND, HC_UNWIND_LIBGCC } hc_unwinder_t;
+
+typedef struct hc_opts_s {
+	bool prof;                    /* jemalloc names and defaults ...        */
+	bool prof_active;
+	char prof_prefix[HC_PREFIX_MAX];
+	unsigned lg_prof_sample;
+	int lg_prof_interval;
+	bool prof_gdump;
+	bool prof_final;
+	bool prof_leak;
+	bool prof_leak_error;
+	bool prof_accum;
+	bool prof_thread_active_init;
+	/* heapctl's own */
+	hc_unwinder_t prof_unwind;
+	unsigned prof_gdump_pct;      /* a u dump needs this % growth over the last */
+	unsigned prof_gdump_min_ms;   /* and this long since it                 */
+	unsigned prof_timer_s;        /* dump every N seconds (0 = off)          */
+	uint64_t prof_threshold;      /* one dump when allocated first exceeds   */
+	bool prof_time_names;         /* timestamp in dump file names            */
+	bool prof_peak;               /* keep the sample set at the high-water   */
+	bool prof_thread_names;       /* use pthread_setname_np names            */
+	long dirty_decay_ms;
+} hc_opts_t;
+
+extern hc_opts_t hc_opt;                 /* as configured at start-up */
+void hc_conf_init(void);
+bool hc_conf_parse_unwinder(const char *s, hc_unwinder_t *out);
+const char *hc_unwinder_name(hc_unwinder_t u);
+/* Diagnostics on stderr with the <heapctl>: prefix, formatted without
+ * allocating: each part is a string, NULL ends the list. */
+void hc_say(const char *first, ...) __attribute__((sentinel));
+
+/* ---- runtime state (prof.c) -------------------------------------------- */
+
+/* Settings that can change while the process runs. */
+typedef struct hc_prof_state_s {
+	bool active;                  /* prof.active                             */
+	bool gdump;                   /* prof.gdump                              */
+	bool thread_active_init;
+	unsigned lg_sample;           /* prof.lg_sample                          */
+	int lg_interval;              /* prof.interval = 2^lg (-1 off)           */
+	unsigned timer_s;
+	uint64_t threshold;
+	char prefix[HC_PREFIX_MAX];   /* prof.prefix                             */
+} hc_prof_state_t;
+extern hc_prof_state_t hc_prof;
+extern pthread_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
+
+typedef struct hc_cnt_s {
+	uint64_t curobjs, curbytes;           /* raw samples live            */
+	uint64_t accumobjs, accumbytes;       /* raw samples ever            */
+	double w_curobjs, w_curbytes;         /* unbiased estimates          */
+	double w_accumobjs, w_accumbytes;
+} hc_cnt_t;
+
+typedef struct hc_thread_s {
+	struct hc_thread_s *next;
+	uint64_t uid;
+	int tid;                              /* kernel thread id            */
+	bool active;                          /* thread.prof.active          */
+	bool exited;
+	char name[HC_THREAD_NAME_MAX];
+	hc_cnt_t sum;                         /* filled while dumping        */
+} hc_thread_t;
+
+typedef struct hc_stack_s hc_stack_t;
+
+/* Counts of one stack in one thread. */
+typedef struct hc_tctx_s {
+	struct hc_tctx_s *next;               /* in its stack's list         */
+	hc_thread_t *thread;
+	hc_stack_t *stack;
+	hc_cnt_t cnt;
+	hc_cnt_t peak;                        /* cnt at the last peak        */
+} hc_tctx_t;
+
+struct hc_stack_s {
+	hc_stack_t *next;                     /* hash chain                  */
+	hc_stack_t *all_next;
+	uint64_t hash;
+	hc_tctx_t *tctxs;
+	unsigned nframes;
+	uintptr_t frames[];
+};
+
+/* Kept with each sampled object. */
+typedef struct hc_sample_s {
+	hc_tctx_t *tctx;
+	uint64_t usize;
+	double weight;                        /* 1 / P(sampled)              */
+	uint64_t reset_epoch;
+} hc_sample_t;
+
+hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
+hc_thread_t *hc_prof_threads(void);
+void hc_prof_reset(int lg_sample);        /* -1 keeps the rate */
+void hc_prof_set_lg_sample(unsigned lg);
+void hc_prof_set_active(bool on);
+void hc_prof_snapshot_peak(void);         /* under hc_prof_lock */
+bool hc_prof_thread_name_set(const char *name);
+const char *hc_prof_thread_name_get(void);
+bool hc_prof_thread_active_get(void);
+void hc_prof_thread_active_set(bool on);
+uint64_t hc_prof_samples_total(void);
+extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
+
+/* ---- unwinding (unwind.c) ---------------------------------------------- */
+
+extern hc_unwinder_t hc_unwinder;
+unsigned hc_unwind(uintptr_t *frames, unsigned max);   /* caller first */
+void hc_unwind_init(void);
+
+/* ---- dumps (dump.c) ---------------------------------------------------- */
+
+typedef enum { HC_DUMP_FINAL = 'f', HC_DUMP_INTERVAL = 'i', HC_DUMP_MANUAL = 'm',
+	HC_DUMP_GDUMP = 'u', HC_DUMP_TIMER = 't', HC_DUMP_THRESHOLD = 's',
+	HC_DUMP_PEAK = 'p' } hc_dump_kind_t;
+
+/* Write a dump; path NULL makes the name from the prefix.  Returns 0 or an
+ * errno value; the path written goes to out (may be NULL). */
+int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen);
+void hc_dump_interval_account(uint64_t bytes);
+void hc_dump_highwater(size_t mapped);
+void hc_dump_at_exit(void);
+void hc_dump_start_timer(void);
+uint64_t hc_dumps_written(void);
+void hc_dump_fork_child(void);
+
+#endif

@@ -1,0 +1,574 @@
+/*
+ * agent/dump.c - heap profiles in jemalloc's heap_v2 format, and every
+ * trigger that writes one.
+ *
+ * Format (what jeprof reads):
+ *
+ *   heap_v2/<sample period>
+ *     t*: <curobjs>: <curbytes> [<accumobjs>: <accumbytes>]
+ *     t<uid>: ... [name]                       one per thread
+ *   @ 0x<frame> 0x<frame> ...                  innermost first
+ *     t*: ...                                  the stack's total
+ *     t<uid>: ...                              per thread
+ *   ...
+ *
+ *   MAPPED_LIBRARIES:
+ *   <a copy of /proc/self/maps>
+ *
+ * jeprof scales each line by 1/(1 - exp(-(bytes/objs)/period)).  The tables
+ * hold unbiased sums already, so each line is written with the values that
+ * jeprof's scaling turns back into those sums (as jemalloc 5.3 does):
+ * with c, s the unbiased objects and bytes and x = s/c,
+ *   bytes_written = s * (1 - exp(-x/period)),  objs_written = bytes_written / x.
+ *
+ * A dump is formatted into memory under hc_prof_lock, written to
+ * "<path>.tmp.<pid>" and renamed, so no reader ever sees part of a profile.
+ *
+ * Triggers: final (prof_final, prof_leak; at exit), interval (every
+ * 2^lg_prof_interval bytes allocated), high-water (prof_gdump: a new peak
+ * of mapped memory, at least prof_gdump_pct above the last such dump and
+ * prof_gdump_min_ms after it), manual (prof.dump), and heapctl's own:
+ * timer (prof_timer_s, from a thread of the agent), threshold
+ * (prof_threshold: once, when stats.allocated first exceeds it) and peak
+ * (prof_peak: the sample set at the last high-water mark, dumped on demand).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>   /* rename() only */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+/* ---- an output buffer that never touches the user's heap ---------------- */
+
+typedef struct {
+	char *p;
+	size_t len, cap;
+	bool failed;
+} buf_t;
+
+static void buf_reserve(buf_t *b, size_t more)
+{
+	if (b->failed || b->len + more <= b->cap)
+		return;
+	size_t cap = b->cap ? b->cap : 1 << 16;
+	while (cap < b->len + more)
+		cap *= 2;
+	void *q = b->p ? mremap(b->p, b->cap, cap, MREMAP_MAYMOVE)
+	               : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (q == MAP_FAILED) {
+		b->failed = true;
+		return;
+	}
+	b->p = q;
+	b->cap = cap;
+}
+
+static void buf_str(buf_t *b, const char *s)
+{
+	size_t n = strlen(s);
+	buf_reserve(b, n);
+	if (b->failed)
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void buf_u64(buf_t *b, uint64_t v)
+{
+	char num[24];
+	hc_fmt_u64(num, v);
+	buf_str(b, num);
+}
+
+static void buf_hex(buf_t *b, uintptr_t v)
+{
+	static const char dig[] = "0123456789abcdef";
+	char tmp[19];
+	int i = 18;
+	tmp[i] = 0;
+	do {
+		tmp[--i] = dig[v & 15];
+		v >>= 4;
+	} while (v);
+	tmp[--i] = 'x';
+	tmp[--i] = '0';
+	buf_str(b, tmp + i);
+}
+
+static void buf_free(buf_t *b)
+{
+	if (b->p)
+		munmap(b->p, b->cap);
+}
+
+/* ---- counts as jeprof must read them ---------------------------------- */
+
+static uint64_t to_u64(double d)
+{
+	if (!(d > 0))
+		return 0;
+	d = round(d);
+	return d >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)d;
+}
+
+static void unbias_for_jeprof(double c, double s, double period, uint64_t *c_in, uint64_t *s_in)
+{
+	if (!(c > 0.5) || !(s > 0)) {
+		*c_in = *s_in = 0;
+		return;
+	}
+	double x = s / c;
+	double y = s * -expm1(-x / period);
+	*c_in = to_u64(y / x);
+	*s_in = to_u64(y);
+}
+
+static void buf_cnts(buf_t *b, const hc_cnt_t *cnt, double period, bool accum)
+{
+	uint64_t co, cb, ao = 0, ab = 0;
+	unbias_for_jeprof(cnt->w_curobjs, cnt->w_curbytes, period, &co, &cb);
+	if (accum)
+		unbias_for_jeprof(cnt->w_accumobjs, cnt->w_accumbytes, period, &ao, &ab);
+	buf_u64(b, co);
+	buf_str(b, ": ");
+	buf_u64(b, cb);
+	buf_str(b, " [");
+	buf_u64(b, ao);
+	buf_str(b, ": ");
+	buf_u64(b, ab);
+	buf_str(b, "]");
+}
+
+static void cnt_add(hc_cnt_t *a, const hc_cnt_t *b)
+{
+	a->curobjs += b->curobjs;
+	a->curbytes += b->curbytes;
+	a->accumobjs += b->accumobjs;
+	a->accumbytes += b->accumbytes;
+	a->w_curobjs += b->w_curobjs;
+	a->w_curbytes += b->w_curbytes;
+	a->w_accumobjs += b->w_accumobjs;
+	a->w_accumbytes += b->w_accumbytes;
+}
+
+/* Thread names set with pthread_setname_np, read from the kernel. */
+static void kernel_thread_name(hc_thread_t *th)
+{
+	char path[64] = "/proc/self/task/";
+	hc_fmt_u64(path + strlen(path), (uint64_t)th->tid);
+	strcat(path, "/comm");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char name[HC_THREAD_NAME_MAX];
+	ssize_t n = read(fd, name, sizeof name - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == ' '))
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (name[i] <= ' ')
+			name[i] = '_';
+	name[n] = 0;
+	memcpy(th->name, name, (size_t)n + 1);
+}
+
+/* Format the whole profile; peak selects the high-water snapshot. */
+static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes,
+    size_t *leak_ctx)
+{
+	bool accum = hc_opt.prof_accum;
+	pthread_mutex_lock(&hc_prof_lock);
+	double period = (double)((uint64_t)1 << hc_prof.lg_sample);
+	hc_cnt_t all;
+	memset(&all, 0, sizeof all);
+	for (hc_thread_t *th = hc_prof_threads(); th; th = th->next)
+		memset(&th->sum, 0, sizeof th->sum);
+	size_t ctx = 0;
+	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next) {
+		bool live = false;
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			const hc_cnt_t *cnt = peak ? &c->peak : &c->cnt;
+			cnt_add(&c->thread->sum, cnt);
+			cnt_add(&all, cnt);
+			live |= cnt->curobjs != 0;
+		}
+		ctx += live;
+	}
+	buf_str(b, "heap_v2/");
+	buf_u64(b, (uint64_t)period);
+	buf_str(b, "\n  t*: ");
+	buf_cnts(b, &all, period, accum);
+	buf_str(b, "\n");
+	for (hc_thread_t *th = hc_prof_threads(); th; th = th->next) {
+		if (th->sum.curobjs == 0 && (!accum || th->sum.accumobjs == 0))
+			continue;
+		if (hc_opt.prof_thread_names && th->name[0] == 0)
+			kernel_thread_name(th);
+		buf_str(b, "  t");
+		buf_u64(b, th->uid);
+		buf_str(b, ": ");
+		buf_cnts(b, &th->sum, period, accum);
+		if (th->name[0]) {
+			buf_str(b, " ");
+			buf_str(b, th->name);
+		}
+		buf_str(b, "\n");
+	}
+	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next) {
+		hc_cnt_t sum;
+		memset(&sum, 0, sizeof sum);
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next)
+			cnt_add(&sum, peak ? &c->peak : &c->cnt);
+		if (accum ? sum.accumobjs == 0 : sum.curobjs == 0)
+			continue;
+		buf_str(b, "@");
+		for (unsigned i = 0; i < s->nframes; i++) {
+			buf_str(b, " ");
+			buf_hex(b, s->frames[i]);
+		}
+		buf_str(b, "\n  t*: ");
+		buf_cnts(b, &sum, period, accum);
+		buf_str(b, "\n");
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			const hc_cnt_t *cnt = peak ? &c->peak : &c->cnt;
+			if (accum ? cnt->accumobjs == 0 : cnt->curobjs == 0)
+				continue;
+			buf_str(b, "  t");
+			buf_u64(b, c->thread->uid);
+			buf_str(b, ": ");
+			buf_cnts(b, cnt, period, accum);
+			buf_str(b, "\n");
+		}
+	}
+	pthread_mutex_unlock(&hc_prof_lock);
+	if (leak_objs) {
+		*leak_objs = to_u64(all.w_curobjs);
+		*leak_bytes = to_u64(all.w_curbytes);
+		*leak_ctx = ctx;
+	}
+}
+
+static void append_maps(buf_t *b)
+{
+	buf_str(b, "\nMAPPED_LIBRARIES:\n");
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (;;) {
+		buf_reserve(b, 65536);
+		if (b->failed)
+			break;
+		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		if (n <= 0)
+			break;
+		b->len += (size_t)n;
+	}
+	close(fd);
+}
+
+/* ---- file names --------------------------------------------------------- */
+
+static pthread_mutex_t name_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t seq, seq_i, seq_m, seq_u, seq_t, seq_s, seq_p, dumps_written;
+
+uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
+
+/* <prefix>.<pid>.<seq>.<kind><n>.heap; the final dump has no <n>; with
+ * prof_time_names a UTC timestamp goes before ".heap". */
+static void make_name(hc_dump_kind_t kind, char *out, size_t outlen)
+{
+	pthread_mutex_lock(&name_lock);
+	uint64_t n = 0;
+	switch (kind) {
+	case HC_DUMP_INTERVAL: n = seq_i++; break;
+	case HC_DUMP_MANUAL: n = seq_m++; break;
+	case HC_DUMP_GDUMP: n = seq_u++; break;
+	case HC_DUMP_TIMER: n = seq_t++; break;
+	case HC_DUMP_THRESHOLD: n = seq_s++; break;
+	case HC_DUMP_PEAK: n = seq_p++; break;
+	case HC_DUMP_FINAL: break;
+	}
+	uint64_t s = seq++;
+	char prefix[HC_PREFIX_MAX];
+	pthread_mutex_lock(&hc_prof_lock);
+	memcpy(prefix, hc_prof.prefix, sizeof prefix);
+	pthread_mutex_unlock(&hc_prof_lock);
+	pthread_mutex_unlock(&name_lock);
+
+	char tail[128], *e = tail;
+	*e++ = '.';
+	e = hc_fmt_u64(e, (uint64_t)getpid());
+	*e++ = '.';
+	e = hc_fmt_u64(e, s);
+	*e++ = '.';
+	*e++ = (char)kind;
+	if (kind != HC_DUMP_FINAL)
+		e = hc_fmt_u64(e, n);
+	if (hc_opt.prof_time_names) {
+		struct timespec ts;
+		struct tm tm;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		e += strftime(e, 32, ".%Y%m%dT%H%M%S", &tm);
+		*e++ = '.';
+		char ms[8];
+		hc_fmt_u64(ms, (uint64_t)(ts.tv_nsec / 1000000) + 1000);
+		memcpy(e, ms + 1, 3);   /* milliseconds, zero-padded */
+		e += 3;
+		*e++ = 'Z';
+	}
+	strcpy(e, ".heap");
+	size_t plen = strlen(prefix);
+	if (plen + strlen(tail) + 1 > outlen)
+		plen = outlen - strlen(tail) - 1;
+	memcpy(out, prefix, plen);
+	strcpy(out + plen, tail);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc)
+{
+	buf_t b = { 0 };
+	format_profile(&b, peak, lo, lb, lc);
+	append_maps(&b);
+	if (b.failed) {
+		buf_free(&b);
+		return ENOMEM;
+	}
+	char tmp[HC_PREFIX_MAX + 200];
+	size_t plen = strlen(path);
+	if (plen + 32 > sizeof tmp) {
+		buf_free(&b);
+		return ENAMETOOLONG;
+	}
+	memcpy(tmp, path, plen);
+	strcpy(tmp + plen, ".tmp.");
+	hc_fmt_u64(tmp + plen + 5, (uint64_t)getpid());
+	int err = 0;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		err = errno;
+	} else {
+		err = write_all(fd, b.p, b.len);
+		if (close(fd) != 0 && err == 0)
+			err = errno;
+		if (err == 0 && rename(tmp, path) != 0)
+			err = errno;
+		if (err)
+			unlink(tmp);
+	}
+	buf_free(&b);
+	if (err == 0)
+		__atomic_add_fetch(&dumps_written, 1, __ATOMIC_RELAXED);
+	return err;
+}
+
+int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
+{
+	char name[HC_PREFIX_MAX + 160];
+	if (path == NULL) {
+		make_name(kind, name, sizeof name);
+		path = name;
+	}
+	int saved = errno;
+	int busy = hc_prof_busy;
+	hc_prof_busy = 1;      /* the dump's own work is never sampled */
+	int err = dump_to(path, kind == HC_DUMP_PEAK, NULL, NULL, NULL);
+	hc_prof_busy = busy;
+	if (err)
+		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
+	if (out && outlen) {
+		size_t n = strlen(path);
+		if (n >= outlen)
+			n = outlen - 1;
+		memcpy(out, path, n);
+		out[n] = 0;
+	}
+	errno = saved;
+	return err;
+}
+
+/* ---- interval and threshold accounting ---------------------------------- */
+
+static uint64_t interval_accum;     /* atomic: bytes since the last i dump */
+static bool threshold_fired;
+
+void hc_dump_interval_account(uint64_t bytes)
+{
+	int lg = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
+	if (hc_prof.timer_s || hc_prof.threshold)
+		hc_dump_start_timer();
+	if (lg < 0 || lg > 62)
+		return;
+	uint64_t interval = (uint64_t)1 << lg;
+	uint64_t v = __atomic_add_fetch(&interval_accum, bytes, __ATOMIC_RELAXED);
+	if (v < interval)
+		return;
+	/* one thread wins the right to dump for this interval */
+	uint64_t expect = v;
+	while (expect >= interval) {
+		if (__atomic_compare_exchange_n(&interval_accum, &expect, expect % interval, false,
+		    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			if (__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
+				hc_dump(HC_DUMP_INTERVAL, NULL, NULL, 0);
+			return;
+		}
+	}
+}
+
+/* ---- high water --------------------------------------------------------- */
+
+static size_t last_u_mapped, last_peak_mapped;
+static uint64_t last_u_ms;
+static pthread_mutex_t hw_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void hc_agent_highwater(size_t mapped)
+{
+	if (hc_prof_busy || !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
+		return;
+	bool dump = false;
+	pthread_mutex_lock(&hw_lock);
+	if (hc_opt.prof_peak && mapped > last_peak_mapped + last_peak_mapped / 100) {
+		last_peak_mapped = mapped;
+		pthread_mutex_lock(&hc_prof_lock);
+		hc_prof_snapshot_peak();
+		pthread_mutex_unlock(&hc_prof_lock);
+	}
+	if (__atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED)) {
+		uint64_t t = now_ms();
+		size_t need = last_u_mapped + last_u_mapped / 100 * hc_opt.prof_gdump_pct;
+		if (mapped > need && (last_u_ms == 0 || t - last_u_ms >= hc_opt.prof_gdump_min_ms)) {
+			last_u_mapped = mapped;
+			last_u_ms = t;
+			dump = true;
+		}
+	}
+	pthread_mutex_unlock(&hw_lock);
+	if (dump)
+		hc_dump(HC_DUMP_GDUMP, NULL, NULL, 0);
+}
+
+/* ---- the timer thread ---------------------------------------------------- */
+
+static int timer_started;           /* atomic */
+
+static void *timer_main(void *arg)
+{
+	(void)arg;
+	hc_prof_busy = 1;    /* nothing this thread allocates is profiled */
+	pthread_setname_np(pthread_self(), "heapctl-timer");
+	uint64_t last = now_ms();
+	for (;;) {
+		struct timespec ts = { 0, 100 * 1000000 };
+		nanosleep(&ts, NULL);
+		uint64_t thr = __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED);
+		if (thr && !threshold_fired) {
+			hc_stats_t st;
+			hc_stats_refresh(&st);
+			if (st.allocated > thr) {
+				threshold_fired = true;
+				hc_dump(HC_DUMP_THRESHOLD, NULL, NULL, 0);
+			}
+		}
+		unsigned period = __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED);
+		uint64_t t = now_ms();
+		if (period && t - last >= (uint64_t)period * 1000) {
+			last = t;
+			if (__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
+				hc_dump(HC_DUMP_TIMER, NULL, NULL, 0);
+		} else if (!period) {
+			last = t;
+		}
+	}
+	return NULL;
+}
+
+void hc_dump_start_timer(void)
+{
+	if (__atomic_load_n(&timer_started, __ATOMIC_RELAXED) ||
+	    __atomic_exchange_n(&timer_started, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int busy = hc_prof_busy;
+	hc_prof_busy = 1;
+	if (pthread_create(&t, &attr, timer_main, NULL) != 0) {
+		hc_say("could not start the timer thread; prof_timer_s and prof_threshold are off", NULL);
+		__atomic_store_n(&timer_started, 0, __ATOMIC_RELEASE);
+	}
+	hc_prof_busy = busy;
+	pthread_attr_destroy(&attr);
+}
+
+void hc_dump_fork_child(void)
+{
+	pthread_mutex_init(&name_lock, NULL);
+	pthread_mutex_init(&hw_lock, NULL);
+	timer_started = 0;    /* threads do not survive fork; restarted on demand */
+	interval_accum = 0;
+}
+
+/* ---- at exit ------------------------------------------------------------ */
+
+__attribute__((destructor)) void hc_dump_at_exit(void)
+{
+	if (!hc_opt.prof || (!hc_opt.prof_final && !hc_opt.prof_leak))
+		return;
+	hc_prof_busy = 1;
+	char name[HC_PREFIX_MAX + 160];
+	make_name(HC_DUMP_FINAL, name, sizeof name);
+	uint64_t lo = 0, lb = 0;
+	size_t lc = 0;
+	int err = dump_to(name, false, &lo, &lb, &lc);
+	if (err)
+		hc_say("failed to write heap profile \"", name, "\": ", strerrordesc_np(err), NULL);
+	if (!hc_opt.prof_leak || lb == 0)
+		return;
+	char b[24], o[24], c[24];
+	hc_fmt_u64(b, lb);
+	hc_fmt_u64(o, lo);
+	hc_fmt_u64(c, lc);
+	hc_say("Leak approximation summary: ~", b, lb == 1 ? " byte, ~" : " bytes, ~", o,
+	    lo == 1 ? " object, >= " : " objects, >= ", c, lc == 1 ? " context" : " contexts", NULL);
+	if (!err)
+		hc_say("Run jeprof on \"", name, "\" for leak detail", NULL);
+	if (hc_opt.prof_leak_error) {
+		hc_say("Exiting with error code because memory leaks were detected", NULL);
+		_exit(1);
+	}
+}

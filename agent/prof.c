@@ -1,0 +1,361 @@
+/*
+ * agent/prof.c - sampling and the profile's tables.
+ *
+ * Sampling is by bytes: each thread draws the distance to its next sample
+ * from an exponential distribution of mean 2^lg_sample (a Poisson process
+ * over allocated bytes), so an allocation of s bytes is sampled with
+ * probability 1 - exp(-s / 2^lg_sample) whatever its size.  The allocator
+ * counts the distance down on its fast path and calls hc_agent_event when
+ * it runs out; nothing else is paid when profiling is off.
+ *
+ * Every sample keeps its own weight, 1 / P(sampled) at the rate in force
+ * when it was taken, and the tables sum weights as well as raw counts, so a
+ * profile stays unbiased across a change of rate.  At lg_sample 0 every
+ * allocation is sampled and the weight is exactly 1.
+ *
+ * Tables: stacks (deduplicated by hash), threads, and per (stack, thread)
+ * counters, all under hc_prof_lock and allocated with hc_meta_alloc, never
+ * from the user's heap.  Sampling at the default rate is rare enough that
+ * one lock is not contended; the unwinding happens before taking it.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+hc_prof_state_t hc_prof;
+pthread_mutex_t hc_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+__thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
+
+#define NBUCKETS 16384
+static hc_stack_t **buckets;            /* under hc_prof_lock */
+static hc_stack_t *stacks_all;
+static hc_thread_t *threads_all;
+static uint64_t next_thread_uid;
+static uint64_t reset_epoch;
+static uint64_t rate_generation = 1;    /* atomic */
+static uint64_t samples_total;          /* atomic */
+static bool enabled;                    /* prof:true or switched on later */
+
+/* Per-thread sampling state. */
+typedef struct {
+	int64_t left;           /* bytes until the next sample point */
+	uint64_t rng;
+	uint64_t generation;    /* rate_generation the draw was made at */
+	hc_thread_t *thread;
+	bool active_set, active;
+	char name[HC_THREAD_NAME_MAX];
+} tsd_t;
+static __thread tsd_t tsd __attribute__((tls_model("initial-exec")));
+
+#define QUANTUM_IDLE ((int64_t)1 << 20)   /* event spacing while not sampling */
+
+hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
+hc_thread_t *hc_prof_threads(void) { return threads_all; }
+uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
+
+void hc_agent_init(void)
+{
+	hc_conf_init();
+	/* The seed documents' MALLOC_CONF lines ask for leak reports, final
+	 * dumps or gdumps without "prof:true"; they mean profiling. */
+	if (hc_opt.prof_leak || hc_opt.prof_final || hc_opt.prof_gdump ||
+	    hc_opt.lg_prof_interval >= 0 || hc_opt.prof_timer_s || hc_opt.prof_threshold)
+		hc_opt.prof = true;
+	enabled = hc_opt.prof;
+	hc_prof.active = hc_opt.prof && hc_opt.prof_active;
+	hc_prof.gdump = hc_opt.prof_gdump;
+	hc_prof.thread_active_init = hc_opt.prof_thread_active_init;
+	hc_prof.lg_sample = hc_opt.lg_prof_sample;
+	hc_prof.lg_interval = hc_opt.lg_prof_interval;
+	hc_prof.timer_s = hc_opt.prof_timer_s;
+	hc_prof.threshold = hc_opt.prof_threshold;
+	memcpy(hc_prof.prefix, hc_opt.prof_prefix, sizeof hc_prof.prefix);
+	hc_unwinder = hc_opt.prof_unwind;
+	extern uint64_t hc_opt_dirty_decay_ms;
+	hc_opt_dirty_decay_ms = (uint64_t)hc_opt.dirty_decay_ms;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Bytes to the next sample point: exponential with mean 2^lg (0: every
+ * allocation). */
+static int64_t draw(tsd_t *t)
+{
+	unsigned lg = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
+	t->generation = __atomic_load_n(&rate_generation, __ATOMIC_RELAXED);
+	if (lg == 0)
+		return 0;
+	double u = (double)((rng_next(&t->rng) >> 11) + 1) * (1.0 / 9007199254740993.0);
+	double d = -log(u) * (double)((uint64_t)1 << lg);
+	if (d > (double)INT64_MAX / 2)
+		d = (double)INT64_MAX / 2;
+	return (int64_t)d + 1;
+}
+
+static bool thread_active(tsd_t *t)
+{
+	if (!t->active_set) {
+		t->active = __atomic_load_n(&hc_prof.thread_active_init, __ATOMIC_RELAXED);
+		t->active_set = true;
+	}
+	return t->active;
+}
+
+int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample)
+{
+	tsd_t *t = &tsd;
+	if (hc_prof_busy)
+		return 1;   /* the agent's own allocations: ask again right after */
+	if (__atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED) >= 0 ||
+	    __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED))
+		hc_dump_interval_account(consumed);
+	int64_t quantum = QUANTUM_IDLE;
+	int lgi = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
+	if (lgi >= 0 && lgi < 62) {
+		/* each thread reports its bytes at least 16 times per interval */
+		int64_t q = ((int64_t)1 << lgi) / 16;
+		quantum = q < 1 ? 1 : q < quantum ? q : quantum;
+	}
+	if (!__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) || !thread_active(t)) {
+		t->generation = 0;   /* draw afresh when sampling resumes */
+		return quantum;
+	}
+	if (t->rng == 0)
+		t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)time(NULL) ^
+		    (uint64_t)(uintptr_t)t ^ 0x9E3779B97F4A7C15ULL;
+	if (t->generation != __atomic_load_n(&rate_generation, __ATOMIC_RELAXED))
+		t->left = draw(t);
+	t->left -= (int64_t)consumed;
+	if (t->left <= 0) {
+		*sample = true;
+		t->left = draw(t);
+	}
+	int64_t next = t->left > 0 ? t->left : 1;
+	return next < quantum ? next : quantum;
+}
+
+/* ---- tables -------------------------------------------------------------- */
+
+static uint64_t hash_frames(const uintptr_t *f, unsigned n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ n;
+	for (unsigned i = 0; i < n; i++) {
+		h ^= f[i];
+		h *= 0x100000001b3ULL;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+static hc_thread_t *thread_get(tsd_t *t)
+{
+	if (t->thread)
+		return t->thread;
+	hc_thread_t *th = hc_meta_alloc(sizeof *th);
+	if (th == NULL)
+		return NULL;
+	th->uid = next_thread_uid++;
+	th->tid = (int)syscall(SYS_gettid);
+	th->active = thread_active(t);
+	memcpy(th->name, t->name, sizeof th->name);
+	th->next = threads_all;
+	threads_all = th;
+	t->thread = th;
+	return th;
+}
+
+static hc_stack_t *stack_get(const uintptr_t *frames, unsigned n)
+{
+	if (buckets == NULL) {
+		buckets = hc_meta_alloc(NBUCKETS * sizeof *buckets);
+		if (buckets == NULL)
+			return NULL;
+	}
+	uint64_t h = hash_frames(frames, n);
+	hc_stack_t **b = &buckets[h % NBUCKETS];
+	for (hc_stack_t *s = *b; s; s = s->next)
+		if (s->hash == h && s->nframes == n && memcmp(s->frames, frames, n * sizeof *frames) == 0)
+			return s;
+	hc_stack_t *s = hc_meta_alloc(sizeof *s + n * sizeof *frames);
+	if (s == NULL)
+		return NULL;
+	s->hash = h;
+	s->nframes = n;
+	memcpy(s->frames, frames, n * sizeof *frames);
+	s->next = *b;
+	*b = s;
+	s->all_next = stacks_all;
+	stacks_all = s;
+	return s;
+}
+
+static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
+{
+	for (hc_tctx_t *c = s->tctxs; c; c = c->next)
+		if (c->thread == th)
+			return c;
+	hc_tctx_t *c = hc_meta_alloc(sizeof *c);
+	if (c == NULL)
+		return NULL;
+	c->thread = th;
+	c->stack = s;
+	c->next = s->tctxs;
+	s->tctxs = c;
+	return c;
+}
+
+void *hc_agent_sample(void *p, size_t usize)
+{
+	(void)p;
+	if (hc_prof_busy)
+		return NULL;
+	hc_prof_busy = 1;
+	uintptr_t frames[HC_MAX_FRAMES];
+	unsigned n = hc_unwind(frames, HC_MAX_FRAMES);
+	unsigned lg = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
+	double weight = 1.0;
+	if (lg > 0) {
+		double r = (double)((uint64_t)1 << lg);
+		double prob = -expm1(-(double)usize / r);
+		weight = prob > 0 ? 1.0 / prob : r;
+	}
+	hc_sample_t *rec = hc_meta_alloc(sizeof *rec);
+	pthread_mutex_lock(&hc_prof_lock);
+	hc_thread_t *th = thread_get(&tsd);
+	hc_stack_t *s = th && rec ? stack_get(frames, n) : NULL;
+	hc_tctx_t *c = s ? tctx_get(s, th) : NULL;
+	if (c != NULL) {
+		double wb = weight * (double)usize;
+		c->cnt.curobjs++;
+		c->cnt.curbytes += usize;
+		c->cnt.accumobjs++;
+		c->cnt.accumbytes += usize;
+		c->cnt.w_curobjs += weight;
+		c->cnt.w_curbytes += wb;
+		c->cnt.w_accumobjs += weight;
+		c->cnt.w_accumbytes += wb;
+		rec->tctx = c;
+		rec->usize = usize;
+		rec->weight = weight;
+		rec->reset_epoch = reset_epoch;
+	}
+	pthread_mutex_unlock(&hc_prof_lock);
+	if (c == NULL && rec) {
+		hc_meta_free(rec, sizeof *rec);
+		rec = NULL;
+	}
+	if (rec)
+		__atomic_add_fetch(&samples_total, 1, __ATOMIC_RELAXED);
+	hc_prof_busy = 0;
+	return rec;
+}
+
+void hc_agent_unsample(void *r)
+{
+	hc_sample_t *rec = r;
+	pthread_mutex_lock(&hc_prof_lock);
+	if (rec->reset_epoch == reset_epoch) {
+		hc_cnt_t *c = &rec->tctx->cnt;
+		c->curobjs--;
+		c->curbytes -= rec->usize;
+		c->w_curobjs -= rec->weight;
+		c->w_curbytes -= rec->weight * (double)rec->usize;
+		if (c->curobjs == 0)      /* keep the floating sums exact at zero */
+			c->w_curobjs = c->w_curbytes = 0;
+	}
+	pthread_mutex_unlock(&hc_prof_lock);
+	hc_meta_free(rec, sizeof *rec);
+}
+
+/* Forget every count; live sampled objects are no longer tracked (their
+ * frees are recognised by the epoch).  lg >= 0 also sets a new rate. */
+void hc_prof_reset(int lg)
+{
+	pthread_mutex_lock(&hc_prof_lock);
+	reset_epoch++;
+	for (hc_stack_t *s = stacks_all; s; s = s->all_next)
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			memset(&c->cnt, 0, sizeof c->cnt);
+			memset(&c->peak, 0, sizeof c->peak);
+		}
+	pthread_mutex_unlock(&hc_prof_lock);
+	if (lg >= 0)
+		hc_prof_set_lg_sample((unsigned)lg);
+}
+
+void hc_prof_set_lg_sample(unsigned lg)
+{
+	__atomic_store_n(&hc_prof.lg_sample, lg, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
+	hc_heap_reset_countdowns();
+}
+
+void hc_prof_set_active(bool on)
+{
+	if (on)
+		enabled = true;
+	__atomic_store_n(&hc_prof.active, on, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
+	hc_heap_reset_countdowns();
+}
+
+void hc_prof_snapshot_peak(void)
+{
+	for (hc_stack_t *s = stacks_all; s; s = s->all_next)
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next)
+			c->peak = c->cnt;
+}
+
+bool hc_prof_thread_name_set(const char *name)
+{
+	size_t n = strlen(name);
+	if (n >= HC_THREAD_NAME_MAX)
+		n = HC_THREAD_NAME_MAX - 1;
+	for (size_t i = 0; i < n; i++)       /* a name must stay one token */
+		if (name[i] <= ' ' || name[i] == 0x7f)
+			return false;
+	pthread_mutex_lock(&hc_prof_lock);
+	memcpy(tsd.name, name, n);
+	tsd.name[n] = 0;
+	if (tsd.thread)
+		memcpy(tsd.thread->name, tsd.name, sizeof tsd.name);
+	pthread_mutex_unlock(&hc_prof_lock);
+	return true;
+}
+
+const char *hc_prof_thread_name_get(void) { return tsd.name; }
+bool hc_prof_thread_active_get(void) { return thread_active(&tsd); }
+
+void hc_prof_thread_active_set(bool on)
+{
+	tsd.active_set = true;
+	tsd.active = on;
+	if (tsd.thread)
+		tsd.thread->active = on;
+}
+
+void hc_agent_fork_prepare(void) { pthread_mutex_lock(&hc_prof_lock); }
+void hc_agent_fork_parent(void) { pthread_mutex_unlock(&hc_prof_lock); }
+
+void hc_agent_fork_child(void)
+{
+	pthread_mutex_init(&hc_prof_lock, NULL);
+	hc_dump_fork_child();
+	/* the child's own thread keeps its record, with its new tid */
+	if (tsd.thread)
+		tsd.thread->tid = (int)syscall(SYS_gettid);
+}

@@ -1,0 +1,144 @@
+/*
+ * agent/unwind.c - backtraces for sampled allocations.
+ *
+ * Three unwinders, chosen with prof_unwind:
+ *   fp         the frame-pointer chain, bounded by the thread's stack; exact
+ *              and cheapest, but stops at the first frame built without
+ *              frame pointers (most Debian packages);
+ *   libunwind  unw_backtrace from libunwind.so.8, loaded with dlopen and
+ *              RTLD_LOCAL so its _Unwind_* symbols never replace libgcc's for
+ *              the rest of the process;
+ *   libgcc     glibc's backtrace(), i.e. libgcc's _Unwind_Backtrace.
+ * libunwind is the default (tests/bench/unwind measures all three).
+ *
+ * Only sampled allocations unwind, with hc_prof_busy set, so anything an
+ * unwinder allocates is served normally and never sampled.  Frames inside
+ * libheapctl.so are dropped: the first frame kept is the caller of malloc.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "agent.h"
+
+hc_unwinder_t hc_unwinder = HC_UNWIND_LIBUNWIND;
+
+static int (*unw_backtrace_fn)(void **, int);
+static uintptr_t self_lo, self_hi;       /* our own text */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t me = (uintptr_t)arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		uintptr_t hi = lo + ph->p_memsz;
+		if (me >= lo && me < hi) {
+			self_lo = lo;
+			self_hi = hi;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void init_once_fn(void)
+{
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&hc_unwind);
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+	if (h)
+		unw_backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+	if (unw_backtrace_fn == NULL && hc_unwinder == HC_UNWIND_LIBUNWIND) {
+		hc_say("prof_unwind: libunwind.so.8 not available (Debian package "
+		    "libunwind8); using libgcc", NULL);
+		hc_unwinder = HC_UNWIND_LIBGCC;
+	}
+	/* backtrace() loads libgcc_s on first use; do it now, not mid-sample */
+	void *dummy[2];
+	backtrace(dummy, 2);
+}
+
+void hc_unwind_init(void)
+{
+	pthread_once(&init_once, init_once_fn);
+}
+
+/* Stack bounds of the calling thread, cached. */
+static __thread uintptr_t stack_lo, stack_hi;
+
+static void stack_bounds(void)
+{
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+			stack_lo = (uintptr_t)addr;
+			stack_hi = (uintptr_t)addr + size;
+		}
+		pthread_attr_destroy(&attr);
+	}
+}
+
+/* Follow saved frame pointers while each frame lies above the last and
+ * inside this thread's stack, so a frame built without them ends the walk
+ * instead of reading a wild address. */
+static __attribute__((noinline)) unsigned unwind_fp(uintptr_t *out, unsigned max)
+{
+	if (stack_hi == 0)
+		stack_bounds();
+	uintptr_t *fp = __builtin_frame_address(0);
+	unsigned n = 0;
+	while (n < max) {
+		uintptr_t f = (uintptr_t)fp;
+		if (f < stack_lo || f + 2 * sizeof(uintptr_t) > stack_hi || (f & 7))
+			break;
+		uintptr_t ret = fp[1];
+		uintptr_t *next = (uintptr_t *)fp[0];
+		if (ret == 0)
+			break;
+		out[n++] = ret;
+		if ((uintptr_t)next <= f)
+			break;
+		fp = next;
+	}
+	return n;
+}
+
+unsigned hc_unwind(uintptr_t *frames, unsigned max)
+{
+	hc_unwind_init();
+	uintptr_t raw[HC_MAX_FRAMES + 16];
+	unsigned cap = max + 16 <= sizeof raw / sizeof raw[0] ? max + 16 : sizeof raw / sizeof raw[0];
+	int n;
+	switch (hc_unwinder) {
+	case HC_UNWIND_FP:
+		n = (int)unwind_fp(raw, cap);
+		break;
+	case HC_UNWIND_LIBUNWIND:
+		if (unw_backtrace_fn) {
+			n = unw_backtrace_fn((void **)raw, (int)cap);
+			break;
+		}
+		/* fall through */
+	default:
+		n = backtrace((void **)raw, (int)cap);
+		break;
+	}
+	/* drop our own frames: everything up to the last one inside us */
+	int first = 0;
+	for (int i = 0; i < n; i++)
+		if (raw[i] >= self_lo && raw[i] < self_hi)
+			first = i + 1;
+	unsigned k = 0;
+	for (int i = first; i < n && k < max; i++)
+		frames[k++] = raw[i];
+	return k;
+}
