@@ -22,6 +22,7 @@ CFLAGS  += -std=gnu11 -g $(OPT) $(WARN) -pthread
 # exported), static TLS, and no builtin that could turn the allocator's own
 # code back into calls to itself.
 LIBFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
+            -fno-omit-frame-pointer -momit-leaf-frame-pointer \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-free \
             -fno-builtin-realloc -fno-stack-protector
 LIB_SRC := $(wildcard allocator/*.c agent/*.c shm/*.c)

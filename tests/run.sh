@@ -25,6 +25,11 @@ for t in "$root/$build"/tests/unit/* "$root/$build"/tests/stress/*; do
 	run "$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
 done
 [ -x "$root/tests/real/run.sh" ] && run real/programs "$root/tests/real/run.sh" "$lib"
+for t in "$root"/tests/prof/*.sh; do
+	[ -x "$t" ] || continue
+	case "$(basename "$t")" in lib.sh) continue ;; esac
+	run "prof/$(basename "$t" .sh)" "$t" "$root/$build"
+done
 if ls "$root"/tests/cli/*.bats >/dev/null 2>&1; then
 	for b in "$root"/tests/cli/*.bats; do
 		run "cli/$(basename "$b" .bats)" env HEAPCTL_BUILD="$root/$build" bats "$b"
