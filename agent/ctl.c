@@ -379,6 +379,7 @@ static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
 
 HC_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
 {
+	hc_init();
 	const ctl_entry_t *e = lookup(name);
 	if (e == NULL)
 		return ENOENT;
@@ -387,6 +388,7 @@ HC_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
 
 HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
 {
+	hc_init();
 	const ctl_entry_t *e = lookup(name);
 	if (e == NULL)
 		return ENOENT;
@@ -405,6 +407,7 @@ HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
 HC_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
     void *newp, size_t newlen)
 {
+	hc_init();
 	if (mib == NULL || miblen == 0 || mib[0] >= NENTRIES)
 		return ENOENT;
 	const ctl_entry_t *e = &table[mib[0]];

@@ -58,8 +58,16 @@ hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
 hc_thread_t *hc_prof_threads(void) { return threads_all; }
 uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
 
+/* Called from the first malloc, which may come from the dynamic loader
+ * before libc has set up environ; then configuration waits for the
+ * library's constructor (hc_init runs it again). */
 void hc_agent_init(void)
 {
+	extern char **environ;
+	static bool done;
+	if (done || environ == NULL)
+		return;
+	done = true;
 	hc_conf_init();
 	/* The seed documents' MALLOC_CONF lines ask for leak reports, final
 	 * dumps or gdumps without "prof:true"; they mean profiling. */
@@ -78,6 +86,9 @@ void hc_agent_init(void)
 	hc_unwinder = hc_opt.prof_unwind;
 	extern uint64_t hc_opt_dirty_decay_ms;
 	hc_opt_dirty_decay_ms = (uint64_t)hc_opt.dirty_decay_ms;
+	/* threads that allocated before this got idle countdowns */
+	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
+	hc_heap_reset_countdowns();
 }
 
 static uint64_t rng_next(uint64_t *s)

@@ -28,6 +28,9 @@ typedef struct hc_stats_s {
 	size_t nheaps, narenas;
 } hc_stats_t;
 
+/* Initialise the allocator and the agent if nothing has yet (idempotent). */
+void hc_init(void);
+
 /* Recompute all statistics (walks every chunk; called on "epoch" writes). */
 void hc_stats_refresh(hc_stats_t *st);
 

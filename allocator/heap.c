@@ -171,6 +171,20 @@ void hc_init_slow(void)
 	pthread_mutex_unlock(&init_lock);
 }
 
+void hc_init(void)
+{
+	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE))
+		hc_init_slow();
+}
+
+/* Configuration is read when the library loads even if the program never
+ * allocates before calling mallctl. */
+__attribute__((constructor)) static void heap_ctor(void)
+{
+	hc_init();
+	hc_agent_init();    /* if the first malloc came before environ existed */
+}
+
 /* The heap this thread allocates from, made on first use.  Returns the
  * fallback heap (caller must lock) when no heap of our own is possible. */
 static hc_heap_t *heap_get(void)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The profiler's numbers for `make bench`: sampling cost at several rates and
+# unwinders, side by side with jemalloc under the same MALLOC_CONF, and the
+# time to dump a profile of 10,000 stacks.  Prints a Markdown table.
+set -uo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/$build/bench"
+mkdir -p "$out"
+lib="$root/$build/libheapctl.so"
+je=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+reps=${BENCH_REPS:-5}
+gcc -O2 -g -o "$out/prof_cost" "$root/tests/bench/prof_cost.c" || exit 1
+gcc -O2 -g -fno-omit-frame-pointer -o "$out/prof_cost_fp" "$root/tests/bench/prof_cost.c" || exit 1
+gcc -O1 -g -fno-omit-frame-pointer -fno-inline -o "$out/dump_cost" "$root/tests/bench/dump_cost.c" -ldl || exit 1
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+cost() {  # lib conf n binary -> median ns/op
+	local l=$1 c=$2 n=$3 b=$4 i
+	for ((i = 0; i < reps; i++)); do
+		MALLOC_CONF=$c LD_PRELOAD=$l "$out/$b" "$n" 2>/dev/null | sed -n 's/.*ns_per_op=\([0-9.]*\).*/\1/p'
+	done | median
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+echo
+echo "| MALLOC_CONF | heapctl ns/op | jemalloc ns/op | jemalloc / heapctl |"
+echo "| --- | ---: | ---: | ---: |"
+row() {   # label conf n [binary]
+	local b=${4:-prof_cost}
+	local h j
+	h=$(cost "$lib" "$2" "$3" "$b")
+	j=$(cost "$je" "$2" "$3" "$b")
+	printf '| %s | %s | %s | %s |\n' "$1" "$h" "$j" "$(awk -v a="$j" -v b="$h" 'BEGIN{printf "%.2f", (b>0)?a/b:0}')"
+}
+row "(none: profiling off)" "" 10000000
+row "prof:true,prof_active:false" "prof:true,prof_active:false" 10000000
+row "prof:true (lg_prof_sample 19)" "prof:true" 10000000
+row "prof:true,lg_prof_sample:12" "prof:true,lg_prof_sample:12" 2000000
+row "prof:true,lg_prof_sample:0" "prof:true,lg_prof_sample:0" 200000
+echo
+echo "Unwinders at lg_prof_sample:0 (heapctl only; ns per malloc+free, every allocation unwound):"
+echo
+echo "| prof_unwind | program without frame pointers | program with frame pointers |"
+echo "| --- | ---: | ---: |"
+for u in fp libunwind libgcc; do
+	printf '| %s | %s | %s |\n' "$u" \
+	    "$(cost "$lib" "prof:true,lg_prof_sample:0,prof_unwind:$u" 200000 prof_cost)" \
+	    "$(cost "$lib" "prof:true,lg_prof_sample:0,prof_unwind:$u" 200000 prof_cost_fp)"
+done
+echo
+tmp=$(mktemp -d)
+ms=$(for ((i = 0; i < reps; i++)); do
+	MALLOC_CONF=prof:true,lg_prof_sample:0 LD_PRELOAD=$lib "$out/dump_cost" 10000 "$tmp/d$i.heap" | sed -n 's/.*dump_ms=\([0-9.]*\).*/\1/p'
+done | median)
+echo "Dump of a profile with 10,000 stacks: median $ms ms ($(ls "$tmp" | wc -l) dumps, $(du -k "$tmp/d0.heap" | cut -f1) KiB each)"
+rm -rf "$tmp"
