@@ -229,7 +229,7 @@ static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
 	return c;
 }
 
-void *hc_agent_sample(void *p, size_t usize)
+void *hc_agent_sample(void *p, size_t usize, size_t charged)
 {
 	(void)p;
 	if (hc_prof_busy)
@@ -241,7 +241,7 @@ void *hc_agent_sample(void *p, size_t usize)
 	double weight = 1.0;
 	if (lg > 0) {
 		double r = (double)((uint64_t)1 << lg);
-		double prob = -expm1(-(double)usize / r);
+		double prob = -expm1(-(double)charged / r);
 		weight = prob > 0 ? 1.0 / prob : r;
 	}
 	hc_sample_t *rec = hc_meta_alloc(sizeof *rec);

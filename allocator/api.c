@@ -52,7 +52,7 @@ static HC_NOINLINE void highwater_notify(void)
 /* A sampled allocation is promoted to whole pages (a large run, or a huge
  * mapping), whose free path looks for a sample record; small frees never
  * have to. */
-static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t usize)
+static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged)
 {
 	void *p;
 	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
@@ -63,7 +63,7 @@ static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t
 		errno = ENOMEM;
 		return NULL;
 	}
-	void *rec = hc_agent_sample(p, usize);
+	void *rec = hc_agent_sample(p, n, charged);
 	if (rec != NULL) {
 		hc_chunk_t *c = hc_chunk_of(p);
 		if ((void *)c == p)
@@ -84,8 +84,9 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (unlikely(hc_heap_count(charge_for(n, align)))) {
-		p = sampled_alloc(n, align, zero, n);
+	size_t charged = charge_for(n, align);
+	if (unlikely(hc_heap_count(charged))) {
+		p = sampled_alloc(n, align, zero, charged);
 		goto done;
 	}
 	/* Every power of two up to 16 KiB divides some class >= n, so this

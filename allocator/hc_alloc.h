@@ -67,16 +67,18 @@ void hc_heap_reset_countdowns(void);
  *   allocated since the countdown was last set, this allocation (usize
  *   bytes) included.  Returns the next countdown; sets *sample when this
  *   allocation is to be sampled.
- * hc_agent_sample: p (usize bytes asked for, promoted to whole pages so its
- *   free can find the record) is the sampled allocation.  Returns the record
- *   to keep with it, or NULL.
+ * hc_agent_sample: p (size bytes asked for, promoted to whole pages so its
+ *   free can find the record) is the sampled allocation; the countdown was
+ *   charged `charged` bytes for it (its size class), which is what its
+ *   probability of being sampled depends on.  Returns the record to keep
+ *   with it, or NULL.
  * hc_agent_unsample: a sampled object is being freed.
  * hc_agent_highwater: mapped memory reached a new high-water mark.
  * hc_agent_fork_*: around fork(), like the allocator's own handlers.
  */
 void hc_agent_init(void);
 int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
-void *hc_agent_sample(void *p, size_t usize);
+void *hc_agent_sample(void *p, size_t size, size_t charged);
 void hc_agent_unsample(void *rec);
 void hc_agent_highwater(size_t mapped);
 void hc_agent_fork_prepare(void);
