@@ -1,0 +1,188 @@
+# report.awk — turn run.sh's raw results into the Markdown table.
+#
+# Input (tab-separated, one line per run):
+#   bench alloc rep wall_s rss_kib status checksum tight_ns batch_ns
+#   user_s sys_s minor_faults
+# Variables: allocs, benches (space-separated, in display order), base (the
+# allocator ratios are taken to), header (lines printed first).
+# Writes the report on stdout and one loud line per problem on stderr.
+#
+# A cell is valid when every run of it exited 0 and printed the reference
+# checksum of its benchmark: the checksum most runs of that benchmark (over
+# all allocators) printed, ties going to the allocator listed first. Only
+# valid cells enter the ratios' geometric means.
+
+function median(list,    n, v, i, j, t) {
+	n = split(list, v, " ")
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) {
+			t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+		}
+	if (n == 0) return ""
+	return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+}
+
+# (max - min) / median of a list, in percent: how noisy the runs were.
+function spread(list,    n, v, i, lo, hi, m) {
+	n = split(list, v, " ")
+	if (n < 2) return 0
+	lo = hi = v[1] + 0
+	for (i = 2; i <= n; i++) {
+		if (v[i] + 0 < lo) lo = v[i] + 0
+		if (v[i] + 0 > hi) hi = v[i] + 0
+	}
+	m = median(list)
+	return m > 0 ? 100 * (hi - lo) / m : 0
+}
+
+function why(st) {
+	if (st == 124) return "TIMEOUT"
+	if (st > 128) return "CRASH sig" (st - 128)
+	if (st == 3) return "CORRUPT"
+	if (st == 4) return "NOT PRELOADED"
+	if (st == 127) return "EXEC FAILED"
+	return "EXIT " st
+}
+
+function warn(msg) {
+	printf "!!! %s\n", msg > "/dev/stderr"
+	problems[++nproblems] = msg
+}
+
+BEGIN { FS = "\t" }
+
+{
+	k = $1 SUBSEP $2
+	runs[k]++
+	if ($6 != 0) {
+		failed[k]++
+		failwhy[k] = why($6)
+		warn(sprintf("%s under %s, rep %s: %s (status %s)",
+			     $1, $2, $3, why($6), $6))
+		next
+	}
+	walls[k] = walls[k] " " $4
+	cpus[k] = cpus[k] " " ($10 + $11)
+	rsss[k] = rsss[k] " " $5
+	if ($8 != "") { tights[k] = tights[k] " " $8; batches[k] = batches[k] " " $9 }
+	sum[k, $3] = $7
+	votes[$1, $7]++
+	cands[$1] = cands[$1] " " $7
+}
+
+END {
+	na = split(allocs, A, " ")
+	nb = split(benches, B, " ")
+	for (a = 1; a <= na; a++) order[A[a]] = a
+
+	# reference checksum per benchmark
+	for (b = 1; b <= nb; b++) {
+		n = split(cands[B[b]], c, " ")
+		best = ""
+		for (i = 1; i <= n; i++)
+			if (best == "" || votes[B[b], c[i]] > votes[B[b], best])
+				best = c[i]
+		ref[B[b]] = best
+	}
+	# mismatches
+	for (b = 1; b <= nb; b++)
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			for (r = 1; r <= runs[k]; r++)
+				if ((k, r) in sum && sum[k, r] != ref[B[b]]) {
+					bad[k] = 1
+					warn(sprintf("CHECKSUM MISMATCH: %s under %s, rep %d: %s, others print %s",
+						     B[b], A[a], r, sum[k, r], ref[B[b]]))
+				}
+		}
+
+	print header
+	print ""
+	printf "Time: median wall seconds (ratio to %s). RSS: median peak RSS in MiB (ratio to %s). Lower is better. Spread: the largest (max-min)/median of one cell's run times in that row.\n\n", base, base
+	printf "| benchmark |"
+	for (a = 1; a <= na; a++) printf " %s time | %s RSS |", A[a], A[a]
+	printf " spread |\n|---|"
+	for (a = 1; a <= na; a++) printf "---:|---:|"
+	printf "---:|\n"
+
+	for (b = 1; b <= nb; b++) {
+		kb = B[b] SUBSEP base
+		bt = median(walls[kb]); br = median(rsss[kb])
+		basevalid = !failed[kb] && !bad[kb] && bt != ""
+		printf "| %s |", B[b]
+		worst = 0
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			if (!runs[k]) { printf " - | - |"; continue }
+			if (failed[k]) {
+				printf " **%s** (%d/%d runs) | - |", failwhy[k], failed[k], runs[k]
+				continue
+			}
+			t = median(walls[k]); m = median(rsss[k])
+			if (spread(walls[k]) > worst) worst = spread(walls[k])
+			mark = bad[k] ? " **!!CHECKSUM**" : ""
+			if (basevalid && !bad[k] && bt > 0 && br > 0) {
+				tr = t / bt; rr = m / br
+				printf " %.3f (%.2f)%s | %.1f (%.2f)%s |", t, tr, mark, m / 1024, rr, mark
+				lt[A[a]] += log(tr > 0 ? tr : 1e-9); lr[A[a]] += log(rr); ng[A[a]]++
+			} else
+				printf " %.3f%s | %.1f%s |", t, mark, m / 1024, mark
+		}
+		printf " %.0f%% |\n", worst
+	}
+	printf "| **geomean ratio** |"
+	for (a = 1; a <= na; a++) {
+		if (!ng[A[a]]) { printf " - | - |"; continue }
+		note = ng[A[a]] < nb ? sprintf(" (%d of %d)", ng[A[a]], nb) : ""
+		printf " **%.2f**%s | **%.2f**%s |", exp(lt[A[a]] / ng[A[a]]), note,
+		       exp(lr[A[a]] / ng[A[a]]), note
+	}
+	printf " |\n"
+
+	# CPU time: less disturbed by other load than wall time.
+	printf "\nCPU time: median user+sys seconds (ratio to %s). Less sensitive than wall time to other load on the machine, but blind to time spent waiting (locks, sleeping threads).\n\n", base
+	printf "| benchmark |"
+	for (a = 1; a <= na; a++) printf " %s |", A[a]
+	printf "\n|---|"
+	for (a = 1; a <= na; a++) printf "---:|"
+	printf "\n"
+	for (b = 1; b <= nb; b++) {
+		kb = B[b] SUBSEP base
+		bc = median(cpus[kb])
+		basevalid = !failed[kb] && !bad[kb] && bc > 0
+		printf "| %s |", B[b]
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			if (!runs[k] || failed[k]) { printf " - |"; continue }
+			cv = median(cpus[k])
+			if (basevalid && !bad[k]) {
+				printf " %.3f (%.2f) |", cv, cv / bc
+				lc[A[a]] += log(cv > 0 ? cv / bc : 1e-9); nc[A[a]]++
+			} else
+				printf " %.3f%s |", cv, bad[k] ? " **!!CHECKSUM**" : ""
+		}
+		printf "\n"
+	}
+	printf "| **geomean ratio** |"
+	for (a = 1; a <= na; a++)
+		printf "%s", nc[A[a]] ? sprintf(" **%.2f** |", exp(lc[A[a]] / nc[A[a]])) : " - |"
+	printf "\n"
+
+	hasfast = 0
+	for (a = 1; a <= na; a++) if (tights["fastpath" SUBSEP A[a]] != "") hasfast = 1
+	if (hasfast) {
+		printf "\nFast path (fastpath, malloc(32)+free, median ns per pair):\n\n"
+		printf "| allocator | tight loop | batch of 100 |\n|---|---:|---:|\n"
+		for (a = 1; a <= na; a++) {
+			k = "fastpath" SUBSEP A[a]
+			if (tights[k] == "") continue
+			printf "| %s | %.2f%s | %.2f |\n", A[a], median(tights[k]),
+			       bad[k] ? " **!!CHECKSUM**" : "", median(batches[k])
+		}
+	}
+
+	if (nproblems) {
+		printf "\n**PROBLEMS (%d)** — a checksum mismatch or a failed run means an allocator bug:\n\n", nproblems
+		for (i = 1; i <= nproblems; i++) printf "- %s\n", problems[i]
+	}
+}

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# run.sh — build the allocator benchmarks and run every one of them under
+# glibc, jemalloc, mimalloc, tcmalloc and heapctl side by side.
+#
+#   tests/bench/run.sh [BUILD_DIR]        (BUILD_DIR defaults to build/)
+#
+# Environment:
+#   BENCH_REPS=5                 repetitions (medians are reported)
+#   BENCH_ONLY=st_churn,...      run only these benchmarks
+#   BENCH_ALLOCS=glibc,...       run only these allocators
+#   BENCH_TIMEOUT=120            seconds before one run is killed
+#
+# Runs are interleaved (for each rep, for each benchmark, every allocator
+# once, starting with a different allocator each rep) so that drift in the
+# machine's speed spreads over all columns. Each run goes through runstat,
+# which preloads the library into the benchmark only and records wall time
+# and peak RSS. Output: the Markdown table on stdout and in
+# BUILD_DIR/bench/results.md, raw runs in results.tsv, each run's stdout and
+# stderr in logs/. Exit status 1 if any run crashed, timed out, or printed a
+# checksum different from the other allocators'.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+out=$build/bench
+reps=${BENCH_REPS:-5}
+timeout=${BENCH_TIMEOUT:-120}
+start=$(date +%s)
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+die() { say "$*"; exit 2; }
+
+case $reps in '' | *[!0-9]* | 0) die "BENCH_REPS must be a positive integer" ;; esac
+case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive integer" ;; esac
+
+# ---- benchmarks ------------------------------------------------------------
+
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python"
+programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath"
+
+# Sets argv to the command line of benchmark $1.
+bench_argv() {
+	case $1 in
+	large_churn_2t) argv=("$out/large_churn" threads=2) ;;
+	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
+		/usr/bin/perl "$here/real_perl.pl") ;;
+	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc
+		/usr/bin/python3 "$here/real_python.py") ;;
+	*) argv=("$out/$1") ;;
+	esac
+}
+
+benches=
+for b in $(echo "${BENCH_ONLY:-$all_benches}" | tr ',' ' '); do
+	case " $all_benches " in
+	*" $b "*) ;;
+	*) die "unknown benchmark '$b' (known: $all_benches)" ;;
+	esac
+	if [ "$b" = real_python ] && [ ! -x /usr/bin/python3 ]; then
+		say "real_python skipped: /usr/bin/python3 not installed"
+		continue
+	fi
+	if [ "$b" = real_perl ] && [ ! -x /usr/bin/perl ]; then
+		say "real_perl skipped: /usr/bin/perl not installed"
+		continue
+	fi
+	benches="$benches $b"
+done
+[ -n "$benches" ] || die "no benchmark selected"
+
+# ---- build -----------------------------------------------------------------
+
+mkdir -p "$out/logs" || die "cannot create $out"
+rm -f "$out"/logs/*
+CC=${CC:-gcc}
+build_one() { # name, extra flags...
+	local name=$1
+	shift
+	"$CC" -O2 -g -pthread -Wall -Wextra -o "$out/$name" "$here/$name.c" "$@" ||
+		die "failed to build $name"
+}
+for p in $programs; do build_one "$p" -lm; done
+build_one runstat
+build_one preload_check -ldl
+
+# ---- allocators ------------------------------------------------------------
+
+libdir=/usr/lib/x86_64-linux-gnu
+declare -A lib pkg
+lib[glibc]=
+lib[jemalloc]=$libdir/libjemalloc.so.2
+pkg[jemalloc]=libjemalloc2
+lib[mimalloc]=$libdir/libmimalloc.so.2
+pkg[mimalloc]=libmimalloc2.0
+lib[tcmalloc]=$libdir/libtcmalloc_minimal.so.4
+pkg[tcmalloc]=libtcmalloc-minimal4
+lib[heapctl]=$build/libheapctl.so
+
+wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl}" | tr ',' ' ')
+for a in $wanted; do
+	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl)"
+done
+
+# Install missing peers (Debian packages) when we can.
+missing=()
+for a in $wanted; do
+	if [ -n "${pkg[$a]:-}" ] && [ ! -e "${lib[$a]}" ]; then
+		missing+=("${pkg[$a]}")
+	fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y "${missing[@]}" >"$out/logs/apt.log" 2>&1 ||
+			{ apt-get update >>"$out/logs/apt.log" 2>&1 &&
+				apt-get install -y "${missing[@]}" >>"$out/logs/apt.log" 2>&1; } ||
+			say "apt-get install failed, see $out/logs/apt.log"
+	else
+		say "not root: cannot install ${missing[*]}"
+	fi
+fi
+
+allocs=
+setup_problems=
+for a in $wanted; do
+	l=${lib[$a]}
+	if [ -n "$l" ] && [ ! -e "$l" ]; then
+		if [ "$a" = heapctl ]; then
+			say "heapctl skipped: $l not built (make -C $root)"
+		else
+			say "$a skipped: $l missing (apt-get install ${pkg[$a]})"
+		fi
+		continue
+	fi
+	if [ "$a" = heapctl ]; then
+		# Run a snapshot, so a rebuild during the run cannot mix versions.
+		if ! mkdir -p "$out/lib" || ! cp "$l" "$out/lib/libheapctl.so"; then
+			die "cannot copy $l to $out/lib"
+		fi
+		heapctl_built=$(date -r "$l" '+%Y-%m-%d %H:%M')
+		l=$out/lib/libheapctl.so
+		lib[heapctl]=$l
+	fi
+	# Prove the preload takes effect: malloc must resolve into the library.
+	res=$("$out/runstat" -p "$l" -t 30 -o "$out/logs/preload.$a.out" \
+		-e "$out/logs/preload.$a.err" -- "$out/preload_check" "$l")
+	read -r _ _ status _ <<<"$res"
+	if [ "$status" != 0 ]; then
+		msg="$a skipped: preload check failed (status $status): $(tr '\n' ' ' <"$out/logs/preload.$a.err")"
+		say "$msg"
+		setup_problems="$setup_problems- $msg"$'\n'
+		continue
+	fi
+	say "$a: $(cat "$out/logs/preload.$a.out")"
+	allocs="$allocs $a"
+done
+read -ra alloc_list <<<"$allocs"
+nalloc=${#alloc_list[@]}
+[ "$nalloc" -gt 0 ] || die "no allocator available"
+base=jemalloc
+case " $allocs " in *" jemalloc "*) ;; *) base=${alloc_list[0]} ;; esac
+
+# ---- header ----------------------------------------------------------------
+
+dpkg_ver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo '?'; }
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+header="**Machine:** nproc=$(nproc), CPU: ${cpu:-unknown}, kernel $(uname -r), $(date '+%Y-%m-%d %H:%M:%S %Z'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
+vers=
+for a in $allocs; do
+	case $a in
+	glibc) v="glibc $(dpkg_ver libc6)" ;;
+	heapctl) v="heapctl $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[heapctl]}" | cut -c1-12))" ;;
+	*) v="$a $(dpkg_ver "${pkg[$a]}")" ;;
+	esac
+	vers="$vers${vers:+, }$v"
+done
+header="$header
+**Allocators:** $vers. **Reps:** $reps, ratios to $base."
+say "$(wc -w <<<"$benches") benchmarks x $nalloc allocators x $reps reps"
+
+# ---- runs ------------------------------------------------------------------
+
+tsv=$out/results.tsv
+: >"$tsv"
+for rep in $(seq 1 "$reps"); do
+	for b in $benches; do
+		bench_argv "$b"
+		line="rep $rep/$reps $b:"
+		for i in $(seq 0 $((nalloc - 1))); do
+			a=${alloc_list[$(((i + rep - 1) % nalloc))]}
+			log=$out/logs/$b.$a.$rep
+			res=$("$out/runstat" -p "${lib[$a]}" -t "$timeout" \
+				-o "$log.out" -e "$log.err" -- "${argv[@]}")
+			read -r wall rss status user sys minflt <<<"$res"
+			[ -n "$minflt" ] ||
+				die "harness failure: no result from $out/runstat (was $out removed during the run, e.g. by make clean?)"
+			sum=$(grep -o 'checksum=[0-9a-f]*' "$log.out" | head -n 1 | cut -d= -f2)
+			tight=$(sed -n 's/.* ns_per_pair=\([0-9.]*\).*/\1/p' "$log.out")
+			batch=$(sed -n 's/.* batch_ns_per_pair=\([0-9.]*\).*/\1/p' "$log.out")
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+				"$b" "$a" "$rep" "$wall" "$rss" "$status" "${sum:-none}" \
+				"$tight" "$batch" "$user" "$sys" "$minflt" >>"$tsv"
+			line="$line $a ${wall}s"
+			[ "$status" = 0 ] || line="$line(status $status)"
+		done
+		say "$line"
+	done
+done
+
+# ---- report ----------------------------------------------------------------
+
+awk -v allocs="$allocs" -v benches="$benches" -v base="$base" \
+	-v header="$header" -f "$here/report.awk" "$tsv" >"$out/results.md" \
+	2>"$out/problems.txt"
+fs_runs=$(find "$out/logs" -name 'false_share.*.err' | wc -l)
+busy=$(grep -l 'false sharing is under-measured' "$out"/logs/false_share.*.err 2>/dev/null | wc -l)
+if [ "$busy" -gt 0 ]; then
+	printf '\nNote: in %s of %s false_share runs the two threads mostly took turns on one core (the machine was busy), so false sharing was under-measured there (see logs/false_share.*.err).\n' \
+		"$busy" "$fs_runs" >>"$out/results.md"
+fi
+if [ -n "$setup_problems" ]; then
+	printf '\n**SKIPPED ALLOCATORS** (the library is there but does not replace malloc):\n\n%s' \
+		"$setup_problems" >>"$out/results.md"
+	printf '!!! %s' "$setup_problems" >>"$out/problems.txt"
+fi
+cat "$out/results.md"
+echo
+say "total time $(($(date +%s) - start)) s; table in $out/results.md"
+if [ -s "$out/problems.txt" ]; then
+	cat "$out/problems.txt" >&2
+	say "PROBLEMS FOUND: see above; per-run stderr is in $out/logs/"
+	exit 1
+fi
+exit 0
