@@ -176,7 +176,9 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 		cache[take] = cache[--cache_n];
 	}
 	pthread_mutex_unlock(&huge_lock);
-	if (h != NULL && h->map_size > need + need / 8) {
+	/* Keep up to twice what is needed: trimming now and growing again on the
+	 * next bigger request costs a page fault per page each time. */
+	if (h != NULL && h->map_size > 2 * need) {
 		hc_os_unmap((char *)h + need, h->map_size - need);
 		h->map_size = need;
 	} else if (h != NULL && h->map_size < need) {
