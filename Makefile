@@ -50,11 +50,11 @@ $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl -lm
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
 
-$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h
+$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
 
