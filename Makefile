@@ -69,6 +69,7 @@ check: deps
 
 bench: all
 	@tests/bench/run.sh $(BUILD)
+	@tests/bench/prof.sh $(BUILD)
 
 clean:
 	rm -rf build build-debug
