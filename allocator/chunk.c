@@ -56,10 +56,10 @@ static void registry_add(hc_chunk_t *c)
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
-/* Reset the header for a new life as a chunk of the given kind.  The xpages
- * list of a small chunk may hold stale pushes from its last life; they are
- * unlinked the normal way so no page ends up on a list twice. */
-static void chunk_prepare(hc_chunk_t *c, unsigned kind)
+/* Empty a chunk's xpages list without acting on it: each page's link is
+ * read before its queued flag is cleared, so a concurrent push can never
+ * put a page on the list twice. */
+void hc_chunk_drop_xpages(hc_chunk_t *c)
 {
 	hc_page_t *stale = __atomic_exchange_n(&c->xpages, NULL, __ATOMIC_ACQ_REL);
 	while (stale) {
@@ -67,6 +67,13 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 		__atomic_store_n(&stale->queued, 0, __ATOMIC_SEQ_CST);
 		stale = next;
 	}
+}
+
+/* Reset the header for a new life as a chunk of the given kind.  The xpages
+ * list of a small chunk may hold stale pushes from its last life. */
+static void chunk_prepare(hc_chunk_t *c, unsigned kind)
+{
+	hc_chunk_drop_xpages(c);
 	c->kind = kind;
 	c->magic = HC_MAGIC;
 	c->nused = 0;

@@ -417,12 +417,7 @@ static bool heap_adopt(hc_heap_t *h)
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 	heap_link_chunk(h, c);
-	hc_page_t *stale = __atomic_exchange_n(&c->xpages, NULL, __ATOMIC_ACQUIRE);
-	while (stale) {
-		hc_page_t *next = stale->xnext;
-		__atomic_store_n(&stale->queued, 0, __ATOMIC_SEQ_CST);
-		stale = next;
-	}
+	hc_chunk_drop_xpages(c);     /* the pages are rescanned below anyway */
 	for (unsigned i = 1; i < HC_NSLOTS; i++) {
 		hc_page_t *pg = &c->pages[i];
 		if (!pg->in_use)

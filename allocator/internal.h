@@ -225,6 +225,7 @@ extern uint64_t hc_opt_dirty_decay_ms;
 /* chunk.c */
 hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out);  /* NULL on OOM */
 void hc_chunk_put(hc_chunk_t *c);
+void hc_chunk_drop_xpages(hc_chunk_t *c);
 void hc_chunk_cache_decay(void);
 void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
 hc_chunk_t *hc_chunk_registry(void);
