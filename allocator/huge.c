@@ -59,12 +59,20 @@ static size_t cache_limit(void)
 	return lim < ((size_t)64 << 20) ? ((size_t)64 << 20) : lim;
 }
 
-static void cache_drop(unsigned i)
+/* Take entry i out of the cache (under huge_lock); the caller unmaps it
+ * after unlocking, so no thread waits on another's munmap. */
+static hc_chunk_t *cache_take(unsigned i)
 {
 	hc_chunk_t *h = cache[i].hdr;
 	cache_bytes -= h->map_size;
-	hc_os_unmap(h, h->map_size);
 	cache[i] = cache[--cache_n];
+	return h;
+}
+
+static void unmap_all(hc_chunk_t **v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		hc_os_unmap(v[i], v[i]->map_size);
 }
 
 /* offset of the object for a given alignment (< chunk size) */
@@ -227,19 +235,22 @@ void hc_huge_free(hc_chunk_t *h)
 		hc_os_unmap(h, h->map_size);
 		return;
 	}
+	hc_chunk_t *victims[CACHE_MAX];
+	unsigned nv = 0;
 	while (cache_n > 0 && (cache_n == CACHE_MAX || cache_bytes + h->map_size > cache_limit())) {
 		/* evict the oldest */
 		unsigned old = 0;
 		for (unsigned i = 1; i < cache_n; i++)
 			if (cache[i].epoch < cache[old].epoch)
 				old = i;
-		cache_drop(old);
+		victims[nv++] = cache_take(old);
 	}
 	cache[cache_n].hdr = h;
 	cache[cache_n].epoch = hc_decay_epoch();
 	cache_n++;
 	cache_bytes += h->map_size;
 	pthread_mutex_unlock(&huge_lock);
+	unmap_all(victims, nv);
 }
 
 /* Resize a huge object; NULL if the caller must allocate and copy.  Shrinks
@@ -286,21 +297,27 @@ void hc_huge_decay(void)
 	if (pthread_mutex_trylock(&huge_lock) != 0)
 		return;
 	uint64_t epoch = hc_decay_epoch();
+	hc_chunk_t *victims[CACHE_MAX];
+	unsigned nv = 0;
 	for (unsigned i = 0; i < cache_n;) {
 		if (epoch - cache[i].epoch >= 2)
-			cache_drop(i);
+			victims[nv++] = cache_take(i);
 		else
 			i++;
 	}
 	pthread_mutex_unlock(&huge_lock);
+	unmap_all(victims, nv);
 }
 
 void hc_huge_purge_now(void)
 {
+	hc_chunk_t *victims[CACHE_MAX];
+	unsigned nv = 0;
 	pthread_mutex_lock(&huge_lock);
 	while (cache_n)
-		cache_drop(0);
+		victims[nv++] = cache_take(0);
 	pthread_mutex_unlock(&huge_lock);
+	unmap_all(victims, nv);
 }
 
 void hc_huge_stats(hc_stats_t *st)
