@@ -111,6 +111,7 @@ typedef struct hc_sample_s {
 	hc_tctx_t *tctx;
 	uint64_t usize;
 	double weight;                        /* 1 / P(sampled)              */
+	uint64_t charged;                     /* bytes the countdown charged */
 	uint64_t reset_epoch;
 } hc_sample_t;
 

@@ -229,6 +229,17 @@ static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
 	return c;
 }
 
+/* 1 / P(an object charged this many bytes is sampled) at the current rate. */
+static double sample_weight(size_t charged)
+{
+	unsigned lg = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
+	if (lg == 0)
+		return 1.0;
+	double r = (double)((uint64_t)1 << lg);
+	double prob = -expm1(-(double)charged / r);
+	return prob > 0 ? 1.0 / prob : r;
+}
+
 void *hc_agent_sample(void *p, size_t usize, size_t charged)
 {
 	(void)p;
@@ -237,13 +248,7 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 	hc_prof_busy = 1;
 	uintptr_t frames[HC_MAX_FRAMES];
 	unsigned n = hc_unwind(frames, HC_MAX_FRAMES);
-	unsigned lg = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
-	double weight = 1.0;
-	if (lg > 0) {
-		double r = (double)((uint64_t)1 << lg);
-		double prob = -expm1(-(double)charged / r);
-		weight = prob > 0 ? 1.0 / prob : r;
-	}
+	double weight = sample_weight(charged);
 	hc_sample_t *rec = hc_meta_alloc(sizeof *rec);
 	pthread_mutex_lock(&hc_prof_lock);
 	hc_thread_t *th = thread_get(&tsd);
@@ -262,6 +267,7 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 		rec->tctx = c;
 		rec->usize = usize;
 		rec->weight = weight;
+		rec->charged = charged;
 		rec->reset_epoch = reset_epoch;
 	}
 	pthread_mutex_unlock(&hc_prof_lock);
@@ -290,6 +296,33 @@ void hc_agent_unsample(void *r)
 	}
 	pthread_mutex_unlock(&hc_prof_lock);
 	hc_meta_free(rec, sizeof *rec);
+}
+
+/* A sampled object grew or shrank in place (or moved, keeping its record).
+ * Its chance of having been sampled is that of the most bytes it was ever
+ * charged, so the weight follows the charge, and the counts follow both. */
+void hc_agent_resize(void *r, size_t size, size_t charged)
+{
+	hc_sample_t *rec = r;
+	pthread_mutex_lock(&hc_prof_lock);
+	if (charged < rec->charged)
+		charged = rec->charged;
+	/* the charge moves once per page, the size with every append */
+	double w = charged == rec->charged ? rec->weight : sample_weight(charged);
+	if (rec->reset_epoch == reset_epoch) {
+		hc_cnt_t *c = &rec->tctx->cnt;
+		c->curbytes += size - rec->usize;
+		c->w_curobjs += w - rec->weight;
+		c->w_curbytes += w * (double)size - rec->weight * (double)rec->usize;
+		if (size > rec->usize) {
+			c->accumbytes += size - rec->usize;
+			c->w_accumbytes += w * (double)(size - rec->usize);
+		}
+	}
+	rec->usize = size;
+	rec->weight = w;
+	rec->charged = charged;
+	pthread_mutex_unlock(&hc_prof_lock);
 }
 
 /* Forget every count; live sampled objects are no longer tracked (their

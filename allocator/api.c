@@ -52,43 +52,57 @@ static HC_NOINLINE void highwater_notify(void)
 /* A sampled allocation is promoted to whole pages (a large run, or a huge
  * mapping), whose free path looks for a sample record; small frees never
  * have to. */
-static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged)
+static void *promoted_alloc(size_t n, size_t align, bool zero)
 {
 	void *p;
 	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
 		p = hc_large_alloc(hc_tls_heap, n, align, zero);
 	else
 		p = hc_huge_alloc(n, align, zero);
-	if (p == NULL) {
+	if (p == NULL)
 		errno = ENOMEM;
-		return NULL;
-	}
-	void *rec = hc_agent_sample(p, n, charged);
-	if (rec != NULL) {
-		hc_chunk_t *c = hc_chunk_of(p);
-		if ((void *)c == p)
-			hc_huge_header(p)->huge_prof = rec;
-		else if (c->kind == HC_KIND_HUGE)
-			c->huge_prof = rec;
-		else
-			hc_large_set_prof(c, p, rec);
-	}
 	return p;
 }
 
-/* Any size, any alignment (a power of two), optionally zeroed. */
-HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
+static void attach_prof(void *p, void *rec)
+{
+	hc_chunk_t *c = hc_chunk_of(p);
+	if ((void *)c == p)
+		hc_huge_header(p)->huge_prof = rec;
+	else if (c->kind == HC_KIND_HUGE)
+		c->huge_prof = rec;
+	else
+		hc_large_set_prof(c, p, rec);
+}
+
+/* Detach the sample record of a promoted object, or NULL if it has none. */
+static void *take_prof(hc_chunk_t *c, void *p)
+{
+	if (c->kind == HC_KIND_LARGE)
+		return hc_large_take_prof(c, p);
+	if (c->kind == HC_KIND_HUGE) {
+		void *rec = c->huge_prof;
+		c->huge_prof = NULL;
+		return rec;
+	}
+	return NULL;
+}
+
+static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged)
+{
+	void *p = promoted_alloc(n, align, zero);
+	if (p == NULL)
+		return NULL;
+	void *rec = hc_agent_sample(p, n, charged);
+	if (rec != NULL)
+		attach_prof(p, rec);
+	return p;
+}
+
+/* The allocation itself, already counted against the countdown. */
+static void *alloc_body(size_t align, size_t n, bool zero)
 {
 	void *p;
-	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	size_t charged = charge_for(n, align);
-	if (unlikely(hc_heap_count(charged))) {
-		p = sampled_alloc(n, align, zero, charged);
-		goto done;
-	}
 	/* Every power of two up to 16 KiB divides some class >= n, so this
 	 * path fails only when memory is exhausted.  Alignments up to 8 are
 	 * what every class already has. */
@@ -112,6 +126,23 @@ done:
 	if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
 		highwater_notify();
 	return p;
+}
+
+/* Any size, any alignment (a power of two), optionally zeroed. */
+HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
+{
+	if (n > HC_MAX_REQUEST || align > HC_MAX_REQUEST) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t charged = charge_for(n, align);
+	if (unlikely(hc_heap_count(charged))) {
+		void *p = sampled_alloc(n, align, zero, charged);
+		if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
+			highwater_notify();
+		return p;
+	}
+	return alloc_body(align, n, zero);
 }
 
 static HC_NOINLINE void *malloc_slow(size_t n)
@@ -234,6 +265,13 @@ HC_EXPORT void *calloc(size_t nmemb, size_t size)
 	return hc_alloc_aligned(0, n, true);
 }
 
+/*
+ * realloc charges the countdown for growth only: a buffer grown a byte at a
+ * time to 1 MiB is charged 1 MiB in all, so its chance of being sampled is
+ * that of any 1 MiB object.  An object already sampled keeps its record
+ * through resizes and moves (it stays in whole pages); one whose growth
+ * trips the countdown is promoted into a sampled allocation.
+ */
 HC_EXPORT void *realloc(void *p, size_t n)
 {
 	if (p == NULL)
@@ -247,31 +285,56 @@ HC_EXPORT void *realloc(void *p, size_t n)
 		return NULL;
 	}
 	hc_chunk_t *c = lookup(p);
-	size_t old;
+	size_t old = c->kind == HC_KIND_SMALL
+	    ? c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size
+	    : c->kind == HC_KIND_LARGE ? hc_large_usable(c, p) : c->huge_usable;
+	size_t co = charge_for(old, 0), cn = charge_for(n, 0);
+	void *q;
+	/* the common case for a sampled buffer: it grows in place, record kept */
+	if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX) {
+		void *kept = hc_large_peek_prof(c, p);
+		if (kept != NULL && hc_large_resize(c, p, n)) {
+			hc_agent_resize(kept, n, cn);
+			return p;
+		}
+	}
+	void *rec = take_prof(c, p);
+	if (rec == NULL && cn > co && unlikely(hc_heap_count(cn - co))) {
+		q = sampled_alloc(n, 0, false, cn);
+		goto move;
+	}
+	if (rec != NULL) {
+		/* stays promoted: resize in place, else move to new pages */
+		if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX && (q = hc_huge_realloc(c, n)) != NULL) {
+			hc_agent_resize(rec, n, cn);   /* the pages moved with mremap */
+			attach_prof(q, rec);
+			return q;
+		}
+		q = promoted_alloc(n, 0, false);
+		if (q == NULL) {
+			attach_prof(p, rec);
+			return NULL;
+		}
+		hc_agent_resize(rec, n, cn);
+		attach_prof(q, rec);
+		goto move;
+	}
 	switch (c->kind) {
 	case HC_KIND_SMALL:
-		old = c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size;
 		if (n <= HC_SMALL_MAX && hc_class_size[hc_size_class(n)] == old)
 			return p;
 		break;
 	case HC_KIND_LARGE:
-		/* a sampled object always moves: the new one may be sampled too */
-		old = hc_large_usable(c, p);
-		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && !hc_large_is_sampled(c, p) &&
-		    hc_large_resize(c, p, n))
+		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n))
 			return p;
 		break;
-	default: {
-		old = c->huge_usable;
-		if (n > HC_LARGE_MAX) {
-			void *q = hc_huge_realloc(c, n);
-			if (q != NULL)
-				return q;
-		}
+	default:
+		if (n > HC_LARGE_MAX && (q = hc_huge_realloc(c, n)) != NULL)
+			return q;
 		break;
 	}
-	}
-	void *q = malloc(n);
+	q = alloc_body(0, n, false);
+move:
 	if (q == NULL)
 		return NULL;
 	memcpy(q, p, old < n ? old : n);

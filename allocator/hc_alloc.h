@@ -72,6 +72,8 @@ void hc_heap_reset_countdowns(void);
  *   charged `charged` bytes for it (its size class), which is what its
  *   probability of being sampled depends on.  Returns the record to keep
  *   with it, or NULL.
+ * hc_agent_resize: a sampled object was resized by realloc to size bytes;
+ *   charged is the most the countdown has been charged for it.
  * hc_agent_unsample: a sampled object is being freed.
  * hc_agent_highwater: mapped memory reached a new high-water mark.
  * hc_agent_fork_*: around fork(), like the allocator's own handlers.
@@ -79,6 +81,7 @@ void hc_heap_reset_countdowns(void);
 void hc_agent_init(void);
 int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
 void *hc_agent_sample(void *p, size_t size, size_t charged);
+void hc_agent_resize(void *rec, size_t size, size_t charged);
 void hc_agent_unsample(void *rec);
 void hc_agent_highwater(size_t mapped);
 void hc_agent_fork_prepare(void);

@@ -258,7 +258,7 @@ void hc_huge_free(hc_chunk_t *h)
  * a fresh chunk-aligned reservation. */
 void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 {
-	if (((uintptr_t)h & HC_CHUNK_MASK) != 0 || n > HC_MAX_REQUEST || h->huge_prof)
+	if (((uintptr_t)h & HC_CHUNK_MASK) != 0 || n > HC_MAX_REQUEST)
 		return NULL;
 	size_t need = (h->huge_offset + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	size_t old = h->map_size;

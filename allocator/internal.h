@@ -259,7 +259,8 @@ void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */
 void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec);
-bool hc_large_is_sampled(hc_chunk_t *c, const void *p);
+void *hc_large_take_prof(hc_chunk_t *c, const void *p);
+void *hc_large_peek_prof(hc_chunk_t *c, const void *p);
 hc_arena_t *hc_arena_pick(void);
 void hc_large_fork_prepare(void), hc_large_fork_parent(void), hc_large_fork_child(void);
 void hc_large_stats(hc_stats_t *st);

@@ -228,13 +228,29 @@ void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec)
 		hc_agent_unsample(rec);
 }
 
-bool hc_large_is_sampled(hc_chunk_t *c, const void *p)
+/* The run's sample record, or NULL, without detaching it.  No lock: slot i
+ * is written only by operations on the object at run i, which the caller
+ * owns; the array pointer is published once. */
+void *hc_large_peek_prof(hc_chunk_t *c, const void *p)
 {
+	void **slots = __atomic_load_n(&c->run_prof, __ATOMIC_ACQUIRE);
+	if (slots == NULL)
+		return NULL;
+	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
+	return __atomic_load_n(&slots[i], __ATOMIC_RELAXED);
+}
+
+/* Detach and return the run's sample record, or NULL. */
+void *hc_large_take_prof(hc_chunk_t *c, const void *p)
+{
+	if (hc_large_peek_prof(c, p) == NULL)
+		return NULL;
 	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
 	pthread_mutex_lock(&c->arena->lock);
-	bool s = c->run_prof && c->run_prof[i];
+	void *rec = c->run_prof[i];
+	c->run_prof[i] = NULL;
 	pthread_mutex_unlock(&c->arena->lock);
-	return s;
+	return rec;
 }
 
 /* Grow or shrink a run in place.  Growth needs the pages after it free. */

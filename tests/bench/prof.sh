@@ -49,6 +49,51 @@ for u in fp libunwind libgcc; do
 	    "$(cost "$lib" "prof:true,lg_prof_sample:0,prof_unwind:$u" 200000 prof_cost_fp)"
 done
 echo
+echo "Profiling at the default rate on the allocation benchmarks (heapctl; median CPU seconds, user+sys; ratio to profiling off):"
+echo
+echo "| benchmark | off | prof:true,prof_active:false | prof:true (lg 19) |"
+echo "| --- | ---: | ---: | ---: |"
+wall() {  # conf program args... -> median CPU seconds (user+sys: steadier than wall here)
+	local c=$1 i; shift
+	for ((i = 0; i < reps; i++)); do
+		MALLOC_CONF=$c "$out/runstat" -p "$lib" -o /dev/null -- "$@" 2>/dev/null | awk '{print $4 + $5}'
+	done | median
+}
+if [ -x "$out/runstat" ] && [ -x "$out/st_churn" ]; then
+	for b in st_churn mt_churn prodcons realloc_grow; do
+		[ -x "$out/$b" ] || continue
+		off=$(wall "" "$out/$b"); ina=$(wall "prof:true,prof_active:false" "$out/$b"); on=$(wall "prof:true" "$out/$b")
+		printf '| %s | %s | %s (%s) | %s (%s) |\n' "$b" "$off" "$ina" \
+		    "$(awk -v a="$ina" -v b="$off" 'BEGIN{printf "%.3f", a/b}')" "$on" \
+		    "$(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.3f", a/b}')"
+	done
+else
+	echo "(run tests/bench/run.sh first: it builds the allocation benchmarks)"
+fi
+echo
+# Instructions are counted exactly by callgrind, whatever else the machine
+# is doing: the steady measure of what profiling adds.
+if command -v valgrind >/dev/null; then
+	echo "Instructions executed (callgrind; exact and repeatable), heapctl, ratio to profiling off:"
+	echo
+	echo "| benchmark | off | prof:true,prof_active:false | prof:true (lg 19) |"
+	echo "| --- | ---: | ---: | ---: |"
+	icount() {  # conf program args...
+		local c=$1; shift
+		MALLOC_CONF=$c LD_PRELOAD=$lib valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 |
+		    sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+	}
+	for spec in "st_churn ops=2000000" "realloc_grow"; do
+		set -- $spec
+		[ -x "$out/$1" ] || continue
+		b=$1; shift
+		off=$(icount "" "$out/$b" "$@"); ina=$(icount "prof:true,prof_active:false" "$out/$b" "$@"); on=$(icount "prof:true" "$out/$b" "$@")
+		printf '| %s | %s | %s (%s) | %s (%s) |\n' "$b" "$off" "$ina" \
+		    "$(awk -v a="$ina" -v b="$off" 'BEGIN{printf "%.5f", a/b}')" "$on" \
+		    "$(awk -v a="$on" -v b="$off" 'BEGIN{printf "%.4f", a/b}')"
+	done
+	echo
+fi
 tmp=$(mktemp -d)
 ms=$(for ((i = 0; i < reps; i++)); do
 	MALLOC_CONF=prof:true,lg_prof_sample:0 LD_PRELOAD=$lib "$out/dump_cost" 10000 "$tmp/d$i.heap" | sed -n 's/.*dump_ms=\([0-9.]*\).*/\1/p'

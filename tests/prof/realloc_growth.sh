@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# realloc and sampling: a buffer grown by realloc in small steps is charged
+# its growth, so at the default rate a profile of many such buffers is still
+# unbiased; a sampled buffer keeps its record as it grows and moves; and at
+# lg_prof_sample:0 jeprof's bytes for realloc'd buffers are exact.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+hc_setup realloc_growth "$@"
+
+cat >"$WORK/prog.c" <<'EOF2'
+#include <heapctl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *keep[4096];
+
+/* grow one buffer from 64 bytes to `target` in steps of 1..step bytes */
+__attribute__((noinline)) void *grow_buffer(size_t target, size_t step, unsigned *seed)
+{
+	size_t n = 64;
+	char *p = malloc(n);
+	memset(p, 1, n);
+	while (n < target) {
+		*seed = *seed * 1103515245u + 12345u;
+		size_t m = n + 1 + (*seed >> 8) % step;
+		if (m > target)
+			m = target;
+		p = realloc(p, m);
+		p[m - 1] = 2;
+		n = m;
+	}
+	return p;
+}
+
+int main(int argc, char **argv)
+{
+	int count = atoi(argv[1]);
+	size_t target = (size_t)atol(argv[2]);
+	size_t step = (size_t)atol(argv[3]);
+	unsigned seed = 7;
+	for (int i = 0; i < count; i++)
+		keep[i] = grow_buffer(target, step, &seed);
+	const char *path = "prof.heap";
+	int r = mallctl("prof.dump", NULL, NULL, &path, sizeof path);
+	printf("dump %d\n", r);
+	return 0;
+}
+EOF2
+compile_linked "$WORK/prog" "$WORK/prog.c"
+
+# exact at lg 0: 40 buffers of exactly 300000 bytes each, grown in small steps
+run exact "$WORK" MALLOC_CONF=prof:true,lg_prof_sample:0 "$WORK/prog" 40 300000 4000
+check_eq "exact: dump" "$(cat "$WORK/exact.out")" "dump 0"
+if jp "$WORK/exact.txt" "$WORK/prog" "$WORK/prof.heap"; then
+	check_eq "exact: grow_buffer bytes" "$(jp_flat "$WORK/exact.txt" grow_buffer)" 12000000
+fi
+
+# default rate: 1200 buffers of 256 KiB (300 MiB live) grown 1..512 bytes at a time
+rm -f "$WORK/prof.heap"
+run sampled "$WORK" MALLOC_CONF=prof:true "$WORK/prog" 1200 262144 512
+check_eq "sampled: dump" "$(cat "$WORK/sampled.out")" "dump 0"
+if jp "$WORK/sampled.txt" "$WORK/prog" "$WORK/prof.heap"; then
+	check_pct "sampled: grow_buffer bytes (1200 x 256 KiB)" \
+	    "$(jp_flat "$WORK/sampled.txt" grow_buffer)" 314572800 15
+fi
+check_stderr_empty sampled
+finish
