@@ -36,7 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdio.h>   /* rename() only */
+#include <stdio.h>   /* rename(), and fflush before _exit */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -569,6 +569,7 @@ __attribute__((destructor)) void hc_dump_at_exit(void)
 		hc_say("Run jeprof on \"", name, "\" for leak detail", NULL);
 	if (hc_opt.prof_leak_error) {
 		hc_say("Exiting with error code because memory leaks were detected", NULL);
+		fflush(NULL);   /* exit() has not flushed stdio yet: keep the program's output */
 		_exit(1);
 	}
 }
