@@ -150,6 +150,8 @@ grep -qx '<heapctl>: Exiting with error code because memory leaks were detected'
 	fail "prof_leak_error: no 'Exiting with error code' line; stderr: $(head -5 "$WORK/leakerr.err")"
 pid=$(pid_of leakerr)
 check_eq "prof_leak_error: dump files" "$(heap_files "$WORK/err" | tr '\n' ' ')" "jeprof.$pid.0.f.heap "
+# the error exit must not lose what the program had buffered on stdout
+check_eq "prof_leak_error: program output kept" "$(grep -c '^done$' "$WORK/leakerr.out" || true)" 1
 
 # ---- prof_leak_error without leaks: normal exit, no error notice ----------
 mkdir -p "$WORK/noleak"
