@@ -49,9 +49,10 @@ static HC_NOINLINE void highwater_notify(void)
 		hc_agent_highwater(hc_mapped_highwater());
 }
 
-/* A sampled allocation is promoted to whole pages (a large run, or a huge
- * mapping), whose free path looks for a sample record; small frees never
- * have to. */
+/* Whole pages: a large run, or a huge mapping.  Every large and huge
+ * request lands here, and so does every sampled one, whatever its size
+ * ("promoted"): only this free path looks for a sample record, so small
+ * frees never have to. */
 static void *promoted_alloc(size_t n, size_t align, bool zero)
 {
 	void *p;
@@ -114,15 +115,9 @@ static void *alloc_body(size_t align, size_t n, bool zero)
 			memset(p, 0, n);
 		else if (HC_DEBUG)
 			memset(p, HC_JUNK_ALLOC, n);
-		goto done;
+	} else {
+		p = promoted_alloc(n, align, zero);   /* whole pages: runs or a mapping */
 	}
-	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
-		p = hc_large_alloc(hc_tls_heap, n, align, zero);
-	else
-		p = hc_huge_alloc(n, align, zero);
-	if (p == NULL)
-		errno = ENOMEM;
-done:
 	if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
 		highwater_notify();
 	return p;
