@@ -567,7 +567,6 @@ static int class_for_aligned(size_t n, size_t align)
 static HC_NOINLINE bool heap_event(hc_heap_t *h, size_t usize)
 {
 	uint64_t consumed = (uint64_t)(h->period - h->countdown) + usize;
-	h->event_bytes += consumed;
 	bool sample = false;
 	int64_t next = hc_agent_event(consumed, usize, &sample);
 	if (next < 1)

@@ -188,10 +188,8 @@ struct hc_heap_s {
 	hc_heap_t *all_next;         /* registry                                */
 	hc_heap_t *pool_next;        /* recycled heap structs                   */
 	uint64_t decay_epoch;
-	uint64_t event_bytes;        /* bytes counted by expired countdowns     */
 	int64_t period;              /* countdown refill                        */
 	uint32_t state;              /* HC_HEAP_*                               */
-	uint32_t slow_calls;
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
