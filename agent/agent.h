@@ -89,8 +89,11 @@ typedef struct hc_thread_s {
 typedef struct hc_stack_s hc_stack_t;
 
 /* Counts of one stack in one thread. */
+struct hc_sample_s;
+
 typedef struct hc_tctx_s {
 	struct hc_tctx_s *next;               /* in its stack's list         */
+	struct hc_sample_s *samples;          /* live records (for pending)  */
 	hc_thread_t *thread;
 	hc_stack_t *stack;
 	hc_cnt_t cnt;
@@ -106,10 +109,18 @@ struct hc_stack_s {
 	uintptr_t frames[];
 };
 
-/* Kept with each sampled object. */
+/*
+ * Kept with each sampled object.  usize is the size the counts include;
+ * pending is what realloc has added or removed since, written without the
+ * lock by the thread that owns the object and folded into the counts under
+ * the lock once it passes usize/64 (or the charge grows, or the object is
+ * freed).  Dumps add the pending bytes of live records, so they stay exact.
+ */
 typedef struct hc_sample_s {
+	struct hc_sample_s *next, *prev;      /* in tctx->samples            */
 	hc_tctx_t *tctx;
 	uint64_t usize;
+	int64_t pending;                      /* atomic                      */
 	double weight;                        /* 1 / P(sampled)              */
 	uint64_t charged;                     /* bytes the countdown charged */
 	uint64_t reset_epoch;

@@ -182,6 +182,27 @@ static void kernel_thread_name(hc_thread_t *th)
 	memcpy(th->name, name, (size_t)n + 1);
 }
 
+/* A tctx's counts plus the bytes its live records have pending (sizes that
+ * realloc changed and the lock-free path has not folded in yet). */
+static hc_cnt_t tctx_counts(const hc_tctx_t *c, bool peak)
+{
+	if (peak)
+		return c->peak;
+	hc_cnt_t cnt = c->cnt;
+	for (const hc_sample_t *r = c->samples; r; r = r->next) {
+		int64_t p = __atomic_load_n(&r->pending, __ATOMIC_RELAXED);
+		if (p == 0)
+			continue;
+		cnt.curbytes += (uint64_t)p;
+		cnt.w_curbytes += r->weight * (double)p;
+		if (p > 0) {
+			cnt.accumbytes += (uint64_t)p;
+			cnt.w_accumbytes += r->weight * (double)p;
+		}
+	}
+	return cnt;
+}
+
 /* Format the whole profile; peak selects the high-water snapshot. */
 static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes,
     size_t *leak_ctx)
@@ -197,10 +218,10 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next) {
 		bool live = false;
 		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
-			const hc_cnt_t *cnt = peak ? &c->peak : &c->cnt;
-			cnt_add(&c->thread->sum, cnt);
-			cnt_add(&all, cnt);
-			live |= cnt->curobjs != 0;
+			hc_cnt_t cnt = tctx_counts(c, peak);
+			cnt_add(&c->thread->sum, &cnt);
+			cnt_add(&all, &cnt);
+			live |= cnt.curobjs != 0;
 		}
 		ctx += live;
 	}
@@ -227,8 +248,10 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next) {
 		hc_cnt_t sum;
 		memset(&sum, 0, sizeof sum);
-		for (hc_tctx_t *c = s->tctxs; c; c = c->next)
-			cnt_add(&sum, peak ? &c->peak : &c->cnt);
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			hc_cnt_t cnt = tctx_counts(c, peak);
+			cnt_add(&sum, &cnt);
+		}
 		if (accum ? sum.accumobjs == 0 : sum.curobjs == 0)
 			continue;
 		buf_str(b, "@");
@@ -240,13 +263,13 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 		buf_cnts(b, &sum, period, accum);
 		buf_str(b, "\n");
 		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
-			const hc_cnt_t *cnt = peak ? &c->peak : &c->cnt;
-			if (accum ? cnt->accumobjs == 0 : cnt->curobjs == 0)
+			hc_cnt_t cnt = tctx_counts(c, peak);
+			if (accum ? cnt.accumobjs == 0 : cnt.curobjs == 0)
 				continue;
 			buf_str(b, "  t");
 			buf_u64(b, c->thread->uid);
 			buf_str(b, ": ");
-			buf_cnts(b, cnt, period, accum);
+			buf_cnts(b, &cnt, period, accum);
 			buf_str(b, "\n");
 		}
 	}

@@ -54,6 +54,8 @@ static __thread tsd_t tsd __attribute__((tls_model("initial-exec")));
 
 #define QUANTUM_IDLE ((int64_t)1 << 20)   /* event spacing while not sampling */
 
+static void record_update(hc_sample_t *rec, uint64_t size, double w);
+
 hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
 hc_thread_t *hc_prof_threads(void) { return threads_all; }
 uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
@@ -265,6 +267,11 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 		c->cnt.w_accumobjs += weight;
 		c->cnt.w_accumbytes += wb;
 		rec->tctx = c;
+		rec->prev = NULL;
+		rec->next = c->samples;
+		if (c->samples)
+			c->samples->prev = rec;
+		c->samples = rec;
 		rec->usize = usize;
 		rec->weight = weight;
 		rec->charged = charged;
@@ -285,6 +292,11 @@ void hc_agent_unsample(void *r)
 {
 	hc_sample_t *rec = r;
 	pthread_mutex_lock(&hc_prof_lock);
+	int64_t pending = __atomic_load_n(&rec->pending, __ATOMIC_RELAXED);
+	if (pending)
+		record_update(rec, (uint64_t)((int64_t)rec->usize + pending), rec->weight);
+	if (rec->prev) rec->prev->next = rec->next; else rec->tctx->samples = rec->next;
+	if (rec->next) rec->next->prev = rec->prev;
 	if (rec->reset_epoch == reset_epoch) {
 		hc_cnt_t *c = &rec->tctx->cnt;
 		c->curobjs--;
@@ -298,17 +310,10 @@ void hc_agent_unsample(void *r)
 	hc_meta_free(rec, sizeof *rec);
 }
 
-/* A sampled object grew or shrank in place (or moved, keeping its record).
- * Its chance of having been sampled is that of the most bytes it was ever
- * charged, so the weight follows the charge, and the counts follow both. */
-void hc_agent_resize(void *r, size_t size, size_t charged)
+/* Fold a record's pending bytes into its counts, with a new weight.
+ * Under hc_prof_lock. */
+static void record_update(hc_sample_t *rec, uint64_t size, double w)
 {
-	hc_sample_t *rec = r;
-	pthread_mutex_lock(&hc_prof_lock);
-	if (charged < rec->charged)
-		charged = rec->charged;
-	/* the charge moves once per page, the size with every append */
-	double w = charged == rec->charged ? rec->weight : sample_weight(charged);
 	if (rec->reset_epoch == reset_epoch) {
 		hc_cnt_t *c = &rec->tctx->cnt;
 		c->curbytes += size - rec->usize;
@@ -321,7 +326,34 @@ void hc_agent_resize(void *r, size_t size, size_t charged)
 	}
 	rec->usize = size;
 	rec->weight = w;
+	__atomic_store_n(&rec->pending, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * A sampled object grew or shrank in place (or moved, keeping its record).
+ * Its chance of having been sampled is that of the most bytes it was ever
+ * charged, so the weight follows the charge and the counts follow both.
+ * A buffer appended to a few bytes at a time changes size on every call:
+ * those changes wait in rec->pending (no lock) until they add up to 1/64 of
+ * the size or the charge grows.  At lg_sample 0 every change is counted at
+ * once.
+ */
+void hc_agent_resize(void *r, size_t size, size_t charged)
+{
+	hc_sample_t *rec = r;
+	int64_t pending = (int64_t)size - (int64_t)rec->usize;
+	uint64_t slack = rec->usize / 64;
+	if (charged <= rec->charged && __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED) > 0 &&
+	    (uint64_t)(pending < 0 ? -pending : pending) <= slack) {
+		__atomic_store_n(&rec->pending, pending, __ATOMIC_RELAXED);
+		return;
+	}
+	pthread_mutex_lock(&hc_prof_lock);
+	if (charged < rec->charged)
+		charged = rec->charged;
+	double w = charged == rec->charged ? rec->weight : sample_weight(charged);
 	rec->charged = charged;
+	record_update(rec, size, w);
 	pthread_mutex_unlock(&hc_prof_lock);
 }
 

@@ -295,6 +295,20 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	}
 	void *rec = take_prof(c, p);
 	if (rec == NULL && cn > co && unlikely(hc_heap_count(cn - co))) {
+		/* already in whole pages: sample it where it is, no copy */
+		if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX &&
+		    hc_large_resize(c, p, n))
+			q = p;
+		else if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX)
+			q = hc_huge_realloc(c, n);
+		else
+			q = NULL;
+		if (q != NULL) {
+			void *r = hc_agent_sample(q, n, cn);
+			if (r != NULL)
+				attach_prof(q, r);
+			return q;
+		}
 		q = sampled_alloc(n, 0, false, cn);
 		goto move;
 	}
