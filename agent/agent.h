@@ -137,6 +137,7 @@ const char *hc_prof_thread_name_get(void);
 bool hc_prof_thread_active_get(void);
 void hc_prof_thread_active_set(bool on);
 uint64_t hc_prof_samples_total(void);
+uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
 extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 
 /* ---- unwinding (unwind.c) ---------------------------------------------- */

@@ -189,9 +189,10 @@ static hc_cnt_t tctx_counts(const hc_tctx_t *c, bool peak)
 	if (peak)
 		return c->peak;
 	hc_cnt_t cnt = c->cnt;
+	uint64_t epoch = hc_prof_reset_epoch();
 	for (const hc_sample_t *r = c->samples; r; r = r->next) {
 		int64_t p = __atomic_load_n(&r->pending, __ATOMIC_RELAXED);
-		if (p == 0)
+		if (p == 0 || r->reset_epoch != epoch)   /* forgotten by prof.reset */
 			continue;
 		cnt.curbytes += (uint64_t)p;
 		cnt.w_curbytes += r->weight * (double)p;

@@ -58,6 +58,7 @@ static void record_update(hc_sample_t *rec, uint64_t size, double w);
 
 hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
 hc_thread_t *hc_prof_threads(void) { return threads_all; }
+uint64_t hc_prof_reset_epoch(void) { return reset_epoch; }
 uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
 
 /* Called from the first malloc, which may come from the dynamic loader

@@ -39,8 +39,22 @@ int main(int argc, char **argv)
 	size_t target = (size_t)atol(argv[2]);
 	size_t step = (size_t)atol(argv[3]);
 	unsigned seed = 7;
-	for (int i = 0; i < count; i++)
-		keep[i] = grow_buffer(target, step, &seed);
+	int phases = argc > 4 ? 2 : 1;
+	int base = 0;
+	for (int ph = 0; ph < phases; ph++) {
+		/* one call site for both phases: the same stack, the same counts */
+		int n = ph == 0 ? count : atoi(argv[4]);
+		for (int i = 0; i < n; i++)
+			keep[base + i] = grow_buffer(target, step, &seed);
+		base += n;
+		if (ph == 0 && phases == 2) {
+			/* forget everything, then shrink the forgotten buffers by less
+			 * than 1/64 (the lock-free path); only phase 2 may count */
+			mallctl("prof.reset", NULL, NULL, NULL, 0);
+			for (int i = 0; i < count; i++)
+				keep[i] = realloc(keep[i], target - target / 70);
+		}
+	}
 	const char *path = "prof.heap";
 	int r = mallctl("prof.dump", NULL, NULL, &path, sizeof path);
 	printf("dump %d\n", r);
@@ -65,4 +79,13 @@ if jp "$WORK/sampled.txt" "$WORK/prog" "$WORK/prof.heap"; then
 	    "$(jp_flat "$WORK/sampled.txt" grow_buffer)" 314572800 15
 fi
 check_stderr_empty sampled
+
+# prof.reset: pending resizes of forgotten buffers must not leak into the
+# counts of new ones from the same site (lg 12: a 256 KiB buffer has weight 1)
+rm -f "$WORK/prof.heap"
+run reset "$WORK" MALLOC_CONF=prof:true,lg_prof_sample:12 "$WORK/prog" 200 262144 512 10
+check_eq "reset: dump" "$(cat "$WORK/reset.out")" "dump 0"
+if jp "$WORK/reset.txt" "$WORK/prog" "$WORK/prof.heap"; then
+	check_eq "reset: grow_buffer bytes (10 new x 256 KiB)" "$(jp_flat "$WORK/reset.txt" grow_buffer)" 2621440
+fi
 finish
