@@ -145,6 +145,7 @@ extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 extern hc_unwinder_t hc_unwinder;
 unsigned hc_unwind(uintptr_t *frames, unsigned max);   /* caller first */
 void hc_unwind_init(void);
+void hc_unwind_fork_prepare(void), hc_unwind_fork_parent(void), hc_unwind_fork_child(void);
 
 /* ---- dumps (dump.c) ---------------------------------------------------- */
 

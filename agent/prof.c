@@ -425,12 +425,23 @@ void hc_prof_thread_active_set(bool on)
 		tsd.thread->active = on;
 }
 
-void hc_agent_fork_prepare(void) { pthread_mutex_lock(&hc_prof_lock); }
-void hc_agent_fork_parent(void) { pthread_mutex_unlock(&hc_prof_lock); }
+/* Unwinds first: a thread mid-unwind holds no profiler lock yet. */
+void hc_agent_fork_prepare(void)
+{
+	hc_unwind_fork_prepare();
+	pthread_mutex_lock(&hc_prof_lock);
+}
+
+void hc_agent_fork_parent(void)
+{
+	pthread_mutex_unlock(&hc_prof_lock);
+	hc_unwind_fork_parent();
+}
 
 void hc_agent_fork_child(void)
 {
 	pthread_mutex_init(&hc_prof_lock, NULL);
+	hc_unwind_fork_child();
 	hc_dump_fork_child();
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)

@@ -27,6 +27,24 @@
 hc_unwinder_t hc_unwinder = HC_UNWIND_LIBUNWIND;
 
 static int (*unw_backtrace_fn)(void **, int);
+
+/*
+ * libunwind and libgcc walk the loaded objects with dl_iterate_phdr, which
+ * holds the dynamic loader's lock, and glibc's fork() does not take that
+ * lock: a fork in the middle of an unwind leaves it held for ever in the
+ * child.  Unwinds hold this lock as readers; the fork handler takes it as
+ * writer (writers first, so a stream of samples cannot starve fork).
+ */
+static pthread_rwlock_t unwind_fork_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+void hc_unwind_fork_prepare(void) { pthread_rwlock_wrlock(&unwind_fork_lock); }
+void hc_unwind_fork_parent(void) { pthread_rwlock_unlock(&unwind_fork_lock); }
+
+void hc_unwind_fork_child(void)
+{
+	pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+	unwind_fork_lock = fresh;
+}
 static uintptr_t self_lo, self_hi;       /* our own text */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -118,6 +136,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 	uintptr_t raw[HC_MAX_FRAMES + 16];
 	unsigned cap = max + 16 <= sizeof raw / sizeof raw[0] ? max + 16 : sizeof raw / sizeof raw[0];
 	int n;
+	pthread_rwlock_rdlock(&unwind_fork_lock);
 	switch (hc_unwinder) {
 	case HC_UNWIND_FP:
 		n = (int)unwind_fp(raw, cap);
@@ -132,6 +151,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 		n = backtrace((void **)raw, (int)cap);
 		break;
 	}
+	pthread_rwlock_unlock(&unwind_fork_lock);
 	/* drop our own frames: everything up to the last one inside us */
 	int first = 0;
 	for (int i = 0; i < n; i++)

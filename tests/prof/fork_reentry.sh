@@ -116,6 +116,15 @@ __attribute__((noinline)) void do_dlopen(void)
 	dlclose(h);
 }
 
+/*
+ * glibc's fork() does not take the dynamic loader's lock, so a fork while
+ * another thread of this program is inside dlopen() or backtrace() can leave
+ * it held in the child, whatever the allocator.  The workers' own loader
+ * calls and the forks are kept apart; sampling (and so the profiler's
+ * unwinding, which libheapctl itself keeps out of fork) goes on throughout.
+ */
+pthread_rwlock_t loader_gate = PTHREAD_RWLOCK_INITIALIZER;
+
 __attribute__((noinline)) void churn(int i)
 {
 	void *p = malloc(64 + (size_t)(i % 50) * 16);
@@ -132,10 +141,16 @@ static void *thread_main(void *arg)
 		churn(i);
 		if (i % 100 == 0 && t_nqsort < NQSORT)
 			do_qsort();
-		if (i % 100 == 50)
+		if (i % 100 == 50) {
+			pthread_rwlock_rdlock(&loader_gate);
 			do_backtrace();
-		if (i % 200 == 10)
+			pthread_rwlock_unlock(&loader_gate);
+		}
+		if (i % 200 == 10) {
+			pthread_rwlock_rdlock(&loader_gate);
 			do_dlopen();
+			pthread_rwlock_unlock(&loader_gate);
+		}
 		if (i > 100000)   /* never spin forever */
 			break;
 	}
@@ -179,7 +194,10 @@ int main(int argc, char **argv)
 		sched_yield();
 	int status[4];
 	for (int k = 0; k < 4; k++) {
+		pthread_rwlock_wrlock(&loader_gate);
 		pid_t pid = fork();
+		if (pid != 0)
+			pthread_rwlock_unlock(&loader_gate);
 		if (pid < 0) {
 			perror("fork");
 			return 5;
