@@ -675,10 +675,9 @@ void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg)
 
 /* ---- thread exit and fork ---------------------------------------------- */
 
-static void heap_abandon(hc_heap_t *h)
+/* Fold remote frees into every queued page; retire the pages left empty. */
+static void heap_collect_queues(hc_heap_t *h)
 {
-	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		chunk_drain_xpages(h, c);
 	for (unsigned cls = 0; cls < HC_NCLASSES; cls++) {
 		for (hc_page_t *pg = h->queue[cls].first, *next; pg; pg = next) {
 			next = pg->next;
@@ -687,6 +686,13 @@ static void heap_abandon(hc_heap_t *h)
 				page_retire(h, hc_chunk_of(pg), pg);
 		}
 	}
+}
+
+static void heap_abandon(hc_heap_t *h)
+{
+	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		chunk_drain_xpages(h, c);
+	heap_collect_queues(h);
 	for (hc_page_t *pg = h->full.first, *next; pg; pg = next) {
 		next = pg->next;
 		page_collect(pg);
@@ -721,14 +727,7 @@ void hc_heap_collect_self(void)
 	if (h->state != HC_HEAP_LIVE)
 		return;
 	heap_drain_xpages(h);
-	for (unsigned cls = 0; cls < HC_NCLASSES; cls++) {
-		for (hc_page_t *pg = h->queue[cls].first, *next; pg; pg = next) {
-			next = pg->next;
-			page_collect(pg);
-			if (pg->used == 0)
-				page_retire(h, hc_chunk_of(pg), pg);
-		}
-	}
+	heap_collect_queues(h);
 	h->decay_epoch = 0;
 	heap_decay(h);
 }
