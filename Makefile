@@ -7,6 +7,7 @@
 #   make deps       only check/install the dependencies
 
 CC      ?= gcc
+VERSION := $(shell sed -n 's/^\#define HC_VERSION "\(.*\)"/\1/p' allocator/hc_alloc.h)
 CXX     ?= g++
 ifeq ($(DEBUG),1)
 BUILD   ?= build-debug
@@ -25,9 +26,13 @@ LIBFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
             -fno-omit-frame-pointer -momit-leaf-frame-pointer \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-free \
             -fno-builtin-realloc -fno-stack-protector
-LIB_SRC := $(wildcard allocator/*.c agent/*.c shm/*.c)
+LIB_SRC := $(wildcard allocator/*.c agent/*.c) shm/shm.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h)
+# The command: its own files and the client half of the segment library.
+CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
+CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
+CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h
 
 TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c)
 TEST_CC  := $(wildcard tests/unit/*.cc)
@@ -36,7 +41,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 
 .PHONY: all check test bench deps clean
-all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h
+all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
 	@mkdir -p $(dir $@)
@@ -49,6 +54,13 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl -lm
+
+$(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/heapctl: $(CLI_OBJ)
+	$(CC) -pthread -o $@ $(CLI_OBJ)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)

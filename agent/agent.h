@@ -43,6 +43,8 @@ typedef struct hc_opts_s {
 	bool prof_peak;               /* keep the sample set at the high-water   */
 	bool prof_thread_names;       /* use pthread_setname_np names            */
 	long dirty_decay_ms;
+	bool control;                 /* the segment and its control thread      */
+	unsigned control_refresh_ms;  /* how often counters are mirrored         */
 } hc_opts_t;
 
 extern hc_opts_t hc_opt;                 /* as configured at start-up */
@@ -64,6 +66,9 @@ typedef struct hc_prof_state_s {
 	int lg_interval;              /* prof.interval = 2^lg (-1 off)           */
 	unsigned timer_s;
 	uint64_t threshold;
+	unsigned gdump_pct;           /* prof.gdump_pct                          */
+	unsigned gdump_min_ms;        /* prof.gdump_min_ms                       */
+	bool peak;                    /* prof.peak                               */
 	char prefix[HC_PREFIX_MAX];   /* prof.prefix                             */
 } hc_prof_state_t;
 extern hc_prof_state_t hc_prof;
@@ -156,11 +161,24 @@ typedef enum { HC_DUMP_FINAL = 'f', HC_DUMP_INTERVAL = 'i', HC_DUMP_MANUAL = 'm'
 /* Write a dump; path NULL makes the name from the prefix.  Returns 0 or an
  * errno value; the path written goes to out (may be NULL). */
 int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen);
+/* The same with a prefix for this dump only (NULL: prof.prefix), and the
+ * size of the file written (may be NULL). */
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
+    char *out, size_t outlen, uint64_t *size);
 void hc_dump_interval_account(uint64_t bytes);
 void hc_dump_highwater(size_t mapped);
 void hc_dump_at_exit(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
 void hc_dump_fork_child(void);
+
+/* ---- the control segment (control.c) ------------------------------------ */
+
+/* Events for watchers; each is a no-op without a segment.  path and reason
+ * may be NULL. */
+void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err);
+void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
+void hc_control_start(void);
+void hc_control_fork_child(void);
 
 #endif

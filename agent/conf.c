@@ -30,6 +30,8 @@ hc_opts_t hc_opt = {
 	.prof_gdump_pct = 10,
 	.prof_gdump_min_ms = 1000,
 	.dirty_decay_ms = 1000,
+	.control = true,
+	.control_refresh_ms = 1000,
 };
 
 void hc_say(const char *first, ...)
@@ -84,7 +86,7 @@ typedef struct {
 	size_t cap;                   /* K_STR capacity */
 } opt_def_t;
 
-static unsigned opt_u_lg_sample, opt_u_gdump_pct, opt_u_gdump_ms, opt_u_timer;
+static unsigned opt_u_lg_sample, opt_u_gdump_pct, opt_u_gdump_ms, opt_u_timer, opt_u_refresh;
 static long long opt_ll_lg_interval, opt_ll_decay;
 
 static const opt_def_t defs[] = {
@@ -108,6 +110,8 @@ static const opt_def_t defs[] = {
 	{ "prof_peak", K_BOOL, &hc_opt.prof_peak, 0, 0, 0 },
 	{ "prof_thread_names", K_BOOL, &hc_opt.prof_thread_names, 0, 0, 0 },
 	{ "dirty_decay_ms", K_INT, &opt_ll_decay, 0, 3600000, 0 },
+	{ "control", K_BOOL, &hc_opt.control, 0, 0, 0 },
+	{ "control_refresh_ms", K_INT, &opt_u_refresh, 10, 3600000, 0 },
 };
 
 /* Integers: decimal, optional sign; K_UINT64 also takes a k/M/G suffix
@@ -256,6 +260,7 @@ void hc_conf_init(void)
 	opt_u_gdump_ms = hc_opt.prof_gdump_min_ms;
 	opt_u_timer = hc_opt.prof_timer_s;
 	opt_ll_decay = hc_opt.dirty_decay_ms;
+	opt_u_refresh = hc_opt.control_refresh_ms;
 	parse("MALLOC_CONF", getenv("MALLOC_CONF"));
 	parse("HEAPCTL_CONF", getenv("HEAPCTL_CONF"));
 	hc_opt.lg_prof_sample = opt_u_lg_sample;
@@ -264,4 +269,5 @@ void hc_conf_init(void)
 	hc_opt.prof_gdump_min_ms = opt_u_gdump_ms;
 	hc_opt.prof_timer_s = opt_u_timer;
 	hc_opt.dirty_decay_ms = opt_ll_decay;
+	hc_opt.control_refresh_ms = opt_u_refresh;
 }

@@ -185,6 +185,38 @@ static int rd_interval(const ctl_entry_t *e, ctl_val_t *out)
 	return 0;
 }
 
+/* Bytes, a power of two, or 0 for off (jemalloc has only the read side). */
+static int wr_interval(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	uint64_t v = in->u64;
+	if (v & (v - 1))
+		return EINVAL;
+	__atomic_store_n(&hc_prof.lg_interval, v ? __builtin_ctzll(v) : -1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int rd_gdump_pct(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED); return 0; }
+static int wr_gdump_pct(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in->u > 100000)
+		return EINVAL;
+	__atomic_store_n(&hc_prof.gdump_pct, in->u, __ATOMIC_RELAXED);
+	return 0;
+}
+static int rd_gdump_ms(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.gdump_min_ms, __ATOMIC_RELAXED); return 0; }
+static int wr_gdump_ms(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	if (in->u > 86400000)
+		return EINVAL;
+	__atomic_store_n(&hc_prof.gdump_min_ms, in->u, __ATOMIC_RELAXED);
+	return 0;
+}
+static int rd_peak(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED); return 0; }
+static int wr_peak(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.peak, in->b, __ATOMIC_RELAXED); return 0; }
+
 static int wr_prefix(const ctl_entry_t *e, const ctl_val_t *in)
 {
 	(void)e;
@@ -312,7 +344,10 @@ static const ctl_entry_t table[] = {
 	{ "prof.gdump", T_BOOL, rd_gdump, wr_gdump, 0 },
 	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },
 	{ "prof.lg_sample", T_SIZE, rd_lg_sample, wr_lg_sample, 0 },
-	{ "prof.interval", T_U64, rd_interval, NULL, 0 },
+	{ "prof.interval", T_U64, rd_interval, wr_interval, 0 },
+	{ "prof.gdump_pct", T_UNSIGNED, rd_gdump_pct, wr_gdump_pct, 0 },
+	{ "prof.gdump_min_ms", T_UNSIGNED, rd_gdump_ms, wr_gdump_ms, 0 },
+	{ "prof.peak", T_BOOL, rd_peak, wr_peak, 0 },
 	{ "prof.thread_active_init", T_BOOL, rd_tai, wr_tai, 0 },
 	{ "prof.timer_s", T_UNSIGNED, rd_timer, wr_timer, 0 },
 	{ "prof.threshold", T_U64, rd_threshold, wr_threshold, 0 },

@@ -309,7 +309,7 @@ uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMI
 
 /* <prefix>.<pid>.<seq>.<kind><n>.heap; the final dump has no <n>; with
  * prof_time_names a UTC timestamp goes before ".heap". */
-static void make_name(hc_dump_kind_t kind, char *out, size_t outlen)
+static void make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, size_t outlen)
 {
 	pthread_mutex_lock(&name_lock);
 	uint64_t n = 0;
@@ -324,9 +324,15 @@ static void make_name(hc_dump_kind_t kind, char *out, size_t outlen)
 	}
 	uint64_t s = seq++;
 	char prefix[HC_PREFIX_MAX];
-	pthread_mutex_lock(&hc_prof_lock);
-	memcpy(prefix, hc_prof.prefix, sizeof prefix);
-	pthread_mutex_unlock(&hc_prof_lock);
+	if (prefix_for) {
+		size_t l = strnlen(prefix_for, sizeof prefix - 1);
+		memcpy(prefix, prefix_for, l);
+		prefix[l] = 0;
+	} else {
+		pthread_mutex_lock(&hc_prof_lock);
+		memcpy(prefix, hc_prof.prefix, sizeof prefix);
+		pthread_mutex_unlock(&hc_prof_lock);
+	}
 	pthread_mutex_unlock(&name_lock);
 
 	char tail[128], *e = tail;
@@ -376,7 +382,8 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc)
+static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
+    uint64_t *size)
 {
 	buf_t b = { 0 };
 	format_profile(&b, peak, lo, lb, lc);
@@ -407,26 +414,31 @@ static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size
 		if (err)
 			unlink(tmp);
 	}
+	if (size)
+		*size = b.len;
 	buf_free(&b);
 	if (err == 0)
 		__atomic_add_fetch(&dumps_written, 1, __ATOMIC_RELAXED);
 	return err;
 }
 
-int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
+    char *out, size_t outlen, uint64_t *size)
 {
 	char name[HC_PREFIX_MAX + 160];
 	if (path == NULL) {
-		make_name(kind, name, sizeof name);
+		make_name(kind, prefix, name, sizeof name);
 		path = name;
 	}
 	int saved = errno;
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;      /* the dump's own work is never sampled */
-	int err = dump_to(path, kind == HC_DUMP_PEAK, NULL, NULL, NULL);
+	uint64_t bytes = 0;
+	int err = dump_to(path, kind == HC_DUMP_PEAK, NULL, NULL, NULL, &bytes);
 	hc_prof_busy = busy;
 	if (err)
 		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
+	hc_control_dump_event(kind, path, bytes, err);
 	if (out && outlen) {
 		size_t n = strlen(path);
 		if (n >= outlen)
@@ -434,8 +446,15 @@ int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
 		memcpy(out, path, n);
 		out[n] = 0;
 	}
+	if (size)
+		*size = bytes;
 	errno = saved;
 	return err;
+}
+
+int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
+{
+	return hc_dump_ex(kind, path, NULL, out, outlen, NULL);
 }
 
 /* ---- interval and threshold accounting ---------------------------------- */
@@ -479,30 +498,40 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Every new high-water mark that passes the growth gate (prof.gdump_pct
+ * over the last one, prof.gdump_min_ms after it) is an event for watchers,
+ * with or without profiling; it is also a u dump when prof.gdump is on. */
 void hc_agent_highwater(size_t mapped)
 {
-	if (hc_prof_busy || !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
+	if (hc_prof_busy)
 		return;
-	bool dump = false;
+	bool active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
+	bool event = false, dump = false;
+	size_t previous = 0;
 	pthread_mutex_lock(&hw_lock);
-	if (hc_opt.prof_peak && mapped > last_peak_mapped + last_peak_mapped / 100) {
+	if (active && hc_prof.peak && mapped > last_peak_mapped + last_peak_mapped / 100) {
 		last_peak_mapped = mapped;
 		pthread_mutex_lock(&hc_prof_lock);
 		hc_prof_snapshot_peak();
 		pthread_mutex_unlock(&hc_prof_lock);
 	}
-	if (__atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED)) {
-		uint64_t t = now_ms();
-		size_t need = last_u_mapped + last_u_mapped / 100 * hc_opt.prof_gdump_pct;
-		if (mapped > need && (last_u_ms == 0 || t - last_u_ms >= hc_opt.prof_gdump_min_ms)) {
-			last_u_mapped = mapped;
-			last_u_ms = t;
-			dump = true;
-		}
+	uint64_t t = now_ms();
+	unsigned pct = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED);
+	unsigned min_ms = __atomic_load_n(&hc_prof.gdump_min_ms, __ATOMIC_RELAXED);
+	size_t need = last_u_mapped + last_u_mapped / 100 * pct;
+	if (mapped > need && (last_u_ms == 0 || t - last_u_ms >= min_ms)) {
+		previous = last_u_mapped;
+		last_u_mapped = mapped;
+		last_u_ms = t;
+		event = true;
+		dump = active && __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&hw_lock);
-	if (dump)
-		hc_dump(HC_DUMP_GDUMP, NULL, NULL, 0);
+	if (!event)
+		return;
+	char path[HC_PREFIX_MAX + 160];
+	bool written = dump && hc_dump(HC_DUMP_GDUMP, NULL, path, sizeof path) == 0;
+	hc_control_gdump_event(mapped, previous, written ? path : NULL);
 }
 
 /* ---- the timer thread ---------------------------------------------------- */
@@ -575,10 +604,11 @@ __attribute__((destructor)) void hc_dump_at_exit(void)
 		return;
 	hc_prof_busy = 1;
 	char name[HC_PREFIX_MAX + 160];
-	make_name(HC_DUMP_FINAL, name, sizeof name);
-	uint64_t lo = 0, lb = 0;
+	make_name(HC_DUMP_FINAL, NULL, name, sizeof name);
+	uint64_t lo = 0, lb = 0, size = 0;
 	size_t lc = 0;
-	int err = dump_to(name, false, &lo, &lb, &lc);
+	int err = dump_to(name, false, &lo, &lb, &lc, &size);
+	hc_control_dump_event(HC_DUMP_FINAL, name, size, err);
 	if (err)
 		hc_say("failed to write heap profile \"", name, "\": ", strerrordesc_np(err), NULL);
 	if (!hc_opt.prof_leak || lb == 0)

@@ -85,6 +85,9 @@ void hc_agent_init(void)
 	hc_prof.lg_interval = hc_opt.lg_prof_interval;
 	hc_prof.timer_s = hc_opt.prof_timer_s;
 	hc_prof.threshold = hc_opt.prof_threshold;
+	hc_prof.gdump_pct = hc_opt.prof_gdump_pct;
+	hc_prof.gdump_min_ms = hc_opt.prof_gdump_min_ms;
+	hc_prof.peak = hc_opt.prof_peak;
 	memcpy(hc_prof.prefix, hc_opt.prof_prefix, sizeof hc_prof.prefix);
 	hc_unwinder = hc_opt.prof_unwind;
 	extern uint64_t hc_opt_dirty_decay_ms;
@@ -443,6 +446,7 @@ void hc_agent_fork_child(void)
 	pthread_mutex_init(&hc_prof_lock, NULL);
 	hc_unwind_fork_child();
 	hc_dump_fork_child();
+	hc_control_fork_child();
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)
 		tsd.thread->tid = (int)syscall(SYS_gettid);

@@ -63,6 +63,8 @@ void hc_heap_reset_countdowns(void);
  *
  * hc_agent_init: once, from the first malloc; reads configuration.  Must
  *   not allocate.
+ * hc_agent_start: once, from the library's constructor after init; may
+ *   allocate and start threads (the control thread).
  * hc_agent_event: a thread's byte countdown ran out.  consumed is the bytes
  *   allocated since the countdown was last set, this allocation (usize
  *   bytes) included.  Returns the next countdown; sets *sample when this
@@ -79,6 +81,7 @@ void hc_heap_reset_countdowns(void);
  * hc_agent_fork_*: around fork(), like the allocator's own handlers.
  */
 void hc_agent_init(void);
+void hc_agent_start(void);
 int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
 void *hc_agent_sample(void *p, size_t size, size_t charged);
 void hc_agent_resize(void *rec, size_t size, size_t charged);

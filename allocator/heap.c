@@ -183,6 +183,7 @@ __attribute__((constructor)) static void heap_ctor(void)
 {
 	hc_init();
 	hc_agent_init();    /* if the first malloc came before environ existed */
+	hc_agent_start();
 }
 
 /* The heap this thread allocates from, made on first use.  Returns the

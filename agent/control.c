@@ -1,0 +1,648 @@
+/*
+ * agent/control.c - the target's side of the control segment.
+ *
+ * At start-up (and in the child after fork) the library creates
+ * /dev/shm/heapctl.<pid> (shm/heapctl_shm.h is the layout), fills in its
+ * identity and starts one thread, "heapctl-ctl", that
+ *
+ *   - waits on the mailbox doorbell (a futex in the segment) with a timeout
+ *     of control_refresh_ms, executes posted commands and wakes the client;
+ *   - mirrors configuration and counters into the seqlocked state block on
+ *     every wake-up, so `heapctl status` never needs a round trip, and
+ *     publishes a config event for every setting that changed since;
+ *   - frees slots left behind by clients that died (a lease on each slot).
+ *
+ * Other threads only publish events (dumps, high-water marks), serialised
+ * by a lock private to this process.  The target never waits for a client:
+ * a command is copied out of its slot, checked, executed and answered, and
+ * a client that is gone simply never reads the answer.
+ *
+ * control:false turns all of this off, for programs that must stay single-
+ * threaded (unshare(CLONE_NEWUSER), for one).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "heapctl.h"
+#include "../shm/heapctl_shm.h"
+
+static hc_shm_t *seg;                 /* NULL: no segment in this process */
+static int seg_pid;                   /* the pid that made it            */
+static char seg_path[64];
+static uint64_t start_time, pidns;
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;   /* private */
+static uint64_t commands;             /* control thread only             */
+static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
+
+/* ---- identity ------------------------------------------------------------- */
+
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+/* Field 22 of /proc/PID/stat, counted after the ")" that ends the command. */
+static uint64_t proc_start_time(const char *stat_path)
+{
+	char buf[1024];
+	if (read_file(stat_path, buf, sizeof buf) <= 0)
+		return 0;
+	char *p = strrchr(buf, ')');
+	if (p == NULL)
+		return 0;
+	for (int field = 2; field < 22 && *p; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
+static uint64_t ns_inode(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* ---- creating the segment -------------------------------------------------- */
+
+/* A segment already named for our pid is stale (a dead process whose pid
+ * we got, or this process before an exec), unless it belongs to another PID
+ * namespace that shares this /dev/shm. */
+static bool take_name(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		hc_shm_header_t h;
+		ssize_t r = pread(fd, &h, sizeof h, 0);
+		close(fd);
+		if (r == (ssize_t)sizeof h && h.magic == HC_SHM_MAGIC && h.abi == HC_SHM_ABI &&
+		    h.pidns != pidns && h.pidns != 0)
+			return false;
+	}
+	return unlink(path) == 0 || errno == ENOENT;
+}
+
+static void command_line(char *out, size_t len)
+{
+	char buf[256];
+	ssize_t n = read_file("/proc/self/cmdline", buf, sizeof buf);
+	if (n <= 0) {
+		n = read_file("/proc/self/comm", buf, sizeof buf);
+		if (n > 0 && buf[n - 1] == '\n')
+			buf[--n] = 0;
+	}
+	for (ssize_t i = 0; i + 1 < n; i++)
+		if (buf[i] == 0)
+			buf[i] = ' ';
+	hc_shm_strlcpy(out, n > 0 ? buf : "?", len);
+}
+
+static hc_shm_t *segment_create(int parent)
+{
+	int pid = getpid();
+	char path[64];
+	hc_shm_path(path, sizeof path, NULL, pid);
+	start_time = proc_start_time("/proc/self/stat");
+	pidns = ns_inode("/proc/self/ns/pid");
+	int fd = -1;
+	for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && (errno != EEXIST || attempt > 0 || !take_name(path)))
+			break;
+	}
+	if (fd < 0) {
+		hc_say("cannot create the control segment ", path, ": ", strerrordesc_np(errno),
+		    "; heapctl cannot attach to this process", NULL);
+		return NULL;
+	}
+	hc_shm_t *s = MAP_FAILED;
+	if (fchmod(fd, 0600) == 0 && ftruncate(fd, sizeof(hc_shm_t)) == 0)
+		s = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int err = errno;
+	close(fd);
+	if (s == MAP_FAILED) {
+		unlink(path);
+		hc_say("cannot map the control segment ", path, ": ", strerrordesc_np(err), NULL);
+		return NULL;
+	}
+	hc_shm_header_t *h = &s->hdr;
+	h->magic = HC_SHM_MAGIC;
+	h->abi = HC_SHM_ABI;
+	h->size = (uint32_t)sizeof(hc_shm_t);
+	h->pid = pid;
+	h->uid = (uint32_t)getuid();
+	h->start_time = start_time;
+	h->pidns = pidns;
+	h->created_ns = hc_shm_now_ns();
+	hc_shm_strlcpy(h->version, HC_VERSION, sizeof h->version);
+	command_line(h->comm, sizeof h->comm);
+	memcpy(seg_path, path, sizeof seg_path);
+	seg_pid = pid;
+	hc_shm_event_t ev = { .type = HC_EV_START, .value = (uint64_t)parent };
+	ev.time_ns = hc_shm_now_ns();
+	hc_shm_event_publish(&s->ring, &ev);
+	__atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
+	return s;
+}
+
+/* Segments of processes of this PID namespace that are gone (or whose pid
+ * now belongs to a process started later) are removed.  Bounded. */
+static void clean_stale(void)
+{
+	int dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	char buf[4096];
+	unsigned seen = 0;
+	for (;;) {
+		long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n && seen < 4096;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			const char *name = d->d_name;
+			if (strncmp(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
+				continue;
+			seen++;
+			const char *digits = name + sizeof HC_SHM_BASENAME - 1;
+			long pid = 0;
+			const char *p = digits;
+			for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
+				pid = pid * 10 + (*p - '0');
+			if (*p || p == digits || pid == getpid())
+				continue;
+			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			hc_shm_header_t h;
+			ssize_t r = pread(fd, &h, sizeof h, 0);
+			close(fd);
+			if (r != (ssize_t)sizeof h || h.magic != HC_SHM_MAGIC || h.pidns != pidns ||
+			    h.pid != pid)
+				continue;
+			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+			if (!gone) {
+				char stat_path[40] = "/proc/";
+				hc_fmt_u64(stat_path + 6, (uint64_t)pid);
+				strcat(stat_path, "/stat");
+				uint64_t st = proc_start_time(stat_path);
+				gone = st != 0 && st != h.start_time;
+			}
+			if (gone)
+				unlinkat(dfd, name, 0);
+		}
+		if (seen >= 4096)
+			break;
+	}
+	close(dfd);
+}
+
+/* ---- events ------------------------------------------------------------------ */
+
+static void publish(hc_shm_event_t *ev)
+{
+	hc_shm_t *s = __atomic_load_n(&seg, __ATOMIC_ACQUIRE);
+	if (s == NULL)
+		return;
+	ev->time_ns = hc_shm_now_ns();
+	pthread_mutex_lock(&ev_lock);
+	hc_shm_event_publish(&s->ring, ev);
+	pthread_mutex_unlock(&ev_lock);
+}
+
+void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err)
+{
+	if (seg == NULL)
+		return;
+	hc_shm_event_t ev = { .type = err ? HC_EV_DUMP_FAILED : HC_EV_DUMP, .kind = (uint32_t)kind,
+		.value = size };
+	hc_shm_strlcpy(ev.path, path ? path : "", sizeof ev.path);
+	if (err)
+		hc_shm_strlcpy(ev.text, strerrordesc_np(err), sizeof ev.text);
+	publish(&ev);
+	if (!err && path) {
+		pthread_mutex_lock(&ev_lock);
+		hc_shm_strlcpy(last_dump, path, sizeof last_dump);
+		pthread_mutex_unlock(&ev_lock);
+	}
+}
+
+void hc_control_gdump_event(size_t mapped, size_t previous, const char *path)
+{
+	if (seg == NULL)
+		return;
+	hc_shm_event_t ev = { .type = HC_EV_GDUMP, .kind = 'u', .value = mapped, .value2 = previous };
+	if (path)
+		hc_shm_strlcpy(ev.path, path, sizeof ev.path);
+	publish(&ev);
+}
+
+/* ---- mirroring ------------------------------------------------------------------ */
+
+typedef struct {
+	const char *name;
+	size_t off, size;       /* of the field in hc_shm_state_t */
+	char kind;              /* b bool, u unsigned, q u64, i lg interval, s string */
+} mirrored_t;
+
+#define M(n, f, k) { n, offsetof(hc_shm_state_t, f), sizeof(((hc_shm_state_t *)0)->f), k }
+static const mirrored_t mirrored[] = {
+	M("prof.active", active, 'b'), M("prof.gdump", gdump, 'b'), M("prof.peak", peak, 'b'),
+	M("prof.thread_active_init", thread_active_init, 'b'),
+	M("prof.lg_sample", lg_sample, 'u'), M("prof.interval", lg_interval, 'i'),
+	M("prof.timer_s", timer_s, 'u'), M("prof.gdump_pct", gdump_pct, 'u'),
+	M("prof.gdump_min_ms", gdump_min_ms, 'u'), M("prof.threshold", threshold, 'q'),
+	M("prof.unwind", unwind, 's'), M("prof.prefix", prefix, 's'),
+};
+
+static void config_read(hc_shm_state_t *c)
+{
+	c->prof = hc_opt.prof;
+	c->active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
+	c->gdump = __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED);
+	c->peak = __atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED);
+	c->thread_active_init = __atomic_load_n(&hc_prof.thread_active_init, __ATOMIC_RELAXED);
+	c->lg_sample = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
+	c->lg_interval = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
+	c->timer_s = __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED);
+	c->gdump_pct = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED);
+	c->gdump_min_ms = __atomic_load_n(&hc_prof.gdump_min_ms, __ATOMIC_RELAXED);
+	c->threshold = __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED);
+	hc_shm_strlcpy(c->unwind, hc_unwinder_name(hc_unwinder), sizeof c->unwind);
+	pthread_mutex_lock(&hc_prof_lock);
+	hc_shm_strlcpy(c->prefix, hc_prof.prefix, sizeof c->prefix);
+	pthread_mutex_unlock(&hc_prof_lock);
+}
+
+static void value_text(const mirrored_t *m, const hc_shm_state_t *c, char *out, size_t len)
+{
+	const char *f = (const char *)c + m->off;
+	char num[24];
+	switch (m->kind) {
+	case 'b':
+		hc_shm_strlcpy(out, *(const uint8_t *)f ? "true" : "false", len);
+		return;
+	case 'u':
+		hc_fmt_u64(num, *(const uint32_t *)f);
+		break;
+	case 'q':
+		hc_fmt_u64(num, *(const uint64_t *)f);
+		break;
+	case 'i': {
+		int32_t lg = *(const int32_t *)f;
+		hc_fmt_u64(num, lg < 0 || lg > 62 ? 0 : (uint64_t)1 << lg);
+		break;
+	}
+	default:
+		hc_shm_strlcpy(out, f, len);
+		return;
+	}
+	hc_shm_strlcpy(out, num, len);
+}
+
+/* The control thread's last published configuration. */
+static hc_shm_state_t last;
+static bool have_last;
+
+static void mirror(void)
+{
+	static hc_shm_state_t cur;
+	config_read(&cur);
+	if (have_last) {
+		for (unsigned i = 0; i < sizeof mirrored / sizeof mirrored[0]; i++) {
+			const mirrored_t *m = &mirrored[i];
+			if (memcmp((char *)&cur + m->off, (char *)&last + m->off, m->size) == 0)
+				continue;
+			hc_shm_event_t ev = { .type = HC_EV_CONFIG };
+			hc_shm_strlcpy(ev.name, m->name, sizeof ev.name);
+			value_text(m, &cur, ev.path, sizeof ev.path);
+			value_text(m, &last, ev.text, sizeof ev.text);
+			publish(&ev);
+		}
+	}
+	last = cur;
+	have_last = true;
+
+	hc_stats_t st;
+	hc_stats_refresh(&st);
+	hc_shm_state_t *s = &seg->state;
+	hc_shm_state_write_begin(s);
+	s->updated_ns = hc_shm_now_ns();
+	s->prof = cur.prof;
+	s->active = cur.active;
+	s->gdump = cur.gdump;
+	s->peak = cur.peak;
+	s->thread_active_init = cur.thread_active_init;
+	s->lg_sample = cur.lg_sample;
+	s->lg_interval = cur.lg_interval;
+	s->timer_s = cur.timer_s;
+	s->gdump_pct = cur.gdump_pct;
+	s->gdump_min_ms = cur.gdump_min_ms;
+	s->threshold = cur.threshold;
+	memcpy(s->unwind, cur.unwind, sizeof s->unwind);
+	memcpy(s->prefix, cur.prefix, sizeof s->prefix);
+	s->allocated = st.allocated;
+	s->active_bytes = st.active;
+	s->metadata = st.metadata;
+	s->resident = st.resident;
+	s->mapped = st.mapped;
+	s->retained = st.retained;
+	s->highwater = hc_mapped_highwater();
+	s->samples = hc_prof_samples_total();
+	s->dumps = hc_dumps_written();
+	s->threads = st.nheaps;
+	s->commands = commands;
+	pthread_mutex_lock(&ev_lock);
+	memcpy(s->last_dump, last_dump, sizeof s->last_dump);
+	pthread_mutex_unlock(&ev_lock);
+	hc_shm_state_write_end(s);
+}
+
+/* ---- commands -------------------------------------------------------------------- */
+
+static void reply(hc_shm_rep_t *rep, uint32_t code, const char *a, const char *b)
+{
+	rep->code = code;
+	rep->text[0] = 0;
+	size_t n = 0;
+	for (const char *p = a; p && *p && n + 1 < sizeof rep->text; p++)
+		rep->text[n++] = *p;
+	for (const char *p = b; p && *p && n + 1 < sizeof rep->text; p++)
+		rep->text[n++] = *p;
+	rep->text[n] = 0;
+}
+
+static void do_set(const hc_shm_req_t *q, hc_shm_rep_t *rep)
+{
+	const hc_shm_setting_t *s = hc_shm_setting_find(q->name);
+	if (s == NULL) {
+		reply(rep, HC_REP_INVALID, "unknown setting ", q->name);
+		return;
+	}
+	hc_shm_value_t v;
+	char why[256];
+	if (!hc_shm_setting_parse(s, q->text, &v, why, sizeof why)) {
+		reply(rep, HC_REP_INVALID, why, NULL);
+		return;
+	}
+	int err;
+	bool b = v.b;
+	unsigned u = (unsigned)v.u;
+	size_t z = (size_t)v.u;
+	uint64_t q64 = v.u;
+	const char *str = v.s;
+	switch (s->type) {
+	case HC_SET_BOOL:
+		err = mallctl(s->name, NULL, NULL, &b, sizeof b);
+		break;
+	case HC_SET_UINT:
+		if (strcmp(s->name, "prof.lg_sample") == 0)
+			err = mallctl(s->name, NULL, NULL, &z, sizeof z);
+		else
+			err = mallctl(s->name, NULL, NULL, &u, sizeof u);
+		break;
+	case HC_SET_BYTES:
+		err = mallctl(s->name, NULL, NULL, &q64, sizeof q64);
+		break;
+	case HC_SET_POW2:
+		q64 = v.u == UINT64_MAX ? 0 : (uint64_t)1 << v.u;
+		err = mallctl(s->name, NULL, NULL, &q64, sizeof q64);
+		break;
+	default:
+		err = mallctl(s->name, NULL, NULL, &str, sizeof str);
+		break;
+	}
+	if (err)
+		reply(rep, HC_REP_INVALID, "rejected: ", strerrordesc_np(err));
+	else
+		reply(rep, HC_REP_OK, NULL, NULL);
+}
+
+static void do_dump(const hc_shm_req_t *q, hc_shm_rep_t *rep)
+{
+	bool peak = q->arg == 1;
+	if (q->arg != 0 && q->arg != 1) {
+		reply(rep, HC_REP_BADREQ, "bad dump kind", NULL);
+		return;
+	}
+	if (!hc_opt.prof && !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) &&
+	    hc_prof_samples_total() == 0) {
+		reply(rep, HC_REP_NOPROF, "profiling has never been on in this process", NULL);
+		return;
+	}
+	if (peak && !__atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED)) {
+		reply(rep, HC_REP_FAILED, "no peak profile is kept: prof.peak is false", NULL);
+		return;
+	}
+	char path[HC_SHM_PATH_MAX];
+	uint64_t size = 0;
+	int err = hc_dump_ex(peak ? HC_DUMP_PEAK : HC_DUMP_MANUAL, q->text2[0] ? q->text2 : NULL,
+	    q->text[0] ? q->text : NULL, path, sizeof path, &size);
+	if (err) {
+		reply(rep, HC_REP_FAILED, path, ": ");
+		size_t n = strlen(rep->text);
+		hc_shm_strlcpy(rep->text + n, strerrordesc_np(err), sizeof rep->text - n);
+		return;
+	}
+	reply(rep, HC_REP_OK, path, NULL);
+	rep->value = size;
+}
+
+static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
+{
+	if (!hc_shm_strvalid(q->name, sizeof q->name) || !hc_shm_strvalid(q->text, sizeof q->text) ||
+	    !hc_shm_strvalid(q->text2, sizeof q->text2)) {
+		reply(rep, HC_REP_BADREQ, "malformed request: unterminated string", NULL);
+		return;
+	}
+	switch (q->cmd) {
+	case HC_CMD_PING:
+		reply(rep, HC_REP_OK, NULL, NULL);
+		return;
+	case HC_CMD_SET:
+		do_set(q, rep);
+		return;
+	case HC_CMD_DUMP:
+		do_dump(q, rep);
+		return;
+	case HC_CMD_RESET:
+		if (q->arg < -1 || q->arg > 62) {
+			reply(rep, HC_REP_INVALID, "lg_sample must be from 0 to 62", NULL);
+			return;
+		}
+		hc_prof_reset(q->arg);
+		reply(rep, HC_REP_OK, NULL, NULL);
+		return;
+	}
+	reply(rep, HC_REP_BADREQ, "unknown command", NULL);
+}
+
+static void serve(hc_shm_slot_t *sl)
+{
+	uint32_t expect = HC_SLOT_POSTED;
+	if (!__atomic_compare_exchange_n(&sl->state, &expect, HC_SLOT_BUSY, false,
+	    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	static hc_shm_req_t req;              /* control thread only */
+	static hc_shm_rep_t rep;
+	memcpy(&req, (const void *)&sl->req, sizeof req);
+	memset(&rep, 0, sizeof rep);
+	execute(&req, &rep);
+	commands++;
+	memcpy(&sl->rep, &rep, sizeof rep);
+	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->state, HC_SLOT_DONE, __ATOMIC_RELEASE);
+	hc_shm_futex_wake(&sl->state, INT_MAX);
+}
+
+/* Slots a client claimed and never posted, or never collected, are freed
+ * after the lease; so is a slot whose state is garbage. */
+static void reclaim(uint64_t now)
+{
+	for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
+		hc_shm_slot_t *sl = &seg->box.slot[i];
+		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint64_t stamp = __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED);
+		bool expired = now - stamp > HC_SHM_LEASE_NS || stamp > now + 1000000000ull;
+		if (st == HC_SLOT_FREE || st == HC_SLOT_POSTED || st == HC_SLOT_BUSY)
+			continue;
+		if (st > HC_SLOT_DONE || expired) {
+			if (__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_FREE, false,
+			    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+				hc_shm_futex_wake(&sl->state, INT_MAX);
+		}
+	}
+}
+
+static void *control_main(void *arg)
+{
+	(void)arg;
+	hc_prof_busy = 1;      /* nothing this thread allocates is profiled */
+	pthread_setname_np(pthread_self(), "heapctl-ctl");
+	hc_shm_t *s = seg;
+	__atomic_store_n(&s->hdr.control, 1, __ATOMIC_RELEASE);
+	mirror();
+	clean_stale();
+	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
+	uint64_t last_mirror = hc_shm_mono_ns();
+	for (;;) {
+		uint32_t bell = __atomic_load_n(&s->box.doorbell, __ATOMIC_ACQUIRE);
+		bool served = false;
+		for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
+			if (__atomic_load_n(&s->box.slot[i].state, __ATOMIC_ACQUIRE) == HC_SLOT_POSTED) {
+				serve(&s->box.slot[i]);
+				served = true;
+			}
+		}
+		uint64_t now = hc_shm_mono_ns();
+		if (served || now - last_mirror >= period) {
+			mirror();
+			reclaim(now);
+			last_mirror = now;
+		}
+		if (served)
+			continue;       /* more may have come while we worked */
+		uint64_t wait = period - (now - last_mirror);
+		hc_shm_futex_wait(&s->box.doorbell, bell, wait);
+	}
+	return NULL;
+}
+
+static void thread_start(void)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
+	int busy = hc_prof_busy;
+	hc_prof_busy = 1;
+	pthread_t t;
+	int err = pthread_create(&t, &attr, control_main, NULL);
+	hc_prof_busy = busy;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		hc_say("cannot start the control thread: ", strerrordesc_np(err),
+		    "; heapctl can read this process but not control it", NULL);
+}
+
+static void control_begin(int parent)
+{
+	if (!hc_opt.control)
+		return;
+	hc_shm_t *s = segment_create(parent);
+	if (s == NULL)
+		return;
+	have_last = false;
+	commands = 0;
+	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+	thread_start();
+}
+
+void hc_agent_start(void)
+{
+	static bool done;
+	if (done)
+		return;
+	done = true;
+	control_begin(0);
+}
+
+/* The child has the parent's mapping but not its thread: it makes its own
+ * segment and thread; the parent's segment stays the parent's. */
+void hc_control_fork_child(void)
+{
+	pthread_mutex_init(&ev_lock, NULL);
+	hc_shm_t *old = seg;
+	if (old == NULL)
+		return;
+	seg = NULL;
+	munmap(old, sizeof(hc_shm_t));
+	seg_path[0] = 0;
+	last_dump[0] = 0;
+	control_begin(seg_pid);
+}
+
+/* Last of the library's destructors: watchers learn the process is going,
+ * and the name is freed. */
+__attribute__((destructor(101))) static void control_exit(void)
+{
+	hc_shm_t *s = seg;
+	if (s == NULL || seg_pid != getpid())
+		return;
+	hc_shm_event_t ev = { .type = HC_EV_EXIT };
+	publish(&ev);
+	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
+	unlink(seg_path);
+}

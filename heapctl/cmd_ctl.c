@@ -1,0 +1,211 @@
+/*
+ * heapctl/cmd_ctl.c - the commands that ask the target to do something:
+ * set, on, off, dump, reset.  Values are checked here first, with the same
+ * table the target checks them with again (shm/shm.c).
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static int set_one(cli_args_t *a, hc_shm_target_t *t, const char *name, const char *value)
+{
+	hc_shm_req_t req = { .cmd = HC_CMD_SET };
+	hc_shm_rep_t rep;
+	hc_shm_strlcpy(req.name, name, sizeof req.name);
+	hc_shm_strlcpy(req.text, value, sizeof req.text);
+	return cli_call(a, t, &req, &rep);
+}
+
+static int check_setting(const char *arg, char *name, size_t namelen, const char **value)
+{
+	const char *eq = strchr(arg, '=');
+	if (eq == NULL)
+		return cli_err(HC_EXIT_USAGE, "set: '%s' is not NAME=VALUE (see 'heapctl help set')", arg);
+	size_t n = (size_t)(eq - arg);
+	if (n == 0 || n >= namelen)
+		return cli_err(HC_EXIT_USAGE, "set: '%.*s' is not a setting (see 'heapctl help set')", (int)n, arg);
+	memcpy(name, arg, n);
+	name[n] = 0;
+	*value = eq + 1;
+	const hc_shm_setting_t *s = hc_shm_setting_find(name);
+	if (s == NULL)
+		return cli_err(HC_EXIT_USAGE, "set: unknown setting '%s' (see 'heapctl help set')", name);
+	if (strlen(*value) >= HC_SHM_VALUE_MAX)
+		return cli_err(HC_EXIT_USAGE, "set: %s: the value is too long", name);
+	hc_shm_value_t v;
+	char why[256];
+	if (!hc_shm_setting_parse(s, *value, &v, why, sizeof why))
+		return cli_err(HC_EXIT_USAGE, "set: %s: %s", name, why);
+	return 0;
+}
+
+int cmd_set(cli_args_t *a)
+{
+	if (a->argc == 0)
+		return cli_err(HC_EXIT_USAGE, "set: say what to set, as NAME=VALUE (see 'heapctl help set')");
+	char name[HC_SHM_NAME_MAX];
+	const char *value;
+	for (int i = 0; i < a->argc; i++) {
+		if (a->argv[i][0] == '-')
+			return cli_err(HC_EXIT_USAGE, "set: unknown option '%s'", a->argv[i]);
+		int code = check_setting(a->argv[i], name, sizeof name, &value);
+		if (code)
+			return code;
+	}
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	for (int i = 0; i < a->argc && code == 0; i++) {
+		check_setting(a->argv[i], name, sizeof name, &value);
+		code = set_one(a, &t, name, value);
+		if (code == 0 && !a->json)
+			printf("%d: %s=%s\n", t.pid, name, value);
+	}
+	if (code == 0 && a->json) {
+		printf("{\"pid\": %d, \"set\": {", t.pid);
+		for (int i = 0; i < a->argc; i++) {
+			check_setting(a->argv[i], name, sizeof name, &value);
+			printf("%s", i ? ", " : "");
+			out_json_str(stdout, name);
+			printf(": ");
+			out_json_str(stdout, value);
+		}
+		printf("}}\n");
+	}
+	hc_shm_close(&t);
+	return code;
+}
+
+static int on_off(cli_args_t *a, bool on)
+{
+	if (a->argc)
+		return cli_err(HC_EXIT_USAGE, "%s: unexpected argument '%s'", on ? "on" : "off", a->argv[0]);
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	code = set_one(a, &t, "prof.active", on ? "true" : "false");
+	if (code == 0) {
+		if (a->json)
+			printf("{\"pid\": %d, \"prof.active\": %s}\n", t.pid, on ? "true" : "false");
+		else
+			printf("%d: profiling %s\n", t.pid, on ? "on" : "off");
+	}
+	hc_shm_close(&t);
+	return code;
+}
+
+int cmd_on(cli_args_t *a) { return on_off(a, true); }
+int cmd_off(cli_args_t *a) { return on_off(a, false); }
+
+/* A relative path means heapctl's directory, not the target's. */
+static int absolute(const char *what, const char *in, char *out, size_t len)
+{
+	if (in[0] == 0)
+		return cli_err(HC_EXIT_USAGE, "dump: %s is empty", what);
+	if (in[0] == '/') {
+		if (strlen(in) >= len)
+			return cli_err(HC_EXIT_USAGE, "dump: %s is too long", what);
+		strcpy(out, in);
+		return 0;
+	}
+	char cwd[PATH_MAX];
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		return cli_err(HC_EXIT_FAILED, "dump: cannot tell the current directory");
+	if ((size_t)snprintf(out, len, "%s/%s", cwd, in) >= len)
+		return cli_err(HC_EXIT_USAGE, "dump: %s is too long", what);
+	return 0;
+}
+
+int cmd_dump(cli_args_t *a)
+{
+	hc_shm_req_t req = { .cmd = HC_CMD_DUMP };
+	const char *prefix = NULL, *file = NULL;
+	for (int i = 0; i < a->argc; i++) {
+		const char *s = a->argv[i];
+		if (!strcmp(s, "--peak")) {
+			req.arg = 1;
+		} else if (!strcmp(s, "--prefix") || !strcmp(s, "-o") || !strcmp(s, "--output")) {
+			if (i + 1 >= a->argc)
+				return cli_err(HC_EXIT_USAGE, "dump: %s needs a value", s);
+			if (strcmp(s, "--prefix") != 0)
+				file = a->argv[++i];
+			else
+				prefix = a->argv[++i];
+		} else if (!strncmp(s, "--prefix=", 9)) {
+			prefix = s + 9;
+		} else if (!strncmp(s, "--output=", 9)) {
+			file = s + 9;
+		} else {
+			return cli_err(HC_EXIT_USAGE, "dump: unexpected argument '%s'", s);
+		}
+	}
+	if (prefix && file)
+		return cli_err(HC_EXIT_USAGE, "dump: give --prefix or -o, not both");
+	int code = 0;
+	if (prefix)
+		code = absolute("--prefix", prefix, req.text, 1024);
+	if (file && !code)
+		code = absolute("-o", file, req.text2, sizeof req.text2);
+	if (code)
+		return code;
+	hc_shm_target_t t;
+	if ((code = cli_target(a, &t)) != 0)
+		return code;
+	hc_shm_rep_t rep;
+	code = cli_call(a, &t, &req, &rep);
+	if (code == 0) {
+		if (a->json) {
+			printf("{\"pid\": %d, \"path\": ", t.pid);
+			out_json_str(stdout, rep.text);
+			printf(", \"bytes\": %llu}\n", (unsigned long long)rep.value);
+		} else {
+			printf("%s\n", rep.text);
+		}
+	}
+	hc_shm_close(&t);
+	return code;
+}
+
+int cmd_reset(cli_args_t *a)
+{
+	hc_shm_req_t req = { .cmd = HC_CMD_RESET, .arg = -1 };
+	for (int i = 0; i < a->argc; i++) {
+		const char *s = a->argv[i], *v = NULL;
+		if (!strcmp(s, "--lg-sample")) {
+			if (i + 1 >= a->argc)
+				return cli_err(HC_EXIT_USAGE, "reset: --lg-sample needs a value");
+			v = a->argv[++i];
+		} else if (!strncmp(s, "--lg-sample=", 12)) {
+			v = s + 12;
+		} else {
+			return cli_err(HC_EXIT_USAGE, "reset: unexpected argument '%s'", s);
+		}
+		hc_shm_value_t val;
+		char why[256];
+		if (!hc_shm_setting_parse(hc_shm_setting_find("prof.lg_sample"), v, &val, why, sizeof why))
+			return cli_err(HC_EXIT_USAGE, "reset: --lg-sample: %s", why);
+		req.arg = (int)val.u;
+	}
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	hc_shm_rep_t rep;
+	code = cli_call(a, &t, &req, &rep);
+	if (code == 0) {
+		if (a->json)
+			printf("{\"pid\": %d, \"reset\": true}\n", t.pid);
+		else if (req.arg >= 0)
+			printf("%d: profile reset, prof.lg_sample=%d\n", t.pid, req.arg);
+		else
+			printf("%d: profile reset\n", t.pid);
+	}
+	hc_shm_close(&t);
+	return code;
+}

@@ -1,0 +1,194 @@
+/*
+ * heapctl/cmd_info.c - list and status: what the segments say, read through
+ * the seqlock, with no round trip to the target.
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static int snapshot(const hc_shm_target_t *t, hc_shm_state_t *st)
+{
+	if (!hc_shm_state_read(&t->seg->state, st))
+		return cli_err(HC_EXIT_ABI, "process %d: the counters in %s never held still (corrupt segment?)",
+		    t->pid, t->path);
+	return 0;
+}
+
+static uint64_t interval_bytes(const hc_shm_state_t *st)
+{
+	return st->lg_interval < 0 || st->lg_interval > 62 ? 0 : (uint64_t)1 << st->lg_interval;
+}
+
+static const char *tf(int v) { return v ? "true" : "false"; }
+
+/* ---- list -------------------------------------------------------------- */
+
+int cmd_list(cli_args_t *a)
+{
+	if (a->argc)
+		return cli_err(HC_EXIT_USAGE, "list: unexpected argument '%s'", a->argv[0]);
+	enum { MAX = 4096 };
+	int *pids = malloc(MAX * sizeof *pids);
+	if (pids == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	int n = hc_shm_scan(pids, MAX);
+	if (n < 0) {
+		free(pids);
+		return cli_err(HC_EXIT_FAILED, "cannot read /proc");
+	}
+	if (a->json)
+		printf("[");
+	else
+		printf("%-8s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "PROF", "SAMPLE",
+		    "ALLOCATED", "MAPPED", "HIGH-WATER", "DUMPS", "COMMAND");
+	int shown = 0, denied = 0;
+	for (int i = 0; i < n; i++) {
+		if (pids[i] == getpid())
+			continue;
+		hc_shm_target_t t;
+		char err[512];
+		int code = hc_shm_open(pids[i], &t, err, sizeof err);
+		if (code == HC_EXIT_PERM) {
+			denied++;
+			continue;
+		}
+		if (code)
+			continue;        /* gone, stale (now removed) or not ours */
+		hc_shm_state_t st;
+		if (!hc_shm_state_read(&t.seg->state, &st)) {
+			hc_shm_close(&t);
+			continue;
+		}
+		char cmd[256], b1[32], b2[32], b3[32], rate[32];
+		out_cmdline(t.pid, t.seg, cmd, sizeof cmd);
+		if (a->json) {
+			printf("%s\n  {\"pid\": %d, \"command\": ", shown ? "," : "", t.pid);
+			out_json_str(stdout, cmd);
+			printf(", \"prof_active\": %s, \"lg_sample\": %u, \"allocated\": %llu, "
+			    "\"mapped\": %llu, \"highwater\": %llu, \"dumps\": %llu}",
+			    tf(st.active), st.lg_sample, (unsigned long long)st.allocated,
+			    (unsigned long long)st.mapped, (unsigned long long)st.highwater,
+			    (unsigned long long)st.dumps);
+		} else {
+			snprintf(rate, sizeof rate, "2^%u", st.lg_sample);
+			printf("%-8d %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, st.active ? "on" : "off",
+			    rate, out_bytes(st.allocated, b1, sizeof b1), out_bytes(st.mapped, b2, sizeof b2),
+			    out_bytes(st.highwater, b3, sizeof b3), (unsigned long long)st.dumps, cmd);
+		}
+		shown++;
+		hc_shm_close(&t);
+	}
+	free(pids);
+	if (a->json)
+		printf("%s]\n", shown ? "\n" : "");
+	if (denied)
+		fprintf(stderr, "%s: %d more process%s of other users not shown (permission denied)\n",
+		    cli_prog, denied, denied == 1 ? "" : "es");
+	return 0;
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+static void json_u(const char *k, uint64_t v, bool comma)
+{
+	printf("  \"%s\": %llu%s\n", k, (unsigned long long)v, comma ? "," : "");
+}
+
+int cmd_status(cli_args_t *a)
+{
+	if (a->argc)
+		return cli_err(HC_EXIT_USAGE, "status: unexpected argument '%s'", a->argv[0]);
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	hc_shm_state_t st;
+	if ((code = snapshot(&t, &st)) != 0) {
+		hc_shm_close(&t);
+		return code;
+	}
+	const hc_shm_header_t *h = &t.seg->hdr;
+	char cmd[512], version[17], when[40], upd[40];
+	out_cmdline(t.pid, t.seg, cmd, sizeof cmd);
+	snprintf(version, sizeof version, "%.*s", (int)sizeof h->version, h->version);
+	uint64_t events = __atomic_load_n(&t.seg->ring.head, __ATOMIC_ACQUIRE);
+	bool control = __atomic_load_n(&h->control, __ATOMIC_ACQUIRE) == 1;
+	uint64_t now = hc_shm_now_ns();
+	double age = st.updated_ns && now > st.updated_ns ? (double)(now - st.updated_ns) / 1e9 : 0;
+	if (a->json) {
+		printf("{\n  \"pid\": %d,\n  \"nspid\": %d,\n  \"uid\": %u,\n  \"command\": ", t.pid, t.nspid, t.uid);
+		out_json_str(stdout, cmd);
+		printf(",\n  \"version\": ");
+		out_json_str(stdout, version);
+		printf(",\n  \"abi\": %u,\n  \"segment\": ", HC_SHM_ABI);
+		out_json_str(stdout, t.path);
+		printf(",\n  \"created\": \"%s\",\n  \"updated\": \"%s\",\n  \"control\": %s,\n",
+		    out_time(h->created_ns, when, sizeof when), out_time(st.updated_ns, upd, sizeof upd),
+		    tf(control));
+		printf("  \"opt.prof\": %s,\n  \"prof.active\": %s,\n  \"prof.lg_sample\": %u,\n"
+		    "  \"prof.interval\": %llu,\n  \"prof.gdump\": %s,\n  \"prof.gdump_pct\": %u,\n"
+		    "  \"prof.gdump_min_ms\": %u,\n  \"prof.timer_s\": %u,\n  \"prof.threshold\": %llu,\n"
+		    "  \"prof.peak\": %s,\n  \"prof.thread_active_init\": %s,\n  \"prof.unwind\": ",
+		    tf(st.prof), tf(st.active), st.lg_sample, (unsigned long long)interval_bytes(&st),
+		    tf(st.gdump), st.gdump_pct, st.gdump_min_ms, st.timer_s,
+		    (unsigned long long)st.threshold, tf(st.peak), tf(st.thread_active_init));
+		out_json_str(stdout, st.unwind);
+		printf(",\n  \"prof.prefix\": ");
+		out_json_str(stdout, st.prefix);
+		printf(",\n");
+		json_u("allocated", st.allocated, true);
+		json_u("active", st.active_bytes, true);
+		json_u("metadata", st.metadata, true);
+		json_u("resident", st.resident, true);
+		json_u("mapped", st.mapped, true);
+		json_u("retained", st.retained, true);
+		json_u("highwater", st.highwater, true);
+		json_u("samples", st.samples, true);
+		json_u("dumps", st.dumps, true);
+		json_u("threads", st.threads, true);
+		json_u("commands", st.commands, true);
+		json_u("events", events, true);
+		printf("  \"last_dump\": ");
+		out_json_str(stdout, st.last_dump);
+		printf("\n}\n");
+	} else {
+		char b[32];
+		printf("process        %d", t.pid);
+		if (t.nspid != t.pid)
+			printf(" (PID %d in its namespace)", t.nspid);
+		printf("\ncommand        %s\n", cmd);
+		printf("library        heapctl %s, segment ABI %u, %s\n", version, HC_SHM_ABI, t.path);
+		printf("since          %s\n", out_time(h->created_ns, when, sizeof when));
+		printf("control        %s, %llu commands served\n", control ? "running" : "not running",
+		    (unsigned long long)st.commands);
+		printf("updated        %.1f s ago\n", age);
+		printf("profiling      %s%s\n", st.active ? "on" : "off",
+		    st.prof ? "" : " (started with prof:false)");
+		printf("prof.lg_sample %u (a sample every %s on average)\n", st.lg_sample,
+		    out_bytes(st.lg_sample < 63 ? (uint64_t)1 << st.lg_sample : 0, b, sizeof b));
+		printf("prof.interval  %s\n", interval_bytes(&st) ? out_bytes(interval_bytes(&st), b, sizeof b) : "off");
+		printf("prof.gdump     %s (after %u%% growth and %u ms)\n", tf(st.gdump), st.gdump_pct, st.gdump_min_ms);
+		printf("prof.timer_s   %u%s\n", st.timer_s, st.timer_s ? "" : " (off)");
+		printf("prof.threshold %s\n", st.threshold ? out_bytes(st.threshold, b, sizeof b) : "off");
+		printf("prof.peak      %s\n", tf(st.peak));
+		printf("prof.unwind    %s\n", st.unwind);
+		printf("prof.prefix    %s\n", st.prefix);
+		printf("allocated      %s\n", out_bytes(st.allocated, b, sizeof b));
+		printf("active         %s\n", out_bytes(st.active_bytes, b, sizeof b));
+		printf("metadata       %s\n", out_bytes(st.metadata, b, sizeof b));
+		printf("resident       %s\n", out_bytes(st.resident, b, sizeof b));
+		printf("mapped         %s\n", out_bytes(st.mapped, b, sizeof b));
+		printf("retained       %s\n", out_bytes(st.retained, b, sizeof b));
+		printf("high-water     %s\n", out_bytes(st.highwater, b, sizeof b));
+		printf("samples        %llu\n", (unsigned long long)st.samples);
+		printf("dumps          %llu%s%s%s\n", (unsigned long long)st.dumps,
+		    st.last_dump[0] ? " (last: " : "", st.last_dump, st.last_dump[0] ? ")" : "");
+		printf("threads        %llu\n", (unsigned long long)st.threads);
+		printf("events         %llu\n", (unsigned long long)events);
+	}
+	hc_shm_close(&t);
+	return 0;
+}

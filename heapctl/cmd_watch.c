@@ -1,0 +1,179 @@
+/*
+ * heapctl/cmd_watch.c - stream the target's events: high-water marks
+ * (gdump), dumps written or failed, settings changed, and its exit.
+ *
+ * Events are read from the ring by sequence number, so a watcher that falls
+ * more than a ring behind (or reads a slot while it is being rewritten)
+ * knows exactly how many it missed and says so.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static void print_event(const cli_args_t *a, int pid, const hc_shm_event_t *e)
+{
+	char when[40], b1[32], b2[32];
+	const char *type = hc_shm_event_name(e->type);
+	const char *kind = hc_shm_dump_kind_name(e->kind);
+	out_time(e->time_ns, when, sizeof when);
+	if (type == NULL)
+		type = "unknown";
+	if (kind == NULL)
+		kind = "unknown";
+	if (a->json) {
+		printf("{\"type\": \"%s\", \"time\": \"%s\", \"pid\": %d", type, when, pid);
+		switch (e->type) {
+		case HC_EV_GDUMP:
+			printf(", \"mapped\": %llu, \"previous\": %llu, \"path\": ",
+			    (unsigned long long)e->value, (unsigned long long)e->value2);
+			if (e->path[0])
+				out_json_str(stdout, e->path);
+			else
+				printf("null");
+			break;
+		case HC_EV_DUMP:
+			printf(", \"kind\": \"%s\", \"path\": ", kind);
+			out_json_str(stdout, e->path);
+			printf(", \"bytes\": %llu", (unsigned long long)e->value);
+			break;
+		case HC_EV_DUMP_FAILED:
+			printf(", \"kind\": \"%s\", \"path\": ", kind);
+			out_json_str(stdout, e->path);
+			printf(", \"error\": ");
+			out_json_str(stdout, e->text);
+			break;
+		case HC_EV_CONFIG:
+			printf(", \"name\": ");
+			out_json_str(stdout, e->name);
+			printf(", \"value\": ");
+			out_json_str(stdout, e->path);
+			printf(", \"previous\": ");
+			out_json_str(stdout, e->text);
+			break;
+		case HC_EV_START:
+			printf(", \"parent\": %llu", (unsigned long long)e->value);
+			break;
+		}
+		printf("}\n");
+		return;
+	}
+	switch (e->type) {
+	case HC_EV_GDUMP:
+		printf("%s gdump mapped %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
+		    out_bytes(e->value2, b2, sizeof b2), e->path[0] ? ", dumped " : "", e->path);
+		break;
+	case HC_EV_DUMP:
+		printf("%s dump %s %s (%s)\n", when, kind, e->path, out_bytes(e->value, b1, sizeof b1));
+		break;
+	case HC_EV_DUMP_FAILED:
+		printf("%s dump_failed %s %s: %s\n", when, kind, e->path, e->text);
+		break;
+	case HC_EV_CONFIG:
+		printf("%s config %s=%s (was %s)\n", when, e->name, e->path, e->text);
+		break;
+	case HC_EV_EXIT:
+		printf("%s exit\n", when);
+		break;
+	case HC_EV_START:
+		printf("%s start\n", when);
+		break;
+	default:
+		printf("%s unknown event type %u\n", when, e->type);
+	}
+}
+
+static void print_missed(const cli_args_t *a, int pid, uint64_t n)
+{
+	if (a->json)
+		printf("{\"type\": \"missed\", \"pid\": %d, \"count\": %llu}\n", pid, (unsigned long long)n);
+	else
+		printf("missed %llu event%s\n", (unsigned long long)n, n == 1 ? "" : "s");
+}
+
+int cmd_watch(cli_args_t *a)
+{
+	long count = 0;
+	for (int i = 0; i < a->argc; i++) {
+		const char *s = a->argv[i], *v = NULL;
+		if (!strcmp(s, "--count") && i + 1 < a->argc)
+			v = a->argv[++i];
+		else if (!strncmp(s, "--count=", 8))
+			v = s + 8;
+		else
+			return cli_err(HC_EXIT_USAGE, "watch: unexpected argument '%s'", s);
+		char *end;
+		count = strtol(v, &end, 10);
+		if (*v == 0 || *end || count <= 0)
+			return cli_err(HC_EXIT_USAGE, "watch: --count '%s' is not a positive number", v);
+	}
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	stop = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	hc_shm_ring_t *ring = &t.seg->ring;
+	uint64_t next = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE), missed = 0;
+	long printed = 0;
+	bool done = false;
+	if (!a->json && !a->in_attach)
+		fprintf(stderr, "%s: watching process %d (Ctrl-C to stop)\n", cli_prog, t.pid);
+	while (!done && !stop) {
+		uint32_t fut = __atomic_load_n(&ring->futex, __ATOMIC_ACQUIRE);
+		uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
+		if (head < next)
+			next = head;            /* the counter went back: garbage; resync */
+		if (head - next > HC_SHM_EVENTS) {
+			missed += head - HC_SHM_EVENTS - next;
+			next = head - HC_SHM_EVENTS;
+		}
+		while (next < head && !done) {
+			hc_shm_event_t e;
+			int r = hc_shm_event_read(ring, next, &e);
+			if (r == 0)
+				break;              /* being written; the futex will tell */
+			next++;
+			if (r < 0) {
+				missed++;
+				continue;
+			}
+			if (missed) {
+				print_missed(a, t.pid, missed);
+				missed = 0;
+			}
+			print_event(a, t.pid, &e);
+			if (e.type == HC_EV_EXIT || (count && ++printed >= count))
+				done = true;
+		}
+		if (missed) {
+			print_missed(a, t.pid, missed);
+			missed = 0;
+		}
+		fflush(stdout);
+		if (done)
+			break;
+		if (!hc_shm_alive(&t)) {
+			if (a->json)
+				printf("{\"type\": \"gone\", \"pid\": %d}\n", t.pid);
+			else
+				printf("process %d exited\n", t.pid);
+			break;
+		}
+		hc_shm_futex_wait(&ring->futex, fut, 250000000ull);
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	hc_shm_close(&t);
+	return 0;
+}

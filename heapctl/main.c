@@ -1,0 +1,244 @@
+/*
+ * heapctl/main.c - the command table, the options every command shares,
+ * and the dispatcher (used by main and by `heapctl attach`).
+ *
+ *   heapctl COMMAND [PID] [OPTIONS]        (-p PID also accepted)
+ *
+ * Every failure is one line on stderr and an exit code from the table in
+ * shm/heapctl_shm.h (HC_EXIT_*), documented in heapctl(1).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#ifndef HEAPCTL_VERSION
+#define HEAPCTL_VERSION "0.1.0"
+#endif
+
+const char *cli_prog = "heapctl";
+
+static int cmd_help(cli_args_t *a);
+
+/* valopts: the command's own options that take a value (so their value is
+ * not mistaken for the PID). */
+static const struct {
+	cli_cmd_t c;
+	const char *valopts;
+} commands[] = {
+	{ { "list", cmd_list, "[--json]", "list the processes running libheapctl.so", true }, "" },
+	{ { "status", cmd_status, "[PID] [--json]", "show one process's settings and counters", true }, "" },
+	{ { "set", cmd_set, "[PID] NAME=VALUE...", "change settings (see 'heapctl help set')", true }, "" },
+	{ { "on", cmd_on, "[PID]", "start sampling (prof.active=true)", true }, "" },
+	{ { "off", cmd_off, "[PID]", "stop sampling (prof.active=false)", true }, "" },
+	{ { "dump", cmd_dump, "[PID] [--prefix P] [-o FILE] [--peak] [--json]",
+	    "write a heap profile now and print its path", true }, " --prefix -o --output " },
+	{ { "reset", cmd_reset, "[PID] [--lg-sample N]", "forget all samples (optionally change the rate)", true },
+	  " --lg-sample " },
+	{ { "watch", cmd_watch, "[PID] [--json] [--count N]",
+	    "print events (high-water, dumps, settings) as they happen", true }, " --count " },
+	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, "" },
+	{ { "help", cmd_help, "[COMMAND]", "this text, or one command's", true }, "" },
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+int cli_err(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", cli_prog);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: heapctl COMMAND [PID] [OPTIONS]\n\n"
+	    "Control and watch a running process that has libheapctl.so preloaded.\n"
+	    "PID may be left out when exactly one such process is visible; -p PID works too.\n\n"
+	    "commands:\n");
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %-8s %-46s %s\n", commands[i].c.name, commands[i].c.usage, commands[i].c.help);
+	fprintf(f, "\noptions for every command:\n"
+	    "  -p, --pid PID     the target process\n"
+	    "  --timeout SECS    how long to wait for the target to answer (default 5)\n"
+	    "  --json            machine-readable output where data is printed\n"
+	    "  -h, --help        help for the command\n\n"
+	    "exit status: 0 ok, 1 failed in the target, 2 usage, 3 no such process,\n"
+	    "4 not running libheapctl.so, 5 permission denied, 6 incompatible or corrupt segment,\n"
+	    "7 no answer in time, 8 no PID given and not exactly one candidate.\n"
+	    "See heapctl(1).\n");
+}
+
+static void usage_of(FILE *f, const cli_cmd_t *c)
+{
+	fprintf(f, "usage: heapctl %s %s\n  %s\n", c->name, c->usage, c->help);
+	if (strcmp(c->name, "set") == 0) {
+		fprintf(f, "\nsettings (names as jemalloc's mallctls):\n");
+		for (unsigned i = 0; i < hc_shm_nsettings; i++)
+			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
+		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n");
+	}
+}
+
+static int cmd_help(cli_args_t *a)
+{
+	if (a->argc == 0) {
+		usage(stdout);
+		return 0;
+	}
+	for (unsigned i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(commands[i].c.name, a->argv[0]) == 0) {
+			usage_of(stdout, &commands[i].c);
+			return 0;
+		}
+	}
+	return cli_err(HC_EXIT_USAGE, "unknown command '%s' (try 'heapctl help')", a->argv[0]);
+}
+
+static bool all_digits(const char *s)
+{
+	if (*s == 0)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+static int parse_pid(const char *s, int *pid)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (!all_digits(s) || errno || v <= 0 || v > 0x3fffffff)
+		return cli_err(HC_EXIT_USAGE, "'%s' is not a PID", s);
+	*pid = (int)v;
+	return 0;
+}
+
+static int parse_timeout(const char *s, uint64_t *ns)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (end == s || *end || errno || !(v > 0) || v > 86400)
+		return cli_err(HC_EXIT_USAGE, "--timeout '%s' is not a number of seconds (like 5 or 0.5)", s);
+	*ns = (uint64_t)(v * 1e9);
+	return 0;
+}
+
+int cli_dispatch(int argc, char **argv, int attach_pid)
+{
+	if (argc < 1) {
+		usage(stderr);
+		return HC_EXIT_USAGE;
+	}
+	const char *name = argv[0];
+	unsigned ci;
+	for (ci = 0; ci < NCOMMANDS; ci++)
+		if (strcmp(commands[ci].c.name, name) == 0)
+			break;
+	if (ci == NCOMMANDS)
+		return cli_err(HC_EXIT_USAGE, "unknown command '%s' (try 'heapctl help')", name);
+	const cli_cmd_t *c = &commands[ci].c;
+	if (attach_pid && !c->attach)
+		return cli_err(HC_EXIT_USAGE, "'%s' cannot be used inside attach", name);
+
+	cli_args_t a = { .timeout_ns = 5000000000ull, .in_attach = attach_pid != 0 };
+	char **rest = calloc((size_t)argc + 1, sizeof *rest);
+	if (rest == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	a.argv = rest;
+	bool positional_seen = false, after_dashdash = false;
+	int code = 0;
+	for (int i = 1; i < argc && code == 0; i++) {
+		const char *s = argv[i];
+		const char *val = NULL;
+		if (!after_dashdash && s[0] == '-') {
+			if (!strcmp(s, "--")) {
+				after_dashdash = true;
+				continue;
+			}
+			if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+				usage_of(stdout, c);
+				free(rest);
+				return 0;
+			}
+			if (!strcmp(s, "--json")) {
+				a.json = true;
+				continue;
+			}
+			if (!strcmp(s, "-p") || !strcmp(s, "--pid") || !strcmp(s, "--timeout")) {
+				if (i + 1 >= argc) {
+					code = cli_err(HC_EXIT_USAGE, "%s needs a value", s);
+					break;
+				}
+				val = argv[++i];
+			} else if (!strncmp(s, "--pid=", 6)) {
+				val = s + 6;
+			} else if (!strncmp(s, "--timeout=", 10)) {
+				val = s + 10;
+			}
+			if (val) {
+				if (!strcmp(s, "-p") || !strncmp(s, "--pid", 5))
+					code = parse_pid(val, &a.pid);
+				else
+					code = parse_timeout(val, &a.timeout_ns);
+				continue;
+			}
+			/* the command's own option; keep its value with it */
+			rest[a.argc++] = argv[i];
+			char key[48];
+			snprintf(key, sizeof key, " %s ", s);
+			if (strstr(commands[ci].valopts, key) && i + 1 < argc)
+				rest[a.argc++] = argv[++i];
+			continue;
+		}
+		if (!positional_seen && all_digits(s) && a.pid == 0 && strcmp(name, "help")) {
+			positional_seen = true;
+			code = parse_pid(s, &a.pid);
+			continue;
+		}
+		positional_seen = true;
+		rest[a.argc++] = argv[i];
+	}
+	if (code == 0) {
+		if (attach_pid && a.pid == 0)
+			a.pid = attach_pid;
+		code = c->run(&a);
+	}
+	free(rest);
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2) {
+		usage(stderr);
+		return HC_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("heapctl %s (segment ABI %u)\n", HEAPCTL_VERSION, HC_SHM_ABI);
+		return 0;
+	}
+	/* heapctl -p PID COMMAND ... */
+	if (!strcmp(argv[1], "-p") && argc >= 4) {
+		char *pid = argv[2], *cmd = argv[3];
+		argv[1] = cmd;
+		argv[2] = (char *)"-p";
+		argv[3] = pid;
+		return cli_dispatch(argc - 1, argv + 1, 0);
+	}
+	return cli_dispatch(argc - 1, argv + 1, 0);
+}

@@ -1,0 +1,152 @@
+/*
+ * heapctl/target.c - choosing the target process, one command round trip,
+ * and the output helpers the commands share.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define MAX_CANDIDATES 4096
+
+int cli_target(cli_args_t *a, hc_shm_target_t *t)
+{
+	char err[512];
+	if (a->pid) {
+		int code = hc_shm_open(a->pid, t, err, sizeof err);
+		if (code)
+			cli_err(code, "%s", err);
+		return code;
+	}
+	int *pids = malloc(MAX_CANDIDATES * sizeof *pids);
+	if (pids == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	int n = hc_shm_scan(pids, MAX_CANDIDATES);
+	int found = 0, first = 0;
+	char list[1024] = "";
+	size_t used = 0;
+	for (int i = 0; i < n; i++) {
+		if (pids[i] == getpid())
+			continue;
+		hc_shm_target_t c;
+		if (hc_shm_open(pids[i], &c, err, sizeof err) != HC_EXIT_OK)
+			continue;
+		char cmd[64];
+		out_cmdline(c.pid, c.seg, cmd, sizeof cmd);
+		hc_shm_close(&c);
+		if (found++ == 0)
+			first = pids[i];
+		if (used + 80 < sizeof list)
+			used += (size_t)snprintf(list + used, sizeof list - used, "%s%d (%s)",
+			    used ? ", " : "", pids[i], cmd);
+	}
+	free(pids);
+	if (found == 0)
+		return cli_err(HC_EXIT_PICK,
+		    "no process running libheapctl.so is visible; start one with LD_PRELOAD=/path/to/libheapctl.so");
+	if (found > 1)
+		return cli_err(HC_EXIT_PICK, "%d processes run libheapctl.so: %s; say which with a PID",
+		    found, list);
+	a->pid = first;
+	int code = hc_shm_open(first, t, err, sizeof err);
+	if (code)
+		cli_err(code, "%s", err);
+	return code;
+}
+
+int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep)
+{
+	char err[512];
+	int code = hc_shm_call(t, req, rep, a->timeout_ns, err, sizeof err);
+	if (code)
+		return cli_err(code, "%s", err);
+	switch (rep->code) {
+	case HC_REP_OK:
+		return 0;
+	case HC_REP_INVALID:
+		return cli_err(HC_EXIT_USAGE, "process %d: %s", t->pid, rep->text);
+	case HC_REP_NOPROF:
+		return cli_err(HC_EXIT_FAILED, "process %d: nothing to dump: %s (run 'heapctl on %d' first)",
+		    t->pid, rep->text, t->pid);
+	case HC_REP_BADREQ:
+		return cli_err(HC_EXIT_ABI, "process %d did not understand the request: %s", t->pid, rep->text);
+	default:
+		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, rep->text);
+	}
+}
+
+/* ---- output helpers ----------------------------------------------------- */
+
+void out_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"': fputs("\\\"", f); break;
+		case '\\': fputs("\\\\", f); break;
+		case '\n': fputs("\\n", f); break;
+		case '\t': fputs("\\t", f); break;
+		case '\r': fputs("\\r", f); break;
+		default:
+			if (*p < 0x20)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc(*p, f);
+		}
+	}
+	fputc('"', f);
+}
+
+const char *out_bytes(uint64_t v, char *buf, size_t len)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double d = (double)v;
+	unsigned u = 0;
+	while (d >= 1024 && u < 5) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%.1f %s", d, unit[u]);
+	return buf;
+}
+
+const char *out_time(uint64_t ns, char *buf, size_t len)
+{
+	time_t s = (time_t)(ns / 1000000000ull);
+	struct tm tm;
+	gmtime_r(&s, &tm);
+	char day[32];
+	strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%03uZ", day, (unsigned)(ns / 1000000ull % 1000));
+	return buf;
+}
+
+/* The command line from /proc (as heapctl sees it), else the segment's. */
+void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+	FILE *f = fopen(path, "re");
+	size_t n = 0;
+	if (f) {
+		n = fread(buf, 1, len - 1, f);
+		fclose(f);
+	}
+	if (n == 0) {
+		snprintf(buf, len, "%.*s", (int)sizeof seg->hdr.comm, seg->hdr.comm);
+		return;
+	}
+	buf[n] = 0;
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == 0)
+			buf[i] = ' ';
+	while (n > 0 && buf[n - 1] == ' ')
+		buf[--n] = 0;
+}

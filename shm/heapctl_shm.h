@@ -1,0 +1,295 @@
+/*
+ * shm/heapctl_shm.h - the whole contract between a process running
+ * libheapctl.so (the target) and the heapctl command (a client).
+ *
+ * The target creates one POSIX shared-memory segment, /dev/shm/heapctl.<pid>
+ * (the pid as the target sees it), mode 0600, and maps it for its lifetime.
+ * Clients map the same file read-write.  The layout is fixed, holds no
+ * pointers, and is versioned: the first 16 bytes (magic, abi, size) mean the
+ * same in every version, so a client can always tell a segment it does not
+ * speak from a corrupt one.
+ *
+ *   header    identity, written once by the target, `ready` published last
+ *   state     configuration and counters, one writer (the control thread),
+ *             read through a seqlock
+ *   mailbox   HC_SHM_SLOTS command slots; clients claim one with a CAS,
+ *             post a request, ring the doorbell (a futex the control thread
+ *             waits on) and wait on the slot's state (a futex) for the reply
+ *   ring      HC_SHM_EVENTS events with sequence numbers, written by any
+ *             thread of the target, read by any number of watchers
+ *
+ * Nothing in the segment is trusted by the side that did not write it: the
+ * target copies a request out of its slot before checking it, and never
+ * waits for a client; a client checks magic, abi, size, pid and start time
+ * before it believes a byte, and bounds every wait.  No lock is ever held
+ * across the two processes; everything is atomics and futexes with timeouts.
+ *
+ * Both sides link the functions declared at the end (shm/shm.c).  They
+ * neither allocate nor use stdio, so the target may call them anywhere.
+ */
+#ifndef HEAPCTL_SHM_H
+#define HEAPCTL_SHM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HC_SHM_MAGIC      0x314c544350414548ull   /* "HEAPCTL1" little-endian */
+#define HC_SHM_ABI        1u
+#define HC_SHM_DIR        "/dev/shm"
+#define HC_SHM_BASENAME   "heapctl."              /* + decimal pid */
+#define HC_SHM_SLOTS      8
+#define HC_SHM_EVENTS     128                     /* a power of two */
+#define HC_SHM_PATH_MAX   1280                    /* paths, prefixes, messages */
+#define HC_SHM_NAME_MAX   48                      /* setting names */
+#define HC_SHM_VALUE_MAX  HC_SHM_PATH_MAX         /* setting values */
+#define HC_SHM_LEASE_NS   (10ull * 1000000000ull) /* a slot left by a dead client */
+
+/* ---- header ------------------------------------------------------------- */
+
+typedef struct hc_shm_header_s {
+	uint64_t magic;            /* HC_SHM_MAGIC                               */
+	uint32_t abi;              /* HC_SHM_ABI                                 */
+	uint32_t size;             /* sizeof(hc_shm_t)                           */
+	/* from here on, meanings belong to abi 1 */
+	int32_t pid;               /* getpid() in the target's PID namespace    */
+	uint32_t uid;              /* the target's real uid                      */
+	uint64_t start_time;       /* field 22 of /proc/self/stat (clock ticks)  */
+	uint64_t pidns;            /* inode of /proc/self/ns/pid                 */
+	uint64_t created_ns;       /* CLOCK_REALTIME when the segment was made   */
+	char version[16];          /* library version, NUL-terminated            */
+	char comm[64];             /* argv[0] of the target, NUL-terminated      */
+	uint32_t control;          /* 1 while a control thread serves the box   */
+	uint32_t ready;            /* 1 when everything above is written; last  */
+	uint8_t pad[56];
+} hc_shm_header_t;
+
+/* ---- state: configuration and counters, behind a seqlock ---------------- */
+
+typedef struct hc_shm_state_s {
+	uint32_t seq;              /* odd while the control thread writes        */
+	uint32_t pad0;
+	uint64_t updated_ns;       /* CLOCK_REALTIME of this snapshot            */
+	/* configuration (prof.* as the mallctl names report it) */
+	uint8_t prof;              /* opt.prof: profiling possible at all        */
+	uint8_t active;            /* prof.active                                */
+	uint8_t gdump;             /* prof.gdump                                 */
+	uint8_t peak;              /* prof.peak                                  */
+	uint8_t thread_active_init;
+	uint8_t pad1[3];
+	uint32_t lg_sample;        /* prof.lg_sample                             */
+	int32_t lg_interval;       /* log2 of prof.interval, -1 off              */
+	uint32_t timer_s;          /* prof.timer_s, 0 off                        */
+	uint32_t gdump_pct;        /* prof.gdump_pct                             */
+	uint32_t gdump_min_ms;     /* prof.gdump_min_ms                          */
+	uint32_t pad2;
+	uint64_t threshold;        /* prof.threshold bytes, 0 off                */
+	char unwind[16];           /* prof.unwind                                */
+	char prefix[HC_SHM_PATH_MAX];   /* prof.prefix                           */
+	/* counters (stats.* with jemalloc's meanings) */
+	uint64_t allocated, active_bytes, metadata, resident, mapped, retained;
+	uint64_t highwater;        /* highest stats.mapped so far                */
+	uint64_t samples;          /* sampled allocations ever                   */
+	uint64_t dumps;            /* profiles written                           */
+	uint64_t threads;          /* thread heaps in use                        */
+	uint64_t commands;         /* commands executed                          */
+	char last_dump[HC_SHM_PATH_MAX];
+} hc_shm_state_t;
+
+/* ---- mailbox ------------------------------------------------------------ */
+
+/* Slot states; the word is also the futex clients wait on. */
+enum {
+	HC_SLOT_FREE = 0,          /* anyone may claim it (CAS to CLAIMED)       */
+	HC_SLOT_CLAIMED = 1,       /* a client is writing its request            */
+	HC_SLOT_POSTED = 2,        /* waiting for the control thread             */
+	HC_SLOT_BUSY = 3,          /* the control thread is executing it         */
+	HC_SLOT_DONE = 4,          /* reply written; the client frees the slot   */
+};
+
+typedef enum {
+	HC_CMD_PING = 1,           /* no-op: answers, refreshes the state        */
+	HC_CMD_SET = 2,            /* name=value                                 */
+	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file     */
+	HC_CMD_RESET = 4,          /* arg: lg_sample or -1                       */
+} hc_shm_cmd_t;
+
+/* Reply codes. */
+typedef enum {
+	HC_REP_OK = 0,
+	HC_REP_BADREQ = 1,         /* malformed request (bad command, no NUL)   */
+	HC_REP_INVALID = 2,        /* unknown setting or bad value; text says   */
+	HC_REP_FAILED = 3,         /* the operation failed; text is the reason  */
+	HC_REP_NOPROF = 4,         /* nothing to dump: profiling was never on   */
+} hc_shm_rep_code_t;
+
+typedef struct hc_shm_req_s {
+	uint32_t cmd;              /* hc_shm_cmd_t                               */
+	int32_t arg;
+	char name[HC_SHM_NAME_MAX];
+	char text[HC_SHM_PATH_MAX];
+	char text2[HC_SHM_PATH_MAX];
+} hc_shm_req_t;
+
+typedef struct hc_shm_rep_s {
+	uint32_t code;             /* hc_shm_rep_code_t                          */
+	uint32_t pad;
+	uint64_t value;            /* DUMP: bytes written                        */
+	char text[HC_SHM_PATH_MAX];   /* DUMP: the path; errors: the reason      */
+} hc_shm_rep_t;
+
+typedef struct hc_shm_slot_s {
+	uint32_t state;            /* futex, HC_SLOT_*                           */
+	uint32_t gen;              /* bumped by each claim                       */
+	uint64_t stamp_ns;         /* CLOCK_MONOTONIC of the claim / the reply   */
+	int32_t client_pid;        /* for diagnostics only                       */
+	uint32_t pad;
+	hc_shm_req_t req;
+	hc_shm_rep_t rep;
+} hc_shm_slot_t;
+
+typedef struct hc_shm_mailbox_s {
+	uint32_t doorbell;         /* futex: bumped by clients after posting    */
+	uint32_t pad;
+	hc_shm_slot_t slot[HC_SHM_SLOTS];
+} hc_shm_mailbox_t;
+
+/* ---- events ------------------------------------------------------------- */
+
+typedef enum {
+	HC_EV_GDUMP = 1,           /* new high-water: value = mapped bytes,
+	                              value2 = previous mark; path if dumped   */
+	HC_EV_DUMP = 2,            /* a profile written: kind, path, value=size */
+	HC_EV_DUMP_FAILED = 3,     /* kind, path, text = reason                 */
+	HC_EV_CONFIG = 4,          /* name, text = new value                    */
+	HC_EV_EXIT = 5,            /* the target is exiting                     */
+	HC_EV_START = 6,           /* segment created (value = parent pid after
+	                              fork, else 0)                              */
+} hc_shm_ev_type_t;
+
+typedef struct hc_shm_event_s {
+	uint64_t seq;              /* n + 1 when event n is complete; 0 writing  */
+	uint64_t time_ns;          /* CLOCK_REALTIME                             */
+	uint32_t type;             /* hc_shm_ev_type_t                           */
+	uint32_t kind;             /* dump kind letter: f i m u t s p            */
+	uint64_t value, value2;
+	char name[HC_SHM_NAME_MAX];
+	char path[HC_SHM_PATH_MAX];
+	char text[128];
+} hc_shm_event_t;
+
+typedef struct hc_shm_ring_s {
+	uint64_t head;             /* events ever published (next number)        */
+	uint32_t futex;            /* bumped after each event; watchers wait    */
+	uint32_t pad;
+	hc_shm_event_t ev[HC_SHM_EVENTS];
+} hc_shm_ring_t;
+
+/* ---- the segment ---------------------------------------------------------- */
+
+typedef struct hc_shm_s {
+	hc_shm_header_t hdr;
+	hc_shm_state_t state __attribute__((aligned(64)));
+	hc_shm_mailbox_t box __attribute__((aligned(64)));
+	hc_shm_ring_t ring __attribute__((aligned(64)));
+} hc_shm_t;
+
+/* ---- settings: the names `set` accepts, shared by both sides -------------- */
+
+typedef enum { HC_SET_BOOL, HC_SET_UINT, HC_SET_BYTES, HC_SET_POW2, HC_SET_STR,
+	HC_SET_UNWIND } hc_set_type_t;
+
+typedef struct hc_shm_setting_s {
+	const char *name;          /* mallctl name, e.g. "prof.lg_sample"        */
+	hc_set_type_t type;
+	uint64_t min, max;         /* for UINT                                   */
+	const char *help;
+} hc_shm_setting_t;
+
+typedef struct hc_shm_value_s {
+	bool b;
+	uint64_t u;                /* UINT, BYTES; POW2: the log2, or -1 as all ones */
+	const char *s;             /* STR, UNWIND: points into the parsed text   */
+} hc_shm_value_t;
+
+extern const hc_shm_setting_t hc_shm_settings[];
+extern const unsigned hc_shm_nsettings;
+
+const hc_shm_setting_t *hc_shm_setting_find(const char *name);
+/* Parse value for setting s.  Returns true if valid; otherwise writes a
+ * one-line reason (without the name) to err. */
+bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *value,
+    hc_shm_value_t *out, char *err, size_t errlen);
+
+/* ---- the library both sides use ----------------------------------------- */
+
+/* "/dev/shm/heapctl.<pid>" (or below root, e.g. "/proc/123/root"). */
+void hc_shm_path(char *buf, size_t len, const char *root, int pid);
+
+/* Seqlock on state: the single writer brackets its writes; readers copy. */
+void hc_shm_state_write_begin(hc_shm_state_t *st);
+void hc_shm_state_write_end(hc_shm_state_t *st);
+/* Copies a consistent snapshot; false if none could be had (a writer that
+ * never finishes, or garbage in seq). */
+bool hc_shm_state_read(const hc_shm_state_t *st, hc_shm_state_t *out);
+
+/* Publish an event (the caller serialises publishers). */
+void hc_shm_event_publish(hc_shm_ring_t *r, const hc_shm_event_t *ev);
+/* Read event number n.  Returns 1 and copies it if it is there, 0 if not
+ * yet published, -1 if it has been overwritten (missed). */
+int hc_shm_event_read(const hc_shm_ring_t *r, uint64_t n, hc_shm_event_t *out);
+
+/* Futexes in shared memory (not process-private). */
+int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
+void hc_shm_futex_wake(uint32_t *addr, int n);
+
+uint64_t hc_shm_now_ns(void);       /* CLOCK_REALTIME */
+uint64_t hc_shm_mono_ns(void);      /* CLOCK_MONOTONIC */
+
+/* Copy a string into a fixed field, truncating, always NUL-terminated. */
+void hc_shm_strlcpy(char *dst, const char *src, size_t len);
+/* true if a fixed field holds a NUL within len bytes */
+bool hc_shm_strvalid(const char *s, size_t len);
+
+const char *hc_shm_event_name(uint32_t type);   /* "gdump", "dump", ... or NULL */
+const char *hc_shm_dump_kind_name(uint32_t kind);  /* "manual", ... or NULL */
+
+/* ---- the client side (shm/client.c; heapctl links it, the library not) ---- */
+
+/* heapctl's exit codes; the client functions return them too. */
+enum {
+	HC_EXIT_OK = 0,
+	HC_EXIT_FAILED = 1,        /* the target tried and failed (its reason)   */
+	HC_EXIT_USAGE = 2,         /* bad command, option, setting or value      */
+	HC_EXIT_NOPROC = 3,        /* no such process (or it exited meanwhile)   */
+	HC_EXIT_NOLIB = 4,         /* the process does not run libheapctl.so     */
+	HC_EXIT_PERM = 5,          /* permission denied                          */
+	HC_EXIT_ABI = 6,           /* another segment ABI, or a corrupt segment  */
+	HC_EXIT_TIMEOUT = 7,       /* the target did not answer in time          */
+	HC_EXIT_PICK = 8,          /* no PID given and not exactly one candidate */
+};
+
+typedef struct hc_shm_target_s {
+	int pid;                   /* as heapctl sees it                         */
+	int nspid;                 /* as the target sees itself                  */
+	unsigned uid;              /* the process's real uid                     */
+	uint64_t start_time;       /* from /proc/PID/stat                        */
+	char path[320];            /* the segment file opened                    */
+	hc_shm_t *seg;
+} hc_shm_target_t;
+
+/* Find, open, map and check the segment of process pid.  Returns an
+ * HC_EXIT_* code; on failure err holds a one-line reason. */
+int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen);
+void hc_shm_close(hc_shm_target_t *t);
+/* true while the process that made the segment is still running */
+bool hc_shm_alive(const hc_shm_target_t *t);
+/* Post a request and wait for the reply, at most timeout_ns.  Returns an
+ * HC_EXIT_* code for the transport (the reply's own code is in rep). */
+int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
+    uint64_t timeout_ns, char *err, size_t errlen);
+/* PIDs (as heapctl sees them) of processes that appear to have a segment;
+ * returns how many were stored (at most max), or -1. */
+int hc_shm_scan(int *pids, int max);
+
+#endif

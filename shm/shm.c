@@ -1,0 +1,348 @@
+/*
+ * shm/shm.c - the part of the segment library both sides link: the settings
+ * table and its parser, the seqlock, the event ring and the futexes.
+ *
+ * It runs inside the target too, so it never allocates, never uses stdio and
+ * never blocks on anything a client controls: every loop over segment
+ * contents is bounded.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heapctl_shm.h"
+
+_Static_assert(sizeof(hc_shm_header_t) == 192, "header layout is ABI");
+_Static_assert(offsetof(hc_shm_header_t, size) == 12, "first 16 bytes are forever");
+_Static_assert(HC_SHM_EVENTS && (HC_SHM_EVENTS & (HC_SHM_EVENTS - 1)) == 0, "power of two");
+_Static_assert(sizeof(hc_shm_t) < UINT32_MAX, "size fits the header");
+
+/* ---- settings ------------------------------------------------------------ */
+
+const hc_shm_setting_t hc_shm_settings[] = {
+	{ "prof.active", HC_SET_BOOL, 0, 0, "sample allocations (true/false)" },
+	{ "prof.gdump", HC_SET_BOOL, 0, 0, "dump at each new high-water of mapped memory" },
+	{ "prof.gdump_pct", HC_SET_UINT, 0, 100000, "growth in % over the last high-water dump before the next" },
+	{ "prof.gdump_min_ms", HC_SET_UINT, 0, 86400000, "milliseconds between high-water dumps at least" },
+	{ "prof.interval", HC_SET_POW2, 0, 62, "dump every N allocated bytes (a power of two, 0 off)" },
+	{ "prof.lg_sample", HC_SET_UINT, 0, 62, "mean bytes between samples as log2 (19 = 512 KiB)" },
+	{ "prof.peak", HC_SET_BOOL, 0, 0, "keep the samples of the high-water mark for dump --peak" },
+	{ "prof.prefix", HC_SET_STR, 1, 1023, "file name prefix of dumps" },
+	{ "prof.thread_active_init", HC_SET_BOOL, 0, 0, "whether new threads are sampled" },
+	{ "prof.threshold", HC_SET_BYTES, 0, 0, "one dump when allocated bytes first exceed N (0 off)" },
+	{ "prof.timer_s", HC_SET_UINT, 0, 31536000, "dump every N seconds (0 off)" },
+	{ "prof.unwind", HC_SET_UNWIND, 0, 0, "unwinder: fp, libunwind or libgcc" },
+};
+const unsigned hc_shm_nsettings = sizeof hc_shm_settings / sizeof hc_shm_settings[0];
+
+const hc_shm_setting_t *hc_shm_setting_find(const char *name)
+{
+	for (unsigned i = 0; i < hc_shm_nsettings; i++)
+		if (strcmp(hc_shm_settings[i].name, name) == 0)
+			return &hc_shm_settings[i];
+	return NULL;
+}
+
+/* err = a + b + c, truncated */
+static void say(char *err, size_t len, const char *a, const char *b, const char *c)
+{
+	if (len == 0)
+		return;
+	err[0] = 0;
+	const char *parts[3] = { a, b, c };
+	size_t n = 0;
+	for (int i = 0; i < 3; i++)
+		for (const char *p = parts[i]; p && *p && n + 1 < len; p++)
+			err[n++] = *p;
+	err[n] = 0;
+}
+
+static bool parse_u64(const char *s, uint64_t *out, const char **end)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*out = v;
+	*end = p;
+	return true;
+}
+
+/* 4096, 512K, 1G, 1GiB, 64MB: binary multiples */
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+	const char *p;
+	uint64_t v;
+	if (!parse_u64(s, &v, &p))
+		return false;
+	unsigned shift = 0;
+	switch (*p) {
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
+	case 't': case 'T': shift = 40; p++; break;
+	}
+	if (shift && *p == 'i')
+		p++;
+	if (*p == 'B' || (*p == 'b' && shift))
+		p++;
+	if (*p)
+		return false;
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
+    char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	const char *end;
+	char num[24];
+	switch (s->type) {
+	case HC_SET_BOOL:
+		if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"))
+			out->b = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"))
+			out->b = false;
+		else {
+			say(err, errlen, "'", v, "' is not a boolean (true or false)");
+			return false;
+		}
+		return true;
+	case HC_SET_UINT:
+		if (!parse_u64(v, &out->u, &end) || *end || out->u < s->min || out->u > s->max) {
+			char *e = num;
+			uint64_t m = s->max;
+			char tmp[24];
+			int n = 0;
+			do tmp[n++] = (char)('0' + m % 10); while ((m /= 10) != 0);
+			while (n)
+				*e++ = tmp[--n];
+			*e = 0;
+			say(err, errlen, "'", v, "' is not a whole number from 0 to ");
+			size_t l = strlen(err);
+			say(err + l, errlen - l, num, NULL, NULL);
+			return false;
+		}
+		return true;
+	case HC_SET_BYTES:
+		if (!parse_bytes(v, &out->u)) {
+			say(err, errlen, "'", v, "' is not a byte count (like 4096, 512K, 1G)");
+			return false;
+		}
+		return true;
+	case HC_SET_POW2:
+		if (!parse_bytes(v, &out->u)) {
+			say(err, errlen, "'", v, "' is not a byte count (like 1G, or 0 for off)");
+			return false;
+		}
+		if (out->u == 0) {
+			out->u = UINT64_MAX;     /* off */
+			return true;
+		}
+		if (out->u & (out->u - 1)) {
+			say(err, errlen, "'", v, "' is not a power of two (like 64M or 1G)");
+			return false;
+		}
+		out->u = (uint64_t)__builtin_ctzll(out->u);
+		if (out->u > s->max) {
+			say(err, errlen, "'", v, "' is too large");
+			return false;
+		}
+		return true;
+	case HC_SET_STR:
+		if (strlen(v) < s->min || strlen(v) > s->max) {
+			say(err, errlen, v[0] ? "the value is too long" : "the value is empty", NULL, NULL);
+			return false;
+		}
+		out->s = v;
+		return true;
+	case HC_SET_UNWIND:
+		if (strcmp(v, "fp") && strcmp(v, "libunwind") && strcmp(v, "libgcc")) {
+			say(err, errlen, "'", v, "' is not an unwinder (fp, libunwind or libgcc)");
+			return false;
+		}
+		out->s = v;
+		return true;
+	}
+	say(err, errlen, "unknown setting type", NULL, NULL);
+	return false;
+}
+
+/* ---- names, strings, clocks ------------------------------------------------ */
+
+void hc_shm_path(char *buf, size_t len, const char *root, int pid)
+{
+	char digits[16];
+	int n = 0;
+	unsigned v = (unsigned)pid;
+	do digits[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+	char tail[16];
+	for (int i = 0; i < n; i++)
+		tail[i] = digits[n - 1 - i];
+	tail[n] = 0;
+	size_t o = 0;
+	const char *parts[4] = { root ? root : "", HC_SHM_DIR "/", HC_SHM_BASENAME, tail };
+	for (int i = 0; i < 4; i++)
+		for (const char *p = parts[i]; *p && o + 1 < len; p++)
+			buf[o++] = *p;
+	if (len)
+		buf[o] = 0;
+}
+
+void hc_shm_strlcpy(char *dst, const char *src, size_t len)
+{
+	size_t n = strnlen(src, len - 1);
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+bool hc_shm_strvalid(const char *s, size_t len)
+{
+	return memchr(s, 0, len) != NULL;
+}
+
+uint64_t hc_shm_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hc_shm_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *hc_shm_event_name(uint32_t type)
+{
+	switch (type) {
+	case HC_EV_GDUMP: return "gdump";
+	case HC_EV_DUMP: return "dump";
+	case HC_EV_DUMP_FAILED: return "dump_failed";
+	case HC_EV_CONFIG: return "config";
+	case HC_EV_EXIT: return "exit";
+	case HC_EV_START: return "start";
+	}
+	return NULL;
+}
+
+const char *hc_shm_dump_kind_name(uint32_t kind)
+{
+	switch (kind) {
+	case 'f': return "final";
+	case 'i': return "interval";
+	case 'm': return "manual";
+	case 'u': return "gdump";
+	case 't': return "timer";
+	case 's': return "threshold";
+	case 'p': return "peak";
+	}
+	return NULL;
+}
+
+/* ---- futexes --------------------------------------------------------------- */
+
+int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
+{
+	struct timespec ts = { (time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull) };
+	long r = syscall(SYS_futex, addr, FUTEX_WAIT, val, &ts, NULL, 0);
+	return r == 0 ? 0 : errno;
+}
+
+void hc_shm_futex_wake(uint32_t *addr, int n)
+{
+	int saved = errno;
+	syscall(SYS_futex, addr, FUTEX_WAKE, n, NULL, NULL, 0);
+	errno = saved;
+}
+
+/* ---- the seqlock ----------------------------------------------------------- */
+
+/* The writer derives the odd value from what it finds, so garbage written
+ * into seq cannot invert the protocol for more than one write. */
+void hc_shm_state_write_begin(hc_shm_state_t *st)
+{
+	uint32_t s = __atomic_load_n(&st->seq, __ATOMIC_RELAXED) & ~1u;
+	__atomic_store_n(&st->seq, s + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+void hc_shm_state_write_end(hc_shm_state_t *st)
+{
+	uint32_t s = __atomic_load_n(&st->seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&st->seq, (s | 1u) + 1, __ATOMIC_RELEASE);
+}
+
+bool hc_shm_state_read(const hc_shm_state_t *st, hc_shm_state_t *out)
+{
+	for (int i = 0; i < 20000; i++) {
+		uint32_t s1 = __atomic_load_n(&st->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) {
+			if (i > 100) {
+				struct timespec ts = { 0, 20000 };
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
+		memcpy(out, (const void *)st, sizeof *out);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&st->seq, __ATOMIC_RELAXED) == s1) {
+			out->prefix[sizeof out->prefix - 1] = 0;
+			out->unwind[sizeof out->unwind - 1] = 0;
+			out->last_dump[sizeof out->last_dump - 1] = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- the event ring -------------------------------------------------------- */
+
+/* Each slot carries the number of the event in it (plus one), cleared while
+ * it is rewritten; a reader checks it before and after copying, so it either
+ * gets the event whole or learns it was overwritten. */
+void hc_shm_event_publish(hc_shm_ring_t *r, const hc_shm_event_t *ev)
+{
+	uint64_t n = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	hc_shm_event_t *e = &r->ev[n & (HC_SHM_EVENTS - 1)];
+	__atomic_store_n(&e->seq, 0, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy((char *)e + sizeof e->seq, (const char *)ev + sizeof ev->seq, sizeof *e - sizeof e->seq);
+	__atomic_store_n(&e->seq, n + 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->head, n + 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&r->futex, 1, __ATOMIC_RELEASE);
+	hc_shm_futex_wake(&r->futex, INT_MAX);
+}
+
+int hc_shm_event_read(const hc_shm_ring_t *r, uint64_t n, hc_shm_event_t *out)
+{
+	const hc_shm_event_t *e = &r->ev[n & (HC_SHM_EVENTS - 1)];
+	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if (s1 != n + 1) {
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		return head > n ? -1 : 0;
+	}
+	memcpy(out, (const void *)e, sizeof *out);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1)
+		return -1;
+	out->name[sizeof out->name - 1] = 0;
+	out->path[sizeof out->path - 1] = 0;
+	out->text[sizeof out->text - 1] = 0;
+	return 1;
+}
