@@ -2,7 +2,9 @@
 #
 #   make            build/libheapctl.so (optimised, debug info, -Werror)
 #   make check      install missing test dependencies (as root), build, run every test
-#   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc
+#   make            also build/heapctl, the command
+#   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
+#                   the profiler's costs, and the control plane's round trips
 #   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
 #   make deps       only check/install the dependencies
 
@@ -34,7 +36,7 @@ CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
 CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
 CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h
 
-TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c)
+TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c)
 TEST_CC  := $(wildcard tests/unit/*.cc)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
@@ -62,6 +64,11 @@ $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 $(BUILD)/heapctl: $(CLI_OBJ)
 	$(CC) -pthread -o $@ $(CLI_OBJ)
 
+# The segment library's own test links its sources, not the preloadable library.
+$(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/unit/shm.c shm/shm.c shm/client.c -o $@
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
@@ -82,6 +89,7 @@ check: deps
 bench: all
 	@tests/bench/run.sh $(BUILD)
 	@tests/bench/prof.sh $(BUILD)
+	@tests/bench/ctl.sh $(BUILD)
 
 clean:
 	rm -rf build build-debug

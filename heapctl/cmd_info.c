@@ -34,6 +34,10 @@ int cmd_list(cli_args_t *a)
 	int *pids = malloc(MAX * sizeof *pids);
 	if (pids == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
+	int stale = hc_shm_clean_stale();
+	if (stale)
+		fprintf(stderr, "%s: removed %d stale segment%s of processes that are gone\n", cli_prog,
+		    stale, stale == 1 ? "" : "s");
 	int n = hc_shm_scan(pids, MAX);
 	if (n < 0) {
 		free(pids);

@@ -355,3 +355,43 @@ int hc_shm_scan(int *pids, int max)
 	closedir(d);
 	return n;
 }
+
+int hc_shm_clean_stale(void)
+{
+	struct stat ns;
+	if (stat("/proc/self/ns/pid", &ns) != 0)
+		return 0;
+	DIR *d = opendir(HC_SHM_DIR);
+	if (d == NULL)
+		return 0;
+	int removed = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
+			continue;
+		char *end;
+		long pid = strtol(e->d_name + sizeof HC_SHM_BASENAME - 1, &end, 10);
+		if (*end || pid <= 0)
+			continue;
+		char path[320];
+		hc_shm_path(path, sizeof path, NULL, (int)pid);
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		hc_shm_header_t h;
+		bool ours = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == HC_SHM_MAGIC &&
+		    h.pidns == (uint64_t)ns.st_ino && h.pid == pid;
+		close(fd);
+		if (!ours)
+			continue;
+		bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+		if (!gone) {
+			uint64_t st = start_time_of((int)pid);
+			gone = st != 0 && st != h.start_time;
+		}
+		if (gone && unlink(path) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
+}

@@ -43,7 +43,7 @@
 #define HC_SHM_PATH_MAX   1280                    /* paths, prefixes, messages */
 #define HC_SHM_NAME_MAX   48                      /* setting names */
 #define HC_SHM_VALUE_MAX  HC_SHM_PATH_MAX         /* setting values */
-#define HC_SHM_LEASE_NS   (10ull * 1000000000ull) /* a slot left by a dead client */
+#define HC_SHM_LEASE_NS   (2ull * 1000000000ull)  /* a slot left by a dead client */
 
 /* ---- header ------------------------------------------------------------- */
 
@@ -291,5 +291,8 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 /* PIDs (as heapctl sees them) of processes that appear to have a segment;
  * returns how many were stored (at most max), or -1. */
 int hc_shm_scan(int *pids, int max);
+/* Remove segments in /dev/shm left by processes of our PID namespace that
+ * are gone; returns how many were removed. */
+int hc_shm_clean_stale(void);
 
 #endif

@@ -189,6 +189,13 @@ int main(int argc, char **argv)
 		printf("samples wrong size: %d\n", mallctl("prof.samples", &small32, &len, NULL, 0));
 		uint64_t iv = 5;
 		printf("interval write: %d\n", mallctl("prof.interval", NULL, NULL, &iv, sizeof iv));
+		uint64_t iv2 = 1 << 20, back = 0;
+		len = sizeof back;
+		int w2 = mallctl("prof.interval", NULL, NULL, &iv2, sizeof iv2);
+		int r2 = mallctl("prof.interval", &back, &len, NULL, 0);
+		printf("interval 1M: %d %d %llu\n", w2, r2, (unsigned long long)back);
+		iv2 = 0;
+		mallctl("prof.interval", NULL, NULL, &iv2, sizeof iv2);
 		printf("samples write: %d\n", mallctl("prof.samples", NULL, NULL, &iv, sizeof iv));
 		bool t = true;
 		printf("opt.prof write: %d\n", mallctl("opt.prof", NULL, NULL, &t, sizeof t));
@@ -323,7 +330,8 @@ check_eq "errors: unknown name" "$(out errors 'unknown:')" "unknown: 2"
 check_eq "errors: unknown name, read" "$(out errors 'unknown read')" "unknown read: 2"
 check_eq "errors: prof.active written with an int" "$(out errors 'active wrong size')" "active wrong size: 22"
 check_eq "errors: prof.samples read into 4 bytes" "$(out errors 'samples wrong size')" "samples wrong size: 22"
-check_eq "errors: write to read-only prof.interval" "$(out errors 'interval write')" "interval write: 1"
+check_eq "errors: prof.interval not a power of two" "$(out errors 'interval write')" "interval write: 22"
+check_eq "prof.interval written and read back" "$(out errors 'interval 1M')" "interval 1M: 0 0 1048576"
 check_eq "errors: write to read-only prof.samples" "$(out errors 'samples write')" "samples write: 1"
 check_eq "errors: write to read-only opt.prof" "$(out errors 'opt.prof write')" "opt.prof write: 1"
 check_eq "errors: prof.timer_s" "$(out errors 'timer_s')" "timer_s: 0 0"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The control plane's numbers for `make bench`: the round trip of a `set`
+# to an idle target (command posted to answer read), the same through the
+# heapctl command (process start included), and a dump of a profile with
+# 10,000 stacks requested through the segment.  Prints Markdown.
+set -uo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/$build/bench"
+mkdir -p "$out"
+reps=${BENCH_REPS:-5}
+gcc -O2 -g -o "$out/ctl_rtt" "$root/tests/bench/ctl_rtt.c" "$root/shm/shm.c" "$root/shm/client.c" || exit 1
+target="$root/$build/tests/cli/target"
+[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
+tmp=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+start() {  # conf args... -> sets $pid once the target is ready
+	HEAPCTL_CONF=$1 "$target" "${@:2}" >"$tmp/out" 2>&1 &
+	pids+=($!)
+	pid=$!
+	for _ in $(seq 200); do grep -q '^ready' "$tmp/out" 2>/dev/null && return 0; sleep 0.05; done
+	echo "target did not start"; exit 1
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+echo
+# An idle target: no allocation beat to compete with (tick of 1 s).
+start "" grow=0 tick_ms=1000
+sleep 0.5
+rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" "$pid" set 1000; sleep 0.2; done)
+set_med=$(echo "$rows" | field median_us | median)
+set_p90=$(echo "$rows" | field p90_us | median)
+set_max=$(echo "$rows" | field max_us | sort -g | tail -1)
+cli=$(for ((i = 0; i < 50; i++)); do
+	t0=$(date +%s%N); "$root/$build/heapctl" set "$pid" prof.lg_sample=19 >/dev/null; t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000))
+done | median)
+kill "$pid"
+echo "| measure | median | p90 | worst |"
+echo "| --- | ---: | ---: | ---: |"
+printf '| set round trip through the segment, idle target (%d x 1000) | %s us | %s us | %s us |\n' "$reps" "$set_med" "$set_p90" "$set_max"
+printf '| heapctl set command, process start to exit (50 runs) | %s us | | |\n' "$cli"
+
+# 10,000 distinct live stacks, every allocation sampled.
+start "prof:true,lg_prof_sample:0" grow=0 tick_ms=1000 stacks=10000
+sleep 0.5
+rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" "$pid" dump 5 "$tmp"; done)
+d_med=$(echo "$rows" | field median_us | median)
+d_p90=$(echo "$rows" | field p90_us | median)
+d_max=$(echo "$rows" | field max_us | sort -g | tail -1)
+bytes=$(echo "$rows" | field bytes | tail -1)
+nstk=$(grep -c '^@' "$tmp/rtt.0.heap")
+printf '| dump of %s stacks (%s KiB file) requested through the segment (%d x 5) | %s ms | %s ms | %s ms |\n' \
+    "$nstk" "$((bytes / 1024))" "$reps" \
+    "$(awk -v u="$d_med" 'BEGIN{printf "%.1f", u/1000}')" "$(awk -v u="$d_p90" 'BEGIN{printf "%.1f", u/1000}')" \
+    "$(awk -v u="$d_max" 'BEGIN{printf "%.1f", u/1000}')"

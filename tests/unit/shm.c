@@ -1,0 +1,334 @@
+/*
+ * shm.c - tests of the segment library (shm/): the settings parser both
+ * sides check values with, the seqlock and the event ring under concurrent
+ * writers, and the client's open/validate/call against a segment this test
+ * makes for itself, served by a thread that plays the control thread.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "../../shm/heapctl_shm.h"
+
+/* ---- settings -------------------------------------------------------------- */
+
+static void test_settings(void)
+{
+	const hc_shm_setting_t *s;
+	hc_shm_value_t v;
+	char err[256];
+
+	CHECK(hc_shm_setting_find("prof.nope") == NULL, "unknown name found");
+	for (unsigned i = 0; i < hc_shm_nsettings; i++)
+		CHECK(hc_shm_setting_find(hc_shm_settings[i].name) == &hc_shm_settings[i],
+		    "%s not found", hc_shm_settings[i].name);
+
+	s = hc_shm_setting_find("prof.active");
+	CHECK(hc_shm_setting_parse(s, "true", &v, err, sizeof err) && v.b, "true");
+	CHECK(hc_shm_setting_parse(s, "off", &v, err, sizeof err) && !v.b, "off");
+	CHECK(!hc_shm_setting_parse(s, "maybe", &v, err, sizeof err), "maybe accepted");
+	CHECK(strstr(err, "'maybe' is not a boolean") != NULL, "message: %s", err);
+
+	s = hc_shm_setting_find("prof.lg_sample");
+	CHECK(hc_shm_setting_parse(s, "62", &v, err, sizeof err) && v.u == 62, "62");
+	CHECK(!hc_shm_setting_parse(s, "63", &v, err, sizeof err), "63 accepted");
+	CHECK(strstr(err, "from 0 to 62") != NULL, "message: %s", err);
+	CHECK(!hc_shm_setting_parse(s, "-1", &v, err, sizeof err), "-1 accepted");
+	CHECK(!hc_shm_setting_parse(s, "1x", &v, err, sizeof err), "1x accepted");
+	CHECK(!hc_shm_setting_parse(s, "", &v, err, sizeof err), "empty accepted");
+	CHECK(!hc_shm_setting_parse(s, "99999999999999999999999", &v, err, sizeof err), "overflow accepted");
+
+	s = hc_shm_setting_find("prof.threshold");
+	CHECK(hc_shm_setting_parse(s, "512K", &v, err, sizeof err) && v.u == 512 << 10, "512K");
+	CHECK(hc_shm_setting_parse(s, "1GiB", &v, err, sizeof err) && v.u == 1ull << 30, "1GiB");
+	CHECK(hc_shm_setting_parse(s, "64MB", &v, err, sizeof err) && v.u == 64ull << 20, "64MB");
+	CHECK(hc_shm_setting_parse(s, "4096", &v, err, sizeof err) && v.u == 4096, "4096");
+	CHECK(!hc_shm_setting_parse(s, "1Q", &v, err, sizeof err), "1Q accepted");
+	CHECK(!hc_shm_setting_parse(s, "99999999999T", &v, err, sizeof err), "overflowing T accepted");
+
+	s = hc_shm_setting_find("prof.interval");
+	CHECK(hc_shm_setting_parse(s, "1G", &v, err, sizeof err) && v.u == 30, "1G -> lg 30");
+	CHECK(hc_shm_setting_parse(s, "0", &v, err, sizeof err) && v.u == UINT64_MAX, "0 -> off");
+	CHECK(!hc_shm_setting_parse(s, "3000", &v, err, sizeof err), "3000 accepted");
+	CHECK(strstr(err, "power of two") != NULL, "message: %s", err);
+
+	s = hc_shm_setting_find("prof.unwind");
+	CHECK(hc_shm_setting_parse(s, "libgcc", &v, err, sizeof err) && !strcmp(v.s, "libgcc"), "libgcc");
+	CHECK(!hc_shm_setting_parse(s, "gdb", &v, err, sizeof err), "gdb accepted");
+
+	s = hc_shm_setting_find("prof.prefix");
+	CHECK(hc_shm_setting_parse(s, "/tmp/x", &v, err, sizeof err), "/tmp/x");
+	CHECK(!hc_shm_setting_parse(s, "", &v, err, sizeof err), "empty prefix accepted");
+	char longv[2000];
+	memset(longv, 'a', sizeof longv - 1);
+	longv[sizeof longv - 1] = 0;
+	CHECK(!hc_shm_setting_parse(s, longv, &v, err, sizeof err), "long prefix accepted");
+
+	char path[64];
+	hc_shm_path(path, sizeof path, NULL, 4321);
+	CHECK(!strcmp(path, "/dev/shm/heapctl.4321"), "path %s", path);
+	hc_shm_path(path, sizeof path, "/proc/7/root", 1);
+	CHECK(!strcmp(path, "/proc/7/root/dev/shm/heapctl.1"), "path %s", path);
+}
+
+/* ---- seqlock ------------------------------------------------------------------ */
+
+static hc_shm_t *mem;
+static volatile int stop;
+
+static void *seq_writer(void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 1; !stop; i++) {
+		hc_shm_state_write_begin(&mem->state);
+		mem->state.allocated = i;
+		mem->state.mapped = i;
+		mem->state.highwater = i;
+		memset(mem->state.prefix, (int)('a' + i % 26), 100);
+		hc_shm_state_write_end(&mem->state);
+	}
+	return NULL;
+}
+
+static void test_seqlock(void)
+{
+	pthread_t w;
+	stop = 0;
+	pthread_create(&w, NULL, seq_writer, NULL);
+	unsigned torn = 0, failed = 0;
+	for (int i = 0; i < 20000; i++) {
+		hc_shm_state_t st;
+		if (!hc_shm_state_read(&mem->state, &st)) {
+			failed++;
+			continue;
+		}
+		if (st.allocated != st.mapped || st.mapped != st.highwater || st.prefix[0] != st.prefix[99])
+			torn++;
+	}
+	stop = 1;
+	pthread_join(w, NULL);
+	CHECK(torn == 0, "%u torn snapshots", torn);
+	CHECK(failed < 100, "%u reads found no quiet moment", failed);
+
+	/* garbage in seq: an odd value left behind is recovered by the next write */
+	mem->state.seq = 0x7fffffff;
+	hc_shm_state_t st;
+	CHECK(!hc_shm_state_read(&mem->state, &st), "a stuck odd seq was read as consistent");
+	hc_shm_state_write_begin(&mem->state);
+	mem->state.allocated = 42;
+	hc_shm_state_write_end(&mem->state);
+	CHECK(hc_shm_state_read(&mem->state, &st) && st.allocated == 42, "no recovery from garbage seq");
+}
+
+/* ---- event ring ------------------------------------------------------------------ */
+
+static void *ring_writer(void *arg)
+{
+	uint64_t n = (uint64_t)(uintptr_t)arg;
+	for (uint64_t i = 0; i < n; i++) {
+		hc_shm_event_t ev = { .type = HC_EV_DUMP, .value = i, .value2 = i * 3 };
+		memset(ev.path, (int)('a' + i % 26), 200);
+		hc_shm_event_publish(&mem->ring, &ev);
+	}
+	return NULL;
+}
+
+static void test_ring(void)
+{
+	memset(&mem->ring, 0, sizeof mem->ring);
+	hc_shm_event_t e;
+	CHECK(hc_shm_event_read(&mem->ring, 0, &e) == 0, "event 0 before any");
+	ring_writer((void *)(uintptr_t)3);
+	for (uint64_t i = 0; i < 3; i++)
+		CHECK(hc_shm_event_read(&mem->ring, i, &e) == 1 && e.value == i, "event %llu", (unsigned long long)i);
+	CHECK(hc_shm_event_read(&mem->ring, 3, &e) == 0, "event 3 not yet");
+	ring_writer((void *)(uintptr_t)HC_SHM_EVENTS);
+	CHECK(hc_shm_event_read(&mem->ring, 0, &e) == -1, "overwritten event 0 not reported missed");
+	CHECK(hc_shm_event_read(&mem->ring, 3 + HC_SHM_EVENTS - 1, &e) == 1, "newest event");
+
+	/* a reader racing a writer gets whole events or "missed", never a torn one */
+	memset(&mem->ring, 0, sizeof mem->ring);
+	pthread_t w;
+	uint64_t total = 200000;
+	pthread_create(&w, NULL, ring_writer, (void *)(uintptr_t)total);
+	uint64_t next = 0, got = 0, missed = 0, torn = 0;
+	while (next < total) {
+		uint64_t head = __atomic_load_n(&mem->ring.head, __ATOMIC_ACQUIRE);
+		if (head - next > HC_SHM_EVENTS) {
+			missed += head - HC_SHM_EVENTS - next;
+			next = head - HC_SHM_EVENTS;
+		}
+		if (next >= head)
+			continue;
+		int r = hc_shm_event_read(&mem->ring, next, &e);
+		if (r == 0)
+			continue;
+		if (r > 0) {
+			got++;
+			if (e.value != next || e.value2 != next * 3 || e.path[0] != e.path[199] || e.path[200])
+				torn++;
+		} else {
+			missed++;
+		}
+		next++;
+	}
+	pthread_join(w, NULL);
+	CHECK(torn == 0, "%llu torn events", (unsigned long long)torn);
+	CHECK(got + missed == total, "got %llu + missed %llu != %llu", (unsigned long long)got,
+	    (unsigned long long)missed, (unsigned long long)total);
+	CHECK(got > 0, "no event read");
+}
+
+/* ---- client against a segment of our own ---------------------------------------------- */
+
+static uint64_t my_start_time(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY);
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	char *p = strrchr(buf, ')');
+	for (int field = 2; field < 22 && *p; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+/* plays the control thread: answers PING with OK, anything else with an error */
+static void *server(void *arg)
+{
+	(void)arg;
+	while (!stop) {
+		uint32_t bell = __atomic_load_n(&mem->box.doorbell, __ATOMIC_ACQUIRE);
+		for (int i = 0; i < HC_SHM_SLOTS; i++) {
+			hc_shm_slot_t *sl = &mem->box.slot[i];
+			uint32_t st = HC_SLOT_POSTED;
+			if (!__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_BUSY, false,
+			    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+				continue;
+			sl->rep.code = sl->req.cmd == HC_CMD_PING ? HC_REP_OK : HC_REP_FAILED;
+			strcpy(sl->rep.text, sl->req.cmd == HC_CMD_PING ? "pong" : "nope");
+			__atomic_store_n(&sl->state, HC_SLOT_DONE, __ATOMIC_RELEASE);
+			hc_shm_futex_wake(&sl->state, 100);
+		}
+		hc_shm_futex_wait(&mem->box.doorbell, bell, 50000000);
+	}
+	return NULL;
+}
+
+static void test_client(void)
+{
+	char path[64], err[512];
+	hc_shm_path(path, sizeof path, NULL, getpid());
+	unlink(path);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0, "create %s: %s", path, strerror(errno));
+	if (fd < 0)
+		return;
+	CHECK(ftruncate(fd, sizeof(hc_shm_t)) == 0, "ftruncate");
+	hc_shm_t *s = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	s->hdr.magic = HC_SHM_MAGIC;
+	s->hdr.abi = HC_SHM_ABI;
+	s->hdr.size = sizeof(hc_shm_t);
+	s->hdr.pid = getpid();
+	s->hdr.uid = getuid();
+	s->hdr.start_time = my_start_time();
+	s->hdr.control = 1;
+	s->hdr.ready = 1;
+	mem = s;
+
+	hc_shm_target_t t;
+	int code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_OK, "open own segment: %d %s", code, err);
+	if (code)
+		return;
+	CHECK(hc_shm_alive(&t), "we are alive");
+
+	hc_shm_req_t req = { .cmd = HC_CMD_PING };
+	hc_shm_rep_t rep;
+	code = hc_shm_call(&t, &req, &rep, 300000000ull, err, sizeof err);
+	CHECK(code == HC_EXIT_TIMEOUT, "no server: %d", code);
+	CHECK(strstr(err, "did not answer within 0.3 s") != NULL, "message: %s", err);
+	for (int i = 0; i < HC_SHM_SLOTS; i++)
+		CHECK(s->box.slot[i].state == HC_SLOT_FREE, "slot %d left %u after a timeout", i,
+		    s->box.slot[i].state);
+
+	pthread_t srv;
+	stop = 0;
+	pthread_create(&srv, NULL, server, NULL);
+	for (int i = 0; i < 1000; i++) {
+		code = hc_shm_call(&t, &req, &rep, 2000000000ull, err, sizeof err);
+		if (code != HC_EXIT_OK || rep.code != HC_REP_OK || strcmp(rep.text, "pong")) {
+			CHECK(0, "call %d: %d %s / %u %s", i, code, err, rep.code, rep.text);
+			break;
+		}
+	}
+	req.cmd = HC_CMD_DUMP;
+	code = hc_shm_call(&t, &req, &rep, 2000000000ull, err, sizeof err);
+	CHECK(code == HC_EXIT_OK && rep.code == HC_REP_FAILED && !strcmp(rep.text, "nope"), "refusal");
+	/* every slot taken by someone else: the call waits, then times out */
+	for (int i = 0; i < HC_SHM_SLOTS; i++)
+		s->box.slot[i].state = HC_SLOT_CLAIMED;
+	code = hc_shm_call(&t, &req, &rep, 200000000ull, err, sizeof err);
+	CHECK(code == HC_EXIT_TIMEOUT && strstr(err, "slots busy"), "busy: %d %s", code, err);
+	for (int i = 0; i < HC_SHM_SLOTS; i++)
+		s->box.slot[i].state = HC_SLOT_FREE;
+	stop = 1;
+	pthread_join(srv, NULL);
+	hc_shm_close(&t);
+
+	/* what the client refuses to believe */
+	s->hdr.abi = 99;
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_ABI && strstr(err, "ABI 99"), "abi: %d %s", code, err);
+	s->hdr.abi = HC_SHM_ABI;
+	s->hdr.magic = 0x1234;
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_ABI && strstr(err, "bad magic"), "magic: %d %s", code, err);
+	s->hdr.magic = HC_SHM_MAGIC;
+	s->hdr.ready = 0;
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_ABI && strstr(err, "never ready"), "ready: %d %s", code, err);
+	s->hdr.ready = 1;
+	s->hdr.control = 0;
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_OK, "open without control: %d %s", code, err);
+	if (code == 0) {
+		req.cmd = HC_CMD_PING;
+		code = hc_shm_call(&t, &req, &rep, 200000000ull, err, sizeof err);
+		CHECK(code == HC_EXIT_NOLIB && strstr(err, "no control thread"), "no control: %d %s", code, err);
+		hc_shm_close(&t);
+	}
+	/* an earlier process's segment: the start time does not match */
+	s->hdr.start_time += 1;
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_NOLIB && strstr(err, "removed the stale segment"), "stale: %d %s", code, err);
+	struct stat sb;
+	CHECK(stat(path, &sb) != 0, "stale segment not removed");
+	munmap(s, sizeof(hc_shm_t));
+	unlink(path);
+
+	code = hc_shm_open(0x3ffffff0, &t, err, sizeof err);
+	CHECK(code == HC_EXIT_NOPROC && strstr(err, "no process with PID"), "noproc: %d %s", code, err);
+}
+
+int main(void)
+{
+	test_settings();
+	mem = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	test_seqlock();
+	test_ring();
+	munmap(mem, sizeof(hc_shm_t));
+	test_client();
+	return hc_check_finish("shm");
+}
