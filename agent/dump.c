@@ -402,7 +402,12 @@ static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size
 	strcpy(tmp + plen, ".tmp.");
 	hc_fmt_u64(tmp + plen + 5, (uint64_t)getpid());
 	int err = 0;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* O_EXCL: never through a symlink or into a FIFO someone put there
+	 * (a FIFO would block this thread); a stale file of ours is replaced. */
+	int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int fd = open(tmp, flags, 0644);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, flags, 0644);
 	if (fd < 0) {
 		err = errno;
 	} else {
