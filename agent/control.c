@@ -163,6 +163,7 @@ static hc_shm_t *segment_create(int parent)
 	h->created_ns = hc_shm_now_ns();
 	hc_shm_strlcpy(h->version, HC_VERSION, sizeof h->version);
 	command_line(h->comm, sizeof h->comm);
+	h->control = 1;          /* cleared if the thread cannot be started */
 	memcpy(seg_path, path, sizeof seg_path);
 	seg_pid = pid;
 	hc_shm_event_t ev = { .type = HC_EV_START, .value = (uint64_t)parent };
@@ -332,7 +333,8 @@ static void value_text(const mirrored_t *m, const hc_shm_state_t *c, char *out, 
 static hc_shm_state_t last;
 static bool have_last;
 
-static void mirror(void)
+/* Settings always; counters (a walk over the heap) when asked. */
+static void mirror(bool counters)
 {
 	static hc_shm_state_t cur;
 	config_read(&cur);
@@ -351,8 +353,9 @@ static void mirror(void)
 	last = cur;
 	have_last = true;
 
-	hc_stats_t st;
-	hc_stats_refresh(&st);
+	static hc_stats_t st;
+	if (counters)
+		hc_stats_refresh(&st);
 	hc_shm_state_t *s = &seg->state;
 	hc_shm_state_write_begin(s);
 	s->updated_ns = hc_shm_now_ns();
@@ -517,6 +520,7 @@ static void serve(hc_shm_slot_t *sl)
 	memset(&rep, 0, sizeof rep);
 	execute(&req, &rep);
 	commands++;
+	mirror(false);         /* status after the answer shows the change */
 	memcpy(&sl->rep, &rep, sizeof rep);
 	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, HC_SLOT_DONE, __ATOMIC_RELEASE);
@@ -532,8 +536,12 @@ static void reclaim(uint64_t now)
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 		uint64_t stamp = __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED);
 		bool expired = now - stamp > HC_SHM_LEASE_NS || stamp > now + 1000000000ull;
-		if (st == HC_SLOT_FREE || st == HC_SLOT_POSTED || st == HC_SLOT_BUSY)
+		/* POSTED is served; BUSY is only ever set by this thread inside
+		 * serve(), so one seen here is garbage */
+		if (st == HC_SLOT_FREE || st == HC_SLOT_POSTED)
 			continue;
+		if (st == HC_SLOT_BUSY)
+			expired = true;
 		if (st > HC_SLOT_DONE || expired) {
 			if (__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_FREE, false,
 			    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
@@ -548,8 +556,7 @@ static void *control_main(void *arg)
 	hc_prof_busy = 1;      /* nothing this thread allocates is profiled */
 	pthread_setname_np(pthread_self(), "heapctl-ctl");
 	hc_shm_t *s = seg;
-	__atomic_store_n(&s->hdr.control, 1, __ATOMIC_RELEASE);
-	mirror();
+	mirror(true);
 	clean_stale();
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
@@ -564,7 +571,7 @@ static void *control_main(void *arg)
 		}
 		uint64_t now = hc_shm_mono_ns();
 		if (served || now - last_mirror >= period) {
-			mirror();
+			mirror(true);
 			reclaim(now);
 			last_mirror = now;
 		}
@@ -592,6 +599,8 @@ static void thread_start(void)
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
+	if (err)
+		__atomic_store_n(&seg->hdr.control, 0, __ATOMIC_RELEASE);
 	if (err)
 		hc_say("cannot start the control thread: ", strerrordesc_np(err),
 		    "; heapctl can read this process but not control it", NULL);

@@ -435,6 +435,17 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
 		make_name(kind, prefix, name, sizeof name);
 		path = name;
 	}
+	/* A relative name is reported absolute (events, heapctl), so whoever
+	 * reads it needs no idea of this process's directory. */
+	char abs[HC_PREFIX_MAX + 512];
+	size_t plen = strlen(path);
+	if (path[0] != '/' && getcwd(abs, sizeof abs - plen - 2) != NULL) {
+		size_t n = strlen(abs);
+		if (n > 1)
+			abs[n++] = '/';
+		memcpy(abs + n, path, plen + 1);
+		path = abs;
+	}
 	int saved = errno;
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;      /* the dump's own work is never sampled */

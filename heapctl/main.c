@@ -233,7 +233,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	/* heapctl -p PID COMMAND ... */
-	if (!strcmp(argv[1], "-p") && argc >= 4) {
+	if ((!strcmp(argv[1], "-p") || !strcmp(argv[1], "--pid")) && argc < 4)
+		return cli_err(HC_EXIT_USAGE, "a command is needed after %s PID (try 'heapctl help')", argv[1]);
+	if ((!strcmp(argv[1], "-p") || !strcmp(argv[1], "--pid")) && argc >= 4) {
 		char *pid = argv[2], *cmd = argv[3];
 		argv[1] = cmd;
 		argv[2] = (char *)"-p";

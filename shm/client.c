@@ -55,19 +55,29 @@ static bool read_text(const char *path, char *buf, size_t len)
 	return true;
 }
 
-static uint64_t start_time_of(int pid)
+/* Field 22 of /proc/PID/stat, and whether the process has ended (a zombie
+ * or dead task still has a stat file). */
+static uint64_t start_time_of2(int pid, bool *ended)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	*ended = true;
 	if (!read_text(path, buf, sizeof buf))
 		return 0;
 	char *p = strrchr(buf, ')');
-	if (p == NULL)
+	if (p == NULL || p[1] != ' ')
 		return 0;
+	*ended = p[2] == 'Z' || p[2] == 'X' || p[2] == 'x';
 	for (int field = 2; field < 22 && *p; p++)
 		if (*p == ' ')
 			field++;
 	return strtoull(p, NULL, 10);
+}
+
+static uint64_t start_time_of(int pid)
+{
+	bool ended;
+	return start_time_of2(pid, &ended);
 }
 
 /* NSpid's last entry and the real uid, from /proc/PID/status. */
@@ -155,8 +165,9 @@ bool hc_shm_alive(const hc_shm_target_t *t)
 {
 	if (kill(t->pid, 0) != 0 && errno == ESRCH)
 		return false;
-	uint64_t st = start_time_of(t->pid);
-	return st != 0 && st == t->start_time;
+	bool ended;
+	uint64_t st = start_time_of2(t->pid, &ended);
+	return !ended && st != 0 && st == t->start_time;
 }
 
 int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
@@ -168,7 +179,10 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 	if (!proc_status(pid, &t->nspid, &t->uid))
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
-	t->start_time = start_time_of(pid);
+	bool ended;
+	t->start_time = start_time_of2(pid, &ended);
+	if (ended)
+		return fail(err, errlen, HC_EXIT_NOPROC, "process %d has exited", pid);
 
 	int fd = open_segment(pid, t->nspid, t->path, sizeof t->path);
 	if (fd == -EACCES || fd == -EPERM)

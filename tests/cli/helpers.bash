@@ -1,0 +1,224 @@
+# tests/cli/helpers.bash - shared set-up for the heapctl CLI suites.
+#
+#   load helpers
+#
+# Every test gets its own directory $T (also the cwd), and teardown kills
+# every process the test started (targets, background heapctl clients,
+# sleepers), stopped or not, and removes their leftover segments.
+#
+# HEAPCTL_BUILD is the build directory (tests/run.sh sets it); by default
+# the build/ next to tests/.
+
+bats_require_minimum_version 1.5.0
+
+: "${HEAPCTL_BUILD:=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)/build}"
+HEAPCTL="$HEAPCTL_BUILD/heapctl"
+TARGET="$HEAPCTL_BUILD/tests/cli/target"
+# profiling on, counters mirrored every 100 ms (the default is 1000)
+DEFAULT_CONF="prof:true,control_refresh_ms:100"
+
+setup() {
+	if [ ! -x "$HEAPCTL" ] || [ ! -x "$TARGET" ]; then
+		echo "missing $HEAPCTL or $TARGET: run 'make all $HEAPCTL_BUILD/tests/cli/target'" >&2
+		return 1
+	fi
+	T=$(mktemp -d /tmp/heapctl-cli.XXXXXX)
+	chmod 755 "$T"
+	cd "$T" || return 1
+	unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
+	_pids=()
+	_ntarget=0
+}
+
+teardown() {
+	local p
+	# stopped processes first get SIGCONT so that SIGTERM can reach them
+	for p in "${_pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+	for p in "${_pids[@]}"; do
+		for _ in $(seq 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	# segments left by our own processes (killed with a signal); a pid now
+	# reused by someone else is alive, and its segment is left alone
+	for p in "${_pids[@]}"; do
+		kill -0 "$p" 2>/dev/null || rm -f "/dev/shm/heapctl.$p"
+	done
+	cd /
+	if [ -n "${T:-}" ]; then rm -rf "$T"; fi
+	return 0
+}
+
+# track PID...: kill these at teardown
+track() { _pids+=("$@"); }
+
+# wait_for SECS CMD...: poll CMD every 50 ms until it succeeds; false if it
+# never does within SECS
+wait_for() {
+	local secs=$1 i n
+	shift
+	n=$(awk -v s="$secs" 'BEGIN { print int(s * 20) }')
+	for ((i = 0; i < n; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	"$@"
+}
+
+# ms since the epoch
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# start_target [-c CONF|-] [-u USER] [-d DIR] [ARG...]
+#   Runs the test service in the background, in DIR (default $T), as USER
+#   (setpriv; default the caller), with HEAPCTL_CONF=CONF (default
+#   $DEFAULT_CONF; "-" leaves it unset).  Waits for "ready PID" (and "child
+#   PID" with fork=1) and, unless the library is off (control:false), for
+#   the control thread.  Sets TPID, CHILD, TOUT (its stdout), TERR.
+#   Every target gets seconds=60 unless told otherwise, so nothing outlives
+#   a broken teardown for long.
+start_target() {
+	local conf=$DEFAULT_CONF user="" dir=$T
+	while [ $# -gt 0 ]; do
+		case $1 in
+		-c) conf=$2; shift 2 ;;
+		-u) user=$2; shift 2 ;;
+		-d) dir=$2; shift 2 ;;
+		*) break ;;
+		esac
+	done
+	local args=("$@") a fork=0 seconds=1
+	for a in "${args[@]}"; do
+		[[ $a == seconds=* ]] && seconds=0
+		[[ $a == fork=1 ]] && fork=1
+	done
+	[ "$seconds" = 1 ] && args+=(seconds=60)
+	_ntarget=$((_ntarget + 1))
+	TOUT=$T/target.$_ntarget.out
+	TERR=$T/target.$_ntarget.err
+	local cmd=(env -u MALLOC_CONF -u LD_PRELOAD)
+	[ "$conf" != - ] && cmd+=("HEAPCTL_CONF=$conf")
+	cmd+=("$TARGET" "${args[@]}")
+	if [ -n "$user" ]; then
+		local group
+		group=$(id -gn "$user")
+		cmd=(setpriv "--reuid=$user" "--regid=$group" --clear-groups "${cmd[@]}")
+	fi
+	(cd "$dir" && exec "${cmd[@]}") >"$TOUT" 2>"$TERR" &
+	local bg=$!
+	track "$bg"
+	if ! wait_for 5 grep -q '^ready ' "$TOUT"; then
+		echo "target did not start: $(cat "$TERR")" >&2
+		return 1
+	fi
+	TPID=$(awk '/^ready /{print $2; exit}' "$TOUT")
+	if [ "$TPID" != "$bg" ]; then
+		echo "target says ready $TPID but was started as $bg" >&2
+		return 1
+	fi
+	CHILD=""
+	if [ "$fork" = 1 ]; then
+		wait_for 5 grep -q '^child ' "$TOUT" || { echo "no child line" >&2; return 1; }
+		CHILD=$(awk '/^child /{print $2; exit}' "$TOUT")
+		track "$CHILD"
+	fi
+	if [[ $conf != *control:false* ]]; then
+		local p
+		for p in "$TPID" $CHILD; do
+			wait_for 5 control_running "$p" || { echo "no control thread in $p" >&2; return 1; }
+		done
+	fi
+}
+
+# control_running PID: the segment says its control thread runs
+control_running() {
+	"$HEAPCTL" status "$1" --json 2>/dev/null | grep -q '"control": true'
+}
+
+# jfield KEY: the value of KEY in the JSON object on stdin (python's repr
+# for strings is avoided: strings print bare, booleans as true/false)
+jfield() {
+	python3 -c '
+import json, sys
+v = json.load(sys.stdin)[sys.argv[1]]
+print(json.dumps(v) if isinstance(v, bool) or v is None else v)' "$1"
+}
+
+# status_field PID KEY: one field of `heapctl status PID --json`
+status_field() {
+	"$HEAPCTL" status "$1" --json | jfield "$2"
+}
+
+# json_lines FILE: every line of FILE is a JSON object with a "type"
+json_lines() {
+	python3 -c '
+import json, sys
+for n, line in enumerate(open(sys.argv[1]), 1):
+    o = json.loads(line)
+    assert isinstance(o, dict) and "type" in o, "line %d has no type: %r" % (n, line)' "$1"
+}
+
+# count_events FILE TYPE: how many JSON lines of FILE have "type": TYPE
+count_events() {
+	python3 -c '
+import json, sys
+print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["type"] == sys.argv[2]))' "$1" "$2"
+}
+
+# seg PID: the segment file of PID (as seen from here)
+seg() { echo "/dev/shm/heapctl.$1"; }
+
+# poke FILE OFFSET FORMAT VALUE: write one struct-packed value into FILE
+poke() {
+	python3 -c '
+import struct, sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    f.write(struct.pack(sys.argv[3], int(sys.argv[4])))' "$@"
+}
+
+# the mapped segment of process W mentions PID's segment (W has opened it)
+maps_segment() { grep -q "heapctl\.$2\b" "/proc/$1/maps" 2>/dev/null; }
+
+# need_root: skip the test unless we are root (other users, namespaces)
+need_root() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root"
+}
+
+# need_pidns: skip the test where PID namespaces cannot be made
+# in_pidns SCRIPT: run the bash SCRIPT in a private PID namespace (its /proc
+# shows only its own processes) with a private /dev/shm, so that "PID left
+# out" sees exactly the processes the script starts.  Everything in it dies
+# with the namespace.  $H (heapctl), $TARGET and ns_start are
+# defined inside.
+need_pidns() {
+	need_root
+	unshare --pid --fork --mount-proc true 2>/dev/null ||
+	    skip "cannot create a PID namespace (needs root)"
+}
+in_pidns() {
+	local prelude='
+set -u
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 99
+unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
+H=$HEAPCTL
+# ns_start [ARG...]: start a target (a child of this shell, so that wait
+# works) and wait for its control thread; its pid in $NSPID
+ns_start() {
+	local out; out=$(mktemp)
+	HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$TARGET" "$@" seconds=60 >"$out" 2>&1 &
+	NSPID=$!
+	for _ in $(seq 100); do grep -q "^ready " "$out" && break; sleep 0.05; done
+	for _ in $(seq 100); do "$H" status "$NSPID" --json 2>/dev/null | grep -q "\"control\": true" && break; sleep 0.05; done
+	rm -f "$out"
+}
+'
+	HEAPCTL=$HEAPCTL TARGET=$TARGET timeout 60 unshare --pid --fork --mount-proc \
+	    bash -c "$prelude$1"
+}
+
+# wait_status PID: wait for a child of this shell; its exit status in $status
+# (not `run wait`: run's subshell cannot wait for our children)
+wait_status() {
+	status=0
+	wait "$1" || status=$?
+}
