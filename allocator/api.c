@@ -56,7 +56,7 @@ static HC_NOINLINE void highwater_notify(void)
 static void *promoted_alloc(size_t n, size_t align, bool zero)
 {
 	void *p;
-	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
+	if (hc_large_fits(n, align))
 		p = hc_large_alloc(hc_tls_heap, n, align, zero);
 	else
 		p = hc_huge_alloc(n, align, zero);
