@@ -274,7 +274,7 @@ extern int hc_inited;
 
 /* large.c */
 bool hc_large_fits(size_t n, size_t align);   /* a run can hold it */
-void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero);
+void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, bool growing);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */

@@ -130,8 +130,12 @@ typedef struct {
  * pages that starts in the first slot.  Each gap offers its two ends (runs
  * freed together leave their written pages at one end or the other); the
  * spot kept is the one with the fewest clean pages (page faults now, resident
- * memory from now on), then the tightest gap. */
-static void run_consider(hc_chunk_t *c, size_t n, size_t step, run_spot_t *best)
+ * memory from now on), then the tightest gap (best fit keeps the wide ones
+ * for big runs).  A growing block takes the first gap of the fewest clean
+ * pages, at its start: realloc_grow then moves no more often than with
+ * plain first fit (the widest gap moved less but touched 20% more pages). */
+static void run_consider(hc_chunk_t *c, size_t n, size_t step, bool growing,
+    run_spot_t *best)
 {
 	if (HC_NRUNS - HC_LARGE_HDR_RUNS - c->large_pages < n)
 		return;
@@ -149,10 +153,10 @@ static void run_consider(hc_chunk_t *c, size_t n, size_t step, run_spot_t *best)
 		hi = hi / step * step;
 		size_t gap = end - start;
 		size_t at[2] = { lo, hi };
-		for (unsigned k = 0; k < (hi > lo ? 2u : 1u); k++) {
+		for (unsigned k = 0; k < (hi > lo && !growing ? 2u : 1u); k++) {
 			size_t clean = clean_pages(c, at[k], n);
 			if (best->c == NULL || clean < best->clean ||
-			    (clean == best->clean && gap < best->gap)) {
+			    (clean == best->clean && !growing && gap < best->gap)) {
 				best->c = c;
 				best->i = at[k];
 				best->clean = clean;
@@ -202,7 +206,7 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
 		    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, epoch);
 }
 
-void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero)
+void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool growing)
 {
 	hc_arena_t *a = h->arena ? h->arena : hc_arena_pick();
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
@@ -221,8 +225,8 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero)
 	run_spot_t best = { NULL, 0, 0, 0 };
 	unsigned after = 0;
 	for (hc_chunk_t *c = a->chunks; c; c = c->next) {
-		run_consider(c, n, step, &best);
-		if (best.c != NULL && ((best.clean == 0 && best.gap == n) || ++after > 8))
+		run_consider(c, n, step, growing, &best);
+		if (best.c != NULL && ((best.clean == 0 && best.gap == n && !growing) || ++after > 8))
 			break;
 	}
 	void *p = NULL;
@@ -242,7 +246,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero)
 				a->chunks->prev = c;
 			a->chunks = c;
 			best.c = NULL;
-			run_consider(c, n, step, &best);
+			run_consider(c, n, step, growing, &best);
 			if (best.c != NULL)
 				p = run_take(c, best.i, n, zero);
 		}
