@@ -52,12 +52,13 @@ static HC_NOINLINE void highwater_notify(void)
 /* Whole pages: a large run, or a huge mapping.  Every large and huge
  * request lands here, and so does every sampled one, whatever its size
  * ("promoted"): only this free path looks for a sample record, so small
- * frees never have to. */
-static void *promoted_alloc(size_t n, size_t align, bool zero)
+ * frees never have to.  growing: realloc is moving a block that outgrew
+ * its place, so it gets room to grow in place next time. */
+static void *promoted_alloc(size_t n, size_t align, bool zero, bool growing)
 {
 	void *p;
-	if (n <= HC_LARGE_MAX && align <= HC_LARGE_MAX)
-		p = hc_large_alloc(hc_tls_heap, n, align, zero);
+	if (hc_large_fits(n, align))
+		p = hc_large_alloc(hc_tls_heap, n, align, zero, growing);
 	else
 		p = hc_huge_alloc(n, align, zero);
 	if (p == NULL)
@@ -89,9 +90,10 @@ static void *take_prof(hc_chunk_t *c, void *p)
 	return NULL;
 }
 
-static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged)
+static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged,
+    bool growing)
 {
-	void *p = promoted_alloc(n, align, zero);
+	void *p = promoted_alloc(n, align, zero, growing);
 	if (p == NULL)
 		return NULL;
 	void *rec = hc_agent_sample(p, n, charged);
@@ -101,7 +103,7 @@ static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t
 }
 
 /* The allocation itself, already counted against the countdown. */
-static void *alloc_body(size_t align, size_t n, bool zero)
+static void *alloc_body(size_t align, size_t n, bool zero, bool growing)
 {
 	void *p;
 	/* Every power of two up to 16 KiB divides some class >= n, so this
@@ -116,7 +118,7 @@ static void *alloc_body(size_t align, size_t n, bool zero)
 		else if (HC_DEBUG)
 			memset(p, HC_JUNK_ALLOC, n);
 	} else {
-		p = promoted_alloc(n, align, zero);   /* whole pages: runs or a mapping */
+		p = promoted_alloc(n, align, zero, growing);   /* runs or a mapping */
 	}
 	if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
 		highwater_notify();
@@ -132,12 +134,12 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 	}
 	size_t charged = charge_for(n, align);
 	if (unlikely(hc_heap_count(charged))) {
-		void *p = sampled_alloc(n, align, zero, charged);
+		void *p = sampled_alloc(n, align, zero, charged, false);
 		if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
 			highwater_notify();
 		return p;
 	}
-	return alloc_body(align, n, zero);
+	return alloc_body(align, n, zero, false);
 }
 
 static HC_NOINLINE void *malloc_slow(size_t n)
@@ -309,7 +311,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 				attach_prof(q, r);
 			return q;
 		}
-		q = sampled_alloc(n, 0, false, cn);
+		q = sampled_alloc(n, 0, false, cn, true);
 		goto move;
 	}
 	if (rec != NULL) {
@@ -319,7 +321,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			attach_prof(q, rec);
 			return q;
 		}
-		q = promoted_alloc(n, 0, false);
+		q = promoted_alloc(n, 0, false, true);
 		if (q == NULL) {
 			attach_prof(p, rec);
 			return NULL;
@@ -342,7 +344,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			return q;
 		break;
 	}
-	q = alloc_body(0, n, false);
+	q = alloc_body(0, n, false, true);
 move:
 	if (q == NULL)
 		return NULL;

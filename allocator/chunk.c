@@ -14,7 +14,9 @@
 #include "internal.h"
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static hc_chunk_t *cache_head;           /* under cache_lock */
+/* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
+ * a chunk keeps its size for life, so it only ever returns to its list. */
+static hc_chunk_t *cache_head[2];        /* under cache_lock */
 static size_t cache_count;               /* under cache_lock */
 static uint64_t cache_epoch;             /* under cache_lock */
 static hc_chunk_t *registry;             /* atomic, append-only */
@@ -105,12 +107,14 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 {
 	hc_chunk_t *c = NULL;
+	unsigned list = kind == HC_KIND_LARGE;
+	size_t size = list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
 	*metadata_out = 0;
-	if (__atomic_load_n(&cache_head, __ATOMIC_RELAXED) != NULL) {
+	if (__atomic_load_n(&cache_head[list], __ATOMIC_RELAXED) != NULL) {
 		pthread_mutex_lock(&cache_lock);
-		c = cache_head;
+		c = cache_head[list];
 		if (c) {
-			cache_head = c->next;
+			cache_head[list] = c->next;
 			cache_count--;
 		}
 		pthread_mutex_unlock(&cache_lock);
@@ -127,31 +131,33 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 		chunk_prepare(c, kind);
 		c->purged = 0;
 		__atomic_store_n(&c->cached, 0, __ATOMIC_RELEASE);
-		hc_mapped_add((intptr_t)HC_CHUNK_SIZE);
+		hc_mapped_add((intptr_t)size);
 		return c;
 	}
-	c = hc_os_map_aligned(HC_CHUNK_SIZE, HC_CHUNK_SIZE);
+	c = hc_os_map_aligned(size, HC_CHUNK_SIZE);
 	if (c == NULL)
 		return NULL;
 	/* fresh mapping: all zero, so the nonzero map is already empty */
 	chunk_prepare(c, kind);
+	c->map_size = size;
 	*metadata_out = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	registry_add(c);
-	hc_mapped_add((intptr_t)HC_CHUNK_SIZE);
+	hc_mapped_add((intptr_t)size);
 	return c;
 }
 
 void hc_chunk_put(hc_chunk_t *c)
 {
-	hc_mapped_add(-(intptr_t)HC_CHUNK_SIZE);
+	unsigned list = c->map_size != HC_CHUNK_SIZE;
+	hc_mapped_add(-(intptr_t)c->map_size);
 	c->owner = HC_TID_NONE;
 	c->heap = NULL;
 	c->arena = NULL;
 	pthread_mutex_lock(&cache_lock);
 	c->decay_epoch = hc_decay_epoch();
 	__atomic_store_n(&c->cached, 1, __ATOMIC_RELEASE);
-	c->next = cache_head;
-	cache_head = c;
+	c->next = cache_head[list];
+	cache_head[list] = c;
 	cache_count++;
 	pthread_mutex_unlock(&cache_lock);
 }
@@ -161,30 +167,42 @@ void hc_chunk_cache_decay(void)
 {
 	uint64_t epoch = hc_decay_epoch();
 	if (__atomic_load_n(&cache_epoch, __ATOMIC_RELAXED) == epoch ||
-	    __atomic_load_n(&cache_head, __ATOMIC_RELAXED) == NULL)
+	    (__atomic_load_n(&cache_head[0], __ATOMIC_RELAXED) == NULL &&
+	     __atomic_load_n(&cache_head[1], __ATOMIC_RELAXED) == NULL))
 		return;
 	if (pthread_mutex_trylock(&cache_lock) != 0)
 		return;
 	cache_epoch = epoch;
-	for (hc_chunk_t *c = cache_head; c; c = c->next) {
-		if (!c->purged && epoch - c->decay_epoch >= 2) {
-			size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
-			hc_os_purge((char *)c + hdr, HC_CHUNK_SIZE - hdr);
-			c->purged = 1;
+	for (unsigned list = 0; list < 2; list++) {
+		for (hc_chunk_t *c = cache_head[list]; c; c = c->next) {
+			if (!c->purged && epoch - c->decay_epoch >= 2) {
+				size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
+				hc_os_purge((char *)c + hdr, c->map_size - hdr);
+				c->purged = 1;
+			}
 		}
 	}
 	pthread_mutex_unlock(&cache_lock);
 }
 
-size_t hc_chunk_cached(size_t *count)
+/* Bytes of cached chunks whose pages went back to the OS (retained);
+ * *count gets the number of cached chunks, *dirty the bytes of the others. */
+size_t hc_chunk_cached(size_t *count, size_t *dirty)
 {
-	size_t purged = 0;
+	size_t retained = 0;
+	*dirty = 0;
 	pthread_mutex_lock(&cache_lock);
-	for (hc_chunk_t *c = cache_head; c; c = c->next)
-		purged += c->purged;
+	for (unsigned list = 0; list < 2; list++) {
+		for (hc_chunk_t *c = cache_head[list]; c; c = c->next) {
+			if (c->purged)
+				retained += c->map_size;
+			else
+				*dirty += c->map_size;
+		}
+	}
 	*count = cache_count;
 	pthread_mutex_unlock(&cache_lock);
-	return purged;
+	return retained;
 }
 
 /*

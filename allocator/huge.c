@@ -1,5 +1,6 @@
 /*
- * allocator/huge.c - objects over 2 MiB, one mapping each.
+ * allocator/huge.c - objects over 8 MiB (or aligned to more than 2 MiB),
+ * one mapping each.
  *
  * A mapping starts on a chunk boundary with a one-page header (a chunk
  * header of kind HUGE), and the object follows at huge_offset (the page size,

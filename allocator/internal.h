@@ -7,10 +7,13 @@
  *
  *   SMALL  owned by one thread heap; 64 slots of 64 KiB, slot 0 holds the
  *          header, every other slot is a "page" of one size class.
- *   LARGE  owned by an arena (a mutex); 1024 runs of 4 KiB, page 0 holds the
- *          header; objects of 16 KiB..2 MiB are runs of whole 4 KiB pages.
- *   HUGE   one object per mapping, > 2 MiB; the header is the mapping's first
- *          page and the object follows it.
+ *   LARGE  owned by an arena (a mutex); 8 MiB (two chunk slots, one
+ *          mapping), 2048 runs of 4 KiB, the first pages hold the header;
+ *          objects of 16 KiB..8 MiB are runs of whole 4 KiB pages that start
+ *          in the first slot (so the mask finds the header) and may run on
+ *          into the second.
+ *   HUGE   one object per mapping, > 8 MiB (or aligned to more than 2 MiB);
+ *          the header is the mapping's first page and the object follows it.
  *
  * Chunks are never unmapped: a chunk with nothing in it goes to a global
  * cache and its pages are purged (madvise) after the decay time.  This is what
@@ -52,12 +55,29 @@
 #define HC_NSLOTS       (HC_CHUNK_SIZE / HC_SLOT_SIZE)          /* 64 */
 #define HC_PAGE_SHIFT   12
 #define HC_PAGE         ((size_t)1 << HC_PAGE_SHIFT)            /* 4 KiB */
-#define HC_NRUNS        (HC_CHUNK_SIZE / HC_PAGE)               /* 1024 */
+/* A LARGE chunk spans HC_LARGE_SLOTS chunk-sized slots (one mapping, one
+ * header at its start), so runs of up to 8 MiB share pages with smaller ones
+ * and reuse what they freed.  Runs start in the first slot only (run index
+ * below HC_RUN_STARTS): every pointer handed out still masks to the header.
+ * (large_churn, 2-core VM: 2 slots 194 MiB peak RSS; 3 or 4 slots 257 MiB,
+ * since runs then spread over more pages.) */
+#ifndef HC_LARGE_SLOTS
+#define HC_LARGE_SLOTS  2
+#endif
+#define HC_LARGE_CHUNK  (HC_LARGE_SLOTS * HC_CHUNK_SIZE)        /* 8 MiB */
+#define HC_NRUNS        (HC_LARGE_CHUNK / HC_PAGE)              /* 2048 */
 #define HC_NRUNWORDS    (HC_NRUNS / 64)
+#define HC_RUN_STARTS   (HC_CHUNK_SIZE / HC_PAGE)               /* 1024 */
 
 #define HC_SMALL_MAX    16384          /* largest size class in a small page */
 #define HC_SMALL_FAST   1024           /* sizes the one-table lookup covers  */
-#define HC_LARGE_MAX    ((size_t)2 << 20)
+/* Larger objects are huge: 8 MiB, or what a chunk's runs can hold. */
+#ifndef HC_LARGE_WANT
+#define HC_LARGE_WANT   ((size_t)8 << 20)
+#endif
+#define HC_LARGE_ROOM   ((HC_NRUNS - HC_LARGE_HDR_RUNS) * HC_PAGE)
+#define HC_LARGE_MAX    (HC_LARGE_ROOM < HC_LARGE_WANT ? HC_LARGE_ROOM : HC_LARGE_WANT)
+#define HC_LARGE_ALIGN_MAX ((size_t)2 << 20)  /* runs aligned beyond this are huge */
 #define HC_NCLASSES     37
 #define HC_MAX_REQUEST  ((size_t)PTRDIFF_MAX - 2 * HC_CHUNK_SIZE)
 
@@ -138,10 +158,12 @@ struct hc_chunk_s {
 	uint64_t decay_epoch;        /* last decay epoch applied                 */
 	uint32_t cached;             /* in the chunk cache (atomic)              */
 	uint32_t purged;             /* cached and its pages returned to the OS  */
-	/* huge only */
-	size_t map_size;             /* whole mapping, header page included      */
+	size_t map_size;             /* whole mapping, header included: a chunk's
+	                                size, or a huge object's mapping        */
+	/* huge only (within the first page: the object may follow it) */
 	size_t huge_offset;          /* object = (char *)chunk + huge_offset     */
 	size_t huge_usable;
+	void *huge_prof;             /* sample record, if sampled                */
 	/* small only */
 	hc_page_t *xpages;           /* pages of FULL status that got xfrees     */
 	uint64_t used_slots, dirty_new, dirty_old;
@@ -150,7 +172,6 @@ struct hc_chunk_s {
 	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
 	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
 	void **run_prof;             /* sample record per run start, lazily made */
-	void *huge_prof;             /* huge: sample record, if sampled          */
 	size_t large_allocated;      /* bytes in live runs                       */
 	size_t large_pages;          /* pages in live runs (header excluded)     */
 	hc_page_t pages[HC_NSLOTS];  /* small only                               */
@@ -227,7 +248,7 @@ void hc_chunk_drop_xpages(hc_chunk_t *c);
 void hc_chunk_cache_decay(void);
 void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
 hc_chunk_t *hc_chunk_registry(void);
-size_t hc_chunk_cached(size_t *count);
+size_t hc_chunk_cached(size_t *count, size_t *dirty);   /* retained bytes */
 void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
     uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch);
 
@@ -252,7 +273,8 @@ void hc_init_slow(void);
 extern int hc_inited;
 
 /* large.c */
-void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero);
+bool hc_large_fits(size_t n, size_t align);   /* a run can hold it */
+void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, bool growing);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */

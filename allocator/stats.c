@@ -23,13 +23,12 @@ void hc_stats_refresh(hc_stats_t *st)
 	hc_large_stats(st);
 	hc_huge_stats(st);
 	st->allocated = st->small_allocated + st->large_allocated + st->huge_allocated;
-	size_t ncached;
-	size_t purged = hc_chunk_cached(&ncached);
+	size_t ncached, dirty;
+	st->retained = hc_chunk_cached(&ncached, &dirty);
 	st->nchunks_cached = ncached;
-	st->retained = purged * HC_CHUNK_SIZE;
-	st->dirty += (ncached - purged) * HC_CHUNK_SIZE;
+	st->dirty += dirty;
 	for (hc_chunk_t *c = hc_chunk_registry(); c; c = c->all_next)
-		st->resident += hc_os_resident(c, HC_CHUNK_SIZE);
+		st->resident += hc_os_resident(c, c->map_size);
 }
 
 /* ---- malloc_stats_print ------------------------------------------------ */
