@@ -21,7 +21,6 @@
  * threaded (unshare(CLONE_NEWUSER), for one).
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -30,7 +29,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -64,30 +62,6 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
 	close(fd);
 	buf[n] = 0;
 	return (ssize_t)n;
-}
-
-/* Field 22 of /proc/PID/stat, counted after the ")" that ends the command. */
-static uint64_t proc_start_time(const char *stat_path)
-{
-	char buf[1024];
-	if (read_file(stat_path, buf, sizeof buf) <= 0)
-		return 0;
-	char *p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	for (int field = 2; field < 22 && *p; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return v;
-}
-
-static uint64_t ns_inode(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
 /* ---- creating the segment -------------------------------------------------- */
@@ -129,8 +103,9 @@ static hc_shm_t *segment_create(int parent)
 	int pid = getpid();
 	char path[64];
 	hc_shm_path(path, sizeof path, NULL, pid);
-	start_time = proc_start_time("/proc/self/stat");
-	pidns = ns_inode("/proc/self/ns/pid");
+	bool ended;
+	start_time = hc_shm_proc_start_time(pid, &ended);
+	pidns = hc_shm_pidns();
 	int fd = -1;
 	for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -171,59 +146,6 @@ static hc_shm_t *segment_create(int parent)
 	hc_shm_event_publish(&s->ring, &ev);
 	__atomic_store_n(&h->ready, 1, __ATOMIC_RELEASE);
 	return s;
-}
-
-/* Segments of processes of this PID namespace that are gone (or whose pid
- * now belongs to a process started later) are removed.  Bounded. */
-static void clean_stale(void)
-{
-	int dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return;
-	char buf[4096];
-	unsigned seen = 0;
-	for (;;) {
-		long n = syscall(SYS_getdents64, dfd, buf, sizeof buf);
-		if (n <= 0)
-			break;
-		for (long off = 0; off < n && seen < 4096;) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			off += d->d_reclen;
-			const char *name = d->d_name;
-			if (strncmp(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
-				continue;
-			seen++;
-			const char *digits = name + sizeof HC_SHM_BASENAME - 1;
-			long pid = 0;
-			const char *p = digits;
-			for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
-				pid = pid * 10 + (*p - '0');
-			if (*p || p == digits || pid == getpid())
-				continue;
-			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
-				continue;
-			hc_shm_header_t h;
-			ssize_t r = pread(fd, &h, sizeof h, 0);
-			close(fd);
-			if (r != (ssize_t)sizeof h || h.magic != HC_SHM_MAGIC || h.pidns != pidns ||
-			    h.pid != pid)
-				continue;
-			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-			if (!gone) {
-				char stat_path[40] = "/proc/";
-				hc_fmt_u64(stat_path + 6, (uint64_t)pid);
-				strcat(stat_path, "/stat");
-				uint64_t st = proc_start_time(stat_path);
-				gone = st != 0 && st != h.start_time;
-			}
-			if (gone)
-				unlinkat(dfd, name, 0);
-		}
-		if (seen >= 4096)
-			break;
-	}
-	close(dfd);
 }
 
 /* ---- events ------------------------------------------------------------------ */
@@ -329,6 +251,8 @@ static void value_text(const mirrored_t *m, const hc_shm_state_t *c, char *out, 
 	hc_shm_strlcpy(out, num, len);
 }
 
+#define CONFIG_END (offsetof(hc_shm_state_t, prefix) + sizeof(((hc_shm_state_t *)0)->prefix))
+
 /* The control thread's last published configuration. */
 static hc_shm_state_t last;
 static bool have_last;
@@ -359,19 +283,8 @@ static void mirror(bool counters)
 	hc_shm_state_t *s = &seg->state;
 	hc_shm_state_write_begin(s);
 	s->updated_ns = hc_shm_now_ns();
-	s->prof = cur.prof;
-	s->active = cur.active;
-	s->gdump = cur.gdump;
-	s->peak = cur.peak;
-	s->thread_active_init = cur.thread_active_init;
-	s->lg_sample = cur.lg_sample;
-	s->lg_interval = cur.lg_interval;
-	s->timer_s = cur.timer_s;
-	s->gdump_pct = cur.gdump_pct;
-	s->gdump_min_ms = cur.gdump_min_ms;
-	s->threshold = cur.threshold;
-	memcpy(s->unwind, cur.unwind, sizeof s->unwind);
-	memcpy(s->prefix, cur.prefix, sizeof s->prefix);
+	/* the settings are one run of fields, prof .. prefix */
+	memcpy(&s->prof, &cur.prof, CONFIG_END - offsetof(hc_shm_state_t, prof));
 	s->allocated = st.allocated;
 	s->active_bytes = st.active;
 	s->metadata = st.metadata;
@@ -557,7 +470,7 @@ static void *control_main(void *arg)
 	pthread_setname_np(pthread_self(), "heapctl-ctl");
 	hc_shm_t *s = seg;
 	mirror(true);
-	clean_stale();
+	hc_shm_clean_stale();
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
 	for (;;) {

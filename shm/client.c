@@ -55,31 +55,6 @@ static bool read_text(const char *path, char *buf, size_t len)
 	return true;
 }
 
-/* Field 22 of /proc/PID/stat, and whether the process has ended (a zombie
- * or dead task still has a stat file). */
-static uint64_t start_time_of2(int pid, bool *ended)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	*ended = true;
-	if (!read_text(path, buf, sizeof buf))
-		return 0;
-	char *p = strrchr(buf, ')');
-	if (p == NULL || p[1] != ' ')
-		return 0;
-	*ended = p[2] == 'Z' || p[2] == 'X' || p[2] == 'x';
-	for (int field = 2; field < 22 && *p; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
-}
-
-static uint64_t start_time_of(int pid)
-{
-	bool ended;
-	return start_time_of2(pid, &ended);
-}
-
 /* NSpid's last entry and the real uid, from /proc/PID/status. */
 static bool proc_status(int pid, int *nspid, unsigned *uid)
 {
@@ -166,7 +141,7 @@ bool hc_shm_alive(const hc_shm_target_t *t)
 	if (kill(t->pid, 0) != 0 && errno == ESRCH)
 		return false;
 	bool ended;
-	uint64_t st = start_time_of2(t->pid, &ended);
+	uint64_t st = hc_shm_proc_start_time(t->pid, &ended);
 	return !ended && st != 0 && st == t->start_time;
 }
 
@@ -180,7 +155,7 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	if (!proc_status(pid, &t->nspid, &t->uid))
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 	bool ended;
-	t->start_time = start_time_of2(pid, &ended);
+	t->start_time = hc_shm_proc_start_time(pid, &ended);
 	if (ended)
 		return fail(err, errlen, HC_EXIT_NOPROC, "process %d has exited", pid);
 
@@ -368,44 +343,4 @@ int hc_shm_scan(int *pids, int max)
 	}
 	closedir(d);
 	return n;
-}
-
-int hc_shm_clean_stale(void)
-{
-	struct stat ns;
-	if (stat("/proc/self/ns/pid", &ns) != 0)
-		return 0;
-	DIR *d = opendir(HC_SHM_DIR);
-	if (d == NULL)
-		return 0;
-	int removed = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
-			continue;
-		char *end;
-		long pid = strtol(e->d_name + sizeof HC_SHM_BASENAME - 1, &end, 10);
-		if (*end || pid <= 0)
-			continue;
-		char path[320];
-		hc_shm_path(path, sizeof path, NULL, (int)pid);
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		hc_shm_header_t h;
-		bool ours = pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == HC_SHM_MAGIC &&
-		    h.pidns == (uint64_t)ns.st_ino && h.pid == pid;
-		close(fd);
-		if (!ours)
-			continue;
-		bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-		if (!gone) {
-			uint64_t st = start_time_of((int)pid);
-			gone = st != 0 && st != h.start_time;
-		}
-		if (gone && unlink(path) == 0)
-			removed++;
-	}
-	closedir(d);
-	return removed;
 }

@@ -70,7 +70,8 @@ typedef struct hc_shm_state_s {
 	uint32_t seq;              /* odd while the control thread writes        */
 	uint32_t pad0;
 	uint64_t updated_ns;       /* CLOCK_REALTIME of this snapshot            */
-	/* configuration (prof.* as the mallctl names report it) */
+	/* configuration (prof.* as the mallctl names report it), prof to prefix
+	 * in one run: the target copies it as a block */
 	uint8_t prof;              /* opt.prof: profiling possible at all        */
 	uint8_t active;            /* prof.active                                */
 	uint8_t gdump;             /* prof.gdump                                 */
@@ -85,7 +86,7 @@ typedef struct hc_shm_state_s {
 	uint32_t pad2;
 	uint64_t threshold;        /* prof.threshold bytes, 0 off                */
 	char unwind[16];           /* prof.unwind                                */
-	char prefix[HC_SHM_PATH_MAX];   /* prof.prefix                           */
+	char prefix[HC_SHM_PATH_MAX];   /* prof.prefix; last of the settings     */
 	/* counters (stats.* with jemalloc's meanings) */
 	uint64_t allocated, active_bytes, metadata, resident, mapped, retained;
 	uint64_t highwater;        /* highest stats.mapped so far                */
@@ -239,6 +240,15 @@ void hc_shm_event_publish(hc_shm_ring_t *r, const hc_shm_event_t *ev);
  * yet published, -1 if it has been overwritten (missed). */
 int hc_shm_event_read(const hc_shm_ring_t *r, uint64_t n, hc_shm_event_t *out);
 
+/* Field 22 of /proc/PID/stat (clock ticks since boot), 0 if unreadable;
+ * *ended tells whether the process has exited (a zombie still has one). */
+uint64_t hc_shm_proc_start_time(int pid, bool *ended);
+/* The inode of /proc/self/ns/pid, 0 if unknown. */
+uint64_t hc_shm_pidns(void);
+/* Remove segments in /dev/shm left by processes of our PID namespace that
+ * are gone (bounded); returns how many were removed. */
+int hc_shm_clean_stale(void);
+
 /* Futexes in shared memory (not process-private). */
 int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);
 void hc_shm_futex_wake(uint32_t *addr, int n);
@@ -291,8 +301,6 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 /* PIDs (as heapctl sees them) of processes that appear to have a segment;
  * returns how many were stored (at most max), or -1. */
 int hc_shm_scan(int *pids, int max);
-/* Remove segments in /dev/shm left by processes of our PID namespace that
- * are gone; returns how many were removed. */
-int hc_shm_clean_stale(void);
+
 
 #endif

@@ -7,10 +7,14 @@
  * contents is bounded.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +50,18 @@ const hc_shm_setting_t *hc_shm_setting_find(const char *name)
 		if (strcmp(hc_shm_settings[i].name, name) == 0)
 			return &hc_shm_settings[i];
 	return NULL;
+}
+
+/* decimal digits of v, NUL-terminated, into buf (24 bytes is enough) */
+static char *fmt_u64(char *buf, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+	do tmp[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+	while (n)
+		*buf++ = tmp[--n];
+	*buf = 0;
+	return buf;
 }
 
 /* err = a + b + c, truncated */
@@ -123,14 +139,7 @@ bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value
 		return true;
 	case HC_SET_UINT:
 		if (!parse_u64(v, &out->u, &end) || *end || out->u < s->min || out->u > s->max) {
-			char *e = num;
-			uint64_t m = s->max;
-			char tmp[24];
-			int n = 0;
-			do tmp[n++] = (char)('0' + m % 10); while ((m /= 10) != 0);
-			while (n)
-				*e++ = tmp[--n];
-			*e = 0;
+			fmt_u64(num, s->max);
 			say(err, errlen, "'", v, "' is not a whole number from 0 to ");
 			size_t l = strlen(err);
 			say(err + l, errlen - l, num, NULL, NULL);
@@ -185,14 +194,8 @@ bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value
 
 void hc_shm_path(char *buf, size_t len, const char *root, int pid)
 {
-	char digits[16];
-	int n = 0;
-	unsigned v = (unsigned)pid;
-	do digits[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
-	char tail[16];
-	for (int i = 0; i < n; i++)
-		tail[i] = digits[n - 1 - i];
-	tail[n] = 0;
+	char tail[24];
+	fmt_u64(tail, (unsigned)pid);
 	size_t o = 0;
 	const char *parts[4] = { root ? root : "", HC_SHM_DIR "/", HC_SHM_BASENAME, tail };
 	for (int i = 0; i < 4; i++)
@@ -253,6 +256,95 @@ const char *hc_shm_dump_kind_name(uint32_t kind)
 	case 'p': return "peak";
 	}
 	return NULL;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+uint64_t hc_shm_proc_start_time(int pid, bool *ended)
+{
+	char path[40] = "/proc/", buf[1024];
+	strcpy(fmt_u64(path + 6, (unsigned)pid), "/stat");
+	*ended = true;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n;
+	do n = read(fd, buf, sizeof buf - 1); while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* the command (field 2) may hold spaces and parentheses: count from
+	 * the last ")" */
+	char *p = strrchr(buf, ')');
+	if (p == NULL || p[1] != ' ')
+		return 0;
+	*ended = p[2] == 'Z' || p[2] == 'X' || p[2] == 'x';
+	for (int field = 2; field < 22 && *p; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
+uint64_t hc_shm_pidns(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* A segment is stale when it says it belongs to this PID namespace and the
+ * process it names is gone, or its pid now belongs to a later process. */
+int hc_shm_clean_stale(void)
+{
+	uint64_t pidns = hc_shm_pidns();
+	int dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || pidns == 0) {
+		if (dfd >= 0)
+			close(dfd);
+		return 0;
+	}
+	char buf[4096];
+	unsigned seen = 0;
+	int removed = 0;
+	long n;
+	while (seen < 4096 && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < n && seen < 4096;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			const char *name = d->d_name;
+			if (strncmp(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
+				continue;
+			seen++;
+			const char *digits = name + sizeof HC_SHM_BASENAME - 1, *p = digits;
+			long pid = 0;
+			for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
+				pid = pid * 10 + (*p - '0');
+			if (*p || p == digits || pid == getpid())
+				continue;
+			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0)
+				continue;
+			hc_shm_header_t h;
+			ssize_t r = pread(fd, &h, sizeof h, 0);
+			close(fd);
+			if (r != (ssize_t)sizeof h || h.magic != HC_SHM_MAGIC || h.pidns != pidns ||
+			    h.pid != pid)
+				continue;
+			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+			if (!gone) {
+				bool ended;
+				uint64_t st = hc_shm_proc_start_time((int)pid, &ended);
+				gone = st != 0 && st != h.start_time;
+			}
+			if (gone && unlinkat(dfd, name, 0) == 0)
+				removed++;
+		}
+	}
+	close(dfd);
+	return removed;
 }
 
 /* ---- futexes --------------------------------------------------------------- */
