@@ -47,37 +47,37 @@ int cmd_set(cli_args_t *a)
 {
 	if (a->argc == 0)
 		return cli_err(HC_EXIT_USAGE, "set: say what to set, as NAME=VALUE (see 'heapctl help set')");
-	char name[HC_SHM_NAME_MAX];
-	const char *value;
-	for (int i = 0; i < a->argc; i++) {
-		if (a->argv[i][0] == '-')
-			return cli_err(HC_EXIT_USAGE, "set: unknown option '%s'", a->argv[i]);
-		int code = check_setting(a->argv[i], name, sizeof name, &value);
-		if (code)
-			return code;
-	}
-	hc_shm_target_t t;
-	int code = cli_target(a, &t);
-	if (code)
-		return code;
+	/* every pair is checked before anything is sent */
+	char (*names)[HC_SHM_NAME_MAX] = calloc((size_t)a->argc, sizeof *names);
+	const char **values = calloc((size_t)a->argc, sizeof *values);
+	int code = names && values ? 0 : cli_err(HC_EXIT_FAILED, "out of memory");
 	for (int i = 0; i < a->argc && code == 0; i++) {
-		check_setting(a->argv[i], name, sizeof name, &value);
-		code = set_one(a, &t, name, value);
+		if (a->argv[i][0] == '-')
+			code = cli_err(HC_EXIT_USAGE, "set: unknown option '%s'", a->argv[i]);
+		else
+			code = check_setting(a->argv[i], names[i], sizeof names[i], &values[i]);
+	}
+	hc_shm_target_t t = { 0 };
+	if (code == 0)
+		code = cli_target(a, &t);
+	for (int i = 0; i < a->argc && code == 0; i++) {
+		code = set_one(a, &t, names[i], values[i]);
 		if (code == 0 && !a->json)
-			printf("%d: %s=%s\n", t.pid, name, value);
+			printf("%d: %s=%s\n", t.pid, names[i], values[i]);
 	}
 	if (code == 0 && a->json) {
 		printf("{\"pid\": %d, \"set\": {", t.pid);
 		for (int i = 0; i < a->argc; i++) {
-			check_setting(a->argv[i], name, sizeof name, &value);
 			printf("%s", i ? ", " : "");
-			out_json_str(stdout, name);
+			out_json_str(stdout, names[i]);
 			printf(": ");
-			out_json_str(stdout, value);
+			out_json_str(stdout, values[i]);
 		}
 		printf("}}\n");
 	}
 	hc_shm_close(&t);
+	free(names);
+	free(values);
 	return code;
 }
 

@@ -26,7 +26,7 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 	if (pids == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	int n = hc_shm_scan(pids, MAX_CANDIDATES);
-	int found = 0, first = 0;
+	int found = 0;
 	char list[1024] = "";
 	size_t used = 0;
 	for (int i = 0; i < n; i++) {
@@ -37,9 +37,10 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 			continue;
 		char cmd[64];
 		out_cmdline(c.pid, c.seg, cmd, sizeof cmd);
-		hc_shm_close(&c);
 		if (found++ == 0)
-			first = pids[i];
+			*t = c;           /* kept open: the answer if it stays the only one */
+		else
+			hc_shm_close(&c);
 		if (used + 80 < sizeof list)
 			used += (size_t)snprintf(list + used, sizeof list - used, "%s%d (%s)",
 			    used ? ", " : "", pids[i], cmd);
@@ -48,14 +49,13 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 	if (found == 0)
 		return cli_err(HC_EXIT_PICK,
 		    "no process running libheapctl.so is visible; start one with LD_PRELOAD=/path/to/libheapctl.so");
-	if (found > 1)
+	if (found > 1) {
+		hc_shm_close(t);
 		return cli_err(HC_EXIT_PICK, "%d processes run libheapctl.so: %s; say which with a PID",
 		    found, list);
-	a->pid = first;
-	int code = hc_shm_open(first, t, err, sizeof err);
-	if (code)
-		cli_err(code, "%s", err);
-	return code;
+	}
+	a->pid = t->pid;
+	return 0;
 }
 
 int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep)
