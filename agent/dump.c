@@ -427,16 +427,12 @@ static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size
 	return err;
 }
 
-int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
-    char *out, size_t outlen, uint64_t *size)
+/* Write path (made absolute, so whoever reads the name in an event or a
+ * reply needs no idea of this process's directory), say so on stderr if it
+ * fails, and publish the event.  Every dump goes through here. */
+static int dump_reported(hc_dump_kind_t kind, const char *path, uint64_t *lo, uint64_t *lb,
+    size_t *lc, char *out, size_t outlen, uint64_t *size)
 {
-	char name[HC_PREFIX_MAX + 160];
-	if (path == NULL) {
-		make_name(kind, prefix, name, sizeof name);
-		path = name;
-	}
-	/* A relative name is reported absolute (events, heapctl), so whoever
-	 * reads it needs no idea of this process's directory. */
 	char abs[HC_PREFIX_MAX + 512];
 	size_t plen = strlen(path);
 	if (path[0] != '/' && getcwd(abs, sizeof abs - plen - 2) != NULL) {
@@ -446,12 +442,8 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
 		memcpy(abs + n, path, plen + 1);
 		path = abs;
 	}
-	int saved = errno;
-	int busy = hc_prof_busy;
-	hc_prof_busy = 1;      /* the dump's own work is never sampled */
 	uint64_t bytes = 0;
-	int err = dump_to(path, kind == HC_DUMP_PEAK, NULL, NULL, NULL, &bytes);
-	hc_prof_busy = busy;
+	int err = dump_to(path, kind == HC_DUMP_PEAK, lo, lb, lc, &bytes);
 	if (err)
 		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
 	hc_control_dump_event(kind, path, bytes, err);
@@ -464,6 +456,22 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
 	}
 	if (size)
 		*size = bytes;
+	return err;
+}
+
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
+    char *out, size_t outlen, uint64_t *size)
+{
+	char name[HC_PREFIX_MAX + 160];
+	if (path == NULL) {
+		make_name(kind, prefix, name, sizeof name);
+		path = name;
+	}
+	int saved = errno;
+	int busy = hc_prof_busy;
+	hc_prof_busy = 1;      /* the dump's own work is never sampled */
+	int err = dump_reported(kind, path, NULL, NULL, NULL, out, outlen, size);
+	hc_prof_busy = busy;
 	errno = saved;
 	return err;
 }
@@ -621,12 +629,9 @@ __attribute__((destructor)) void hc_dump_at_exit(void)
 	hc_prof_busy = 1;
 	char name[HC_PREFIX_MAX + 160];
 	make_name(HC_DUMP_FINAL, NULL, name, sizeof name);
-	uint64_t lo = 0, lb = 0, size = 0;
+	uint64_t lo = 0, lb = 0;
 	size_t lc = 0;
-	int err = dump_to(name, false, &lo, &lb, &lc, &size);
-	hc_control_dump_event(HC_DUMP_FINAL, name, size, err);
-	if (err)
-		hc_say("failed to write heap profile \"", name, "\": ", strerrordesc_np(err), NULL);
+	int err = dump_reported(HC_DUMP_FINAL, name, &lo, &lb, &lc, NULL, 0, NULL);
 	if (!hc_opt.prof_leak || lb == 0)
 		return;
 	char b[24], o[24], c[24];
