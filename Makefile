@@ -7,6 +7,7 @@
 #                   the profiler's costs, and the control plane's round trips
 #   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
 #   make deps       only check/install the dependencies
+#   make demo       profile a bundled example service live, then report on it
 
 CC      ?= gcc
 VERSION := $(shell sed -n 's/^\#define HC_VERSION "\(.*\)"/\1/p' allocator/hc_alloc.h)
@@ -42,7 +43,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 
-.PHONY: all check test bench deps clean
+.PHONY: all check test bench deps clean demo
 all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
@@ -61,8 +62,11 @@ $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
 
+# report: libdw/libelf symbolize, zlib gzips pprof files, libstdc++ demangles.
+CLI_LIBS := -ldw -lelf -lz -lstdc++ -lm
+
 $(BUILD)/heapctl: $(CLI_OBJ)
-	$(CC) -pthread -o $@ $(CLI_OBJ)
+	$(CC) -pthread -o $@ $(CLI_OBJ) $(CLI_LIBS)
 
 # The segment library's own test links its sources, not the preloadable library.
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h
@@ -90,6 +94,12 @@ bench: all
 	@tests/bench/run.sh $(BUILD)
 	@tests/bench/prof.sh $(BUILD)
 	@tests/bench/ctl.sh $(BUILD)
+	@tests/bench/report.sh $(BUILD)
+
+# The README's first command: a bundled service, profiled live, reported.
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@tests/demo/demo.sh $(BUILD)
 
 clean:
 	rm -rf build build-debug

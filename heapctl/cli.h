@@ -60,5 +60,6 @@ int cmd_dump(cli_args_t *a);
 int cmd_reset(cli_args_t *a);
 int cmd_watch(cli_args_t *a);
 int cmd_attach(cli_args_t *a);
+int cmd_report(cli_args_t *a);
 
 #endif

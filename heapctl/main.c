@@ -41,6 +41,10 @@ static const struct {
 	{ { "watch", cmd_watch, "[PID] [--json] [--count N]",
 	    "print events (high-water, dumps, settings) as they happen", true }, " --count " },
 	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, "" },
+	{ { "report", cmd_report,
+	    "PROFILE [--base PROFILE] [OPTIONS]",
+	    "symbolized top, flame graph or pprof file of a heap profile", false },
+	  " --base --top --thread --focus --ignore --svg --pprof --sysroot " },
 	{ { "help", cmd_help, "[COMMAND]", "this text, or one command's", true }, "" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -84,6 +88,30 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
 		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n");
 	}
+	if (strcmp(c->name, "report") == 0)
+		fputs("\nPROFILE is a heap_v2 dump (heapctl's or jemalloc's) or a gperftools heap profile;\n"
+		    "its MAPPED_LIBRARIES section says which binaries to read symbols from.\n\n"
+		    "what to count (one; default --inuse_space):\n"
+		    "  --inuse_space     bytes in use        --inuse_objects   objects in use\n"
+		    "  --alloc_space     bytes allocated     --alloc_objects   objects allocated\n\n"
+		    "which stacks:\n"
+		    "  --base PROFILE    subtract this earlier profile (growth since then)\n"
+		    "  --thread N        only thread N's allocations\n"
+		    "  --focus RE        only stacks through a function, file:line matching RE\n"
+		    "  --ignore RE       leave out stacks through a match\n\n"
+		    "output (text top by default):\n"
+		    "  --top N           rows of the text view (default 50, 0: all)\n"
+		    "  --cum             sort by cumulative instead of flat\n"
+		    "  --lines           one row per function and file:line\n"
+		    "  --bytes           bytes instead of MB\n"
+		    "  --json            the text view's rows as JSON\n"
+		    "  --collapsed       folded stacks (flamegraph.pl, speedscope, inferno)\n"
+		    "  --svg FILE        write a flame graph a browser opens\n"
+		    "  --pprof FILE      write a gzipped pprof profile (go tool pprof, Pyroscope)\n"
+		    "  --text            the text view as well as --svg/--pprof\n\n"
+		    "binaries:\n"
+		    "  --sysroot DIR     look binaries and debug files up under DIR\n"
+		    "  -p PID            ... under /proc/PID/root (a container's files)\n", f);
 }
 
 static int cmd_help(cli_args_t *a)
@@ -200,7 +228,8 @@ int cli_dispatch(int argc, char **argv, int attach_pid)
 				rest[a.argc++] = argv[++i];
 			continue;
 		}
-		if (!positional_seen && all_digits(s) && a.pid == 0 && strcmp(name, "help")) {
+		if (!positional_seen && all_digits(s) && a.pid == 0 && strcmp(name, "help") &&
+		    strcmp(name, "report")) {
 			positional_seen = true;
 			code = parse_pid(s, &a.pid);
 			continue;

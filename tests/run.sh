@@ -30,6 +30,11 @@ for t in "$root"/tests/prof/*.sh; do
 	case "$(basename "$t")" in lib.sh) continue ;; esac
 	run "prof/$(basename "$t" .sh)" "$t" "$root/$build"
 done
+for t in "$root"/tests/report/*.sh; do
+	[ -x "$t" ] || continue
+	case "$(basename "$t")" in lib.sh) continue ;; esac
+	run "report/$(basename "$t" .sh)" "$t" "$root/$build"
+done
 if ls "$root"/tests/cli/*.bats >/dev/null 2>&1; then
 	for b in "$root"/tests/cli/*.bats; do
 		run "cli/$(basename "$b" .bats)" env HEAPCTL_BUILD="$root/$build" bats "$b"

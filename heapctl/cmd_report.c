@@ -1,0 +1,742 @@
+/*
+ * heapctl/cmd_report.c - `heapctl report PROFILE`: read, symbolize, scale
+ * and show a heap profile, the way `jeprof --text` does, plus folded
+ * stacks, an SVG flame graph and a pprof file.
+ *
+ * Numbers follow jeprof so the two can be compared line by line: each
+ * stack is scaled up for sampling with jeprof's formula, allocator frames
+ * are cut from the top of each stack, the total is taken before --focus
+ * and --ignore, rows are sorted by flat value then name, and a function
+ * counts once per stack in "cum".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "report.h"
+#include "rp_internal.h"
+
+typedef struct ropts_s {
+	const char *profile, *base;
+	int type;                  /* RP_INUSE_SPACE, ... */
+	long top;                  /* rows; 0: all */
+	bool cum, lines, bytes, collapsed, text;
+	bool has_thread;
+	int64_t thread;
+	regex_t focus, ignore;
+	bool has_focus, has_ignore;
+	const char *svg, *pprof, *root;
+} ropts_t;
+
+/* ---- from raw stacks to samples -------------------------------------- */
+
+/* jeprof's AdjustSamples: undo sampling.  heap_v2 samples each byte with
+ * probability 1/period (a Poisson process), so an allocation of average
+ * size s is seen with probability 1 - exp(-s/period). */
+static void unsample(const rp_raw_t *raw, double c[RP_NTYPES])
+{
+	double period = (double)raw->prof.period;
+	if (raw->algorithm == 0 || period <= 0)
+		return;
+	for (int i = 0; i < RP_NTYPES; i += 2) {
+		double *n = &c[i], *s = &c[i + 1];
+		if (*n == 0)
+			continue;
+		double ratio = (*s / *n) / period;
+		if (raw->algorithm == 2) {
+			double scale = 1 / (1 - exp(-ratio));
+			*n *= scale;
+			*s *= scale;
+		} else if (ratio < 1) {
+			*n /= ratio;
+			*s /= ratio;
+		}
+	}
+}
+
+/* jeprof's list of allocator entry points (RemoveUninterestingFrames). */
+static const char *const skip_names[] = {
+	"calloc", "cfree", "malloc", "newImpl", "void* newImpl", "free", "memalign",
+	"posix_memalign", "aligned_alloc", "pvalloc", "valloc", "realloc", "reallocarray",
+	"mallocx", "rallocx", "xallocx", "dallocx", "sdallocx", "sdallocx_noflags",
+	"tc_calloc", "tc_cfree", "tc_malloc", "tc_free", "tc_memalign", "tc_posix_memalign",
+	"tc_pvalloc", "tc_valloc", "tc_realloc", "tc_new", "tc_delete", "tc_newarray",
+	"tc_deletearray", "tc_new_nothrow", "tc_newarray_nothrow", "do_malloc", "::do_malloc",
+	"::do_malloc_or_cpp_alloc", "DoSampledAllocation", "simple_alloc::allocate",
+	"__malloc_alloc_template::allocate", "__builtin_delete", "__builtin_new",
+	"__builtin_vec_delete", "__builtin_vec_new", "operator new", "operator new[]",
+	"malloc_zone_malloc", "malloc_zone_calloc", "malloc_zone_valloc", "malloc_zone_realloc",
+	"malloc_zone_memalign", "malloc_zone_free", "__start_google_malloc",
+	"__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook",
+};
+
+static bool allocator_loc(const rp_profile_t *p, const rp_loc_t *l)
+{
+	if (l->map >= 0 && p->maps[l->map].allocator)
+		return true;
+	for (int f = 0; f < l->nframes; f++) {
+		const char *fn = l->frames[f].func;
+		if (!strncmp(fn, "tcmalloc::", 10) || strstr(fn, "TCMalloc"))
+			return true;
+		for (size_t k = 0; k < sizeof skip_names / sizeof skip_names[0]; k++)
+			if (!strcmp(fn, skip_names[k]))
+				return true;
+	}
+	return false;
+}
+
+typedef struct sbuild_s {
+	rp_sample_t *v;
+	size_t n, cap;
+} sbuild_t;
+
+static void add_sample(sbuild_t *b, const rp_sample_t *s)
+{
+	b->v = rp_grow(b->v, &b->cap, b->n + 1, sizeof *b->v);
+	b->v[b->n++] = *s;
+}
+
+/* Samples of one profile.  by_thread: one sample per thread line (for
+ * pprof's thread label), shares of the stack's scaled t* values, so the
+ * whole still adds up to what jeprof shows. */
+static void build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double sign, sbuild_t *out)
+{
+	const rp_profile_t *p = &raw->prof;
+	bool *alloc_loc = rp_alloc(p->nlocs + 1);
+	for (size_t i = 0; i < p->nlocs; i++)
+		alloc_loc[i] = allocator_loc(p, &p->locs[i]);
+	for (size_t i = 0; i < raw->nstacks; i++) {
+		const rp_rawstack_t *st = &raw->stacks[i];
+		/* cut everything up to the last allocator frame, and the fake
+		 * kernel-half addresses jeprof also drops */
+		uint32_t n = 0;
+		uint32_t *loc = rp_alloc(st->n * sizeof *loc);
+		for (uint32_t k = 0; k < st->n; k++) {
+			if (alloc_loc[st->loc[k]]) {
+				n = 0;
+				continue;
+			}
+			if (p->locs[st->loc[k]].addr > 0x7fffffffffffffffull)
+				continue;
+			loc[n++] = st->loc[k];
+		}
+		rp_sample_t s = { .nloc = n, .loc = loc, .thread = -1 };
+		if (o->has_thread) {
+			for (uint32_t t = 0; t < st->nthr; t++) {
+				if (st->thr[t].thread != o->thread)
+					continue;
+				memcpy(s.v, st->thr[t].c, sizeof s.v);
+				unsample(raw, s.v);
+				s.thread = o->thread;
+				for (int k = 0; k < RP_NTYPES; k++)
+					s.v[k] *= sign;
+				add_sample(out, &s);
+			}
+			continue;
+		}
+		double all[RP_NTYPES];
+		memcpy(all, st->all.c, sizeof all);
+		unsample(raw, all);
+		if (!by_thread || st->nthr == 0) {
+			for (int k = 0; k < RP_NTYPES; k++)
+				s.v[k] = sign * all[k];
+			add_sample(out, &s);
+			continue;
+		}
+		double left[RP_NTYPES];
+		memcpy(left, st->all.c, sizeof left);
+		for (uint32_t t = 0; t < st->nthr; t++) {
+			s.thread = st->thr[t].thread;
+			for (int k = 0; k < RP_NTYPES; k++) {
+				double raw_all = st->all.c[k];
+				s.v[k] = raw_all > 0 ? sign * all[k] * st->thr[t].c[k] / raw_all : 0;
+				left[k] -= st->thr[t].c[k];
+			}
+			add_sample(out, &s);
+		}
+		/* counts that no thread line claims (threads gone, or a file
+		 * whose lines do not add up) stay, without a thread */
+		bool any = false;
+		for (int k = 0; k < RP_NTYPES; k++)
+			any |= left[k] > 0;
+		if (any) {
+			s.thread = -1;
+			for (int k = 0; k < RP_NTYPES; k++) {
+				double raw_all = st->all.c[k];
+				s.v[k] = raw_all > 0 && left[k] > 0 ? sign * all[k] * left[k] / raw_all : 0;
+			}
+			add_sample(out, &s);
+		}
+	}
+	free(alloc_loc);
+}
+
+static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
+{
+	char err[512];
+	if (rp_read(path, raw, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_USAGE, "%s", err);
+	if (rp_symbolize(&raw->prof, o->root, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	return 0;
+}
+
+/* The profile, less the base: the base's samples come in negated, each
+ * with its own locations and mappings (two processes place libraries at
+ * different addresses, so they meet by name, not by address). */
+static rp_profile_t merge(const rp_raw_t *a, sbuild_t *sa, const rp_raw_t *b, sbuild_t *sb)
+{
+	rp_profile_t p = a->prof;
+	p.samples = sa->v;
+	p.nsamples = sa->n;
+	if (b == NULL)
+		return p;
+	size_t nl = a->prof.nlocs, nm = a->prof.nmaps;
+	p.nlocs = nl + b->prof.nlocs;
+	p.nmaps = nm + b->prof.nmaps;
+	p.locs = rp_alloc(sizeof *p.locs * (p.nlocs + 1));
+	p.maps = rp_alloc(sizeof *p.maps * (p.nmaps + 1));
+	memcpy(p.locs, a->prof.locs, sizeof *p.locs * nl);
+	memcpy(p.locs + nl, b->prof.locs, sizeof *p.locs * b->prof.nlocs);
+	memcpy(p.maps, a->prof.maps, sizeof *p.maps * nm);
+	memcpy(p.maps + nm, b->prof.maps, sizeof *p.maps * b->prof.nmaps);
+	for (size_t i = nl; i < p.nlocs; i++)
+		if (p.locs[i].map >= 0)
+			p.locs[i].map += (int)nm;
+	p.samples = rp_alloc(sizeof *p.samples * (sa->n + sb->n + 1));
+	memcpy(p.samples, sa->v, sizeof *p.samples * sa->n);
+	for (size_t i = 0; i < sb->n; i++) {
+		rp_sample_t s = sb->v[i];
+		uint32_t *loc = rp_alloc(sizeof *loc * (s.nloc + 1));
+		for (uint32_t k = 0; k < s.nloc; k++)
+			loc[k] = s.loc[k] + (uint32_t)nl;
+		s.loc = loc;
+		p.samples[sa->n + i] = s;
+	}
+	p.nsamples = sa->n + sb->n;
+	return p;
+}
+
+/* ---- names ----------------------------------------------------------- */
+
+/* The names of one location as the text views show them, innermost
+ * first: inlined callees marked "(inline)" like jeprof does, the file and
+ * line added with --lines, an unknown address as itself. */
+typedef struct lnames_s {
+	int n;
+	const char **name;
+} lnames_t;
+
+static lnames_t *names_of_locs(const rp_profile_t *p, const ropts_t *o)
+{
+	lnames_t *ln = rp_alloc(sizeof *ln * (p->nlocs + 1));
+	char buf[4096];
+	for (size_t i = 0; i < p->nlocs; i++) {
+		const rp_loc_t *l = &p->locs[i];
+		if (l->nframes == 0) {
+			/* unnamed: where it is in which file, which stays the same
+			 * from run to run, unlike the address */
+			if (l->map >= 0) {
+				const rp_map_t *m = &p->maps[l->map];
+				const char *b = strrchr(m->path, '/');
+				snprintf(buf, sizeof buf, "%s+0x%llx", b ? b + 1 : m->path,
+				         (unsigned long long)(l->addr - m->start + m->offset));
+			} else {
+				snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)l->addr);
+			}
+			ln[i].n = 1;
+			ln[i].name = rp_alloc(sizeof(char *));
+			ln[i].name[0] = rp_intern(buf);
+			continue;
+		}
+		ln[i].n = l->nframes;
+		ln[i].name = rp_alloc(sizeof(char *) * (size_t)l->nframes);
+		for (int f = 0; f < l->nframes; f++) {
+			const rp_frame_t *fr = &l->frames[f];
+			int len = snprintf(buf, sizeof buf, "%s%s", fr->func, f < l->nframes - 1 ? " (inline)" : "");
+			if (o->lines && len >= 0 && (size_t)len < sizeof buf)
+				snprintf(buf + len, sizeof buf - (size_t)len, " %s:%d", fr->file ? fr->file : "??", fr->line);
+			ln[i].name[f] = rp_intern(buf);
+		}
+	}
+	return ln;
+}
+
+static bool loc_matches(const rp_loc_t *l, const lnames_t *ln, const regex_t *re)
+{
+	for (int f = 0; f < ln->n; f++)
+		if (regexec(re, ln->name[f], 0, NULL, 0) == 0)
+			return true;
+	for (int f = 0; f < l->nframes; f++) {
+		const rp_frame_t *fr = &l->frames[f];
+		if (regexec(re, fr->full, 0, NULL, 0) == 0)
+			return true;
+		if (fr->file) {
+			char buf[4096];
+			snprintf(buf, sizeof buf, "%s:%d", fr->file, fr->line);
+			if (regexec(re, buf, 0, NULL, 0) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* --focus keeps the stacks that pass through a match, --ignore drops
+ * them (jeprof's FocusProfile and IgnoreProfile). */
+static void filter(rp_profile_t *p, const lnames_t *ln, const ropts_t *o)
+{
+	if (!o->has_focus && !o->has_ignore)
+		return;
+	signed char *fm = rp_alloc(p->nlocs + 1), *im = rp_alloc(p->nlocs + 1);
+	for (size_t i = 0; i < p->nlocs; i++) {
+		fm[i] = o->has_focus && loc_matches(&p->locs[i], &ln[i], &o->focus);
+		im[i] = o->has_ignore && loc_matches(&p->locs[i], &ln[i], &o->ignore);
+	}
+	size_t w = 0;
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const rp_sample_t *s = &p->samples[i];
+		bool f = !o->has_focus, ig = false;
+		for (uint32_t k = 0; k < s->nloc; k++) {
+			f |= fm[s->loc[k]];
+			ig |= im[s->loc[k]];
+		}
+		if (f && !ig)
+			p->samples[w++] = *s;
+	}
+	p->nsamples = w;
+	free(fm);
+	free(im);
+}
+
+/* ---- text ------------------------------------------------------------ */
+
+typedef struct row_s {
+	const char *name;
+	double flat, cum;
+	size_t stamp;
+} row_t;
+
+typedef struct rows_s {
+	row_t *v;
+	size_t n, cap;
+	uint32_t *slot;          /* open addressing on the interned pointer */
+	size_t nslot;
+} rows_t;
+
+static row_t *row_of(rows_t *r, const char *name)
+{
+	if ((r->n + 1) * 2 > r->nslot) {
+		size_t ns = r->nslot ? r->nslot * 2 : 1024;
+		uint32_t *t = rp_alloc(ns * sizeof *t);
+		for (size_t i = 0; i < r->n; i++) {
+			size_t j = ((uintptr_t)r->v[i].name * 0x9e3779b97f4a7c15ull >> 17) & (ns - 1);
+			while (t[j])
+				j = (j + 1) & (ns - 1);
+			t[j] = (uint32_t)i + 1;
+		}
+		free(r->slot);
+		r->slot = t;
+		r->nslot = ns;
+	}
+	size_t j = ((uintptr_t)name * 0x9e3779b97f4a7c15ull >> 17) & (r->nslot - 1);
+	for (; r->slot[j]; j = (j + 1) & (r->nslot - 1))
+		if (r->v[r->slot[j] - 1].name == name)
+			return &r->v[r->slot[j] - 1];
+	r->v = rp_grow(r->v, &r->cap, r->n + 1, sizeof *r->v);
+	r->v[r->n] = (row_t){ .name = name, .stamp = (size_t)-1 };
+	r->slot[j] = (uint32_t)++r->n;
+	return &r->v[r->n - 1];
+}
+
+static int sort_type;
+static bool sort_cum;
+
+static int cmp_row(const void *a, const void *b)
+{
+	const row_t *x = a, *y = b;
+	double vx = sort_cum ? x->cum : x->flat, vy = sort_cum ? y->cum : y->flat;
+	if (vx != vy)
+		return vx > vy ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static const char *unparse(const ropts_t *o, double v, char *buf, size_t len)
+{
+	if (o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS || o->bytes)
+		snprintf(buf, len, "%lld", (long long)v);   /* Perl's %d truncates */
+	else
+		snprintf(buf, len, "%.1f", v / 1048576.0);
+	return buf;
+}
+
+static const char *percent(double v, double total, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.1f%%", total != 0 ? v * 100.0 / total : 0.0);
+	return buf;
+}
+
+static const char *units(const ropts_t *o)
+{
+	if (o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS)
+		return "objects";
+	return o->bytes ? "B" : "MB";
+}
+
+static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, const ropts_t *o, bool json)
+{
+	rows_t r = { 0 };
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const rp_sample_t *s = &p->samples[i];
+		double v = s->v[o->type];
+		bool first = true;
+		for (uint32_t k = 0; k < s->nloc; k++) {
+			const lnames_t *l = &ln[s->loc[k]];
+			for (int f = 0; f < l->n; f++) {
+				row_t *row = row_of(&r, l->name[f]);
+				if (row->stamp == i)
+					continue;      /* recursion: once per stack */
+				row->stamp = i;
+				row->cum += v;
+				if (first)
+					row->flat += v;
+				first = false;
+			}
+		}
+	}
+	sort_cum = o->cum;
+	sort_type = o->type;
+	qsort(r.v, r.n, sizeof *r.v, cmp_row);
+	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;
+	double running = 0;
+	char b1[64], b2[32], b3[32], b4[64], b5[32];
+	if (json) {
+		printf("{\"profile\":");
+		out_json_str(stdout, p->path);
+		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%.0f,\"rows\":[", rp_type_name[o->type],
+		       rp_type_unit[o->type], total);
+	} else if (total != 0) {
+		if (o->has_thread)
+			printf("Total (t%lld): %s %s\n", (long long)o->thread, unparse(o, total, b1, sizeof b1), units(o));
+		else
+			printf("Total: %s %s\n", unparse(o, total, b1, sizeof b1), units(o));
+	}
+	for (size_t i = 0; i < r.n && shown < limit; i++) {
+		const row_t *w = &r.v[i];
+		running += w->flat;
+		if (w->flat == 0 && w->cum == 0)
+			continue;
+		shown++;
+		if (json) {
+			printf("%s{\"name\":", shown > 1 ? "," : "");
+			out_json_str(stdout, w->name);
+			printf(",\"flat\":%.0f,\"cum\":%.0f}", w->flat, w->cum);
+			continue;
+		}
+		printf("%8s %6s %6s %8s %6s %s\n", unparse(o, w->flat, b1, sizeof b1), percent(w->flat, total, b2, sizeof b2),
+		       percent(running, total, b3, sizeof b3), unparse(o, w->cum, b4, sizeof b4),
+		       percent(w->cum, total, b5, sizeof b5), w->name);
+	}
+	if (json)
+		printf("]}\n");
+	size_t rest = 0;
+	for (size_t i = shown; i < r.n; i++)
+		rest += r.v[i].flat != 0 || r.v[i].cum != 0;
+	if (!json && rest && isatty(1))
+		fprintf(stderr, "heapctl: %zu more rows (--top 0 shows all)\n", rest);
+	return ferror(stdout) ? cli_err(HC_EXIT_FAILED, "cannot write the report: %s", strerror(errno)) : 0;
+}
+
+/* ---- folded stacks --------------------------------------------------- */
+
+typedef struct folded_s {
+	const char **names;       /* root first */
+	uint32_t n;
+	double value;
+} folded_t;
+
+static int cmp_folded(const void *a, const void *b)
+{
+	const folded_t *x = a, *y = b;
+	for (uint32_t i = 0; i < x->n && i < y->n; i++)
+		if (x->names[i] != y->names[i])
+			return strcmp(x->names[i], y->names[i]);
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+/* Stacks root first, identical ones merged, sorted. */
+static folded_t *fold(const rp_profile_t *p, const lnames_t *ln, const ropts_t *o, size_t *count)
+{
+	folded_t *v = rp_alloc(sizeof *v * (p->nsamples + 1));
+	size_t n = 0;
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const rp_sample_t *s = &p->samples[i];
+		uint32_t depth = 0;
+		for (uint32_t k = 0; k < s->nloc; k++)
+			depth += (uint32_t)ln[s->loc[k]].n;
+		if (depth == 0)
+			continue;
+		folded_t *f = &v[n++];
+		f->names = rp_alloc(sizeof(char *) * depth);
+		f->n = depth;
+		f->value = s->v[o->type];
+		uint32_t d = depth;
+		for (uint32_t k = 0; k < s->nloc; k++) {
+			const lnames_t *l = &ln[s->loc[k]];
+			for (int x = 0; x < l->n; x++)
+				f->names[--d] = l->name[x];
+		}
+	}
+	qsort(v, n, sizeof *v, cmp_folded);
+	size_t w = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (w && cmp_folded(&v[w - 1], &v[i]) == 0)
+			v[w - 1].value += v[i].value;
+		else
+			v[w++] = v[i];
+	}
+	*count = w;
+	return v;
+}
+
+static int print_collapsed(const folded_t *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		long long val = llround(v[i].value);
+		if (val <= 0)
+			continue;              /* flame graph tools take no negatives */
+		for (uint32_t k = 0; k < v[i].n; k++) {
+			if (k)
+				putchar(';');
+			for (const char *c = v[i].names[k]; *c; c++)
+				putchar(*c == ';' ? ':' : *c);
+		}
+		printf(" %lld\n", val);
+	}
+	return ferror(stdout) ? cli_err(HC_EXIT_FAILED, "cannot write the report: %s", strerror(errno)) : 0;
+}
+
+static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const ropts_t *o)
+{
+	rp_stack_t *st = rp_alloc(sizeof *st * (n + 1));
+	for (size_t i = 0; i < n; i++)
+		st[i] = (rp_stack_t){ .n = v[i].n, .names = v[i].names, .value = v[i].value };
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->svg, (int)getpid());
+	FILE *f = fopen(tmp, "wx");
+	if (f == NULL)
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(errno));
+	char title[4200];
+	const char *b = strrchr(p->path, '/');
+	snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
+	         o->base ? " - " : "", o->base ? o->base : "");
+	bool objects = o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS;
+	int rc = rp_svg_write(f, st, n, title, objects ? "objects" : "bytes");
+	int e = errno;
+	if (fclose(f) != 0 && rc == 0) {
+		rc = -1;
+		e = errno;
+	}
+	if (rc != 0 || rename(tmp, o->svg) != 0) {
+		if (rc == 0)
+			e = errno;
+		unlink(tmp);
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(e));
+	}
+	return 0;
+}
+
+/* ---- options --------------------------------------------------------- */
+
+static int need_value(cli_args_t *a, int *i, const char **v)
+{
+	const char *opt = a->argv[*i];
+	const char *eq = strchr(opt, '=');
+	if (opt[0] == '-' && opt[1] == '-' && eq) {
+		*v = eq + 1;
+		return 0;
+	}
+	if (*i + 1 >= a->argc)
+		return cli_err(HC_EXIT_USAGE, "%s needs a value", opt);
+	*v = a->argv[++*i];
+	return 0;
+}
+
+static bool opt_is(const char *arg, const char *name)
+{
+	/* --inuse_space and --inuse-space both; --opt=value too */
+	size_t n = strlen(name);
+	for (size_t i = 0; i < n; i++) {
+		char c = arg[i], d = name[i];
+		if (c == 0)
+			return false;
+		if (c == '-' && d == '_' && i > 2)
+			c = '_';
+		if (c != d)
+			return false;
+	}
+	return arg[n] == 0 || arg[n] == '=';
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *v)
+{
+	char *e;
+	errno = 0;
+	long x = strtol(s, &e, 10);
+	if (e == s || *e || errno || x < lo || x > hi)
+		return cli_err(HC_EXIT_USAGE, "%s '%s' is not a whole number from %ld to %ld", opt, s, lo, hi);
+	*v = x;
+	return 0;
+}
+
+static int parse_re(const char *opt, const char *s, regex_t *re)
+{
+	int rc = regcomp(re, s, REG_EXTENDED | REG_NOSUB);
+	if (rc != 0) {
+		char msg[256];
+		regerror(rc, re, msg, sizeof msg);
+		return cli_err(HC_EXIT_USAGE, "%s '%s' is not a regular expression: %s", opt, s, msg);
+	}
+	return 0;
+}
+
+static int parse_opts(cli_args_t *a, ropts_t *o)
+{
+	*o = (ropts_t){ .type = RP_INUSE_SPACE, .top = 50 };
+	int ntypes = 0, rc = 0;
+	for (int i = 0; i < a->argc && rc == 0; i++) {
+		const char *s = a->argv[i], *v = NULL;
+		long n;
+		if (s[0] != '-' || !strcmp(s, "-")) {
+			if (o->profile)
+				return cli_err(HC_EXIT_USAGE, "one profile at a time ('%s' and '%s'); use --base for a difference",
+				               o->profile, s);
+			o->profile = s;
+		} else if (opt_is(s, "--inuse_space")) {
+			o->type = RP_INUSE_SPACE, ntypes++;
+		} else if (opt_is(s, "--inuse_objects")) {
+			o->type = RP_INUSE_OBJECTS, ntypes++;
+		} else if (opt_is(s, "--alloc_space")) {
+			o->type = RP_ALLOC_SPACE, ntypes++;
+		} else if (opt_is(s, "--alloc_objects")) {
+			o->type = RP_ALLOC_OBJECTS, ntypes++;
+		} else if (opt_is(s, "--cum")) {
+			o->cum = true;
+		} else if (opt_is(s, "--lines")) {
+			o->lines = true;
+		} else if (opt_is(s, "--bytes") || opt_is(s, "--show_bytes")) {
+			o->bytes = true;
+		} else if (opt_is(s, "--collapsed")) {
+			o->collapsed = true;
+		} else if (opt_is(s, "--text")) {
+			o->text = true;
+		} else if (opt_is(s, "--base")) {
+			if (!(rc = need_value(a, &i, &v)))
+				o->base = v;
+		} else if (opt_is(s, "--top")) {
+			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_long("--top", v, 0, 1000000000, &n)))
+				o->top = n;
+		} else if (opt_is(s, "--thread")) {
+			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_long("--thread", v, 0, 0x7fffffffffffffffL, &n)))
+				o->thread = n, o->has_thread = true;
+		} else if (opt_is(s, "--focus")) {
+			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--focus", v, &o->focus)))
+				o->has_focus = true;
+		} else if (opt_is(s, "--ignore")) {
+			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--ignore", v, &o->ignore)))
+				o->has_ignore = true;
+		} else if (opt_is(s, "--svg")) {
+			if (!(rc = need_value(a, &i, &v)))
+				o->svg = v;
+		} else if (opt_is(s, "--pprof")) {
+			if (!(rc = need_value(a, &i, &v)))
+				o->pprof = v;
+		} else if (opt_is(s, "--sysroot")) {
+			if (!(rc = need_value(a, &i, &v)))
+				o->root = v;
+		} else {
+			return cli_err(HC_EXIT_USAGE, "report: unknown option '%s' (try 'heapctl help report')", s);
+		}
+	}
+	if (rc)
+		return rc;
+	if (o->profile == NULL)
+		return cli_err(HC_EXIT_USAGE, "report needs a profile file (heapctl report FILE)");
+	if (ntypes > 1)
+		return cli_err(HC_EXIT_USAGE, "choose one of --inuse_space, --inuse_objects, --alloc_space, --alloc_objects");
+	if (o->svg && !*o->svg)
+		return cli_err(HC_EXIT_USAGE, "--svg needs a file name");
+	if (o->pprof && !*o->pprof)
+		return cli_err(HC_EXIT_USAGE, "--pprof needs a file name");
+	if (a->pid && o->root)
+		return cli_err(HC_EXIT_USAGE, "give --sysroot or a PID, not both");
+	if (a->pid) {
+		/* the target's own view of its files (containers) */
+		char buf[64];
+		snprintf(buf, sizeof buf, "/proc/%d/root", a->pid);
+		if (access(buf, R_OK | X_OK) != 0)
+			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf, strerror(errno));
+		o->root = rp_intern(buf);
+	}
+	if (o->root && access(o->root, X_OK) != 0)
+		return cli_err(HC_EXIT_USAGE, "--sysroot %s: %s", o->root, strerror(errno));
+	return 0;
+}
+
+int cmd_report(cli_args_t *a)
+{
+	ropts_t o;
+	int rc = parse_opts(a, &o);
+	if (rc)
+		return rc;
+	rp_raw_t raw, braw;
+	if ((rc = load(o.profile, &o, &raw)) != 0)
+		return rc;
+	if (o.base && (rc = load(o.base, &o, &braw)) != 0)
+		return rc;
+
+	bool files = o.svg || o.pprof;
+	bool show_text = !o.collapsed && (o.text || !files);
+	sbuild_t sa = { 0 }, sb = { 0 };
+	build(&raw, &o, false, 1, &sa);
+	if (o.base)
+		build(&braw, &o, false, -1, &sb);
+	rp_profile_t p = merge(&raw, &sa, o.base ? &braw : NULL, &sb);
+	double total = 0;
+	for (size_t i = 0; i < p.nsamples; i++)
+		total += p.samples[i].v[o.type];
+	lnames_t *ln = names_of_locs(&p, &o);
+	filter(&p, ln, &o);
+
+	if (show_text && (rc = print_text(&p, ln, total, &o, a->json)) != 0)
+		return rc;
+	if (o.collapsed || o.svg) {
+		size_t n;
+		folded_t *v = fold(&p, ln, &o, &n);
+		if (o.collapsed && (rc = print_collapsed(v, n)) != 0)
+			return rc;
+		if (o.svg && (rc = write_svg(v, n, &p, &o)) != 0)
+			return rc;
+		if (o.svg && !show_text && !o.collapsed)
+			printf("wrote flame graph %s\n", o.svg);
+	}
+	if (o.pprof) {
+		/* pprof gets a sample per thread, labelled, when there is no --thread */
+		sbuild_t ta = { 0 }, tb = { 0 };
+		build(&raw, &o, !o.has_thread, 1, &ta);
+		if (o.base)
+			build(&braw, &o, !o.has_thread, -1, &tb);
+		rp_profile_t q = merge(&raw, &ta, o.base ? &braw : NULL, &tb);
+		filter(&q, names_of_locs(&q, &o), &o);
+		char err[512];
+		if (rp_pprof_write(&q, o.pprof, err, sizeof err) != 0)
+			return cli_err(HC_EXIT_FAILED, "%s", err);
+		if (!show_text && !o.collapsed)
+			printf("wrote pprof profile %s\n", o.pprof);
+	}
+	return 0;
+}

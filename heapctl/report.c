@@ -1,0 +1,494 @@
+/*
+ * heapctl/report.c - reading heap profiles: jemalloc's and heapctl's
+ * heap_v2 text, and gperftools' "heap profile:" text, each followed by
+ * MAPPED_LIBRARIES.  Also the process-lifetime memory the report uses.
+ *
+ *   heap_v2/524288                          heap profile:  12:  4096 [ 20:  8192] @ heap_v2/524288
+ *     t*: 12: 4096 [0: 0]                     3:  1024 [  3:  1024] @ 0x4005d0 0x400610
+ *     t0: 12: 4096 [0: 0]                   ...
+ *   @ 0x4005d0 0x400610                     MAPPED_LIBRARIES:
+ *     t*: 3: 1024 [0: 0]                    (lines of /proc/PID/maps)
+ *     t0: 3: 1024 [0: 0]
+ *   MAPPED_LIBRARIES:
+ *   (lines of /proc/PID/maps)
+ *
+ * Each "t" line is: objects and bytes in use, [objects and bytes
+ * allocated over the profile's life].  A file that does not follow this
+ * is refused with its line number; nothing is guessed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "rp_internal.h"
+
+const char *const rp_type_name[RP_NTYPES] = { "inuse_objects", "inuse_space", "alloc_objects", "alloc_space" };
+const char *const rp_type_unit[RP_NTYPES] = { "count", "bytes", "count", "bytes" };
+
+/* ---- memory ---------------------------------------------------------- */
+
+static void oom(void)
+{
+	static const char msg[] = "heapctl: out of memory\n";
+	ssize_t r = write(2, msg, sizeof msg - 1);
+	(void)r;
+	exit(1);
+}
+
+void *rp_alloc(size_t n)
+{
+	void *p = calloc(1, n ? n : 1);
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+void *rp_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap * 2 : 16;
+	while (c < need)
+		c *= 2;
+	p = realloc(p, c * elem);
+	if (p == NULL)
+		oom();
+	*cap = c;
+	return p;
+}
+
+char *rp_strdup(const char *s)
+{
+	char *d = strdup(s);
+	if (d == NULL)
+		oom();
+	return d;
+}
+
+/* Interned strings: open addressing on an FNV-1a hash. */
+static const char **itab;
+static size_t icap, icount;
+
+static uint64_t hash_n(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+const char *rp_intern_n(const char *s, size_t n)
+{
+	if (icount * 2 >= icap) {
+		size_t ncap = icap ? icap * 2 : 4096;
+		const char **nt = rp_alloc(ncap * sizeof *nt);
+		for (size_t i = 0; i < icap; i++) {
+			if (itab[i] == NULL)
+				continue;
+			size_t j = hash_n(itab[i], strlen(itab[i])) & (ncap - 1);
+			while (nt[j])
+				j = (j + 1) & (ncap - 1);
+			nt[j] = itab[i];
+		}
+		free(itab);
+		itab = nt;
+		icap = ncap;
+	}
+	size_t j = hash_n(s, n) & (icap - 1);
+	for (; itab[j]; j = (j + 1) & (icap - 1))
+		if (strncmp(itab[j], s, n) == 0 && itab[j][n] == 0)
+			return itab[j];
+	char *d = rp_alloc(n + 1);
+	memcpy(d, s, n);
+	itab[j] = d;
+	icount++;
+	return d;
+}
+
+const char *rp_intern(const char *s)
+{
+	return rp_intern_n(s, strlen(s));
+}
+
+const char *rp_strcat3(const char *a, const char *b, const char *c)
+{
+	size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+	char *d = rp_alloc(la + lb + lc + 1);
+	memcpy(d, a, la);
+	memcpy(d + la, b, lb);
+	memcpy(d + la + lb, c, lc);
+	return d;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+typedef struct reader_s {
+	const char *path;
+	char *buf, *pos, *end;
+	unsigned lineno;
+	char *err;
+	size_t errlen;
+	rp_raw_t *raw;
+	/* address -> location index */
+	uint64_t *akey;
+	uint32_t *aval;
+	size_t acap, acount;
+	size_t loccap, stackcap;
+} reader_t;
+
+static int bad(reader_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(reader_t *r, const char *fmt, ...)
+{
+	int n = snprintf(r->err, r->errlen, "%s:%u: ", r->path, r->lineno);
+	va_list ap;
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < r->errlen)
+		vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* The next line, NUL-terminated in place; NULL at the end. */
+static char *next_line(reader_t *r)
+{
+	if (r->pos >= r->end)
+		return NULL;
+	char *s = r->pos;
+	char *nl = memchr(s, '\n', (size_t)(r->end - s));
+	if (nl) {
+		*nl = 0;
+		r->pos = nl + 1;
+	} else {
+		*r->end = 0;
+		r->pos = r->end;
+	}
+	size_t n = strlen(s);
+	if (n && s[n - 1] == '\r')
+		s[n - 1] = 0;
+	r->lineno++;
+	return s;
+}
+
+static const char *skip_sp(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+static bool take_u64(const char **sp, uint64_t *v)
+{
+	const char *s = skip_sp(*sp);
+	if (*s < '0' || *s > '9')
+		return false;
+	char *e;
+	errno = 0;
+	*v = strtoull(s, &e, 10);
+	if (errno)
+		return false;
+	*sp = e;
+	return true;
+}
+
+static bool take_ch(const char **sp, char c)
+{
+	const char *s = skip_sp(*sp);
+	if (*s != c)
+		return false;
+	*sp = s + 1;
+	return true;
+}
+
+/* "A: B [C: D]" */
+static bool take_counts(const char **sp, double c[RP_NTYPES])
+{
+	uint64_t v[4];
+	if (!take_u64(sp, &v[0]) || !take_ch(sp, ':') || !take_u64(sp, &v[1]) || !take_ch(sp, '[') ||
+	    !take_u64(sp, &v[2]) || !take_ch(sp, ':') || !take_u64(sp, &v[3]) || !take_ch(sp, ']'))
+		return false;
+	for (int i = 0; i < 4; i++)
+		c[i] = (double)v[i];
+	return true;
+}
+
+static uint32_t loc_of(reader_t *r, uint64_t a)
+{
+	if (r->acount * 2 >= r->acap) {
+		size_t ncap = r->acap ? r->acap * 2 : 4096;
+		uint64_t *nk = rp_alloc(ncap * sizeof *nk);
+		uint32_t *nv = rp_alloc(ncap * sizeof *nv);
+		for (size_t i = 0; i < r->acap; i++) {
+			if (r->aval[i] == 0)
+				continue;
+			size_t j = (r->akey[i] * 0x9e3779b97f4a7c15ull >> 20) & (ncap - 1);
+			while (nv[j])
+				j = (j + 1) & (ncap - 1);
+			nk[j] = r->akey[i];
+			nv[j] = r->aval[i];
+		}
+		free(r->akey);
+		free(r->aval);
+		r->akey = nk;
+		r->aval = nv;
+		r->acap = ncap;
+	}
+	size_t j = (a * 0x9e3779b97f4a7c15ull >> 20) & (r->acap - 1);
+	for (; r->aval[j]; j = (j + 1) & (r->acap - 1))
+		if (r->akey[j] == a)
+			return r->aval[j] - 1;      /* values are index + 1 */
+	rp_profile_t *p = &r->raw->prof;
+	p->locs = rp_grow(p->locs, &r->loccap, p->nlocs + 1, sizeof *p->locs);
+	p->locs[p->nlocs] = (rp_loc_t){ .addr = a, .map = -1 };
+	r->akey[j] = a;
+	r->aval[j] = (uint32_t)++p->nlocs;
+	r->acount++;
+	return (uint32_t)(p->nlocs - 1);
+}
+
+/* "0x4005d0 0x400610 ..." -> a new stack */
+static int take_stack(reader_t *r, const char *s)
+{
+	uint32_t tmp[1024];
+	uint32_t n = 0;
+	for (;;) {
+		s = skip_sp(s);
+		if (*s == 0)
+			break;
+		if (s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
+			return bad(r, "expected a hex address like 0x4005d0, found '%.20s'", s);
+		char *e;
+		errno = 0;
+		uint64_t a = strtoull(s + 2, &e, 16);
+		if (errno || e == s + 2 || (*e && *e != ' ' && *e != '\t'))
+			return bad(r, "bad address '%.20s'", s);
+		if (n == sizeof tmp / sizeof tmp[0])
+			return bad(r, "stack deeper than %u frames", n);
+		tmp[n++] = loc_of(r, a);
+		s = e;
+	}
+	if (n == 0)
+		return bad(r, "'@' without addresses");
+	rp_raw_t *raw = r->raw;
+	raw->stacks = rp_grow(raw->stacks, &r->stackcap, raw->nstacks + 1, sizeof *raw->stacks);
+	rp_rawstack_t *st = &raw->stacks[raw->nstacks++];
+	*st = (rp_rawstack_t){ .n = n, .loc = rp_alloc(n * sizeof(uint32_t)), .line = r->lineno };
+	st->all.thread = -1;
+	memcpy(st->loc, tmp, n * sizeof(uint32_t));
+	return 0;
+}
+
+static bool is_allocator(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return !strncmp(b, "libheapctl", 10) || !strncmp(b, "libjemalloc", 11) || !strncmp(b, "libtcmalloc", 11);
+}
+
+static int cmp_map(const void *a, const void *b)
+{
+	const rp_map_t *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* MAPPED_LIBRARIES: keep the executable mappings of files. */
+static int take_maps(reader_t *r)
+{
+	rp_profile_t *p = &r->raw->prof;
+	size_t cap = 0;
+	char *s;
+	while ((s = next_line(r)) != NULL) {
+		if (*skip_sp(s) == 0)
+			continue;
+		unsigned long long lo, hi, off;
+		char perms[8];
+		int pathpos = -1;
+		if (sscanf(s, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &pathpos) < 4 || hi <= lo)
+			return bad(r, "not a memory map line: '%.60s'", s);
+		if (pathpos < 0 || s[pathpos] != '/' || strchr(perms, 'x') == NULL)
+			continue;
+		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
+		const char *path = rp_intern(s + pathpos);
+		p->maps[p->nmaps++] = (rp_map_t){ .start = lo, .limit = hi, .offset = off, .path = path,
+		                                  .allocator = is_allocator(path) };
+	}
+	qsort(p->maps, p->nmaps, sizeof *p->maps, cmp_map);
+	for (size_t i = 1; i < p->nmaps; i++)
+		if (p->maps[i].start < p->maps[i - 1].limit)
+			return bad(r, "memory map has overlapping mappings at 0x%llx",
+			           (unsigned long long)p->maps[i].start);
+	return 0;
+}
+
+static bool maps_header(const char *s)
+{
+	return !strcmp(s, "MAPPED_LIBRARIES:") || !strcmp(s, "--- Memory map: ---");
+}
+
+static int read_heap_v2(reader_t *r, const char *first)
+{
+	rp_raw_t *raw = r->raw;
+	char *e;
+	errno = 0;
+	unsigned long long period = strtoull(first + 8, &e, 10);
+	if (errno || e == first + 8 || *skip_sp(e))
+		return bad(r, "expected 'heap_v2/<sample period>', found '%.40s'", first);
+	raw->algorithm = 2;
+	raw->prof.period = period;
+	raw->format = "heap_v2";
+	char *s;
+	rp_rawstack_t *cur = NULL;
+	size_t thrcap = 0;
+	while ((s = next_line(r)) != NULL) {
+		const char *t = skip_sp(s);
+		if (*t == 0)
+			continue;
+		if (maps_header(t))
+			return take_maps(r);
+		if (t[0] == '@') {
+			if (cur && cur->all.thread == -2)
+				return bad(r, "stack without a 't*' line");
+			if (take_stack(r, t + 1))
+				return -1;
+			cur = &raw->stacks[raw->nstacks - 1];
+			cur->all.thread = -2;      /* no t* line yet */
+			thrcap = 0;
+			continue;
+		}
+		if (t[0] != 't')
+			return bad(r, "expected '@ addresses' or a 't' line, found '%.40s'", t);
+		double c[RP_NTYPES];
+		const char *q = t + 1;
+		int64_t thread;
+		if (*q == '*') {
+			thread = -1;
+			q++;
+		} else {
+			uint64_t v;
+			if (!take_u64(&q, &v))
+				return bad(r, "expected 't*:' or 't<thread>:', found '%.40s'", t);
+			thread = (int64_t)v;
+		}
+		if (!take_ch(&q, ':') || !take_counts(&q, c) || *skip_sp(q))
+			return bad(r, "expected 't<thread>: objects: bytes [objects: bytes]', found '%.60s'", t);
+		if (cur == NULL)
+			continue;                  /* the profile-wide totals */
+		if (thread == -1) {
+			if (cur->all.thread != -2)
+				return bad(r, "second 't*' line for one stack");
+			cur->all.thread = -1;
+			memcpy(cur->all.c, c, sizeof c);
+		} else {
+			if (cur->all.thread == -2)
+				return bad(r, "thread line before the stack's 't*' line");
+			cur->thr = rp_grow(cur->thr, &thrcap, cur->nthr + 1, sizeof *cur->thr);
+			cur->thr[cur->nthr].thread = thread;
+			memcpy(cur->thr[cur->nthr].c, c, sizeof c);
+			cur->nthr++;
+		}
+	}
+	return 0;
+}
+
+static int read_gperftools(reader_t *r, const char *first)
+{
+	rp_raw_t *raw = r->raw;
+	const char *q = first + strlen("heap profile:");
+	double c[RP_NTYPES];
+	if (!take_counts(&q, c) || !take_ch(&q, '@'))
+		return bad(r, "expected 'heap profile: objects: bytes [objects: bytes] @ type', found '%.60s'", first);
+	q = skip_sp(q);
+	raw->format = "heap profile";
+	/* "heapprofile" (every allocation), "heap/N" (v1 sampling), "heap_v2/N" */
+	const char *slash = strchr(q, '/');
+	if (slash) {
+		char *e;
+		errno = 0;
+		unsigned long long period = strtoull(slash + 1, &e, 10);
+		if (errno || e == slash + 1 || *skip_sp(e))
+			return bad(r, "bad sampling period in '%.40s'", q);
+		raw->prof.period = period;
+		raw->algorithm = !strncmp(q, "heap_v2/", 8) ? 2 : 1;
+	}
+	char *s;
+	while ((s = next_line(r)) != NULL) {
+		const char *t = skip_sp(s);
+		if (*t == 0)
+			continue;
+		if (maps_header(t))
+			return take_maps(r);
+		if (!take_counts(&t, c) || !take_ch(&t, '@'))
+			return bad(r, "expected 'objects: bytes [objects: bytes] @ addresses', found '%.60s'", s);
+		if (take_stack(r, t))
+			return -1;
+		rp_rawstack_t *st = &raw->stacks[raw->nstacks - 1];
+		memcpy(st->all.c, c, sizeof c);
+	}
+	return 0;
+}
+
+int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
+{
+	memset(raw, 0, sizeof *raw);
+	reader_t r = { .path = path, .err = err, .errlen = errlen, .raw = raw };
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	r.buf = rp_alloc((size_t)st.st_size + 1);
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, r.buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			snprintf(err, errlen, "cannot read %s: %s", path, n ? strerror(errno) : "file shrank");
+			close(fd);
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	if (memchr(r.buf, 0, got)) {
+		snprintf(err, errlen, "%s is not a heap profile (it has NUL bytes; pprof files are read by 'go tool pprof', not here)", path);
+		return -1;
+	}
+	r.pos = r.buf;
+	r.end = r.buf + got;
+	raw->prof.path = path;
+	raw->prof.time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	const char *first = next_line(&r);
+	int rc;
+	if (first && !strncmp(first, "heap_v2/", 8))
+		rc = read_heap_v2(&r, first);
+	else if (first && !strncmp(first, "heap profile:", 13))
+		rc = read_gperftools(&r, first);
+	else {
+		snprintf(err, errlen, "%s is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)", path);
+		rc = -1;
+	}
+	free(r.akey);
+	free(r.aval);
+	if (rc == 0) {
+		for (size_t i = 0; i < raw->nstacks; i++)
+			if (raw->stacks[i].all.thread == -2) {
+				snprintf(err, errlen, "%s:%u: stack without a 't*' line", path, raw->stacks[i].line);
+				return -1;
+			}
+	}
+	return rc;
+}

@@ -1,0 +1,108 @@
+/*
+ * heapctl/report.h - `heapctl report`: reading heap profiles, symbolizing
+ * them, and the views and writers built on the result.
+ *
+ * Pipeline (cmd_report.c drives it):
+ *
+ *   rp_read()        heap_v2 (heapctl, jemalloc) or gperftools "heap profile:"
+ *                    text -> raw stacks of addresses, per-thread counts,
+ *                    MAPPED_LIBRARIES
+ *   rp_symbolize()   every distinct address -> a location: its mapping and
+ *                    its frames (inlined ones first), through libdwfl
+ *   rp_build()       raw stacks -> samples: scaled for sampling the way
+ *                    jeprof scales them, allocator frames removed
+ *   views            text top, folded stacks, SVG flame graph, pprof
+ *
+ * Everything lives until the process exits; nothing here frees.
+ */
+#ifndef HC_REPORT_H
+#define HC_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Sample types, in jeprof's index order (HeapProfileIndex). */
+enum {
+	RP_INUSE_OBJECTS = 0,
+	RP_INUSE_SPACE = 1,
+	RP_ALLOC_OBJECTS = 2,
+	RP_ALLOC_SPACE = 3,
+	RP_NTYPES = 4
+};
+extern const char *const rp_type_name[RP_NTYPES];   /* "inuse_objects", ... */
+extern const char *const rp_type_unit[RP_NTYPES];   /* "count" or "bytes"   */
+
+/* One frame of a location.  A location with inlined calls has several,
+ * innermost (the inlined callee) first, the real function last. */
+typedef struct rp_frame_s {
+	const char *func;      /* short name: demangled, no arguments/templates */
+	const char *full;      /* demangled name with arguments                 */
+	const char *sys;       /* the symbol as in the ELF file (mangled)       */
+	const char *file;      /* source file, NULL when unknown                */
+	int line;              /* 0 when unknown                                */
+} rp_frame_t;
+
+/* One mapped object from MAPPED_LIBRARIES (executable mappings only). */
+typedef struct rp_map_s {
+	uint64_t start, limit, offset;  /* the mapping: [start, limit) at offset */
+	const char *path;               /* as in the dump                        */
+	const char *build_id;           /* lowercase hex, NULL when none found   */
+	bool has_functions;             /* symbols were found for it             */
+	bool has_lines;                 /* DWARF line info was found             */
+	bool has_inlines;               /* DWARF inline info was found           */
+	bool allocator;                 /* libheapctl, libjemalloc, libtcmalloc  */
+} rp_map_t;
+
+/* One distinct address from the dump. */
+typedef struct rp_loc_s {
+	uint64_t addr;          /* as written in the dump (a return address)  */
+	int map;                /* index into rp_profile_t.maps, -1: none     */
+	int nframes;            /* 0 only when nothing at all is known        */
+	rp_frame_t *frames;     /* innermost first; frames[nframes-1] is the
+	                         * function the address is in                 */
+} rp_loc_t;
+
+/* One stack with its values (already scaled for sampling).  Values may be
+ * negative after --base. */
+typedef struct rp_sample_s {
+	uint32_t nloc;
+	uint32_t *loc;          /* indexes into locs; leaf (allocation site) first */
+	double v[RP_NTYPES];
+	int64_t thread;         /* jemalloc thread id, -1: all threads / unknown */
+} rp_sample_t;
+
+typedef struct rp_profile_s {
+	rp_sample_t *samples;
+	size_t nsamples;
+	rp_loc_t *locs;
+	size_t nlocs;
+	rp_map_t *maps;
+	size_t nmaps;
+	uint64_t period;        /* mean bytes between samples; 0: not sampled */
+	const char *path;       /* the profile file                           */
+	int64_t time_ns;        /* the file's mtime, for pprof's time_nanos   */
+} rp_profile_t;
+
+/* A folded stack for the flame graph: names root first. */
+typedef struct rp_stack_s {
+	uint32_t n;
+	const char **names;
+	double value;
+} rp_stack_t;
+
+/* pprof.c: write p as a gzipped profile.proto with all four sample types
+ * (alloc_objects, alloc_space, inuse_objects, inuse_space; default
+ * inuse_space), values rounded to integers, the thread as a numeric label
+ * "thread" when sample.thread >= 0.  Returns 0, or -1 with a one-line
+ * reason in err. */
+int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t errlen);
+
+/* svg.c: write a self-contained flame graph (root at the bottom, widths
+ * proportional to value; stacks with value <= 0 are left out).  unit is
+ * "bytes" or "objects"; title goes in the heading.  Returns 0, or -1 with
+ * errno set by the failed write. */
+int rp_svg_write(FILE *f, const rp_stack_t *stacks, size_t n, const char *title, const char *unit);
+
+#endif

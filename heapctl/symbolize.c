@@ -1,0 +1,376 @@
+/*
+ * heapctl/symbolize.c - addresses from a heap profile to functions, files
+ * and lines, with libdwfl (elfutils).
+ *
+ * Each executable mapping in MAPPED_LIBRARIES becomes one libdwfl module,
+ * placed at the load bias the mapping implies, so PIE executables and
+ * shared libraries come out right.  libdwfl finds the symbols (.symtab,
+ * else .dynsym) and the DWARF, including separate debug files by build-id
+ * and .gnu_debuglink under the debug directories.  With a sysroot, every
+ * file and debug directory is looked up under it.
+ *
+ * A return address points after its call; it is looked up one byte
+ * earlier so it lands on the call, in the caller's function and line.
+ */
+#define _GNU_SOURCE
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "rp_internal.h"
+
+/* libstdc++'s demangler (the C++ ABI one every toolchain ships). */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* One distinct file among the mappings. */
+typedef struct object_s {
+	const char *path;        /* as in the dump */
+	Dwfl_Module *mod;        /* NULL: not found or not ELF */
+	int first_map;
+} object_t;
+
+static char *debug_path;     /* libdwfl reads it through the callbacks */
+
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debug_path,
+};
+
+/* jeprof's ShortFunctionName, except that "(anonymous namespace)" is kept
+ * (jeprof turns it into an empty name). */
+static char *short_name(const char *full)
+{
+	char *s = rp_strdup(full);
+	char *anon;
+	while ((anon = strstr(s, "(anonymous namespace)")) != NULL) {
+		/* park the parentheses out of the way of the argument stripping */
+		anon[0] = '\x01';
+		anon[20] = '\x02';
+	}
+	for (bool again = true; again;) {          /* argument lists, innermost first */
+		again = false;
+		for (char *c = s; *c; c++) {
+			if (*c != '(')
+				continue;
+			char *e = c + 1;
+			while (*e && *e != '(' && *e != ')')
+				e++;
+			if (*e != ')')
+				continue;
+			e++;
+			if (!strncmp(e, " const", 6))
+				e += 6;
+			else if (!strncmp(e, "const", 5))
+				e += 5;
+			memmove(c, e, strlen(e) + 1);
+			again = true;
+			break;
+		}
+	}
+	for (bool again = true; again;) {          /* template arguments */
+		again = false;
+		for (char *c = s; *c; c++) {
+			if (*c != '<')
+				continue;
+			char *e = c + 1;
+			while (*e && *e != '<' && *e != '>')
+				e++;
+			if (*e != '>')
+				continue;
+			/* "operator<" and "operator<<" are names, not templates */
+			if (c - s >= 8 && !strncmp(c - 8, "operator", 8))
+				continue;
+			memmove(c, e + 1, strlen(e + 1) + 1);
+			again = true;
+			break;
+		}
+	}
+	/* a leading return type: "void* ns::f" -> "ns::f" */
+	char *last_space = NULL;
+	for (char *c = s; *c; c++)
+		if (*c == ' ' && c[1] && strstr(c + 1, "::") != NULL)
+			last_space = c;
+	if (last_space && strncmp(s, "operator", 8) != 0) {
+		char *w = last_space + 1;
+		while (*w && *w != ':' && *w != ' ')
+			w++;
+		if (w[0] == ':' && w[1] == ':')
+			memmove(s, last_space + 1, strlen(last_space + 1) + 1);
+	}
+	for (char *c = s; *c; c++) {
+		if (*c == '\x01')
+			*c = '(';
+		else if (*c == '\x02')
+			*c = ')';
+	}
+	return s;
+}
+
+void rp_name_frame(rp_frame_t *f, const char *sym)
+{
+	f->sys = rp_intern(sym);
+	char *d = NULL;
+	if (sym[0] == '_' && sym[1] == 'Z') {
+		int status = -1;
+		d = __cxa_demangle(sym, NULL, NULL, &status);
+		if (status != 0) {
+			free(d);
+			d = NULL;
+		}
+	}
+	f->full = rp_intern(d ? d : sym);
+	free(d);
+	f->func = f->full;
+	if (strchr(f->full, '(') || strchr(f->full, '<') || strchr(f->full, ' '))
+		f->func = rp_intern(short_name(f->full));
+}
+
+/* The load bias of the object mapped by m: where its p_vaddr 0 lands. */
+static bool load_bias(const char *file, const rp_map_t *m, GElf_Addr *bias, bool *is_exec)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	size_t n;
+	bool ok = false;
+	if (e && elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && elf_getphdrnum(e, &n) == 0) {
+		*is_exec = eh.e_type == ET_EXEC;
+		for (size_t i = 0; i < n && !ok; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			uint64_t page = ph.p_align > 1 ? ph.p_align : 4096;
+			if (page > 65536)
+				page = 4096;      /* mappings are page-granular, not p_align-granular */
+			uint64_t off0 = ph.p_offset & ~(page - 1);
+			if (m->offset < off0 || m->offset >= ph.p_offset + ph.p_filesz)
+				continue;
+			/* the mapping shows file offset m->offset at m->start */
+			*bias = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
+			ok = true;
+		}
+		if (!ok && n == 0)
+			ok = false;
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return ok;
+}
+
+static const char *under_root(const char *root, const char *path)
+{
+	if (root == NULL || *root == 0)
+		return path;
+	return rp_strcat3(root, path[0] == '/' ? "" : "/", path);
+}
+
+/* A dump's path may end in " (deleted)" when the file was replaced. */
+static const char *file_of(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 10 && !strcmp(path + n - 10, " (deleted)"))
+		return rp_intern_n(path, n - 10);
+	return path;
+}
+
+static void set_build_id(Dwfl_Module *mod, rp_map_t *m)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (len <= 0)
+		return;
+	char *hex = rp_alloc((size_t)len * 2 + 1);
+	for (int i = 0; i < len; i++) {
+		hex[2 * i] = "0123456789abcdef"[bits[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[bits[i] & 15];
+	}
+	hex[2 * len] = 0;
+	m->build_id = hex;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute at;
+	const char *s = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &at) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at))
+		s = dwarf_formstring(&at);
+	if (s == NULL)
+		s = dwarf_diename(die);
+	return s;
+}
+
+/* The frames of one address: inlined calls from the line table and the
+ * DIE scopes, then the containing function from the symbol table. */
+static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
+{
+	rp_frame_t fr[64];
+	int n = 0;
+	const char *file = NULL;
+	int line = 0;
+
+	Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
+	if (l) {
+		file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+		if (file)
+			m->has_lines = true;
+	}
+
+	Dwarf_Addr dbias;
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &dbias);
+	Dwarf_Die *scopes = NULL;
+	int ns = cu ? dwarf_getscopes(cu, pc - dbias, &scopes) : 0;
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (ns > 0 && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	for (int i = 0; i < ns && n < 63; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_inlined_subroutine)
+			continue;
+		const char *name = die_name(&scopes[i]);
+		if (name == NULL)
+			continue;
+		m->has_inlines = true;
+		rp_frame_t *f = &fr[n++];
+		memset(f, 0, sizeof *f);
+		rp_name_frame(f, name);
+		f->file = file ? rp_intern(file) : NULL;
+		f->line = line;
+		/* the caller's position is where this inlined call was made */
+		Dwarf_Attribute at;
+		Dwarf_Word cf = 0, cl = 0;
+		file = NULL;
+		line = 0;
+		if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 && files)
+			file = dwarf_filesrc(files, cf, NULL, NULL);
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
+			line = (int)cl;
+	}
+
+	/* the function itself: DWARF's name first (it is what addr2line and
+	 * jeprof show, and it names the function rather than one of its
+	 * aliases), else the symbol table's, without a symbol version */
+	const char *name = NULL;
+	for (int i = 0; i < ns && name == NULL; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
+			name = die_name(&scopes[i]);
+	if (name == NULL) {
+		GElf_Off off;
+		GElf_Sym sym;
+		name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+		const char *at = name ? strchr(name, '@') : NULL;
+		if (at && at > name)
+			name = rp_intern_n(name, (size_t)(at - name));
+	}
+	free(scopes);
+	if (name == NULL && n == 0)
+		return;
+	if (name) {
+		m->has_functions = true;
+		rp_frame_t *f = &fr[n++];
+		memset(f, 0, sizeof *f);
+		rp_name_frame(f, name);
+		f->file = file ? rp_intern(file) : NULL;
+		f->line = line;
+	}
+	loc->nframes = n;
+	loc->frames = rp_alloc(sizeof(rp_frame_t) * (size_t)n);
+	memcpy(loc->frames, fr, sizeof(rp_frame_t) * (size_t)n);
+}
+
+static int map_of(const rp_profile_t *p, uint64_t a)
+{
+	size_t lo = 0, hi = p->nmaps;      /* maps are sorted by start */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a < p->maps[mid].start)
+			hi = mid;
+		else if (a >= p->maps[mid].limit)
+			lo = mid + 1;
+		else
+			return (int)mid;
+	}
+	return -1;
+}
+
+int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
+{
+	elf_version(EV_CURRENT);
+	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
+	Dwfl *dwfl = dwfl_begin(&callbacks);
+	if (dwfl == NULL) {
+		snprintf(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
+		return -1;
+	}
+	/* one module per distinct file */
+	object_t *obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
+	size_t nobj = 0;
+	int *obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
+	dwfl_report_begin(dwfl);
+	for (size_t i = 0; i < p->nmaps; i++) {
+		rp_map_t *m = &p->maps[i];
+		size_t j;
+		for (j = 0; j < nobj; j++)
+			if (obj[j].path == m->path)     /* interned */
+				break;
+		obj_of_map[i] = (int)j;
+		if (j < nobj)
+			continue;
+		obj[nobj++] = (object_t){ .path = m->path, .first_map = (int)i };
+		const char *file = under_root(root, file_of(m->path));
+		GElf_Addr bias = 0;
+		bool is_exec = false;
+		if (!load_bias(file, m, &bias, &is_exec))
+			continue;
+		/* libdwfl rejects modules that overlap; a bad line must not
+		 * take the others down, so failures here just leave it bare */
+		obj[j].mod = dwfl_report_elf(dwfl, m->path, file, -1, is_exec ? 0 : bias, true);
+	}
+	dwfl_report_end(dwfl, NULL, NULL);
+
+	for (size_t i = 0; i < p->nmaps; i++) {
+		Dwfl_Module *mod = obj[obj_of_map[i]].mod;
+		if (mod)
+			set_build_id(mod, &p->maps[i]);
+	}
+	for (size_t i = 0; i < p->nlocs; i++) {
+		rp_loc_t *loc = &p->locs[i];
+		loc->map = map_of(p, loc->addr);
+		if (loc->map < 0)
+			continue;
+		Dwfl_Module *mod = obj[obj_of_map[loc->map]].mod;
+		if (mod == NULL)
+			continue;
+		frames_of(mod, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
+	}
+	/* keep the per-map flags consistent across a file's mappings */
+	for (size_t i = 0; i < p->nmaps; i++) {
+		rp_map_t *f = &p->maps[obj[obj_of_map[i]].first_map];
+		rp_map_t *m = &p->maps[i];
+		f->has_functions |= m->has_functions;
+		f->has_lines |= m->has_lines;
+		f->has_inlines |= m->has_inlines;
+	}
+	for (size_t i = 0; i < p->nmaps; i++) {
+		rp_map_t *f = &p->maps[obj[obj_of_map[i]].first_map];
+		p->maps[i].has_functions = f->has_functions;
+		p->maps[i].has_lines = f->has_lines;
+		p->maps[i].has_inlines = f->has_inlines;
+	}
+	/* the Dwfl stays open: names point into its string tables */
+	return 0;
+}
