@@ -374,7 +374,9 @@ static int read_heap_v2(reader_t *r, const char *first)
 				return bad(r, "expected 't*:' or 't<thread>:', found '%.40s'", t);
 			thread = (int64_t)v;
 		}
-		if (!take_ch(&q, ':') || !take_counts(&q, c) || *skip_sp(q))
+		/* a thread line may end in the thread's name (thread.prof.name) */
+		if (!take_ch(&q, ':') || !take_counts(&q, c) || (thread == -1 && *skip_sp(q)) ||
+		    (*q && *q != ' ' && *q != '\t'))
 			return bad(r, "expected 't<thread>: objects: bytes [objects: bytes]', found '%.60s'", t);
 		if (cur == NULL)
 			continue;                  /* the profile-wide totals */

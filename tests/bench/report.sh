@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# The report command's number for `make bench`: symbolizing and reporting a
+# profile with thousands of stacks over dozens of libraries, `heapctl report`
+# against `jeprof --text` on the same file.  Bar: at least 10x faster.
+#
+#   tests/bench/report.sh [BUILD_DIR]      (default build/)
+#
+# It generates, under BUILD_DIR/bench/report/, 40 shared libraries (30 in C,
+# 10 in C++ with namespaced template functions and std::vector/std::string/
+# new[] allocations, so names need demangling and allocations pass through
+# libstdc++), each with 4 non-inlined functions that either call on into
+# another library's function from one of 4 call sites or allocate from one
+# of 4 sites, all built with -O1 -g -fno-omit-frame-pointer; and a driver
+# linked against all of them that walks BENCH_REPORT_WALKS (default 5000)
+# pseudo-random paths 3 to 8 hops long, each ending in an allocation that is
+# kept.  The driver runs under LD_PRELOAD=libheapctl.so with
+# prof:true,lg_prof_sample:0,prof_final:true, so the final dump holds every
+# stack.  Then, interleaved (the first of the pair alternates), BENCH_REPS
+# (default 5) runs each of
+#     jeprof --text DRIVER DUMP
+#     heapctl report DUMP
+# to /dev/null, timed wall clock.  Prints Markdown: the table (stacks,
+# libraries, median seconds, ratio) and the two "Total:" lines.
+#
+# Exit status: 0 measured; 1 a step failed, heapctl has no report command
+# (the jeprof half is still measured), or the two totals differ.
+set -Eeuo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+case $build in /*) ;; *) build=$root/$build ;; esac
+dir=$build/bench/report
+lib=$build/libheapctl.so
+heapctl=$build/heapctl
+reps=${BENCH_REPS:-5}
+walks=${BENCH_REPORT_WALKS:-5000}
+nlib=40
+
+die() { echo "report bench: $*" >&2; exit 1; }
+trap 'echo "report bench: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+case $reps in '' | *[!0-9]* | 0) die "BENCH_REPS must be a positive integer" ;; esac
+case $walks in '' | *[!0-9]* | 0) die "BENCH_REPORT_WALKS must be a positive integer" ;; esac
+[ -f "$lib" ] || die "$lib is missing (run make)"
+[ -x "$heapctl" ] || die "$heapctl is missing (run make)"
+command -v jeprof >/dev/null || die "jeprof is not installed (Debian package libjemalloc-dev)"
+command -v g++ >/dev/null || die "g++ is not installed"
+unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
+
+# ---- the generated program --------------------------------------------------
+# Rebuilt only when this script (the generator) or the compilers change.
+stamp=$( (cat "$0"; gcc --version; g++ --version) | sha1sum | cut -c1-16)
+if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$dir/driver" ]; then
+	echo "report bench: generating and building $nlib libraries and the driver in $dir ..." >&2
+	rm -rf "$dir"
+	mkdir -p "$dir/src"
+	cat >"$dir/src/hop.h" <<'EOF'
+/* One walk: steps[i] names the function of hop i (index << 2) and which of
+ * its 4 call sites or allocation sites it uses (low 2 bits). */
+#include <stddef.h>
+struct walk;
+typedef void hop_fn(struct walk *, int);
+struct walk {
+	const unsigned short *steps;
+	int n;
+	hop_fn *const *table;
+	void **keep;
+	size_t nkeep;
+	unsigned long acc;
+};
+#define HOPS_PER_LIB 4
+#define KEEP(w, p) ((w)->keep[(w)->nkeep++] = (void *)(p))
+#define NEXT(w, i) ((w)->table[(w)->steps[(i) + 1] >> 2])
+#define SIZE(w) (16 + ((w)->acc * 2654435761u >> 7) % 2000)
+EOF
+	names=(parse route commit emit)
+	for ((l = 0; l < nlib; l++)); do
+		n=$(printf '%02d' "$l")
+		if ((l % 4 == 3)); then   # C++: svc::mNN::Stage<T, K>::run
+			{
+				echo '#include <string>'
+				echo '#include <vector>'
+				echo '#include "hop.h"'
+				echo "namespace svc { namespace m$n {"
+				echo 'template <typename T, int K> struct Stage { __attribute__((noinline)) static void run(walk *w, int i); };'
+				echo 'template <typename T, int K> void Stage<T, K>::run(walk *w, int i)'
+				echo '{'
+				echo '	unsigned v = w->steps[i] & 3;'
+				echo "	w->acc += $((l * 7919 + 17)) + K;"
+				echo '	if (i + 1 == w->n) {'
+				echo '		size_t sz = SIZE(w);'
+				echo '		switch (v) {'
+				echo '		case 0: KEEP(w, new std::vector<T>(sz / sizeof(T) + 1)); break;'
+				echo '		case 1: KEEP(w, new char[sz]); break;'
+				echo '		case 2: KEEP(w, new std::string(sz, (char)K)); break;'
+				echo '		default: KEEP(w, new T[sz / sizeof(T) + 1]()); break;'
+				echo '		}'
+				echo '		return;'
+				echo '	}'
+				echo '	switch (v) {'
+				echo "	case 0: NEXT(w, i)(w, i + 1); w->acc ^= $((l + 101)); break;"
+				echo "	case 1: w->acc *= 3; NEXT(w, i)(w, i + 1); w->acc += $((l + 211)); break;"
+				echo "	case 2: w->acc += K * 5; NEXT(w, i)(w, i + 1); w->acc -= $((l + 307)); break;"
+				echo "	default: NEXT(w, i)(w, i + 1); w->acc = (w->acc << 1) ^ $((l + 401)); break;"
+				echo '	}'
+				echo '	__asm__ volatile("" ::: "memory");'
+				echo '}'
+				echo 'template struct Stage<int, 0>;'
+				echo 'template struct Stage<double, 1>;'
+				echo 'template struct Stage<long, 2>;'
+				echo 'template struct Stage<unsigned char, 3>;'
+				echo '} }'
+				echo "extern \"C\" void svc${n}_register(hop_fn **slot)"
+				echo '{'
+				echo "	slot[0] = &svc::m$n::Stage<int, 0>::run;"
+				echo "	slot[1] = &svc::m$n::Stage<double, 1>::run;"
+				echo "	slot[2] = &svc::m$n::Stage<long, 2>::run;"
+				echo "	slot[3] = &svc::m$n::Stage<unsigned char, 3>::run;"
+				echo '}'
+			} >"$dir/src/svc$n.cc"
+		else                      # C: svcNN_parse, svcNN_route, ...
+			{
+				echo '#include <stdlib.h>'
+				echo '#include "hop.h"'
+				for ((f = 0; f < 4; f++)); do
+					echo "__attribute__((noinline)) void svc${n}_${names[f]}(struct walk *w, int i);"
+					echo "__attribute__((noinline)) void svc${n}_${names[f]}(struct walk *w, int i)"
+					echo '{'
+					echo '	unsigned v = w->steps[i] & 3;'
+					echo "	w->acc += $((l * 7919 + f * 104729 + 17));"
+					echo '	if (i + 1 == w->n) {'
+					echo '		size_t sz = SIZE(w);'
+					echo '		switch (v) {'
+					echo '		case 0: KEEP(w, malloc(sz)); break;'
+					echo '		case 1: KEEP(w, calloc(1, sz)); break;'
+					echo '		case 2: KEEP(w, malloc(sz + 64)); break;'
+					echo '		default: KEEP(w, realloc(NULL, sz)); break;'
+					echo '		}'
+					echo '		return;'
+					echo '	}'
+					echo '	switch (v) {'
+					echo "	case 0: NEXT(w, i)(w, i + 1); w->acc ^= $((l + f + 101)); break;"
+					echo "	case 1: w->acc *= 3; NEXT(w, i)(w, i + 1); w->acc += $((l + f + 211)); break;"
+					echo "	case 2: w->acc += $((f + 5)); NEXT(w, i)(w, i + 1); w->acc -= $((l + f + 307)); break;"
+					echo "	default: NEXT(w, i)(w, i + 1); w->acc = (w->acc << 1) ^ $((l + f + 401)); break;"
+					echo '	}'
+					echo '	__asm__ volatile("" ::: "memory");'
+					echo '}'
+				done
+				echo "void svc${n}_register(hop_fn **slot);"
+				echo "void svc${n}_register(hop_fn **slot)"
+				echo '{'
+				for ((f = 0; f < 4; f++)); do echo "	slot[$f] = svc${n}_${names[f]};"; done
+				echo '}'
+			} >"$dir/src/svc$n.c"
+		fi
+	done
+	{
+		echo '#include <stdio.h>'
+		echo '#include <stdlib.h>'
+		echo '#include "hop.h"'
+		for ((l = 0; l < nlib; l++)); do printf 'void svc%02d_register(hop_fn **slot);\n' "$l"; done
+		echo "#define NLIB $nlib"
+		cat <<'EOF'
+static unsigned long long rng = 0x2545f4914f6cdd1dull;
+static unsigned next_rand(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return (unsigned)((rng * 2685821657736338717ull) >> 32);
+}
+
+__attribute__((noinline)) static void walk_path(struct walk *w)
+{
+	w->table[w->steps[0] >> 2](w, 0);
+	__asm__ volatile("" ::: "memory");
+}
+
+int main(int argc, char **argv)
+{
+	int walks = argc > 1 ? atoi(argv[1]) : 5000;
+	hop_fn *table[NLIB * HOPS_PER_LIB];
+EOF
+		for ((l = 0; l < nlib; l++)); do printf '\tsvc%02d_register(table + %d);\n' "$l" $((l * 4)); done
+		cat <<'EOF'
+	struct walk w = { 0 };
+	w.table = table;
+	w.keep = malloc((size_t)walks * sizeof *w.keep);   /* everything stays live */
+	if (!w.keep)
+		return 1;
+	for (int k = 0; k < walks; k++) {
+		unsigned short steps[8];
+		w.n = 3 + (int)(next_rand() % 6);
+		for (int i = 0; i < w.n; i++)
+			steps[i] = (unsigned short)((next_rand() % (NLIB * HOPS_PER_LIB)) << 2 | (next_rand() & 3));
+		w.steps = steps;
+		walk_path(&w);
+	}
+	printf("walks=%d kept=%zu\n", walks, w.nkeep);
+	return 0;
+}
+EOF
+	} >"$dir/src/driver.c"
+
+	cflags=(-O1 -g -fno-omit-frame-pointer -fPIC -Wall -Wextra -Werror -I"$dir/src")
+	# Compile the libraries nproc at a time, each with its own log.
+	compile_lib() {
+		local n=$1 src cc
+		if [ -f "$dir/src/svc$n.cc" ]; then src=$dir/src/svc$n.cc cc=(g++ -std=gnu++17); else src=$dir/src/svc$n.c cc=(gcc -std=gnu11); fi
+		"${cc[@]}" "${cflags[@]}" -shared -o "$dir/libsvc$n.so" "$src" >"$dir/src/svc$n.log" 2>&1
+	}
+	failed=0
+	for ((l = 0; l < nlib; l++)); do
+		compile_lib "$(printf '%02d' "$l")" &
+		if (($(jobs -rp | wc -l) >= $(nproc))); then wait -n || failed=1; fi
+	done
+	while (($(jobs -rp | wc -l) > 0)); do wait -n || failed=1; done
+	wait || failed=1
+	if ((failed)); then
+		cat "$dir"/src/*.log >&2
+		die "cannot build the generated libraries (sources and logs in $dir/src)"
+	fi
+	libs=()
+	for ((l = 0; l < nlib; l++)); do libs+=("-l:libsvc$(printf '%02d' "$l").so"); done
+	gcc -std=gnu11 "${cflags[@]}" -o "$dir/driver" "$dir/src/driver.c" -L"$dir" "${libs[@]}" \
+	    -Wl,-rpath,"$dir" >"$dir/src/driver.log" 2>&1 ||
+		{ cat "$dir/src/driver.log" >&2; die "cannot build the driver (sources in $dir/src)"; }
+	echo "$stamp" >"$dir/.stamp"
+fi
+
+# ---- the profile --------------------------------------------------------------
+rm -rf "$dir/prof"
+mkdir -p "$dir/prof"
+HEAPCTL_CONF=prof:true,lg_prof_sample:0,prof_final:true,prof_prefix:$dir/prof/driver \
+    LD_PRELOAD=$lib "$dir/driver" "$walks" >"$dir/prof/driver.out" 2>&1 ||
+	{ cat "$dir/prof/driver.out" >&2; die "the driver failed under $lib"; }
+dumps=("$dir"/prof/driver.*.f.heap)
+[ -f "${dumps[0]}" ] || { cat "$dir/prof/driver.out" >&2; die "the driver wrote no final dump (driver.*.f.heap) in $dir/prof"; }
+dump=${dumps[0]}
+stacks=$(grep -c '^@' "$dump")
+# executable mappings in the dump: the generated libraries and the system's
+nmapped=$(sed -n '/^MAPPED_LIBRARIES:/,$p' "$dump" | awk '$2 ~ /x/ && $6 ~ /^\// {print $6}' | sort -u | wc -l)
+ngen=$(sed -n '/^MAPPED_LIBRARIES:/,$p' "$dump" | awk '$2 ~ /x/ && $6 ~ /\/libsvc[0-9]+\.so$/ {print $6}' | sort -u | wc -l)
+[ "$ngen" -eq "$nlib" ] || die "the dump maps $ngen of the $nlib generated libraries"
+
+# ---- timing ---------------------------------------------------------------------
+has_report=1
+"$heapctl" help report >/dev/null 2>&1 || has_report=0
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# timed OUTFILE COMMAND...: wall seconds of one run, appended to OUTFILE.
+timed() {
+	local f=$1 t0 t1; shift
+	t0=$(date +%s%N)
+	"$@" >/dev/null 2>&1 || die "failed: $*"
+	t1=$(date +%s%N)
+	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f\n", (b - a) / 1e9}' >>"$f"
+}
+je=(jeprof --text "$dir/driver" "$dump")
+hc=("$heapctl" report "$dump")
+
+# One untimed run each, for the totals (and a warm page cache).
+"${je[@]}" >"$dir/prof/jeprof.txt" 2>"$dir/prof/jeprof.err" ||
+	{ cat "$dir/prof/jeprof.err" >&2; die "jeprof failed: ${je[*]}"; }
+if ((has_report)); then
+	"${hc[@]}" >"$dir/prof/report.txt" 2>"$dir/prof/report.err" ||
+		{ cat "$dir/prof/report.err" >&2; die "heapctl report failed: ${hc[*]}"; }
+fi
+: >"$dir/prof/jeprof.times"
+: >"$dir/prof/report.times"
+for ((i = 0; i < reps; i++)); do
+	if ((has_report && i % 2 == 1)); then timed "$dir/prof/report.times" "${hc[@]}"; fi
+	timed "$dir/prof/jeprof.times" "${je[@]}"
+	if ((has_report && i % 2 == 0)); then timed "$dir/prof/report.times" "${hc[@]}"; fi
+done
+je_s=$(median <"$dir/prof/jeprof.times")
+je_total=$(grep -m1 '^Total:' "$dir/prof/jeprof.txt" || echo "(no Total: line)")
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+echo
+echo "| profile | stacks | libraries | jeprof --text | heapctl report | jeprof / report |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+lib_cell="$nlib generated + $((nmapped - ngen)) system"
+size_cell="$(basename "$dump") ($(($(stat -c %s "$dump") / 1024)) KiB)"
+if ((has_report)); then
+	hc_s=$(median <"$dir/prof/report.times")
+	ratio=$(awk -v a="$je_s" -v b="$hc_s" 'BEGIN {printf "%.1f", (b > 0) ? a / b : 0}')
+	printf '| %s | %s | %s | %s s | %s s | %sx |\n' "$size_cell" "$stacks" "$lib_cell" "$je_s" "$hc_s" "$ratio"
+else
+	printf '| %s | %s | %s | %s s | missing | |\n' "$size_cell" "$stacks" "$lib_cell" "$je_s"
+fi
+echo
+echo "Medians of $reps interleaved runs each, wall clock, output to /dev/null."
+echo
+echo "    jeprof --text:  $je_total"
+if ((!has_report)); then
+	echo "    heapctl report: (missing)"
+	echo
+	die "$heapctl has no 'report' command (heapctl help report fails): only jeprof was measured"
+fi
+hc_total=$(grep -m1 '^Total:' "$dir/prof/report.txt" || echo "(no Total: line)")
+echo "    heapctl report: $hc_total"
+echo
+bar=met
+awk -v r="$ratio" 'BEGIN {exit !(r >= 10)}' || bar="NOT met"
+echo "Bar: heapctl report at least 10x faster than jeprof --text: $bar (${ratio}x)."
+[ "$je_total" = "$hc_total" ] || die "the Total: lines differ (jeprof: '$je_total', heapctl report: '$hc_total')"
