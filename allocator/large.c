@@ -206,6 +206,33 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
 		    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, epoch);
 }
 
+/* Before mapping a new chunk, take a spot in another arena's chunks if
+ * that arena is free right now: otherwise two threads that take turns
+ * with big blocks each keep a half-empty chunk, and peak RSS pays for
+ * both.  trylock only, so arenas never wait on each other (and the order
+ * of the two locks cannot deadlock).  The run stays in its chunk's arena,
+ * whose lock its free takes. */
+static void *borrow_run(hc_arena_t *self, size_t n, size_t step, bool zero)
+{
+	for (unsigned k = 1; k < narenas; k++) {
+		hc_arena_t *b = &arenas[(self->index + k) % narenas];
+		if (__atomic_load_n(&b->chunks, __ATOMIC_RELAXED) == NULL || pthread_mutex_trylock(&b->lock) != 0)
+			continue;
+		run_spot_t best = { NULL, 0, 0, 0 };
+		unsigned after = 0;
+		for (hc_chunk_t *c = b->chunks; c; c = c->next) {
+			run_consider(c, n, step, false, &best);
+			if (best.c != NULL && ((best.clean == 0 && best.gap == n) || ++after > 8))
+				break;
+		}
+		void *p = best.c != NULL ? run_take(best.c, best.i, n, zero) : NULL;
+		pthread_mutex_unlock(&b->lock);
+		if (p != NULL)
+			return p;
+	}
+	return NULL;
+}
+
 void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool growing)
 {
 	hc_arena_t *a = h->arena ? h->arena : hc_arena_pick();
@@ -232,6 +259,8 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 	void *p = NULL;
 	if (best.c != NULL)
 		p = run_take(best.c, best.i, n, zero);
+	if (p == NULL && !growing)
+		p = borrow_run(a, n, step, zero);
 	if (p == NULL) {
 		size_t meta;
 		hc_chunk_t *c = hc_chunk_get(HC_KIND_LARGE, &meta);
