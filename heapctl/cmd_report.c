@@ -387,9 +387,14 @@ static const char *units(const ropts_t *o)
 	return o->bytes ? "B" : "MB";
 }
 
+/* total: the whole profile's, for the Total line; percentages are of
+ * what --focus and --ignore left, as in jeprof. */
 static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, const ropts_t *o, bool json)
 {
 	rows_t r = { 0 };
+	double shown_total = 0;
+	for (size_t i = 0; i < p->nsamples; i++)
+		shown_total += p->samples[i].v[o->type];
 	for (size_t i = 0; i < p->nsamples; i++) {
 		const rp_sample_t *s = &p->samples[i];
 		double v = s->v[o->type];
@@ -417,8 +422,8 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 	if (json) {
 		printf("{\"profile\":");
 		out_json_str(stdout, p->path);
-		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%.0f,\"rows\":[", rp_type_name[o->type],
-		       rp_type_unit[o->type], total);
+		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%lld,\"rows\":[", rp_type_name[o->type],
+		       rp_type_unit[o->type], (long long)total);
 	} else if (total != 0) {
 		if (o->has_thread)
 			printf("Total (t%lld): %s %s\n", (long long)o->thread, unparse(o, total, b1, sizeof b1), units(o));
@@ -434,12 +439,12 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		if (json) {
 			printf("%s{\"name\":", shown > 1 ? "," : "");
 			out_json_str(stdout, w->name);
-			printf(",\"flat\":%.0f,\"cum\":%.0f}", w->flat, w->cum);
+			printf(",\"flat\":%lld,\"cum\":%lld}", (long long)w->flat, (long long)w->cum);
 			continue;
 		}
-		printf("%8s %6s %6s %8s %6s %s\n", unparse(o, w->flat, b1, sizeof b1), percent(w->flat, total, b2, sizeof b2),
-		       percent(running, total, b3, sizeof b3), unparse(o, w->cum, b4, sizeof b4),
-		       percent(w->cum, total, b5, sizeof b5), w->name);
+		printf("%8s %6s %6s %8s %6s %s\n", unparse(o, w->flat, b1, sizeof b1),
+		       percent(w->flat, shown_total, b2, sizeof b2), percent(running, shown_total, b3, sizeof b3),
+		       unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5), w->name);
 	}
 	if (json)
 		printf("]}\n");

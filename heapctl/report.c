@@ -465,8 +465,12 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 		got += (size_t)n;
 	}
 	close(fd);
+	if (got >= 2 && (unsigned char)r.buf[0] == 0x1f && (unsigned char)r.buf[1] == 0x8b) {
+		snprintf(err, errlen, "%s is gzip-compressed, not a heap profile (a pprof file? 'go tool pprof' reads those)", path);
+		return -1;
+	}
 	if (memchr(r.buf, 0, got)) {
-		snprintf(err, errlen, "%s is not a heap profile (it has NUL bytes; pprof files are read by 'go tool pprof', not here)", path);
+		snprintf(err, errlen, "%s is not a heap profile (it holds binary data)", path);
 		return -1;
 	}
 	r.pos = r.buf;

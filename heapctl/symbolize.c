@@ -52,8 +52,10 @@ static char *short_name(const char *full)
 	char *s = rp_strdup(full);
 	char *anon;
 	while ((anon = strstr(s, "(anonymous namespace)")) != NULL) {
-		/* park the parentheses out of the way of the argument stripping */
+		/* park its parentheses and space out of the way of the
+		 * argument and return-type stripping */
 		anon[0] = '\x01';
+		anon[10] = '\x03';
 		anon[20] = '\x02';
 	}
 	for (bool again = true; again;) {          /* argument lists, innermost first */
@@ -111,6 +113,8 @@ static char *short_name(const char *full)
 			*c = '(';
 		else if (*c == '\x02')
 			*c = ')';
+		else if (*c == '\x03')
+			*c = ' ';
 	}
 	return s;
 }
@@ -268,14 +272,20 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 	for (int i = 0; i < ns && name == NULL; i++)
 		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
 			name = die_name(&scopes[i]);
-	if (name == NULL) {
-		GElf_Off off;
-		GElf_Sym sym;
-		name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
-		const char *at = name ? strchr(name, '@') : NULL;
-		if (at && at > name)
-			name = rp_intern_n(name, (size_t)(at - name));
+	/* GCC gives C++ functions of internal linkage (static, anonymous
+	 * namespace) no linkage name, and DW_AT_name lacks their scope; the
+	 * symbol table's mangled name has it */
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *symname = NULL;
+	if (name == NULL || (name[0] != '_' || name[1] != 'Z')) {
+		symname = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+		const char *at = symname ? strchr(symname, '@') : NULL;
+		if (at && at > symname)
+			symname = rp_intern_n(symname, (size_t)(at - symname));
 	}
+	if (name == NULL || (symname && symname[0] == '_' && symname[1] == 'Z'))
+		name = symname;
 	free(scopes);
 	if (name == NULL && n == 0)
 		return;
