@@ -101,48 +101,68 @@ the_file() {
 # failure DUMP is empty, a failure is reported and they return 1.  They set
 # variables, so call them directly, not in $(...).
 
-# prof_heapctl <tag> <prog> <conf>: libheapctl.so with prof:true,
-# prof_final:true and the given HEAPCTL_CONF settings; the dump is
-# $WORK/<tag>.PID.0.f.heap.
-prof_heapctl() {
-	local tag=$1 prog=$2 conf=$3
+# prof_with <tag> <prog> <what> <glob> VAR=VALUE...: run prog with that
+# environment; the profile it leaves must be the one file matching glob.
+prof_with() {
+	local tag=$1 prog=$2 what=$3 glob=$4
+	shift 4
 	DUMP=
-	run "$tag" "$(dirname "$prog")" LD_PRELOAD="$LIB" \
-		HEAPCTL_CONF="prof:true,prof_final:true,prof_prefix:$WORK/$tag${conf:+,$conf}" "$prog"
+	run "$tag" "$(dirname "$prog")" "$@" "$prog"
 	if [ "$RC" -ne 0 ]; then
-		fail "$tag: $(basename "$prog") under libheapctl.so exited $RC: $(head -3 "$WORK/$tag.err")"
+		fail "$tag: $(basename "$prog") under $what exited $RC: $(head -3 "$WORK/$tag.err")"
 		return 1
 	fi
-	the_file "$WORK/$tag.*.f.heap" "$tag: final heapctl dump" || return 1
+	the_file "$glob" "$tag: $what profile" || return 1
 	DUMP=$FOUND
 }
 
-# prof_jemalloc <tag> <prog> <conf>: the same with jemalloc and MALLOC_CONF.
+# prof_heapctl <tag> <prog> <conf>: libheapctl.so with prof:true,
+# prof_final:true and the given HEAPCTL_CONF settings; the dump is
+# $WORK/<tag>.PID.0.f.heap.  prof_jemalloc: the same with MALLOC_CONF.
+prof_heapctl() {
+	prof_with "$1" "$2" libheapctl.so "$WORK/$1.*.f.heap" LD_PRELOAD="$LIB" \
+		HEAPCTL_CONF="prof:true,prof_final:true,prof_prefix:$WORK/$1${3:+,$3}"
+}
 prof_jemalloc() {
-	local tag=$1 prog=$2 conf=$3
-	DUMP=
-	run "$tag" "$(dirname "$prog")" LD_PRELOAD="$JEMALLOC_SO" \
-		MALLOC_CONF="prof:true,prof_final:true,prof_prefix:$WORK/$tag${conf:+,$conf}" "$prog"
-	if [ "$RC" -ne 0 ]; then
-		fail "$tag: $(basename "$prog") under libjemalloc exited $RC: $(head -3 "$WORK/$tag.err")"
-		return 1
-	fi
-	the_file "$WORK/$tag.*.f.heap" "$tag: final jemalloc dump" || return 1
-	DUMP=$FOUND
+	prof_with "$1" "$2" libjemalloc "$WORK/$1.*.f.heap" LD_PRELOAD="$JEMALLOC_SO" \
+		MALLOC_CONF="prof:true,prof_final:true,prof_prefix:$WORK/$1${3:+,$3}"
 }
 
 # prof_tcmalloc <tag> <prog>: gperftools' heap profiler (HEAPPROFILE); the
 # profile written at exit is $WORK/<tag>.0001.heap.
 prof_tcmalloc() {
-	local tag=$1 prog=$2
-	DUMP=
-	run "$tag" "$(dirname "$prog")" LD_PRELOAD="$TCMALLOC_SO" HEAPPROFILE="$WORK/$tag" "$prog"
-	if [ "$RC" -ne 0 ]; then
-		fail "$tag: $(basename "$prog") under libtcmalloc exited $RC: $(head -3 "$WORK/$tag.err")"
-		return 1
-	fi
-	the_file "$WORK/$tag.0001.heap" "$tag: gperftools heap profile" || return 1
-	DUMP=$FOUND
+	prof_with "$1" "$2" libtcmalloc "$WORK/$1.0001.heap" LD_PRELOAD="$TCMALLOC_SO" HEAPPROFILE="$WORK/$1"
+}
+
+# write_inline_prog <file.c>: a program whose only allocation site is an
+# always_inline function ("inner", line MARK_INNER) inlined into "outer"
+# (line MARK_OUTER); build it with -O2 -g.
+write_inline_prog() {
+	cat >"$1" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+
+void *keep[1000];
+
+static inline __attribute__((always_inline)) void *inner(size_t n)
+{
+	return malloc(n); /* MARK_INNER */
+}
+
+__attribute__((noinline)) void outer(void)
+{
+	for (int i = 0; i < 1000; i++)
+		keep[i] = inner(1000 + (size_t)i); /* MARK_OUTER */
+	__asm__ volatile("" ::: "memory");
+}
+
+int main(void)
+{
+	outer();
+	printf("%p\n", keep[5]);
+	return 0;
+}
+EOF
 }
 
 # ---- the text view ------------------------------------------------------

@@ -330,31 +330,7 @@ else
 fi
 
 # ---- inlined frames: one location, two lines ----------------------------------
-cat >"$WORK/inl.c" <<'EOF'
-#include <stdio.h>
-#include <stdlib.h>
-
-void *keep[1000];
-
-static inline __attribute__((always_inline)) void *inner(size_t n)
-{
-	return malloc(n); /* MARK_INNER */
-}
-
-__attribute__((noinline)) void outer(void)
-{
-	for (int i = 0; i < 1000; i++)
-		keep[i] = inner(1000 + (size_t)i); /* MARK_OUTER */
-	__asm__ volatile("" ::: "memory");
-}
-
-int main(void)
-{
-	outer();
-	printf("%p\n", keep[5]);
-	return 0;
-}
-EOF
+write_inline_prog "$WORK/inl.c"
 if ! gcc -O2 -g -o "$WORK/inl" "$WORK/inl.c" 2>"$WORK/inl.cc.log"; then
 	fail "cannot compile inl.c: $(head -5 "$WORK/inl.cc.log")"
 elif prof_heapctl inl "$WORK/inl" lg_prof_sample:0 && hr_ok inl-write "$DUMP" --pprof "$WORK/inl.pb.gz" &&
