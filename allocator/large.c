@@ -206,13 +206,14 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
 		    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, epoch);
 }
 
-/* Before mapping a new chunk, take a spot in another arena's chunks if
- * that arena is free right now: otherwise two threads that take turns
- * with big blocks each keep a half-empty chunk, and peak RSS pays for
- * both.  trylock only, so arenas never wait on each other (and the order
+/* When the arena's best spot would touch pages never written (or there
+ * is none), take a spot with fewer such pages in another arena's chunks
+ * if that arena is free right now: otherwise two threads that take turns
+ * with big blocks each fault in memory the other has lying free, and
+ * peak RSS pays for both.  trylock only, so arenas never wait on each other (and the order
  * of the two locks cannot deadlock).  The run stays in its chunk's arena,
  * whose lock its free takes. */
-static void *borrow_run(hc_arena_t *self, size_t n, size_t step, bool zero)
+static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero)
 {
 	for (unsigned k = 1; k < narenas; k++) {
 		hc_arena_t *b = &arenas[(self->index + k) % narenas];
@@ -225,7 +226,9 @@ static void *borrow_run(hc_arena_t *self, size_t n, size_t step, bool zero)
 			if (best.c != NULL && ((best.clean == 0 && best.gap == n) || ++after > 8))
 				break;
 		}
-		void *p = best.c != NULL ? run_take(best.c, best.i, n, zero) : NULL;
+		void *p = NULL;
+		if (best.c != NULL && (own->c == NULL || best.clean < own->clean))
+			p = run_take(best.c, best.i, n, zero);
 		pthread_mutex_unlock(&b->lock);
 		if (p != NULL)
 			return p;
@@ -257,10 +260,12 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 			break;
 	}
 	void *p = NULL;
-	if (best.c != NULL)
+	/* a spot that would touch pages never written costs page faults and
+	 * resident memory: first see whether another arena has written ones */
+	if ((best.c == NULL || best.clean > 0) && !growing)
+		p = borrow_run(a, &best, n, step, zero);
+	if (p == NULL && best.c != NULL)
 		p = run_take(best.c, best.i, n, zero);
-	if (p == NULL && !growing)
-		p = borrow_run(a, n, step, zero);
 	if (p == NULL) {
 		size_t meta;
 		hc_chunk_t *c = hc_chunk_get(HC_KIND_LARGE, &meta);
