@@ -63,7 +63,8 @@ int cli_err(int code, const char *fmt, ...)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: heapctl COMMAND [PID] [OPTIONS]\n\n"
-	    "Control and watch a running process that has libheapctl.so preloaded.\n"
+	    "Control and watch a running process that has libheapctl.so preloaded,\n"
+	    "and report on heap profiles (heapctl help report).\n"
 	    "PID may be left out when exactly one such process is visible; -p PID works too.\n\n"
 	    "commands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
