@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <regex.h>
 #include <stdlib.h>
@@ -40,13 +41,13 @@ typedef struct ropts_s {
  * size s is seen with probability 1 - exp(-s/period). */
 static void unsample(const rp_raw_t *raw, double c[RP_NTYPES])
 {
-	double period = (double)raw->prof.period;
+	double period = raw->adjust;
 	if (raw->algorithm == 0 || period <= 0)
 		return;
 	for (int i = 0; i < RP_NTYPES; i += 2) {
 		double *n = &c[i], *s = &c[i + 1];
-		if (*n == 0)
-			continue;
+		if (*n == 0 || *s == 0)
+			continue;         /* objects of no bytes: nothing to scale by */
 		double ratio = (*s / *n) / period;
 		if (raw->algorithm == 2) {
 			double scale = 1 / (1 - exp(-ratio));
@@ -313,6 +314,57 @@ static void filter(rp_profile_t *p, const lnames_t *ln, const ropts_t *o)
 	free(im);
 }
 
+/* After --base: a stack in both profiles is one sample of their
+ * difference (jeprof's SubtractProfile), so what did not change comes
+ * out exactly zero instead of as a sum of +x and -x in some order. */
+static const lnames_t *cmp_ln;
+
+static int cmp_by_names(const void *a, const void *b)
+{
+	const rp_sample_t *x = a, *y = b;
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	for (uint32_t k = 0; k < x->nloc && k < y->nloc; k++) {
+		const lnames_t *lx = &cmp_ln[x->loc[k]], *ly = &cmp_ln[y->loc[k]];
+		for (int f = 0; f < lx->n && f < ly->n; f++)
+			if (lx->name[f] != ly->name[f])
+				return strcmp(lx->name[f], ly->name[f]);
+		if (lx->n != ly->n)
+			return lx->n < ly->n ? -1 : 1;
+	}
+	return x->nloc < y->nloc ? -1 : x->nloc > y->nloc;
+}
+
+static void coalesce(rp_profile_t *p, const lnames_t *ln)
+{
+	if (p->nsamples < 2)
+		return;
+	cmp_ln = ln;
+	qsort(p->samples, p->nsamples, sizeof *p->samples, cmp_by_names);
+	size_t w = 0;
+	double mag[RP_NTYPES] = { 0 };    /* sum of |terms| of the sample at w-1 */
+	for (size_t i = 0; i <= p->nsamples; i++) {
+		if (i < p->nsamples && w && cmp_by_names(&p->samples[w - 1], &p->samples[i]) == 0) {
+			for (int k = 0; k < RP_NTYPES; k++) {
+				p->samples[w - 1].v[k] += p->samples[i].v[k];
+				mag[k] += fabs(p->samples[i].v[k]);
+			}
+			continue;
+		}
+		/* terms that cancel leave rounding noise, not growth */
+		for (int k = 0; w && k < RP_NTYPES; k++)
+			if (fabs(p->samples[w - 1].v[k]) <= 1e-9 * mag[k])
+				p->samples[w - 1].v[k] = 0;
+		if (i == p->nsamples)
+			break;
+		p->samples[w] = p->samples[i];
+		for (int k = 0; k < RP_NTYPES; k++)
+			mag[k] = fabs(p->samples[w].v[k]);
+		w++;
+	}
+	p->nsamples = w;
+}
+
 /* ---- text ------------------------------------------------------------ */
 
 typedef struct row_s {
@@ -368,7 +420,7 @@ static int cmp_row(const void *a, const void *b)
 static const char *unparse(const ropts_t *o, double v, char *buf, size_t len)
 {
 	if (o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS || o->bytes)
-		snprintf(buf, len, "%lld", (long long)v);   /* Perl's %d truncates */
+		snprintf(buf, len, "%.0f", trunc(v) + 0.0);   /* Perl's %d truncates; +0.0: no "-0" */
 	else
 		snprintf(buf, len, "%.1f", v / 1048576.0);
 	return buf;
@@ -415,15 +467,16 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 	}
 	sort_cum = o->cum;
 	sort_type = o->type;
-	qsort(r.v, r.n, sizeof *r.v, cmp_row);
+	if (r.n)
+		qsort(r.v, r.n, sizeof *r.v, cmp_row);
 	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;
 	double running = 0;
 	char b1[64], b2[32], b3[32], b4[64], b5[32];
 	if (json) {
 		printf("{\"profile\":");
 		out_json_str(stdout, p->path);
-		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%lld,\"rows\":[", rp_type_name[o->type],
-		       rp_type_unit[o->type], (long long)total);
+		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%.0f,\"rows\":[", rp_type_name[o->type],
+		       rp_type_unit[o->type], trunc(total) + 0.0);
 	} else if (total != 0) {
 		if (o->has_thread)
 			printf("Total (t%lld): %s %s\n", (long long)o->thread, unparse(o, total, b1, sizeof b1), units(o));
@@ -439,7 +492,7 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		if (json) {
 			printf("%s{\"name\":", shown > 1 ? "," : "");
 			out_json_str(stdout, w->name);
-			printf(",\"flat\":%lld,\"cum\":%lld}", (long long)w->flat, (long long)w->cum);
+			printf(",\"flat\":%.0f,\"cum\":%.0f}", trunc(w->flat) + 0.0, trunc(w->cum) + 0.0);
 			continue;
 		}
 		printf("%8s %6s %6s %8s %6s %s\n", unparse(o, w->flat, b1, sizeof b1),
@@ -496,7 +549,8 @@ static folded_t *fold(const rp_profile_t *p, const lnames_t *ln, const ropts_t *
 				f->names[--d] = l->name[x];
 		}
 	}
-	qsort(v, n, sizeof *v, cmp_folded);
+	if (n)
+		qsort(v, n, sizeof *v, cmp_folded);
 	size_t w = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (w && cmp_folded(&v[w - 1], &v[i]) == 0)
@@ -511,8 +565,8 @@ static folded_t *fold(const rp_profile_t *p, const lnames_t *ln, const ropts_t *
 static int print_collapsed(const folded_t *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		long long val = llround(v[i].value);
-		if (val <= 0)
+		double val = round(v[i].value);
+		if (!(val > 0))
 			continue;              /* flame graph tools take no negatives */
 		for (uint32_t k = 0; k < v[i].n; k++) {
 			if (k)
@@ -520,7 +574,7 @@ static int print_collapsed(const folded_t *v, size_t n)
 			for (const char *c = v[i].names[k]; *c; c++)
 				putchar(*c == ';' ? ':' : *c);
 		}
-		printf(" %lld\n", val);
+		printf(" %.0f\n", val);
 	}
 	return ferror(stdout) ? cli_err(HC_EXIT_FAILED, "cannot write the report: %s", strerror(errno)) : 0;
 }
@@ -530,11 +584,27 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 	rp_stack_t *st = rp_alloc(sizeof *st * (n + 1));
 	for (size_t i = 0; i < n; i++)
 		st[i] = (rp_stack_t){ .n = v[i].n, .names = v[i].names, .value = v[i].value };
-	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->svg, (int)getpid());
-	FILE *f = fopen(tmp, "wx");
-	if (f == NULL)
-		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(errno));
+	char err[512];
+	const char *target;
+	int fd;
+	if (rp_out_target(o->svg, &fd, &target, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	char *tmp = NULL;
+	if (fd < 0) {
+		/* a new name in the target's directory, renamed when complete */
+		tmp = rp_alloc(strlen(target) + 32);
+		sprintf(tmp, "%s.%d.tmp", target, (int)getpid());
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	}
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (f == NULL) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (tmp && fd >= 0)
+			unlink(tmp);
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(e));
+	}
 	char title[4200];
 	const char *b = strrchr(p->path, '/');
 	snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
@@ -546,10 +616,13 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 		rc = -1;
 		e = errno;
 	}
-	if (rc != 0 || rename(tmp, o->svg) != 0) {
-		if (rc == 0)
-			e = errno;
-		unlink(tmp);
+	if (rc == 0 && tmp && rename(tmp, target) != 0) {
+		rc = -1;
+		e = errno;
+	}
+	if (rc != 0) {
+		if (tmp)
+			unlink(tmp);
 		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(e));
 	}
 	return 0;
@@ -677,6 +750,9 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		return cli_err(HC_EXIT_USAGE, "--svg needs a file name");
 	if (o->pprof && !*o->pprof)
 		return cli_err(HC_EXIT_USAGE, "--pprof needs a file name");
+	int to_stdout = (o->svg && !strcmp(o->svg, "-")) + (o->pprof && !strcmp(o->pprof, "-")) + o->collapsed + o->text;
+	if (to_stdout > 1)
+		return cli_err(HC_EXIT_USAGE, "only one of --text, --collapsed, --svg - and --pprof - can write to standard output");
 	if (a->pid && o->root)
 		return cli_err(HC_EXIT_USAGE, "give --sysroot or a PID, not both");
 	if (a->pid) {
@@ -711,10 +787,12 @@ int cmd_report(cli_args_t *a)
 	if (o.base)
 		build(&braw, &o, false, -1, &sb);
 	rp_profile_t p = merge(&raw, &sa, o.base ? &braw : NULL, &sb);
+	lnames_t *ln = names_of_locs(&p, &o);
+	if (o.base)
+		coalesce(&p, ln);
 	double total = 0;
 	for (size_t i = 0; i < p.nsamples; i++)
 		total += p.samples[i].v[o.type];
-	lnames_t *ln = names_of_locs(&p, &o);
 	filter(&p, ln, &o);
 
 	if (show_text && (rc = print_text(&p, ln, total, &o, a->json)) != 0)
@@ -726,7 +804,7 @@ int cmd_report(cli_args_t *a)
 			return rc;
 		if (o.svg && (rc = write_svg(v, n, &p, &o)) != 0)
 			return rc;
-		if (o.svg && !show_text && !o.collapsed)
+		if (o.svg && !show_text && !o.collapsed && strcmp(o.svg, "-"))
 			printf("wrote flame graph %s\n", o.svg);
 	}
 	if (o.pprof) {
@@ -740,7 +818,7 @@ int cmd_report(cli_args_t *a)
 		char err[512];
 		if (rp_pprof_write(&q, o.pprof, err, sizeof err) != 0)
 			return cli_err(HC_EXIT_FAILED, "%s", err);
-		if (!show_text && !o.collapsed)
+		if (!show_text && !o.collapsed && strcmp(o.pprof, "-"))
 			printf("wrote pprof profile %s\n", o.pprof);
 	}
 	return 0;

@@ -109,7 +109,8 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "  --collapsed       folded stacks (flamegraph.pl, speedscope, inferno)\n"
 		    "  --svg FILE        write a flame graph a browser opens\n"
 		    "  --pprof FILE      write a gzipped pprof profile (go tool pprof, Pyroscope)\n"
-		    "  --text            the text view as well as --svg/--pprof\n\n"
+		    "  --text            the text view as well as --svg/--pprof\n"
+		    "  (FILE - is standard output)\n\n"
 		    "binaries:\n"
 		    "  --sysroot DIR     look binaries and debug files up under DIR\n"
 		    "  -p PID            ... under /proc/PID/root (a container's files)\n", f);

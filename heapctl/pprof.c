@@ -456,9 +456,13 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 {
 	/* A name of its own in the same directory, so that the rename is
 	 * atomic and a failure leaves whatever was at path untouched. */
+	const char *shown = path;
+	int direct;
+	if (rp_out_target(shown, &direct, &path, err, errlen) != 0)
+		return -1;
 	size_t tlen = strlen(path) + 32;
-	char *tmp = malloc(tlen);
-	writer_t w = { .fd = -1, .str.ksize = sizeof(str_t), .fn.ksize = sizeof(uint32_t[3]) };
+	char *tmp = direct < 0 ? malloc(tlen) : NULL;
+	writer_t w = { .fd = direct, .str.ksize = sizeof(str_t), .fn.ksize = sizeof(uint32_t[3]) };
 	for (int i = 0; tmp && w.fd < 0 && i < 100; i++) {
 		snprintf(tmp, tlen, "%s.%ld.%d.tmp", path, (long)getpid(), i);
 		w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -466,7 +470,7 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 			break;
 	}
 	if (w.fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(tmp ? errno : ENOMEM));
+		snprintf(err, errlen, "cannot write %s: %s", shown, strerror(tmp ? errno : ENOMEM));
 		free(tmp);
 		return -1;
 	}
@@ -480,11 +484,12 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 	}
 	if (close(w.fd) < 0 && !w.err)
 		w.err = errno;
-	if (!w.err && rename(tmp, path) < 0)
+	if (!w.err && tmp && rename(tmp, path) < 0)
 		w.err = errno;
 	if (w.err) {
-		unlink(tmp);
-		snprintf(err, errlen, "cannot write %s: %s", path, w.why ? w.why : strerror(w.err));
+		if (tmp)
+			unlink(tmp);
+		snprintf(err, errlen, "cannot write %s: %s", shown, w.why ? w.why : strerror(w.err));
 	}
 	free(tmp);
 	buf_t *bufs[] = { &w.out, &w.msg, &w.sub };

@@ -126,6 +126,39 @@ const char *rp_strcat3(const char *a, const char *b, const char *c)
 	return d;
 }
 
+int rp_out_target(const char *path, int *fd, const char **target, char *err, size_t errlen)
+{
+	*fd = -1;
+	*target = path;
+	if (!strcmp(path, "-")) {
+		*fd = dup(1);
+		if (*fd < 0) {
+			snprintf(err, errlen, "cannot write to standard output: %s", strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return 0;                 /* a new file (or an error the write reports) */
+	if (S_ISREG(st.st_mode)) {
+		char *real = realpath(path, NULL);
+		if (real)
+			*target = real;   /* replace the file, not a symlink to it */
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot write %s: Is a directory", path);
+		return -1;
+	}
+	*fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (*fd < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- reading --------------------------------------------------------- */
 
 typedef struct reader_s {
@@ -317,7 +350,8 @@ static int take_maps(reader_t *r)
 		p->maps[p->nmaps++] = (rp_map_t){ .start = lo, .limit = hi, .offset = off, .path = path,
 		                                  .allocator = is_allocator(path) };
 	}
-	qsort(p->maps, p->nmaps, sizeof *p->maps, cmp_map);
+	if (p->nmaps)
+		qsort(p->maps, p->nmaps, sizeof *p->maps, cmp_map);
 	for (size_t i = 1; i < p->nmaps; i++)
 		if (p->maps[i].start < p->maps[i - 1].limit)
 			return bad(r, "memory map has overlapping mappings at 0x%llx",
@@ -340,6 +374,7 @@ static int read_heap_v2(reader_t *r, const char *first)
 		return bad(r, "expected 'heap_v2/<sample period>', found '%.40s'", first);
 	raw->algorithm = 2;
 	raw->prof.period = period;
+	raw->adjust = (double)period;
 	raw->format = "heap_v2";
 	char *s;
 	rp_rawstack_t *cur = NULL;
@@ -370,7 +405,7 @@ static int read_heap_v2(reader_t *r, const char *first)
 			q++;
 		} else {
 			uint64_t v;
-			if (!take_u64(&q, &v))
+			if (!take_u64(&q, &v) || v > INT64_MAX)
 				return bad(r, "expected 't*:' or 't<thread>:', found '%.40s'", t);
 			thread = (int64_t)v;
 		}
@@ -402,21 +437,44 @@ static int read_gperftools(reader_t *r, const char *first)
 	rp_raw_t *raw = r->raw;
 	const char *q = first + strlen("heap profile:");
 	double c[RP_NTYPES];
-	if (!take_counts(&q, c) || !take_ch(&q, '@'))
+	if (!take_counts(&q, c))
 		return bad(r, "expected 'heap profile: objects: bytes [objects: bytes] @ type', found '%.60s'", first);
-	q = skip_sp(q);
 	raw->format = "heap profile";
-	/* "heapprofile" (every allocation), "heap/N" (v1 sampling), "heap_v2/N" */
-	const char *slash = strchr(q, '/');
-	if (slash) {
-		char *e;
-		errno = 0;
-		unsigned long long period = strtoull(slash + 1, &e, 10);
-		if (errno || e == slash + 1 || *skip_sp(e))
-			return bad(r, "bad sampling period in '%.40s'", q);
-		raw->prof.period = period;
-		raw->algorithm = !strncmp(q, "heap_v2/", 8) ? 2 : 1;
+	/* jeprof's rules (ReadHeapProfile): "heapprofile" or a type without
+	 * "heap" is every allocation; a type with "_v2" is heap_v2 sampling at
+	 * period N; another "heap" type is v1 sampling, adjusted by N/2; a
+	 * sampled profile without N was taken at 128 KiB; no type at all is
+	 * v1 sampling when the in-use and allocated counts are equal. */
+	uint64_t period = 0;
+	if (take_ch(&q, '@')) {
+		q = skip_sp(q);
+		const char *slash = strchr(q, '/');
+		size_t tlen = slash ? (size_t)(slash - q) : strlen(q);
+		while (tlen && (q[tlen - 1] == ' ' || q[tlen - 1] == '\t'))
+			tlen--;
+		if (slash) {
+			char *e;
+			errno = 0;
+			period = strtoull(slash + 1, &e, 10);
+			if (errno || e == slash + 1 || *skip_sp(e))
+				return bad(r, "bad sampling period in '%.40s'", q);
+		}
+		bool heapish = memmem(q, tlen, "heap", 4) != NULL;
+		if (tlen == 11 && !strncmp(q, "heapprofile", 11))
+			heapish = false;
+		if (heapish && memmem(q, tlen, "_v2", 3)) {
+			raw->algorithm = 2;
+			raw->adjust = (double)period;
+		} else if (heapish) {
+			raw->algorithm = 1;
+			raw->adjust = (double)period / 2;
+		}
+	} else if (c[0] == c[2] && c[1] == c[3]) {
+		raw->algorithm = 1;
 	}
+	if (raw->algorithm && raw->adjust == 0)
+		raw->adjust = 128 * 1024;
+	raw->prof.period = period ? period : (uint64_t)raw->adjust;
 	char *s;
 	while ((s = next_line(r)) != NULL) {
 		const char *t = skip_sp(s);

@@ -92,6 +92,14 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
+/* report.c: how to write an output file.  "-" and existing files that
+ * are not regular (a FIFO, /dev/stdout) are written in place: *fd is
+ * open for writing.  Otherwise *fd is -1 and *target names the file to
+ * replace through a temporary name in its directory and rename (a
+ * symlink resolved to what it points at).  Returns 0, or -1 with a
+ * one-line reason in err. */
+int rp_out_target(const char *path, int *fd, const char **target, char *err, size_t errlen);
+
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; default
  * inuse_space), values rounded to integers, the thread as a numeric label

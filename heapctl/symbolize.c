@@ -21,6 +21,7 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -138,12 +139,25 @@ void rp_name_frame(rp_frame_t *f, const char *sym)
 		f->func = rp_intern(short_name(f->full));
 }
 
-/* The load bias of the object mapped by m: where its p_vaddr 0 lands. */
-static bool load_bias(const char *file, const rp_map_t *m, GElf_Addr *bias, bool *is_exec)
+/* A regular file to read, or -1.  O_NONBLOCK: a FIFO or device named in a
+ * hostile dump must not block the open; then only regular files pass. */
+static int open_object(const char *file)
 {
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
 	if (fd < 0)
-		return false;
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The load bias of the object in fd mapped by m: where its p_vaddr 0
+ * lands. */
+static bool load_bias(int fd, const rp_map_t *m, GElf_Addr *bias, bool *is_exec)
+{
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	GElf_Ehdr eh;
 	size_t n;
@@ -164,12 +178,9 @@ static bool load_bias(const char *file, const rp_map_t *m, GElf_Addr *bias, bool
 			*bias = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
 			ok = true;
 		}
-		if (!ok && n == 0)
-			ok = false;
 	}
 	if (e)
 		elf_end(e);
-	close(fd);
 	return ok;
 }
 
@@ -237,6 +248,24 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 	Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &dbias);
 	Dwarf_Die *scopes = NULL;
 	int ns = cu ? dwarf_getscopes(cu, pc - dbias, &scopes) : 0;
+	/* dwarf_getscopes continues from an inlined call into the abstract
+	 * definition's scopes; the chain of concrete callers (inlined into
+	 * inlined into the function) comes from the innermost one's DIE */
+	for (int i = 0; i < ns; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		Dwarf_Die *chain = NULL;
+		int nc = dwarf_getscopes_die(&scopes[i], &chain);
+		if (nc > 0) {
+			free(scopes);
+			scopes = chain;
+			ns = nc;
+		} else {
+			free(chain);
+		}
+		break;
+	}
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
 	if (ns > 0 && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
@@ -344,11 +373,19 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		const char *file = under_root(root, file_of(m->path));
 		GElf_Addr bias = 0;
 		bool is_exec = false;
-		if (!load_bias(file, m, &bias, &is_exec))
+		int fd = open_object(file);
+		if (fd < 0)
 			continue;
+		if (!load_bias(fd, m, &bias, &is_exec)) {
+			close(fd);
+			continue;
+		}
 		/* libdwfl rejects modules that overlap; a bad line must not
-		 * take the others down, so failures here just leave it bare */
-		obj[j].mod = dwfl_report_elf(dwfl, m->path, file, -1, is_exec ? 0 : bias, true);
+		 * take the others down, so failures here just leave it bare.
+		 * On success libdwfl owns fd. */
+		obj[j].mod = dwfl_report_elf(dwfl, m->path, file, fd, is_exec ? 0 : bias, true);
+		if (obj[j].mod == NULL)
+			close(fd);
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
 

@@ -694,5 +694,60 @@ else
 	fi
 fi
 
+# ---- two levels of inlining: inner inlined into middle inlined into top ---
+cat >"$WORK/inl2.c" <<'EOF'
+#include <stdlib.h>
+void *volatile sink[2000];
+static inline void *inner(size_t n) { void *p = malloc(n); sink[n % 1000] = p; return p; } /* L_INNER */
+static inline void *middle(size_t n) { return inner(n + 1); } /* L_MIDDLE */
+__attribute__((noinline)) void *top(size_t n) { void *p = middle(n); __asm__ volatile(""); return p; } /* L_TOP */
+int main(void) { for (int i = 0; i < 1000; i++) sink[i + 1000] = top(1000 + (size_t)i); return 0; }
+EOF
+if gcc -O2 -g -o "$WORK/inl2" "$WORK/inl2.c" && prof_heapctl inl2 "$WORK/inl2" lg_prof_sample:0 &&
+	hr_ok inl2-lines "$DUMP" --top 0 --bytes --lines; then
+	for f in "inner (inline):L_INNER" "middle (inline):L_MIDDLE" "top:L_TOP"; do
+		name=${f%%:*}
+		line=$(grep -n "${f##*:}" "$WORK/inl2.c" | cut -d: -f1)
+		[ "$(row_cum "$WORK/inl2-lines.out" "$name $WORK/inl2.c:$line")" != absent ] ||
+			fail "two inline levels: no row '$name inl2.c:$line': $(row_names "$WORK/inl2-lines.out" | tr '\n' '|')"
+	done
+fi
+
+# ---- hostile and odd inputs ----------------------------------------------------
+# a FIFO named in MAPPED_LIBRARIES must not block the report
+if [ -n "${S:-}" ] && [ -f "$S" ]; then
+	mkfifo "$WORK/fifo"
+	sed "s#$WORK/sym/fmt\$#$WORK/fifo#" "$S" >"$WORK/fifo.heap"
+	grep -q "$WORK/fifo" "$WORK/fifo.heap" || fail "fifo: test setup: no mapping replaced"
+	hr_ok fifo "$WORK/fifo.heap" --top 3 || true
+fi
+# objects of no bytes: no division by zero, no NaN
+printf 'heap_v2/524288\n@ 0x1234\n  t*: 5: 0 [0: 0]\n@ 0x1238\n  t*: 1: 1000 [0: 0]\nMAPPED_LIBRARIES:\n' >"$WORK/zero.heap"
+if hr_ok zero "$WORK/zero.heap" --bytes --top 0; then
+	grep -qi 'nan\|inf' "$WORK/zero.out" && fail "zero bytes: NaN or inf in the report: $(tr '\n' '|' <"$WORK/zero.out")"
+fi
+# gperftools v1 sampling: jeprof adjusts by period/2, and 128 KiB without one
+printf 'heap profile: 1: 100 [1: 100] @ heap/1048576\n 1: 100 [ 1: 100] @ 0x1000\n' >"$WORK/v1.heap"
+printf 'heap profile: 1: 100 [1: 100] @ heap\n 1: 100 [ 1: 100] @ 0x1000\n' >"$WORK/v1b.heap"
+for v in v1 v1b; do
+	if hr_ok "$v" "$WORK/$v.heap" --bytes && jp "$WORK/$v.jp" /bin/true "$WORK/$v.heap"; then
+		check_eq "$v: Total as jeprof's" "$(jp_total "$WORK/$v.out")" "$(jp_total "$WORK/$v.jp")"
+	fi
+done
+# a profile less itself is nothing at all, as in jeprof
+if [ -n "${S:-}" ] && hr_ok self "$S" --base "$S" --top 0; then
+	check_eq "profile --base itself: output" "$(cat "$WORK/self.out")" ""
+fi
+# outputs that are not regular files are written in place
+if [ -n "${S:-}" ]; then
+	ln -s /dev/null "$WORK/to-null"
+	hr_ok svg-symlink "$S" --svg "$WORK/to-null" || true
+	[ -L "$WORK/to-null" ] || fail "--svg onto a symlink to /dev/null replaced the symlink"
+	if hr_ok pprof-stdout "$S" --pprof -; then
+		gzip -t <"$WORK/pprof-stdout.out" 2>/dev/null || fail "--pprof -: standard output is not one gzip stream"
+	fi
+	hr_err two-stdout 2 "$S" --pprof - --collapsed
+fi
+
 check_no_tmp "$WORK"
 finish
