@@ -228,6 +228,57 @@ static const char *die_name(Dwarf_Die *die)
 	return s;
 }
 
+/* The subprogram and inlined-call DIEs that contain pc, innermost first
+ * (dwarf_getscopes would go on from an inlined call into its abstract
+ * definition's scopes, losing the callers it was inlined into).  One walk
+ * down from the CU: into namespaces and types, which hold definitions but
+ * no addresses, and into every scope whose ranges contain pc. */
+static int scopes_walk(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n, int max, int depth)
+{
+	Dwarf_Die child;
+	if (depth > 64 || dwarf_child(parent, &child) != 0)
+		return n;
+	do {
+		int tag = dwarf_tag(&child);
+		switch (tag) {
+		case DW_TAG_subprogram:
+		case DW_TAG_inlined_subroutine:
+		case DW_TAG_lexical_block:
+		case DW_TAG_try_block:
+		case DW_TAG_catch_block:
+			if (dwarf_haspc(&child, pc) <= 0)
+				break;
+			if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+				if (n == max)
+					return n;
+				out[n++] = child;
+			}
+			return scopes_walk(&child, pc, out, n, max, depth + 1);
+		case DW_TAG_namespace:
+		case DW_TAG_module: {
+			int m = scopes_walk(&child, pc, out, n, max, depth + 1);
+			if (m > n)
+				return m;
+			break;
+		}
+		default:
+			break;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return n;
+}
+
+static int scopes_at(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out, int max)
+{
+	int n = scopes_walk(cu, pc, out, 0, max, 0);
+	for (int i = 0; i < n / 2; i++) {     /* outermost first -> innermost first */
+		Dwarf_Die t = out[i];
+		out[i] = out[n - 1 - i];
+		out[n - 1 - i] = t;
+	}
+	return n;
+}
+
 /* The frames of one address: inlined calls from the line table and the
  * DIE scopes, then the containing function from the symbol table. */
 static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
@@ -246,26 +297,8 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 
 	Dwarf_Addr dbias;
 	Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &dbias);
-	Dwarf_Die *scopes = NULL;
-	int ns = cu ? dwarf_getscopes(cu, pc - dbias, &scopes) : 0;
-	/* dwarf_getscopes continues from an inlined call into the abstract
-	 * definition's scopes; the chain of concrete callers (inlined into
-	 * inlined into the function) comes from the innermost one's DIE */
-	for (int i = 0; i < ns; i++) {
-		int tag = dwarf_tag(&scopes[i]);
-		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
-			continue;
-		Dwarf_Die *chain = NULL;
-		int nc = dwarf_getscopes_die(&scopes[i], &chain);
-		if (nc > 0) {
-			free(scopes);
-			scopes = chain;
-			ns = nc;
-		} else {
-			free(chain);
-		}
-		break;
-	}
+	Dwarf_Die scopes[64];
+	int ns = cu ? scopes_at(cu, pc - dbias, scopes, 64) : 0;
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
 	if (ns > 0 && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
@@ -315,7 +348,6 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 	}
 	if (name == NULL || (symname && symname[0] == '_' && symname[1] == 'Z'))
 		name = symname;
-	free(scopes);
 	if (name == NULL && n == 0)
 		return;
 	if (name) {
