@@ -405,7 +405,6 @@ static row_t *row_of(rows_t *r, const char *name)
 	return &r->v[r->n - 1];
 }
 
-static int sort_type;
 static bool sort_cum;
 
 static int cmp_row(const void *a, const void *b)
@@ -466,7 +465,6 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		}
 	}
 	sort_cum = o->cum;
-	sort_type = o->type;
 	if (r.n)
 		qsort(r.v, r.n, sizeof *r.v, cmp_row);
 	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;

@@ -375,7 +375,6 @@ static int read_heap_v2(reader_t *r, const char *first)
 	raw->algorithm = 2;
 	raw->prof.period = period;
 	raw->adjust = (double)period;
-	raw->format = "heap_v2";
 	char *s;
 	rp_rawstack_t *cur = NULL;
 	size_t thrcap = 0;
@@ -439,7 +438,6 @@ static int read_gperftools(reader_t *r, const char *first)
 	double c[RP_NTYPES];
 	if (!take_counts(&q, c))
 		return bad(r, "expected 'heap profile: objects: bytes [objects: bytes] @ type', found '%.60s'", first);
-	raw->format = "heap profile";
 	/* jeprof's rules (ReadHeapProfile): "heapprofile" or a type without
 	 * "heap" is every allocation; a type with "_v2" is heap_v2 sampling at
 	 * period N; another "heap" type is v1 sampling, adjusted by N/2; a

@@ -39,7 +39,6 @@ typedef struct rp_raw_s {
 	size_t nstacks;
 	int algorithm;             /* 0: not sampled, 1: heap/N, 2: heap_v2/N */
 	double adjust;             /* jeprof's sample_adjustment for unsampling */
-	const char *format;        /* "heap_v2" or "heap profile" */
 } rp_raw_t;
 
 /* report.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err. */
