@@ -749,5 +749,18 @@ if [ -n "${S:-}" ]; then
 	hr_err two-stdout 2 "$S" --pprof - --collapsed
 fi
 
+# -p PID: binaries under /proc/PID/root (here the same tree as ours)
+if [ -n "${S:-}" ]; then
+	sleep 60 &
+	sleeper=$!
+	if hr_ok root-pid "$S" --top 0 -p "$sleeper" && hr_ok root-none "$S" --top 0; then
+		check_eq "-p PID: the same report as without" "$(cat "$WORK/root-pid.out")" "$(cat "$WORK/root-none.out")"
+	fi
+	kill "$sleeper" 2>/dev/null
+	wait "$sleeper" 2>/dev/null || true
+	hr_err root-gone 3 "$S" -p "$sleeper"
+	hr_err root-and-sysroot 2 "$S" -p "$$" --sysroot /
+fi
+
 check_no_tmp "$WORK"
 finish
