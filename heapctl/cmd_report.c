@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <regex.h>
 #include <stdlib.h>
@@ -583,25 +582,15 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 	for (size_t i = 0; i < n; i++)
 		st[i] = (rp_stack_t){ .n = v[i].n, .names = v[i].names, .value = v[i].value };
 	char err[512];
-	const char *target;
-	int fd;
-	if (rp_out_target(o->svg, &fd, &target, err, sizeof err) != 0)
+	rp_out_t out;
+	if (rp_out_open(&out, o->svg, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
-	char *tmp = NULL;
-	if (fd < 0) {
-		/* a new name in the target's directory, renamed when complete */
-		tmp = rp_alloc(strlen(target) + 32);
-		sprintf(tmp, "%s.%d.tmp", target, (int)getpid());
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-	}
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	FILE *f = fdopen(out.fd, "w");
 	if (f == NULL) {
 		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		if (tmp && fd >= 0)
-			unlink(tmp);
-		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(e));
+		close(out.fd);
+		rp_out_finish(&out, e, NULL, err, sizeof err);
+		return cli_err(HC_EXIT_FAILED, "%s", err);
 	}
 	char title[4200];
 	const char *b = strrchr(p->path, '/');
@@ -609,20 +598,11 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 	         o->base ? " - " : "", o->base ? o->base : "");
 	bool objects = o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS;
 	int rc = rp_svg_write(f, st, n, title, objects ? "objects" : "bytes");
-	int e = errno;
-	if (fclose(f) != 0 && rc == 0) {
-		rc = -1;
+	int e = rc ? (errno ? errno : EIO) : 0;
+	if (fclose(f) != 0 && e == 0)
 		e = errno;
-	}
-	if (rc == 0 && tmp && rename(tmp, target) != 0) {
-		rc = -1;
-		e = errno;
-	}
-	if (rc != 0) {
-		if (tmp)
-			unlink(tmp);
-		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", o->svg, strerror(e));
-	}
+	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
 	return 0;
 }
 
@@ -812,7 +792,7 @@ int cmd_report(cli_args_t *a)
 		if (o.base)
 			build(&braw, &o, !o.has_thread, -1, &tb);
 		rp_profile_t q = merge(&raw, &ta, o.base ? &braw : NULL, &tb);
-		filter(&q, names_of_locs(&q, &o), &o);
+		filter(&q, ln, &o);    /* merge lays out the locations the same way each time */
 		char err[512];
 		if (rp_pprof_write(&q, o.pprof, err, sizeof err) != 0)
 			return cli_err(HC_EXIT_FAILED, "%s", err);

@@ -14,7 +14,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -454,26 +453,10 @@ static void encode(writer_t *w, const rp_profile_t *p)
 
 int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t errlen)
 {
-	/* A name of its own in the same directory, so that the rename is
-	 * atomic and a failure leaves whatever was at path untouched. */
-	const char *shown = path;
-	int direct;
-	if (rp_out_target(shown, &direct, &path, err, errlen) != 0)
+	rp_out_t out;
+	if (rp_out_open(&out, path, err, errlen) != 0)
 		return -1;
-	size_t tlen = strlen(path) + 32;
-	char *tmp = direct < 0 ? malloc(tlen) : NULL;
-	writer_t w = { .fd = direct, .str.ksize = sizeof(str_t), .fn.ksize = sizeof(uint32_t[3]) };
-	for (int i = 0; tmp && w.fd < 0 && i < 100; i++) {
-		snprintf(tmp, tlen, "%s.%ld.%d.tmp", path, (long)getpid(), i);
-		w.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (w.fd < 0 && errno != EEXIST)
-			break;
-	}
-	if (w.fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", shown, strerror(tmp ? errno : ENOMEM));
-		free(tmp);
-		return -1;
-	}
+	writer_t w = { .fd = out.fd, .str.ksize = sizeof(str_t), .fn.ksize = sizeof(uint32_t[3]) };
 
 	/* Fastest, as Go's runtime/pprof does: deflate is most of the time. */
 	if (deflateInit2(&w.z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
@@ -484,14 +467,7 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 	}
 	if (close(w.fd) < 0 && !w.err)
 		w.err = errno;
-	if (!w.err && tmp && rename(tmp, path) < 0)
-		w.err = errno;
-	if (w.err) {
-		if (tmp)
-			unlink(tmp);
-		snprintf(err, errlen, "cannot write %s: %s", shown, w.why ? w.why : strerror(w.err));
-	}
-	free(tmp);
+	int rc = rp_out_finish(&out, w.err, w.why, err, errlen);
 	buf_t *bufs[] = { &w.out, &w.msg, &w.sub };
 	for (int i = 0; i < 3; i++)
 		free(bufs[i]->p);
@@ -501,5 +477,5 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 		free(tabs[i]->hash);
 		free(tabs[i]->keys);
 	}
-	return w.err ? -1 : 0;
+	return rc;
 }

@@ -126,37 +126,66 @@ const char *rp_strcat3(const char *a, const char *b, const char *c)
 	return d;
 }
 
-int rp_out_target(const char *path, int *fd, const char **target, char *err, size_t errlen)
+int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
 {
-	*fd = -1;
-	*target = path;
+	*o = (rp_out_t){ .fd = -1, .path = path, .target = path };
 	if (!strcmp(path, "-")) {
-		*fd = dup(1);
-		if (*fd < 0) {
+		o->fd = dup(1);
+		if (o->fd < 0) {
 			snprintf(err, errlen, "cannot write to standard output: %s", strerror(errno));
 			return -1;
 		}
 		return 0;
 	}
 	struct stat st;
-	if (stat(path, &st) != 0)
-		return 0;                 /* a new file (or an error the write reports) */
-	if (S_ISREG(st.st_mode)) {
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "cannot write %s: Is a directory", path);
+			return -1;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			o->fd = open(path, O_WRONLY | O_CLOEXEC);
+			if (o->fd < 0) {
+				snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+				return -1;
+			}
+			return 0;
+		}
 		char *real = realpath(path, NULL);
 		if (real)
-			*target = real;   /* replace the file, not a symlink to it */
-		return 0;
+			o->target = real;   /* replace the file, not a symlink to it */
 	}
-	if (S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "cannot write %s: Is a directory", path);
-		return -1;
+	/* A name of its own in the target's directory, so that the rename is
+	 * atomic and a failure leaves whatever was there untouched. */
+	size_t tlen = strlen(o->target) + 32;
+	o->tmp = malloc(tlen);
+	for (int i = 0; o->tmp && o->fd < 0 && i < 100; i++) {
+		snprintf(o->tmp, tlen, "%s.%ld.%d.tmp", o->target, (long)getpid(), i);
+		o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (o->fd < 0 && errno != EEXIST)
+			break;
 	}
-	*fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (*fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+	if (o->fd < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(o->tmp ? errno : ENOMEM));
+		free(o->tmp);
+		o->tmp = NULL;
 		return -1;
 	}
 	return 0;
+}
+
+int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen)
+{
+	if (!error && o->tmp && rename(o->tmp, o->target) != 0)
+		error = errno;
+	if (error) {
+		if (o->tmp)
+			unlink(o->tmp);
+		snprintf(err, errlen, "cannot write %s: %s", o->path, why ? why : strerror(error));
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	return error ? -1 : 0;
 }
 
 /* ---- reading --------------------------------------------------------- */
@@ -364,6 +393,26 @@ static bool maps_header(const char *s)
 	return !strcmp(s, "MAPPED_LIBRARIES:") || !strcmp(s, "--- Memory map: ---");
 }
 
+/* The next line of the stacks section that is not blank; NULL at its
+ * end.  MAPPED_LIBRARIES ends it in both formats, and the memory map is
+ * read then: *rc is its result (0 at the end of the file). */
+static char *stack_line(reader_t *r, int *rc)
+{
+	char *s;
+	*rc = 0;
+	while ((s = next_line(r)) != NULL) {
+		const char *t = skip_sp(s);
+		if (*t == 0)
+			continue;
+		if (maps_header(t)) {
+			*rc = take_maps(r);
+			return NULL;
+		}
+		return s;
+	}
+	return NULL;
+}
+
 static int read_heap_v2(reader_t *r, const char *first)
 {
 	rp_raw_t *raw = r->raw;
@@ -376,14 +425,11 @@ static int read_heap_v2(reader_t *r, const char *first)
 	raw->prof.period = period;
 	raw->adjust = (double)period;
 	char *s;
+	int rc;
 	rp_rawstack_t *cur = NULL;
 	size_t thrcap = 0;
-	while ((s = next_line(r)) != NULL) {
+	while ((s = stack_line(r, &rc)) != NULL) {
 		const char *t = skip_sp(s);
-		if (*t == 0)
-			continue;
-		if (maps_header(t))
-			return take_maps(r);
 		if (t[0] == '@') {
 			if (cur && cur->all.thread == -2)
 				return bad(r, "stack without a 't*' line");
@@ -428,7 +474,7 @@ static int read_heap_v2(reader_t *r, const char *first)
 			cur->nthr++;
 		}
 	}
-	return 0;
+	return rc;
 }
 
 static int read_gperftools(reader_t *r, const char *first)
@@ -474,12 +520,9 @@ static int read_gperftools(reader_t *r, const char *first)
 		raw->adjust = 128 * 1024;
 	raw->prof.period = period ? period : (uint64_t)raw->adjust;
 	char *s;
-	while ((s = next_line(r)) != NULL) {
+	int rc;
+	while ((s = stack_line(r, &rc)) != NULL) {
 		const char *t = skip_sp(s);
-		if (*t == 0)
-			continue;
-		if (maps_header(t))
-			return take_maps(r);
 		if (!take_counts(&t, c) || !take_ch(&t, '@'))
 			return bad(r, "expected 'objects: bytes [objects: bytes] @ addresses', found '%.60s'", s);
 		if (take_stack(r, t))
@@ -487,7 +530,7 @@ static int read_gperftools(reader_t *r, const char *first)
 		rp_rawstack_t *st = &raw->stacks[raw->nstacks - 1];
 		memcpy(st->all.c, c, sizeof c);
 	}
-	return 0;
+	return rc;
 }
 
 int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)

@@ -92,13 +92,24 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
-/* report.c: how to write an output file.  "-" and existing files that
- * are not regular (a FIFO, /dev/stdout) are written in place: *fd is
- * open for writing.  Otherwise *fd is -1 and *target names the file to
- * replace through a temporary name in its directory and rename (a
- * symlink resolved to what it points at).  Returns 0, or -1 with a
- * one-line reason in err. */
-int rp_out_target(const char *path, int *fd, const char **target, char *err, size_t errlen);
+/* report.c: writing an output file.  "-" is standard output, and an
+ * existing file that is not regular (a FIFO, /dev/stdout) is written in
+ * place.  Anything else is written under a temporary name in the
+ * target's directory (a symlink resolved to what it points at) and
+ * renamed over it when complete, so a failure leaves what was there. */
+typedef struct rp_out_s {
+	int fd;                 /* to write; the caller closes it            */
+	const char *path;       /* as given, for messages                    */
+	const char *target;     /* what the rename replaces                  */
+	char *tmp;              /* the temporary name, NULL: in place        */
+} rp_out_t;
+
+/* Returns 0, or -1 with "cannot write PATH: why" in err. */
+int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen);
+/* After the caller closed o->fd: error 0 puts the file in place; an errno
+ * (with why, if not NULL, as its text) removes the temporary.  Returns 0,
+ * or -1 with "cannot write PATH: why" in err. */
+int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen);
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; default

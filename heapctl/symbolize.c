@@ -46,6 +46,32 @@ static const Dwfl_Callbacks callbacks = {
 	.debuginfo_path = &debug_path,
 };
 
+/* Remove the first innermost open...close group (with a " const" after an
+ * argument list); false when there is none.  "operator<" and "operator<<"
+ * are names, not templates. */
+static bool strip_group(char *s, char open, char close)
+{
+	for (char *c = s; *c; c++) {
+		if (*c != open)
+			continue;
+		char *e = c + 1;
+		while (*e && *e != open && *e != close)
+			e++;
+		if (*e != close)
+			continue;
+		if (open == '<' && c - s >= 8 && !strncmp(c - 8, "operator", 8))
+			continue;
+		e++;
+		if (open == '(' && !strncmp(e, " const", 6))
+			e += 6;
+		else if (open == '(' && !strncmp(e, "const", 5))
+			e += 5;
+		memmove(c, e, strlen(e) + 1);
+		return true;
+	}
+	return false;
+}
+
 /* jeprof's ShortFunctionName, except that "(anonymous namespace)" is kept
  * (jeprof turns it into an empty name). */
 static char *short_name(const char *full)
@@ -59,44 +85,10 @@ static char *short_name(const char *full)
 		anon[10] = '\x03';
 		anon[20] = '\x02';
 	}
-	for (bool again = true; again;) {          /* argument lists, innermost first */
-		again = false;
-		for (char *c = s; *c; c++) {
-			if (*c != '(')
-				continue;
-			char *e = c + 1;
-			while (*e && *e != '(' && *e != ')')
-				e++;
-			if (*e != ')')
-				continue;
-			e++;
-			if (!strncmp(e, " const", 6))
-				e += 6;
-			else if (!strncmp(e, "const", 5))
-				e += 5;
-			memmove(c, e, strlen(e) + 1);
-			again = true;
-			break;
-		}
-	}
-	for (bool again = true; again;) {          /* template arguments */
-		again = false;
-		for (char *c = s; *c; c++) {
-			if (*c != '<')
-				continue;
-			char *e = c + 1;
-			while (*e && *e != '<' && *e != '>')
-				e++;
-			if (*e != '>')
-				continue;
-			/* "operator<" and "operator<<" are names, not templates */
-			if (c - s >= 8 && !strncmp(c - 8, "operator", 8))
-				continue;
-			memmove(c, e + 1, strlen(e + 1) + 1);
-			again = true;
-			break;
-		}
-	}
+	while (strip_group(s, '(', ')'))           /* argument lists, innermost first */
+		;
+	while (strip_group(s, '<', '>'))           /* template arguments */
+		;
 	/* a leading return type: "void* ns::f" -> "ns::f" */
 	char *last_space = NULL;
 	for (char *c = s; *c; c++)
