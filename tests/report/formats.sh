@@ -131,18 +131,25 @@ hc_flags() {
 }
 jp_flag() { case $1 in inuse_space) echo --inuse_space ;; *) echo "--$1" ;; esac; }
 
+# four_types <tag> <label> <profile>: for each sample type, the Total and
+# the rows of fmt's functions equal jeprof's on the same profile.
+four_types() {
+	local tag=$1 label=$2 prof=$3 type
+	for type in inuse_space inuse_objects alloc_space alloc_objects; do
+		hc_flags "$type"
+		if hr_ok "$tag-$type" "$prof" --top 0 "${HCF[@]}" &&
+			jp "$WORK/$tag-$type.jp" "$(jp_flag "$type")" "$WORK/fmt" "$prof"; then
+			check_eq "$label --$type: Total" "$(jp_total "$WORK/$tag-$type.out")" "$(jp_total "$WORK/$tag-$type.jp")"
+			cmp_rows "$label --$type" "$WORK/$tag-$type.out" "$WORK/$tag-$type.jp" $FM_FUNCS
+		fi
+	done
+}
+
 # ---- gperftools heap profile ----------------------------------------------
 if prof_tcmalloc gp "$WORK/fmt"; then
 	GP=$DUMP
 	check_eq "gperftools profile: first line" "$(head -c 13 "$GP")" "heap profile:"
-	for type in inuse_space inuse_objects alloc_space alloc_objects; do
-		hc_flags "$type"
-		if hr_ok "gp-$type" "$GP" --top 0 "${HCF[@]}" &&
-			jp "$WORK/gp-$type.jp" "$(jp_flag "$type")" "$WORK/fmt" "$GP"; then
-			check_eq "gperftools --$type: Total" "$(jp_total "$WORK/gp-$type.out")" "$(jp_total "$WORK/gp-$type.jp")"
-			cmp_rows "gperftools --$type" "$WORK/gp-$type.out" "$WORK/gp-$type.jp" $FM_FUNCS
-		fi
-	done
+	four_types gp gperftools "$GP"
 	check_eq "gperftools: fm_alloc_alpha flat (exact)" "$(row_flat "$WORK/gp-inuse_space.out" fm_alloc_alpha)" 150000
 	check_eq "gperftools: fm_alloc_gamma flat (exact)" "$(row_flat "$WORK/gp-inuse_space.out" fm_alloc_gamma)" 125000
 	bad=$(row_names "$WORK/gp-inuse_space.out" |
@@ -158,14 +165,7 @@ fi
 
 if [ -n "$H" ]; then
 	# the four sample types against jeprof
-	for type in inuse_space inuse_objects alloc_space alloc_objects; do
-		hc_flags "$type"
-		if hr_ok "hc-$type" "$H" --top 0 "${HCF[@]}" &&
-			jp "$WORK/hc-$type.jp" "$(jp_flag "$type")" "$WORK/fmt" "$H"; then
-			check_eq "heapctl dump --$type: Total" "$(jp_total "$WORK/hc-$type.out")" "$(jp_total "$WORK/hc-$type.jp")"
-			cmp_rows "heapctl dump --$type" "$WORK/hc-$type.out" "$WORK/hc-$type.jp" $FM_FUNCS
-		fi
-	done
+	four_types hc "heapctl dump" "$H"
 	check_eq "inuse_space: fm_alloc_alpha flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_alpha)" 150000
 	check_eq "inuse_space: fm_alloc_beta flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_beta)" 120000
 	check_eq "inuse_space: fm_alloc_gamma flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_gamma)" 125000
