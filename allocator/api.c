@@ -5,14 +5,15 @@
  *
  *   malloc (n <= 1 KiB): one TLS load, one table lookup, pop the current
  *     page's free list, one subtraction and sign test on the per-thread byte
- *     countdown (the profiler's sampling trigger), bump the page's use count.
- *   free (block of a page this thread owns): mask to the chunk header, compare
- *     its owner with the thread pointer, test the page's flag byte, push, and
- *     test the use count for zero.
+ *     countdown (the profiler's sampling trigger), bump the page's live count.
+ *   free (block of a chunk this thread owns): mask to the chunk header,
+ *     compare its owner with the thread pointer, push, decrement the page's
+ *     live count and test it (<= 0: the page is full-listed, or emptied and
+ *     not the one malloc allocates from; see HC_LIVE_FULL).
  *
- * About 20 instructions each way and no atomics; the malloc+free pair costs
- * 2-3 ns on the benchmark machine (tests/bench fastpath, see
- * docs/benchmarks.md).  Everything else goes to the noinline slow paths.
+ * 23 and 17 instructions, no atomics.  tests/bench/fastpath times the pair
+ * against the machine's floor (tests/bench/RESULTS.md).  Everything else goes
+ * to the noinline slow paths.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -29,7 +30,8 @@ static inline size_t page_size(void) { return HC_PAGE; }
 
 static void junk_free(const hc_page_t *pg, void *p)
 {
-	HC_ASSERT(pg->in_use && pg->used > 0);
+	if (!pg->in_use || hc_page_used(pg) <= 0)
+		hc_fatal_ptr("free(): block of an empty page (double free?):", p);
 	memset((char *)p + sizeof(hc_block_t), HC_JUNK_FREE, pg->block_size - sizeof(hc_block_t));
 }
 
@@ -218,7 +220,7 @@ HC_EXPORT void *malloc(size_t n)
 		if (likely(b != NULL && left >= 0)) {
 			h->countdown = left;
 			pg->free = b->next;
-			__atomic_store_n(&pg->used, pg->used + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 			if (HC_DEBUG)
 				memset(b, HC_JUNK_ALLOC, pg->block_size);
 			return b;
@@ -236,18 +238,16 @@ HC_EXPORT void free(void *p)
 	}
 	if (likely(c->owner == hc_thread_id())) {
 		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
-		if (likely(pg->flags == 0)) {
-			hc_block_t *b = p;
-			if (HC_DEBUG)
-				junk_free(pg, p);
-			b->next = pg->free;
-			pg->free = b;
-			uint32_t used = pg->used - 1;
-			__atomic_store_n(&pg->used, used, __ATOMIC_RELAXED);
-			if (unlikely(used == 0))
-				hc_small_page_emptied(c, pg);
-			return;
-		}
+		hc_block_t *b = p;
+		if (HC_DEBUG)
+			junk_free(pg, p);
+		b->next = pg->free;
+		pg->free = b;
+		int32_t live = pg->live - 1;
+		__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
+		if (unlikely(live <= 0))
+			hc_small_free_settle(c, pg, p);
+		return;
 	}
 	free_generic(c, p);
 }

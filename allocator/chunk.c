@@ -96,7 +96,7 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 		hc_page_t *pg = &c->pages[i];
 		pg->in_use = 0;
 		pg->flags = 0;
-		pg->used = 0;
+		pg->live = 0;
 		pg->free = NULL;
 		pg->xfree = NULL;
 	}

@@ -234,10 +234,29 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 	q->last = pg;
 }
 
+/* Make pg (or the empty page, for NULL) the page class cls allocates from,
+ * moving the pin (see HC_LIVE_FULL) from the old direct page to the new. */
+static void direct_set(hc_heap_t *h, unsigned cls, hc_page_t *pg)
+{
+	hc_page_t *old = h->direct[cls];
+	if (pg == NULL)
+		pg = &page_empty;
+	if (old == pg)
+		return;
+	if (old != &page_empty) {
+		__atomic_store_n(&old->flags, old->flags & ~HC_PG_PINNED, __ATOMIC_RELAXED);
+		__atomic_store_n(&old->live, old->live - 1, __ATOMIC_RELAXED);
+	}
+	if (pg != &page_empty) {
+		__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&pg->flags, pg->flags | HC_PG_PINNED, __ATOMIC_RELAXED);
+	}
+	h->direct[cls] = pg;
+}
+
 static void direct_update(hc_heap_t *h, unsigned cls)
 {
-	hc_page_t *first = h->queue[cls].first;
-	h->direct[cls] = first ? first : &page_empty;
+	direct_set(h, cls, h->queue[cls].first);
 }
 
 /* ---- pages ------------------------------------------------------------- */
@@ -258,7 +277,7 @@ static uint32_t page_collect(hc_page_t *pg)
 	}
 	tail->next = pg->free;
 	pg->free = list;
-	__atomic_store_n(&pg->used, pg->used - n, __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->live, pg->live - (int32_t)n, __ATOMIC_RELAXED);
 	return n;
 }
 
@@ -291,6 +310,7 @@ static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 		__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
 		return false;
 	}
+	__atomic_store_n(&pg->live, pg->live - HC_LIVE_FULL, __ATOMIC_RELAXED);
 	pq_remove(&h->queue[pg->cls], pg);
 	pq_push_back(&h->full, pg);
 	return true;
@@ -299,6 +319,7 @@ static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 {
 	pq_remove(&h->full, pg);
+	__atomic_store_n(&pg->live, pg->live + HC_LIVE_FULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
 	pq_push_back(&h->queue[pg->cls], pg);
 	if (h->direct[pg->cls] == &page_empty)
@@ -324,6 +345,7 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 		direct_update(h, pg->cls);
 	pg->free = NULL;
 	__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->live, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->in_use, 0, __ATOMIC_RELAXED);
 	uint64_t bit = 1ULL << (pg - c->pages);
 	c->used_slots &= ~bit;
@@ -333,14 +355,12 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 		chunk_release(h, c);
 }
 
-/* A page just became empty.  Keep it if it is the only page of its class
- * (a malloc/free ping-pong would otherwise retire and rebuild it). */
+/* A page just became empty.  Keep it if it is the page its class allocates
+ * from (a malloc/free ping-pong would otherwise retire and rebuild it). */
 static void page_empty_maybe_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 {
-	hc_pq_t *q = &h->queue[pg->cls];
-	if (!(pg->flags & HC_PG_FULL) && q->first == pg && pg->next == NULL)
-		return;
-	page_retire(h, c, pg);
+	if (!(pg->flags & HC_PG_PINNED))
+		page_retire(h, c, pg);
 }
 
 static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
@@ -349,7 +369,7 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 	pg->block_size = hc_class_size[cls];
 	pg->reserved = (uint32_t)(HC_SLOT_SIZE / pg->block_size);
 	pg->capacity = 0;
-	pg->used = 0;
+	pg->live = 0;
 	pg->free = NULL;
 	pg->flags = 0;
 	pg->next = pg->prev = NULL;
@@ -382,7 +402,7 @@ static bool chunk_drain_xpages(hc_heap_t *h, hc_chunk_t *c)
 		if (pg->in_use && (pg->flags & HC_PG_FULL) && page_collect(pg)) {
 			page_unfull(h, pg);
 			gained = true;
-			if (pg->used == 0)
+			if (hc_page_used(pg) == 0)
 				page_empty_maybe_retire(h, c, pg);
 		}
 		pg = next;
@@ -423,11 +443,13 @@ static bool heap_adopt(hc_heap_t *h)
 		hc_page_t *pg = &c->pages[i];
 		if (!pg->in_use)
 			continue;
+		/* drop the old heap's pin and FULL bias */
+		__atomic_store_n(&pg->live, hc_page_used(pg), __ATOMIC_RELAXED);
 		__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
 		pg->next = pg->prev = NULL;
 		page_collect(pg);
 		pq_push_back(&h->queue[pg->cls], pg);
-		if (pg->used == 0) {
+		if (pg->live == 0) {
 			page_retire(h, c, pg);
 			continue;
 		}
@@ -518,7 +540,7 @@ found:
 				pq_remove(q, pg);
 				pq_push_front(q, pg);
 			}
-			h->direct[cls] = pg;
+			direct_set(h, cls, pg);
 			return pg;
 		}
 		if (pass == 0 && !heap_drain_xpages(h))
@@ -531,7 +553,7 @@ found:
 		pq_remove(q, pg);
 		pq_push_front(q, pg);
 	}
-	h->direct[cls] = pg;
+	direct_set(h, cls, pg);
 	return pg;
 }
 
@@ -545,7 +567,7 @@ static void *small_alloc(hc_heap_t *h, unsigned cls)
 	}
 	hc_block_t *b = pg->free;
 	pg->free = b->next;
-	__atomic_store_n(&pg->used, pg->used + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 	return b;
 }
 
@@ -645,8 +667,8 @@ void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
-/* A free the fast path passed on: a small chunk of another owner, a page
- * flagged full, or a page that just became empty. */
+/* A free the fast path passed on: a small chunk of another owner (or of
+ * none). */
 void hc_small_free_slow(hc_chunk_t *c, void *p)
 {
 	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
@@ -657,21 +679,29 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 		hc_small_free_remote(c, pg, p);
 		return;
 	}
-	hc_heap_t *h = c->heap;
-	if (pg->flags & HC_PG_FULL)
-		page_unfull(h, pg);
 	hc_block_t *b = p;
 	b->next = pg->free;
 	pg->free = b;
-	__atomic_store_n(&pg->used, pg->used - 1, __ATOMIC_RELAXED);
-	if (pg->used == 0)
-		page_empty_maybe_retire(h, c, pg);
+	int32_t live = pg->live - 1;
+	__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
+	if (live <= 0)
+		hc_small_free_settle(c, pg, p);
 }
 
-/* The local fast path found the page empty after its free. */
-void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg)
+/* The owner freed p into pg and the live count dropped to <= 0: the page
+ * was on the full list, or it is empty and not the direct page. */
+void hc_small_free_settle(hc_chunk_t *c, hc_page_t *pg, void *p)
 {
-	page_empty_maybe_retire(c->heap, c, pg);
+	if (unlikely(!pg->in_use))
+		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+	hc_heap_t *h = c->heap;
+	if (pg->flags & HC_PG_FULL)
+		page_unfull(h, pg);
+	int32_t used = hc_page_used(pg);
+	if (unlikely(used < 0))
+		hc_fatal_ptr("free(): more frees than allocations in a page (double free?):", p);
+	if (used == 0)
+		page_empty_maybe_retire(h, c, pg);
 }
 
 /* ---- thread exit and fork ---------------------------------------------- */
@@ -683,7 +713,7 @@ static void heap_collect_queues(hc_heap_t *h)
 		for (hc_page_t *pg = h->queue[cls].first, *next; pg; pg = next) {
 			next = pg->next;
 			page_collect(pg);
-			if (pg->used == 0)
+			if (hc_page_used(pg) == 0)
 				page_retire(h, hc_chunk_of(pg), pg);
 		}
 	}
@@ -697,7 +727,7 @@ static void heap_abandon(hc_heap_t *h)
 	for (hc_page_t *pg = h->full.first, *next; pg; pg = next) {
 		next = pg->next;
 		page_collect(pg);
-		if (pg->used == 0)
+		if (hc_page_used(pg) == 0)
 			page_retire(h, hc_chunk_of(pg), pg);
 	}
 	hc_chunk_t *c = h->chunks;
@@ -799,10 +829,10 @@ void hc_heap_stats(hc_stats_t *st)
 			if (!__atomic_load_n(&pg->in_use, __ATOMIC_ACQUIRE))
 				continue;
 			size_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
-			size_t used = __atomic_load_n(&pg->used, __ATOMIC_RELAXED);
+			int32_t live = hc_page_used(pg);
 			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
-			if (used > cap)      /* a torn read while the owner works */
-				used = cap;
+			/* the owner may be mid-update: clamp a torn read */
+			size_t used = live < 0 ? 0 : (size_t)live > cap ? cap : (size_t)live;
 			st->small_allocated += used * bs;
 			st->active += (cap * bs + HC_PAGE - 1) & ~(HC_PAGE - 1);
 		}

@@ -109,22 +109,33 @@ typedef struct hc_block_s { struct hc_block_s *next; } hc_block_t;
 typedef struct hc_heap_s hc_heap_t;
 typedef struct hc_chunk_s hc_chunk_t;
 
-/* Page flags, tested as one byte by the local free fast path. */
-#define HC_PG_FULL 0x01   /* on the heap's full list: a free must requeue it */
+/* Page flags (owner-written; FULL is also read by remote freers). */
+#define HC_PG_FULL   0x01  /* on the heap's full list: a free must requeue it */
+#define HC_PG_PINNED 0x02  /* the heap's direct page of its class          */
+
+/* A page's live count is its used blocks, plus one while it is PINNED, minus
+ * HC_LIVE_FULL while it is FULL.  The local free fast path decrements it and
+ * takes its slow branch exactly when the result is <= 0: the page emptied
+ * (and is not the page being allocated from), or it sits on the full list.
+ * So the commonest page, the direct one, never leaves the fast path, and
+ * one test stands for two. */
+#define HC_LIVE_FULL ((int32_t)1 << 30)
 
 /*
  * A page: one 64 KiB slot of a small chunk holding blocks of one class.
  * Invariants (owner = the thread whose id is chunk->owner):
- *  - free, used, capacity and the queue links are touched by the owner only;
- *  - every block is in exactly one of: handed out (counted in used),
- *    pg->free, pg->xfree (also still counted in used), or the uncarved tail
+ *  - free, live, flags, capacity and the queue links are touched by the
+ *    owner only;
+ *  - every block is in exactly one of: handed out (counted in live),
+ *    pg->free, pg->xfree (also still counted in live), or the uncarved tail
  *    [capacity, reserved);
  *  - xfree is pushed by any thread and emptied only by the owner;
- *  - flags & FULL <=> the page is on heap->full, not on a class queue.
+ *  - flags & FULL <=> the page is on heap->full, not on a class queue;
+ *  - flags & PINNED <=> heap->direct[cls] == the page.
  */
 typedef struct hc_page_s {
 	hc_block_t *free;            /* owner's free list; malloc pops here      */
-	uint32_t used;               /* blocks not on free/uncarved              */
+	int32_t live;                /* used blocks, biased: see HC_LIVE_FULL    */
 	uint8_t flags;               /* HC_PG_*                                  */
 	uint8_t cls;
 	uint8_t in_use;              /* slot holds a live page                   */
@@ -137,6 +148,15 @@ typedef struct hc_page_s {
 	struct hc_page_s *next, *prev;   /* class queue or full list             */
 	struct hc_page_s *xnext;     /* link on chunk->xpages                    */
 } hc_page_t;
+
+/* Blocks handed out (or freed remotely and not yet collected), unbiased.
+ * Exact for the owner; other threads may see a torn pair and must clamp. */
+static inline int32_t hc_page_used(const hc_page_t *pg)
+{
+	uint8_t f = __atomic_load_n(&pg->flags, __ATOMIC_RELAXED);
+	int32_t v = __atomic_load_n(&pg->live, __ATOMIC_RELAXED);
+	return v - !!(f & HC_PG_PINNED) + ((f & HC_PG_FULL) ? HC_LIVE_FULL : 0);
+}
 
 /* ---- chunks ------------------------------------------------------------ */
 
@@ -263,7 +283,7 @@ extern int hc_highwater_pending;
 bool hc_heap_count(size_t usize);
 extern __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec")));
 void *hc_small_alloc_slow(size_t n, size_t align);
-void hc_small_page_emptied(hc_chunk_t *c, hc_page_t *pg);
+void hc_small_free_settle(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_small_free_slow(hc_chunk_t *c, void *p);
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_heap_fork_prepare(void), hc_heap_fork_parent(void), hc_heap_fork_child(void);

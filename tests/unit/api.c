@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -1339,6 +1342,109 @@ static void test_stats_sanity(void)
         v_free(ps[i]);
 }
 
+/*
+ * Page bookkeeping the free fast path relies on: a page's live count is
+ * biased while it is the direct page and while it is on the full list, and
+ * stats.allocated must still be exact through every transition.  Class 192
+ * holds 341 blocks per 64 KiB page, so 1000 blocks make two full pages and
+ * a direct one.
+ */
+static void test_page_states(void)
+{
+    enum { N = 1000, SZ = 184, USZ = 192 };
+    static void *p[N];
+    CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
+    size_t a0 = hc_stat("stats.allocated");
+    for (int i = 0; i < N; i++) {
+        p[i] = v_malloc(SZ);
+        CHECK(p[i] != NULL && v_usable(p[i]) == USZ, "malloc(%d): %p, usable %zu", SZ, p[i],
+              p[i] ? v_usable(p[i]) : 0);
+        memset(p[i], i & 0xff, SZ);
+    }
+    CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
+    size_t a1 = hc_stat("stats.allocated");
+    CHECK(a1 - a0 == (size_t)N * USZ, "stats.allocated grew by %zu for %d blocks of %d", a1 - a0, N, USZ);
+
+    /* every other block of the full pages, then refill them */
+    for (int i = 0; i < 682; i += 2)
+        v_free(p[i]);
+    CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
+    size_t a2 = hc_stat("stats.allocated");
+    CHECK(a1 - a2 == (size_t)341 * USZ, "stats.allocated fell by %zu after 341 frees of %d", a1 - a2, USZ);
+    for (int i = 0; i < 682; i += 2) {
+        p[i] = v_malloc(SZ);
+        CHECK(p[i] != NULL, "malloc(%d) failed", SZ);
+        memset(p[i], i & 0xff, SZ);
+    }
+    for (int i = 1; i < N; i++)
+        CHECK(p[i] != p[i - 1] && *(unsigned char *)p[i] == (i & 0xff), "block %d overlaps or was clobbered", i);
+
+    /* all of it, newest first: the direct page empties and is kept */
+    for (int i = N - 1; i >= 0; i--)
+        v_free(p[i]);
+    CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
+    size_t a3 = hc_stat("stats.allocated");
+    CHECK(a3 == a0, "stats.allocated %zu before, %zu after freeing everything", a0, a3);
+
+    /* the kept page still works, and a ping-pong stays on one block */
+    void *q = v_malloc(SZ), *r;
+    v_free(q);
+    r = v_malloc(SZ);
+    CHECK(r == q, "malloc/free/malloc gave %p then %p", q, r);
+    v_free(r);
+}
+
+/* Run fn in a child whose stderr is captured into err; its wait status. */
+static int run_child_stderr(void (*fn)(void), char *err, size_t cap)
+{
+    int fd[2];
+    if (pipe(fd) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(fd[0], err + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = '\0';
+    close(fd[0]);
+    int st = -1;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+static void *double_free_thread(void *arg)
+{
+    void *x = v_malloc(200);    /* a new thread's heap: the page's only block */
+    v_free(x);
+    v_free(x);
+    return arg;
+}
+
+static void double_free_child(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, double_free_thread, NULL) == 0)
+        pthread_join(t, NULL);
+}
+
+/* A second free of the only block of a page is caught, not absorbed. */
+static void test_double_free_caught(void)
+{
+    if (!under_heapctl)
+        return;
+    char err[512];
+    int st = run_child_stderr(double_free_child, err, sizeof err);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free: child status %#x", st);
+    CHECK(strstr(err, "double free") != NULL, "double free: stderr was \"%s\"", err);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -1368,6 +1474,8 @@ int main(void)
     RUN(test_calloc_zeroed);
     RUN(test_errno_preserved);
     RUN(test_realloc_contents);
+    RUN(test_page_states);
+    RUN(test_double_free_caught);
     if (have_ctl) {
         RUN(test_mallctl_basic);
         RUN(test_mallctl_mib);
