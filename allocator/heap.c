@@ -234,24 +234,38 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 	q->last = pg;
 }
 
-/* Make pg (or the empty page, for NULL) the page class cls allocates from,
- * moving the pin (see HC_LIVE_FULL) from the old direct page to the new. */
-static void direct_set(hc_heap_t *h, unsigned cls, hc_page_t *pg)
+/*
+ * The pin (see HC_LIVE_FULL) goes to the direct page of class cls when it is
+ * the only page in the class queue: that page is kept when it empties (a
+ * malloc/free ping-pong would otherwise retire and rebuild it), and pinning
+ * keeps the frees that empty it on the fast path.  An empty page with
+ * others beside it is retired, so new blocks fill the others' holes.
+ * Called after every change to the queue's members or to direct[cls].
+ */
+static void pin_sync(hc_heap_t *h, unsigned cls)
 {
-	hc_page_t *old = h->direct[cls];
-	if (pg == NULL)
-		pg = &page_empty;
-	if (old == pg)
+	hc_pq_t *q = &h->queue[cls];
+	hc_page_t *want = q->first != NULL && q->first == q->last &&
+	    h->direct[cls] == q->first ? q->first : NULL;
+	hc_page_t *old = h->pinned[cls];
+	if (old == want)
 		return;
-	if (old != &page_empty) {
+	if (old != NULL) {
 		__atomic_store_n(&old->flags, old->flags & ~HC_PG_PINNED, __ATOMIC_RELAXED);
 		__atomic_store_n(&old->live, old->live - 1, __ATOMIC_RELAXED);
 	}
-	if (pg != &page_empty) {
-		__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&pg->flags, pg->flags | HC_PG_PINNED, __ATOMIC_RELAXED);
+	if (want != NULL) {
+		__atomic_store_n(&want->live, want->live + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&want->flags, want->flags | HC_PG_PINNED, __ATOMIC_RELAXED);
 	}
-	h->direct[cls] = pg;
+	h->pinned[cls] = want;
+}
+
+/* Make pg (or the empty page, for NULL) the page class cls allocates from. */
+static void direct_set(hc_heap_t *h, unsigned cls, hc_page_t *pg)
+{
+	h->direct[cls] = pg ? pg : &page_empty;
+	pin_sync(h, cls);
 }
 
 static void direct_update(hc_heap_t *h, unsigned cls)
@@ -313,6 +327,7 @@ static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 	__atomic_store_n(&pg->live, pg->live - HC_LIVE_FULL, __ATOMIC_RELAXED);
 	pq_remove(&h->queue[pg->cls], pg);
 	pq_push_back(&h->full, pg);
+	pin_sync(h, pg->cls);
 	return true;
 }
 
@@ -324,6 +339,8 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 	pq_push_back(&h->queue[pg->cls], pg);
 	if (h->direct[pg->cls] == &page_empty)
 		direct_update(h, pg->cls);
+	else
+		pin_sync(h, pg->cls);
 }
 
 static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
@@ -343,6 +360,8 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 		pq_remove(&h->queue[pg->cls], pg);
 	if (h->direct[pg->cls] == pg)
 		direct_update(h, pg->cls);
+	else
+		pin_sync(h, pg->cls);
 	pg->free = NULL;
 	__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->live, 0, __ATOMIC_RELAXED);
@@ -355,8 +374,7 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 		chunk_release(h, c);
 }
 
-/* A page just became empty.  Keep it if it is the page its class allocates
- * from (a malloc/free ping-pong would otherwise retire and rebuild it). */
+/* A page just became empty: retire it unless pinned (see pin_sync). */
 static void page_empty_maybe_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 {
 	if (!(pg->flags & HC_PG_PINNED))

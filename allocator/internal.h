@@ -111,14 +111,14 @@ typedef struct hc_chunk_s hc_chunk_t;
 
 /* Page flags (owner-written; FULL is also read by remote freers). */
 #define HC_PG_FULL   0x01  /* on the heap's full list: a free must requeue it */
-#define HC_PG_PINNED 0x02  /* the heap's direct page of its class          */
+#define HC_PG_PINNED 0x02  /* direct page, alone in its class queue (pin_sync) */
 
 /* A page's live count is its used blocks, plus one while it is PINNED, minus
  * HC_LIVE_FULL while it is FULL.  The local free fast path decrements it and
  * takes its slow branch exactly when the result is <= 0: the page emptied
- * (and is not the page being allocated from), or it sits on the full list.
- * So the commonest page, the direct one, never leaves the fast path, and
- * one test stands for two. */
+ * (and is not a page to keep), or it sits on the full list.  So a
+ * malloc/free ping-pong on a class's only page never leaves the fast path,
+ * and one test stands for two. */
 #define HC_LIVE_FULL ((int32_t)1 << 30)
 
 /*
@@ -131,7 +131,8 @@ typedef struct hc_chunk_s hc_chunk_t;
  *    [capacity, reserved);
  *  - xfree is pushed by any thread and emptied only by the owner;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
- *  - flags & PINNED <=> heap->direct[cls] == the page.
+ *  - flags & PINNED <=> heap->pinned[cls] == the page, which is then
+ *    heap->direct[cls] and the only page of the class queue.
  */
 typedef struct hc_page_s {
 	hc_block_t *free;            /* owner's free list; malloc pops here      */
@@ -223,6 +224,7 @@ struct hc_heap_s {
 	int64_t countdown;           /* bytes until the next allocation event   */
 	uintptr_t tid;
 	hc_pq_t queue[HC_NCLASSES];  /* pages with (possibly) free blocks        */
+	hc_page_t *pinned[HC_NCLASSES];  /* page holding the pin, or NULL       */
 	hc_pq_t full;                /* pages found full                        */
 	hc_chunk_t *chunks;          /* small chunks owned                       */
 	struct hc_arena_s *arena;    /* arena for large requests                */

@@ -1344,8 +1344,9 @@ static void test_stats_sanity(void)
 
 /*
  * Page bookkeeping the free fast path relies on: a page's live count is
- * biased while it is the direct page and while it is on the full list, and
- * stats.allocated must still be exact through every transition.  Class 192
+ * biased while it is pinned (the direct page, alone in its class) and while
+ * it is on the full list, and stats.allocated must still be exact through
+ * every transition.  Class 192
  * holds 341 blocks per 64 KiB page, so 1000 blocks make two full pages and
  * a direct one.
  */
@@ -1379,7 +1380,7 @@ static void test_page_states(void)
     for (int i = 1; i < N; i++)
         CHECK(p[i] != p[i - 1] && *(unsigned char *)p[i] == (i & 0xff), "block %d overlaps or was clobbered", i);
 
-    /* all of it, newest first: the direct page empties and is kept */
+    /* all of it, newest first: emptied pages are retired, the last kept */
     for (int i = N - 1; i >= 0; i--)
         v_free(p[i]);
     CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
