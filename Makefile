@@ -27,7 +27,7 @@ CFLAGS  += -std=gnu11 -g $(OPT) $(WARN) -pthread
 # code back into calls to itself.  The assembler keeps every jump (and
 # fused compare-and-jump) off a 32-byte boundary: Intel's JCC-erratum
 # microcode stops caching the decoded form of jumps that touch one, which cost
-# the malloc+free pair 1.5 ns on the bench machine (tests/bench fastpath).
+# the malloc+free pair 1.3-1.9 ns on the bench machine (tests/bench fastpath).
 LIBFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
             -fno-omit-frame-pointer -momit-leaf-frame-pointer \
             -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-free \
