@@ -189,6 +189,7 @@ say "$(wc -w <<<"$benches") benchmarks x $nalloc allocators x $reps reps"
 
 tsv=$out/results.tsv
 : >"$tsv"
+: >"$out/floor.txt"
 for rep in $(seq 1 "$reps"); do
 	for b in $benches; do
 		bench_argv "$b"
@@ -210,6 +211,12 @@ for rep in $(seq 1 "$reps"); do
 			line="$line $a ${wall}s"
 			[ "$status" = 0 ] || line="$line(status $status)"
 		done
+		if [ "$b" = fastpath ]; then
+			# the floor, in the same minute as this rep's fastpath runs
+			f=$("$out/floor" | sed -n 's/^ns_per_pair=//p')
+			echo "${f:-?}" >>"$out/floor.txt"
+			line="$line floor ${f:-?}ns"
+		fi
 		say "$line"
 	done
 done
@@ -232,10 +239,29 @@ if [ -n "$setup_problems" ]; then
 fi
 case " $benches " in
 *" fastpath "*)
-	# median of 5 runs of the floor, next to fastpath's table
-	floor=$(for i in 1 2 3 4 5; do "$out/floor" | sed -n 's/^ns_per_pair=//p'; done | sort -n | sed -n 3p)
-	printf '\nFloor on this machine: %s ns per pair (tests/bench/floor.c, median of 5): the same tight loop over an allocator that only pops and pushes one thread-local free list, behind the same two calls into a shared library.\n' \
-		"${floor:-?}" >>"$out/results.md"
+	# the floor was run once per rep, interleaved with fastpath's runs
+	floor=$(grep -E '^[0-9.]+$' "$out/floor.txt" | sort -n | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}')
+	printf '\nFloor on this machine: %s ns per pair (tests/bench/floor.c, median of %s runs, one per rep between the fastpath runs): the same tight loop over an allocator that only pops and pushes one thread-local free list, behind the same two calls into a shared library.\n' \
+		"${floor:-?}" "$(grep -cE '^[0-9.]+$' "$out/floor.txt")" >>"$out/results.md"
+	if [ -n "$floor" ]; then
+		# each allocator's median tight and batched ns over the floor
+		awk -F'\t' -v floor="$floor" -v allocs="$allocs" '
+			$1 == "fastpath" && $8 != "" { t[$2] = t[$2] " " $8; bt[$2] = bt[$2] " " $9 }
+			function med(s,   v, n, i, j, x) {
+				n = split(s, v, " ")
+				for (i = 2; i <= n; i++)
+					for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
+				return n ? v[int((n + 1) / 2)] : 0
+			}
+			END {
+				printf "\nOver the floor (median ns / floor):"
+				n = split(allocs, a, " ")
+				for (i = 1; i <= n; i++)
+					if (a[i] in t)
+						printf " %s %.2fx tight, %.2fx batch%s", a[i], med(t[a[i]]) / floor,
+						    med(bt[a[i]]) / floor, i < n ? ";" : ".\n"
+			}' "$tsv" >>"$out/results.md"
+	fi
 	;;
 esac
 cat "$out/results.md"
