@@ -8,8 +8,8 @@
  *     countdown (the profiler's sampling trigger), bump the page's live count.
  *   free (block of a chunk this thread owns): mask to the chunk header,
  *     compare its owner with the thread pointer, push, decrement the page's
- *     live count and test it (<= 0: the page is full-listed, or emptied and
- *     not the one malloc allocates from; see HC_LIVE_FULL).
+ *     live count and test it (<= 0: the page is on the full list, or it
+ *     emptied and is not the kept only page of its class; see HC_LIVE_FULL).
  *
  * 26 and 20 instructions counting the return, no atomics.
  * tests/bench/fastpath times the pair against the machine's floor
