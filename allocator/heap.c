@@ -242,7 +242,7 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
  * others beside it is retired, so new blocks fill the others' holes.
  * Called after every change to the queue's members or to direct[cls].
  */
-static void pin_sync(hc_heap_t *h, unsigned cls)
+static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 {
 	hc_pq_t *q = &h->queue[cls];
 	hc_page_t *want = q->first != NULL && q->first == q->last &&
@@ -259,6 +259,15 @@ static void pin_sync(hc_heap_t *h, unsigned cls)
 		__atomic_store_n(&want->flags, want->flags | HC_PG_PINNED, __ATOMIC_RELAXED);
 	}
 	h->pinned[cls] = want;
+}
+
+/* Inline: with several pages in the queue and no pin to drop (the common
+ * case when a class has many pages) there is nothing to do. */
+static inline void pin_sync(hc_heap_t *h, unsigned cls)
+{
+	hc_pq_t *q = &h->queue[cls];
+	if (h->pinned[cls] != NULL || (q->first != NULL && q->first == q->last))
+		pin_move(h, cls);
 }
 
 /* Make pg (or the empty page, for NULL) the page class cls allocates from. */
