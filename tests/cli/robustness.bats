@@ -406,7 +406,8 @@ sys.exit(1 if stale or n != 1000 else 0)' "$T/out"
 }
 
 @test "i. a normal exit removes the segment file" {
-	start_target seconds=1
+	# long enough that start_target sees the control thread on a busy machine
+	start_target seconds=4
 	f=$(seg "$TPID")
 	[ -f "$f" ]
 	wait_status "$TPID"
