@@ -271,6 +271,15 @@ static int scopes_at(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out, int max)
 	return n;
 }
 
+/* One frame: the function's names, and file:line if known. */
+static void frame_set(rp_frame_t *f, const char *name, const char *file, int line)
+{
+	memset(f, 0, sizeof *f);
+	rp_name_frame(f, name);
+	f->file = file ? rp_intern(file) : NULL;
+	f->line = line;
+}
+
 /* The frames of one address: inlined calls from the line table and the
  * DIE scopes, then the containing function from the symbol table. */
 static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
@@ -303,11 +312,7 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 		if (name == NULL)
 			continue;
 		m->has_inlines = true;
-		rp_frame_t *f = &fr[n++];
-		memset(f, 0, sizeof *f);
-		rp_name_frame(f, name);
-		f->file = file ? rp_intern(file) : NULL;
-		f->line = line;
+		frame_set(&fr[n++], name, file, line);
 		/* the caller's position is where this inlined call was made */
 		Dwarf_Attribute at;
 		Dwarf_Word cf = 0, cl = 0;
@@ -344,11 +349,7 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 		return;
 	if (name) {
 		m->has_functions = true;
-		rp_frame_t *f = &fr[n++];
-		memset(f, 0, sizeof *f);
-		rp_name_frame(f, name);
-		f->file = file ? rp_intern(file) : NULL;
-		f->line = line;
+		frame_set(&fr[n++], name, file, line);
 	}
 	loc->nframes = n;
 	loc->frames = rp_alloc(sizeof(rp_frame_t) * (size_t)n);
