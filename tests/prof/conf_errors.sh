@@ -163,6 +163,11 @@ opts "prof 1 lg 19 prefix jeprof active 0" MALLOC_CONF=prof:true,prof_active:fal
 # options that imply prof:true
 for c in prof_leak:true prof_final:true prof_gdump:true lg_prof_interval:30 prof_timer_s:100 prof_threshold:1G; do
 	opts "prof 1 lg 19 prefix jeprof active 1" MALLOC_CONF="$c"
+	if [ "$c" = prof_leak:true ]; then
+		# the program's stdio buffer is live at exit: about one run in a
+		# hundred samples it, and prof_leak then rightly reports it
+		OPTS_ERR=$(printf '%s\n' "$OPTS_ERR" | grep -Ev '^<heapctl>: (Leak approximation summary: ~[0-9]+ bytes, ~[0-9]+ objects, >= [0-9]+ contexts?|Run jeprof on "jeprof\.[0-9]+\.0\.f\.heap" for leak detail)$' || true)
+	fi
 	check_eq "$c: stderr" "$OPTS_ERR" ""
 done
 for c in prof_leak:false prof_final:false prof_gdump:false lg_prof_interval:-1 prof_timer_s:0; do
