@@ -8,6 +8,9 @@
 #   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
 #   make deps       only check/install the dependencies
 #   make demo       profile a bundled example service live, then report on it
+#   make install    PREFIX (/usr/local) and DESTDIR: the library, the command,
+#                   the man pages, the header and an example drop-in
+#   make uninstall  removes exactly those files
 
 CC      ?= gcc
 VERSION := $(shell sed -n 's/^\#define HC_VERSION "\(.*\)"/\1/p' allocator/hc_alloc.h)
@@ -47,7 +50,15 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 
-.PHONY: all check test bench deps clean demo
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  := $(DESTDIR)$(PREFIX)/bin
+LIBDIR  := $(DESTDIR)$(PREFIX)/lib
+INCDIR  := $(DESTDIR)$(PREFIX)/include
+MANDIR  := $(DESTDIR)$(PREFIX)/share/man
+DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
+
+.PHONY: all check test bench deps clean demo install uninstall
 all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
@@ -104,6 +115,26 @@ bench: all
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo/demo.sh $(BUILD)
+
+# heapctl finds the library next to itself (build/) or in ../lib (installed).
+install: all
+	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(MANDIR)/man1 $(MANDIR)/man3 \
+	    $(MANDIR)/man5 $(DOCDIR)/examples
+	install -m 0755 $(BUILD)/heapctl $(BINDIR)/heapctl
+	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
+	install -m 0644 agent/heapctl.h $(INCDIR)/heapctl.h
+	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
+	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
+	install -m 0644 man/heapctl-shm.5 $(MANDIR)/man5/heapctl-shm.5
+	sed 's|@LIBDIR@|$(PREFIX)/lib|' man/50-heapctl.conf.example \
+	    > $(DOCDIR)/examples/50-heapctl.conf
+	chmod 0644 $(DOCDIR)/examples/50-heapctl.conf
+
+uninstall:
+	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(INCDIR)/heapctl.h \
+	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
+	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf
+	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null
 
 clean:
 	rm -rf build build-debug

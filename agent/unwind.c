@@ -11,16 +11,28 @@
  *   libgcc     glibc's backtrace(), i.e. libgcc's _Unwind_Backtrace.
  * libunwind is the default (tests/bench/unwind measures all three).
  *
+ * libunwind checks that an address is mapped before it reads a frame that
+ * has no CFI, and its first choice for that is mincore(2), which seccomp
+ * filters such as systemd's @system-service do not allow (the process is
+ * killed, or gets EPERM).  Its own fallback, msync(2) and a pipe, is
+ * allowed, so libunwind's import of mincore is pointed at a function that
+ * answers ENOSYS: libunwind then uses the fallback everywhere.  Only the
+ * copy of libunwind loaded here is changed; the program's mincore is not.
+ *
  * Only sampled allocations unwind, with hc_prof_busy set, so anything an
  * unwinder allocates is served normally and never sampled.  Frames inside
  * libheapctl.so are dropped: the first frame kept is the caller of malloc.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
 #include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "agent.h"
 
@@ -67,12 +79,101 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* ---- redirecting one import of a library loaded here ------------------- */
+
+static int mincore_unavailable(void *addr, size_t len, unsigned char *vec)
+{
+	(void)addr, (void)len, (void)vec;
+	errno = ENOSYS;
+	return -1;
+}
+
+#if defined(__x86_64__)
+#define R_SLOT(t) ((t) == R_X86_64_JUMP_SLOT || (t) == R_X86_64_GLOB_DAT)
+#elif defined(__aarch64__)
+#define R_SLOT(t) ((t) == R_AARCH64_JUMP_SLOT || (t) == R_AARCH64_GLOB_DAT)
+#else
+#define R_SLOT(t) 0
+#endif
+
+typedef struct {
+	ElfW(Addr) base, lo, hi;    /* in: load bias; out: its PT_GNU_RELRO */
+} relro_t;
+
+static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	relro_t *r = arg;
+	if (info->dlpi_addr != r->base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+			r->lo = r->base + info->dlpi_phdr[i].p_vaddr;
+			r->hi = r->lo + info->dlpi_phdr[i].p_memsz;
+		}
+	}
+	return 1;
+}
+
+/* Store fn into every GOT slot of the object behind handle that is bound to
+ * the function name (JUMP_SLOT and GLOB_DAT relocations), making a RELRO
+ * page writable for the moment of the store.  Returns the slots changed. */
+static unsigned redirect_import(void *handle, const char *name, void *fn)
+{
+	struct link_map *lm;
+	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm->l_addr == 0)
+		return 0;
+	ElfW(Addr) base = lm->l_addr;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Rela) *rela[2] = { NULL, NULL };
+	size_t relasz[2] = { 0, 0 };
+	for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+		/* glibc rebases these in place where .dynamic is writable */
+		ElfW(Addr) p = d->d_un.d_ptr < base ? d->d_un.d_ptr + base : d->d_un.d_ptr;
+		switch (d->d_tag) {
+		case DT_SYMTAB: symtab = (const ElfW(Sym) *)p; break;
+		case DT_STRTAB: strtab = (const char *)p; break;
+		case DT_JMPREL: rela[0] = (const ElfW(Rela) *)p; break;
+		case DT_PLTRELSZ: relasz[0] = d->d_un.d_val; break;
+		case DT_RELA: rela[1] = (const ElfW(Rela) *)p; break;
+		case DT_RELASZ: relasz[1] = d->d_un.d_val; break;
+		}
+	}
+	if (symtab == NULL || strtab == NULL)
+		return 0;
+	relro_t relro = { .base = base };
+	dl_iterate_phdr(find_relro, &relro);
+	long pagesz = sysconf(_SC_PAGESIZE);
+	unsigned changed = 0;
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; rela[t] && i < relasz[t] / sizeof(ElfW(Rela)); i++) {
+			const ElfW(Rela) *r = &rela[t][i];
+			if (!R_SLOT(ELF64_R_TYPE(r->r_info)) ||
+			    strcmp(strtab + symtab[ELF64_R_SYM(r->r_info)].st_name, name) != 0)
+				continue;
+			void **slot = (void **)(base + r->r_offset);
+			bool ro = (ElfW(Addr))slot >= relro.lo && (ElfW(Addr))slot < relro.hi;
+			void *page = (void *)((uintptr_t)slot & ~(uintptr_t)(pagesz - 1));
+			if (ro && mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+				continue;
+			__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+			if (ro)
+				mprotect(page, (size_t)pagesz, PROT_READ);
+			changed++;
+		}
+	}
+	return changed;
+}
+
 static void init_once_fn(void)
 {
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)&hc_unwind);
 	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-	if (h)
+	if (h) {
+		redirect_import(h, "mincore", (void *)mincore_unavailable);
 		unw_backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+	}
 	if (unw_backtrace_fn == NULL && hc_unwinder == HC_UNWIND_LIBUNWIND) {
 		hc_say("prof_unwind: libunwind.so.8 not available (Debian package "
 		    "libunwind8); using libgcc", NULL);

@@ -185,8 +185,22 @@ void hc_chunk_cache_decay(void)
 	pthread_mutex_unlock(&cache_lock);
 }
 
+/* Units of a cached chunk written and not purged since: its dirty bitmaps
+ * are left as they were when it emptied, and the header is metadata. */
+static size_t cached_dirty(const hc_chunk_t *c)
+{
+	size_t n = 0;
+	if (c->map_size == HC_CHUNK_SIZE)
+		return (size_t)__builtin_popcountll((c->dirty_new | c->dirty_old) & ~1ULL) *
+		    HC_SLOT_SIZE;
+	for (unsigned w = 0; w < HC_NRUNWORDS; w++)
+		n += (size_t)__builtin_popcountll(c->run_dirty_new[w] | c->run_dirty_old[w]);
+	return n * HC_PAGE;
+}
+
 /* Bytes of cached chunks whose pages went back to the OS (retained);
- * *count gets the number of cached chunks, *dirty the bytes of the others. */
+ * *count gets the number of cached chunks, *dirty the written bytes of the
+ * others. */
 size_t hc_chunk_cached(size_t *count, size_t *dirty)
 {
 	size_t retained = 0;
@@ -197,7 +211,7 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 			if (c->purged)
 				retained += c->map_size;
 			else
-				*dirty += c->map_size;
+				*dirty += cached_dirty(c);
 		}
 	}
 	*count = cache_count;

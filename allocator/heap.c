@@ -851,6 +851,11 @@ void hc_heap_stats(hc_stats_t *st)
 			continue;
 		st->nchunks_small++;
 		st->mapped += HC_CHUNK_SIZE;
+		/* owner-written bitmaps: a torn read only skews a statistic */
+		uint64_t slots = __atomic_load_n(&c->used_slots, __ATOMIC_RELAXED);
+		uint64_t dirty = __atomic_load_n(&c->dirty_new, __ATOMIC_RELAXED) |
+		    __atomic_load_n(&c->dirty_old, __ATOMIC_RELAXED);
+		st->dirty += (size_t)__builtin_popcountll(dirty & ~slots) * HC_SLOT_SIZE;
 		for (unsigned i = 1; i < HC_NSLOTS; i++) {
 			hc_page_t *pg = &c->pages[i];
 			if (!__atomic_load_n(&pg->in_use, __ATOMIC_ACQUIRE))

@@ -324,10 +324,6 @@ void hc_huge_purge_now(void)
 void hc_huge_stats(hc_stats_t *st)
 {
 	pthread_mutex_lock(&huge_lock);
-	for (hc_chunk_t *h = live_list; h; h = h->next)
-		st->resident += hc_os_resident(h, h->map_size);
-	for (unsigned i = 0; i < cache_n; i++)
-		st->resident += hc_os_resident(cache[i].hdr, cache[i].hdr->map_size);
 	st->nhuge = live_count;
 	st->nhuge_cached = cache_n;
 	st->huge_allocated = live_usable;

@@ -256,7 +256,6 @@ void *hc_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
 void hc_os_unmap(void *p, size_t size);
 void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
 uint64_t hc_os_now_ms(void);
-size_t hc_os_resident(const void *p, size_t size);   /* via mincore     */
 void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);
 HC_COLD __attribute__((noreturn)) void hc_fatal_ptr(const char *msg, const void *p);

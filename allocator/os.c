@@ -74,25 +74,6 @@ uint64_t hc_decay_epoch(void)
 	return hc_os_now_ms() / (half ? half : 1);
 }
 
-size_t hc_os_resident(const void *p, size_t size)
-{
-	unsigned char vec[256];
-	size_t n = 0;
-	int saved = errno;
-	const char *q = p;
-	while (size > 0) {
-		size_t step = size < sizeof vec * HC_PAGE ? size : sizeof vec * HC_PAGE;
-		if (mincore((void *)q, step, vec) == 0) {
-			for (size_t i = 0; i < (step + HC_PAGE - 1) / HC_PAGE; i++)
-				n += vec[i] & 1;
-		}
-		q += step;
-		size -= step;
-	}
-	errno = saved;
-	return n * HC_PAGE;
-}
-
 char *hc_fmt_u64(char *buf, uint64_t v)
 {
 	char tmp[21];

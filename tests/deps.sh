@@ -3,7 +3,8 @@
 # the missing ones with apt-get; otherwise name them and fail.
 set -euo pipefail
 need=(gcc g++ make libc6-dev python3 perl git bats libjemalloc-dev libjemalloc2
-      libunwind-dev libelf-dev libdw-dev zlib1g-dev golang-go libgoogle-perftools4)
+      libunwind-dev libelf-dev libdw-dev zlib1g-dev golang-go libgoogle-perftools4
+      mmdebstrap systemd-container)
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

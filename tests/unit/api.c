@@ -1295,6 +1295,9 @@ static void test_stats_sanity(void)
     CHECK(act1 >= a1, "stats.active %zu < stats.allocated %zu", act1, a1);
     CHECK(map1 >= act1, "stats.mapped %zu < stats.active %zu", map1, act1);
     CHECK(res1 >= 64 * HC_MiB, "stats.resident %zu with 64 MiB of touched live objects", res1);
+    /* jemalloc's meaning: a maximum over metadata, active and dirty pages */
+    size_t meta1 = hc_stat("stats.metadata");
+    CHECK(res1 >= act1 + meta1, "stats.resident %zu < active %zu + metadata %zu", res1, act1, meta1);
 
     /* a single huge object */
     void *big = v_malloc(100 * HC_MiB);
