@@ -41,6 +41,16 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t);
 /* One round trip; prints transport errors and the target's refusals. */
 int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep);
 
+/* Does the target see the file system as we do (same mount namespace and
+ * root directory)?  false when that cannot be told. */
+bool cli_same_view(const hc_shm_target_t *t);
+/* A path the target names (its own view), as we can open it: itself, or
+ * through /proc/PID/root. */
+void cli_local_path(const hc_shm_target_t *t, const char *path, char *out, size_t len);
+/* in made absolute against our directory (what says which option, for
+ * the error).  Returns 0 or prints the error and returns its exit code. */
+int cli_absolute(const char *what, const char *in, char *out, size_t len);
+
 /* Dispatch argv[0] as a command (used by main and attach). */
 int cli_dispatch(int argc, char **argv, int attach_pid);
 

@@ -1,6 +1,6 @@
 /*
  * heapctl/cmd_ctl.c - the commands that ask the target to do something:
- * set, on, off, dump, reset.  Values are checked here first, with the same
+ * set, on, off, reset (dump has its own file, cmd_dump.c).  Values are checked here first, with the same
  * table the target checks them with again (shm/shm.c).
  */
 #define _GNU_SOURCE
@@ -60,7 +60,20 @@ int cmd_set(cli_args_t *a)
 	hc_shm_target_t t = { 0 };
 	if (code == 0)
 		code = cli_target(a, &t);
+	char prefix[HC_SHM_VALUE_MAX];
 	for (int i = 0; i < a->argc && code == 0; i++) {
+		/* a relative prefix means our directory, as for dump --prefix */
+		if (!strcmp(names[i], "prof.prefix") && values[i][0] != '/') {
+			if (!cli_same_view(&t)) {
+				code = cli_err(HC_EXIT_USAGE, "set: prof.prefix '%s' is relative, and process %d "
+				    "sees another file system (a container or a sandboxed service): give an "
+				    "absolute path as that process sees it", values[i], t.pid);
+				break;
+			}
+			if ((code = cli_absolute("set: prof.prefix", values[i], prefix, 1024)) != 0)
+				break;
+			values[i] = prefix;
+		}
 		code = set_one(a, &t, names[i], values[i]);
 		if (code == 0 && !a->json)
 			printf("%d: %s=%s\n", t.pid, names[i], values[i]);
@@ -102,75 +115,6 @@ static int on_off(cli_args_t *a, bool on)
 
 int cmd_on(cli_args_t *a) { return on_off(a, true); }
 int cmd_off(cli_args_t *a) { return on_off(a, false); }
-
-/* A relative path means heapctl's directory, not the target's. */
-static int absolute(const char *what, const char *in, char *out, size_t len)
-{
-	if (in[0] == 0)
-		return cli_err(HC_EXIT_USAGE, "dump: %s is empty", what);
-	if (in[0] == '/') {
-		if (strlen(in) >= len)
-			return cli_err(HC_EXIT_USAGE, "dump: %s is too long", what);
-		strcpy(out, in);
-		return 0;
-	}
-	char cwd[PATH_MAX];
-	if (getcwd(cwd, sizeof cwd) == NULL)
-		return cli_err(HC_EXIT_FAILED, "dump: cannot tell the current directory");
-	if ((size_t)snprintf(out, len, "%s/%s", cwd, in) >= len)
-		return cli_err(HC_EXIT_USAGE, "dump: %s is too long", what);
-	return 0;
-}
-
-int cmd_dump(cli_args_t *a)
-{
-	hc_shm_req_t req = { .cmd = HC_CMD_DUMP };
-	const char *prefix = NULL, *file = NULL;
-	for (int i = 0; i < a->argc; i++) {
-		const char *s = a->argv[i];
-		if (!strcmp(s, "--peak")) {
-			req.arg = 1;
-		} else if (!strcmp(s, "--prefix") || !strcmp(s, "-o") || !strcmp(s, "--output")) {
-			if (i + 1 >= a->argc)
-				return cli_err(HC_EXIT_USAGE, "dump: %s needs a value", s);
-			if (strcmp(s, "--prefix") != 0)
-				file = a->argv[++i];
-			else
-				prefix = a->argv[++i];
-		} else if (!strncmp(s, "--prefix=", 9)) {
-			prefix = s + 9;
-		} else if (!strncmp(s, "--output=", 9)) {
-			file = s + 9;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "dump: unexpected argument '%s'", s);
-		}
-	}
-	if (prefix && file)
-		return cli_err(HC_EXIT_USAGE, "dump: give --prefix or -o, not both");
-	int code = 0;
-	if (prefix)
-		code = absolute("--prefix", prefix, req.text, 1024);
-	if (file && !code)
-		code = absolute("-o", file, req.text2, sizeof req.text2);
-	if (code)
-		return code;
-	hc_shm_target_t t;
-	if ((code = cli_target(a, &t)) != 0)
-		return code;
-	hc_shm_rep_t rep;
-	code = cli_call(a, &t, &req, &rep);
-	if (code == 0) {
-		if (a->json) {
-			printf("{\"pid\": %d, \"path\": ", t.pid);
-			out_json_str(stdout, rep.text);
-			printf(", \"bytes\": %llu}\n", (unsigned long long)rep.value);
-		} else {
-			printf("%s\n", rep.text);
-		}
-	}
-	hc_shm_close(&t);
-	return code;
-}
 
 int cmd_reset(cli_args_t *a)
 {

@@ -46,7 +46,7 @@ int cmd_list(cli_args_t *a)
 	if (a->json)
 		printf("[");
 	else
-		printf("%-8s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "PROF", "SAMPLE",
+		printf("%-8s %-6s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "NSPID", "PROF", "SAMPLE",
 		    "ALLOCATED", "MAPPED", "HIGH-WATER", "DUMPS", "COMMAND");
 	int shown = 0, denied = 0;
 	for (int i = 0; i < n; i++) {
@@ -69,7 +69,8 @@ int cmd_list(cli_args_t *a)
 		char cmd[256], b1[32], b2[32], b3[32], rate[32];
 		out_cmdline(t.pid, t.seg, cmd, sizeof cmd);
 		if (a->json) {
-			printf("%s\n  {\"pid\": %d, \"command\": ", shown ? "," : "", t.pid);
+			printf("%s\n  {\"pid\": %d, \"nspid\": %d, \"command\": ", shown ? "," : "",
+			    t.pid, t.nspid);
 			out_json_str(stdout, cmd);
 			printf(", \"prof_active\": %s, \"lg_sample\": %u, \"allocated\": %llu, "
 			    "\"mapped\": %llu, \"highwater\": %llu, \"dumps\": %llu}",
@@ -78,7 +79,11 @@ int cmd_list(cli_args_t *a)
 			    (unsigned long long)st.dumps);
 		} else {
 			snprintf(rate, sizeof rate, "2^%u", st.lg_sample);
-			printf("%-8d %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, st.active ? "on" : "off",
+			char nspid[16] = "-";
+			if (t.nspid != t.pid)
+				snprintf(nspid, sizeof nspid, "%d", t.nspid);
+			printf("%-8d %-6s %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, nspid,
+			    st.active ? "on" : "off",
 			    rate, out_bytes(st.allocated, b1, sizeof b1), out_bytes(st.mapped, b2, sizeof b2),
 			    out_bytes(st.highwater, b3, sizeof b3), (unsigned long long)st.dumps, cmd);
 		}
@@ -155,9 +160,11 @@ int cmd_status(cli_args_t *a)
 		json_u("threads", st.threads, true);
 		json_u("commands", st.commands, true);
 		json_u("events", events, true);
+		char last[HC_SHM_PATH_MAX + 64];
+		cli_local_path(&t, st.last_dump, last, sizeof last);
 		printf("  \"last_dump\": ");
-		out_json_str(stdout, st.last_dump);
-		printf("\n}\n");
+		out_json_str(stdout, last);
+		printf(",\n  \"same_view\": %s\n}\n", tf(cli_same_view(&t)));
 	} else {
 		char b[32];
 		printf("process        %d", t.pid);
@@ -188,8 +195,10 @@ int cmd_status(cli_args_t *a)
 		printf("retained       %s\n", out_bytes(st.retained, b, sizeof b));
 		printf("high-water     %s\n", out_bytes(st.highwater, b, sizeof b));
 		printf("samples        %llu\n", (unsigned long long)st.samples);
+		char last[HC_SHM_PATH_MAX + 64];
+		cli_local_path(&t, st.last_dump, last, sizeof last);
 		printf("dumps          %llu%s%s%s\n", (unsigned long long)st.dumps,
-		    st.last_dump[0] ? " (last: " : "", st.last_dump, st.last_dump[0] ? ")" : "");
+		    st.last_dump[0] ? " (last: " : "", last, st.last_dump[0] ? ")" : "");
 		printf("threads        %llu\n", (unsigned long long)st.threads);
 		printf("events         %llu\n", (unsigned long long)events);
 	}

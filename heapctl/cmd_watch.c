@@ -17,9 +17,32 @@
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
-static void print_event(const cli_args_t *a, int pid, const hc_shm_event_t *e)
+/* A dump's path as the caller can open it (the event has the target's). */
+static void local_path(const hc_shm_target_t *t, bool same, const char *in, char *out, size_t len)
 {
-	char when[40], b1[32], b2[32];
+	if (same || in[0] != '/')
+		snprintf(out, len, "%s", in);
+	else
+		snprintf(out, len, "/proc/%d/root%s", t->pid, in);
+}
+
+/* JSON: "path" as the caller opens it, and "target_path" where it differs. */
+static void json_path(const char *local, const char *raw)
+{
+	printf(", \"path\": ");
+	out_json_str(stdout, local);
+	if (strcmp(local, raw) != 0) {
+		printf(", \"target_path\": ");
+		out_json_str(stdout, raw);
+	}
+}
+
+static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same,
+    const hc_shm_event_t *e)
+{
+	char when[40], b1[32], b2[32], path[HC_SHM_PATH_MAX + 64];
+	int pid = t->pid;
+	local_path(t, same, e->path, path, sizeof path);
 	const char *type = hc_shm_event_name(e->type);
 	const char *kind = hc_shm_dump_kind_name(e->kind);
 	out_time(e->time_ns, when, sizeof when);
@@ -31,21 +54,21 @@ static void print_event(const cli_args_t *a, int pid, const hc_shm_event_t *e)
 		printf("{\"type\": \"%s\", \"time\": \"%s\", \"pid\": %d", type, when, pid);
 		switch (e->type) {
 		case HC_EV_GDUMP:
-			printf(", \"mapped\": %llu, \"previous\": %llu, \"path\": ",
+			printf(", \"mapped\": %llu, \"previous\": %llu",
 			    (unsigned long long)e->value, (unsigned long long)e->value2);
 			if (e->path[0])
-				out_json_str(stdout, e->path);
+				json_path(path, e->path);
 			else
-				printf("null");
+				printf(", \"path\": null");
 			break;
 		case HC_EV_DUMP:
-			printf(", \"kind\": \"%s\", \"path\": ", kind);
-			out_json_str(stdout, e->path);
+			printf(", \"kind\": \"%s\"", kind);
+			json_path(path, e->path);
 			printf(", \"bytes\": %llu", (unsigned long long)e->value);
 			break;
 		case HC_EV_DUMP_FAILED:
-			printf(", \"kind\": \"%s\", \"path\": ", kind);
-			out_json_str(stdout, e->path);
+			printf(", \"kind\": \"%s\"", kind);
+			json_path(path, e->path);
 			printf(", \"error\": ");
 			out_json_str(stdout, e->text);
 			break;
@@ -67,13 +90,13 @@ static void print_event(const cli_args_t *a, int pid, const hc_shm_event_t *e)
 	switch (e->type) {
 	case HC_EV_GDUMP:
 		printf("%s gdump mapped %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
-		    out_bytes(e->value2, b2, sizeof b2), e->path[0] ? ", dumped " : "", e->path);
+		    out_bytes(e->value2, b2, sizeof b2), e->path[0] ? ", dumped " : "", path);
 		break;
 	case HC_EV_DUMP:
-		printf("%s dump %s %s (%s)\n", when, kind, e->path, out_bytes(e->value, b1, sizeof b1));
+		printf("%s dump %s %s (%s)\n", when, kind, path, out_bytes(e->value, b1, sizeof b1));
 		break;
 	case HC_EV_DUMP_FAILED:
-		printf("%s dump_failed %s %s: %s\n", when, kind, e->path, e->text);
+		printf("%s dump_failed %s %s: %s\n", when, kind, path, e->text);
 		break;
 	case HC_EV_CONFIG:
 		printf("%s config %s=%s (was %s)\n", when, e->name, e->path, e->text);
@@ -123,6 +146,7 @@ int cmd_watch(cli_args_t *a)
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 
+	bool same = cli_same_view(&t);
 	hc_shm_ring_t *ring = &t.seg->ring;
 	uint64_t next = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE), missed = 0;
 	long printed = 0;
@@ -152,7 +176,7 @@ int cmd_watch(cli_args_t *a)
 				print_missed(a, t.pid, missed);
 				missed = 0;
 			}
-			print_event(a, t.pid, &e);
+			print_event(a, &t, same, &e);
 			if (e.type == HC_EV_EXIT || (count && ++printed >= count))
 				done = true;
 		}

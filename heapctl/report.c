@@ -126,68 +126,6 @@ const char *rp_strcat3(const char *a, const char *b, const char *c)
 	return d;
 }
 
-int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
-{
-	*o = (rp_out_t){ .fd = -1, .path = path, .target = path };
-	if (!strcmp(path, "-")) {
-		o->fd = dup(1);
-		if (o->fd < 0) {
-			snprintf(err, errlen, "cannot write to standard output: %s", strerror(errno));
-			return -1;
-		}
-		return 0;
-	}
-	struct stat st;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "cannot write %s: Is a directory", path);
-			return -1;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			o->fd = open(path, O_WRONLY | O_CLOEXEC);
-			if (o->fd < 0) {
-				snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-				return -1;
-			}
-			return 0;
-		}
-		char *real = realpath(path, NULL);
-		if (real)
-			o->target = real;   /* replace the file, not a symlink to it */
-	}
-	/* A name of its own in the target's directory, so that the rename is
-	 * atomic and a failure leaves whatever was there untouched. */
-	size_t tlen = strlen(o->target) + 32;
-	o->tmp = malloc(tlen);
-	for (int i = 0; o->tmp && o->fd < 0 && i < 100; i++) {
-		snprintf(o->tmp, tlen, "%s.%ld.%d.tmp", o->target, (long)getpid(), i);
-		o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (o->fd < 0 && errno != EEXIST)
-			break;
-	}
-	if (o->fd < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(o->tmp ? errno : ENOMEM));
-		free(o->tmp);
-		o->tmp = NULL;
-		return -1;
-	}
-	return 0;
-}
-
-int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen)
-{
-	if (!error && o->tmp && rename(o->tmp, o->target) != 0)
-		error = errno;
-	if (error) {
-		if (o->tmp)
-			unlink(o->tmp);
-		snprintf(err, errlen, "cannot write %s: %s", o->path, why ? why : strerror(error));
-	}
-	free(o->tmp);
-	o->tmp = NULL;
-	return error ? -1 : 0;
-}
-
 /* ---- reading --------------------------------------------------------- */
 
 typedef struct reader_s {

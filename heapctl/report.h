@@ -92,16 +92,23 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
-/* report.c: writing an output file.  "-" is standard output, and an
- * existing file that is not regular (a FIFO, /dev/stdout) is written in
- * place.  Anything else is written under a temporary name in the
- * target's directory (a symlink resolved to what it points at) and
- * renamed over it when complete, so a failure leaves what was there. */
+/* outfile.c: writing an output file safely, also as root into a
+ * world-writable directory.  "-" is standard output.  An existing FIFO or
+ * character device (/dev/null) is written in place, opened without
+ * blocking (a FIFO nobody reads is an error, not a hang); any other
+ * non-regular file is refused, never replaced.  Otherwise the file is
+ * written under a temporary name in its directory and renamed over the
+ * name when complete, so a failure leaves what was there.  A symlink as
+ * the last component is followed only where the kernel's
+ * protected_symlinks rule would: not in a sticky world-writable directory
+ * (/tmp) when someone other than the caller or the directory's owner
+ * owns the link; elsewhere it is followed to what it names. */
 typedef struct rp_out_s {
 	int fd;                 /* to write; the caller closes it            */
 	const char *path;       /* as given, for messages                    */
-	const char *target;     /* what the rename replaces                  */
-	char *tmp;              /* the temporary name, NULL: in place        */
+	int dirfd;              /* the directory renamed in, or -1           */
+	char *base;             /* the name replaced in dirfd                */
+	char *tmp;              /* the temporary name in dirfd, NULL: in place */
 } rp_out_t;
 
 /* Returns 0, or -1 with "cannot write PATH: why" in err. */

@@ -3,9 +3,11 @@
  * and the output helpers the commands share.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +79,46 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 	default:
 		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, rep->text);
 	}
+}
+
+static bool same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+bool cli_same_view(const hc_shm_target_t *t)
+{
+	char ns[64], root[64];
+	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", t->pid);
+	snprintf(root, sizeof root, "/proc/%d/root/", t->pid);
+	return same_file("/proc/self/ns/mnt", ns) && same_file("/", root);
+}
+
+void cli_local_path(const hc_shm_target_t *t, const char *path, char *out, size_t len)
+{
+	if (path[0] != '/' || cli_same_view(t))
+		snprintf(out, len, "%s", path);
+	else
+		snprintf(out, len, "/proc/%d/root%s", t->pid, path);
+}
+
+int cli_absolute(const char *what, const char *in, char *out, size_t len)
+{
+	if (in[0] == 0)
+		return cli_err(HC_EXIT_USAGE, "%s is empty", what);
+	if (in[0] == '/') {
+		if (strlen(in) >= len)
+			return cli_err(HC_EXIT_USAGE, "%s is too long", what);
+		strcpy(out, in);
+		return 0;
+	}
+	char cwd[PATH_MAX];
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		return cli_err(HC_EXIT_FAILED, "%s: cannot tell the current directory", what);
+	if ((size_t)snprintf(out, len, "%s%s%s", cwd, strcmp(cwd, "/") ? "/" : "", in) >= len)
+		return cli_err(HC_EXIT_USAGE, "%s is too long", what);
+	return 0;
 }
 
 /* ---- output helpers ----------------------------------------------------- */

@@ -11,13 +11,13 @@ load helpers
 	start_target
 	run "$HEAPCTL" list
 	[ "$status" -eq 0 ]
-	[[ "${lines[0]}" =~ ^PID\ +PROF\ +SAMPLE\ +ALLOCATED\ +MAPPED\ +HIGH-WATER\ +DUMPS\ +COMMAND$ ]]
-	[[ "$output" =~ (^|$'\n')$TPID\ +on\ +2\^19\ +[0-9.]+\ [KMG]?i?B\ .*\ 0\ \ $TARGET\ seconds=60($'\n'|$) ]]
+	[[ "${lines[0]}" =~ ^PID\ +NSPID\ +PROF\ +SAMPLE\ +ALLOCATED\ +MAPPED\ +HIGH-WATER\ +DUMPS\ +COMMAND$ ]]
+	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +on\ +2\^19\ +[0-9.]+\ [KMG]?i?B\ .*\ 0\ \ $TARGET\ seconds=60($'\n'|$) ]]
 
 	"$HEAPCTL" off "$TPID"
 	run "$HEAPCTL" list
 	[ "$status" -eq 0 ]
-	[[ "$output" =~ (^|$'\n')$TPID\ +off\ +2\^19\  ]]
+	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +off\ +2\^19\  ]]
 }
 
 @test "list --json: a JSON array with the process, its pid, command and prof_active" {
@@ -273,18 +273,42 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	[ -s "$output" ]
 }
 
-@test "dump: with the default (relative) prof.prefix the printed path can be found from heapctl's directory" {
-	# prof.prefix is "jeprof", relative to the target's directory; the path
-	# heapctl prints must name the file that was written
+@test "dump: with the default (relative) prof.prefix the dump lands in heapctl's directory, not the target's" {
+	# prof.prefix is "jeprof", which jemalloc resolves against the service's
+	# working directory, where nobody would look (PGDATA, for postgres)
 	mkdir -p "$T/tdir" "$T/cdir"
 	start_target -d "$T/tdir"
 	cd "$T/cdir"
 	run --separate-stderr "$HEAPCTL" dump "$TPID"
 	[ "$status" -eq 0 ]
-	[ -f "$T/tdir/jeprof.$TPID.0.m0.heap" ]
-	echo "printed: $output"
-	[ -f "$output" ]
-	[ "$output" -ef "$T/tdir/jeprof.$TPID.0.m0.heap" ]
+	[ "$output" = "$T/cdir/jeprof.$TPID.0.m0.heap" ]
+	[[ "$(head -n1 "$output")" == heap_v2/* ]]
+	[ -z "$(ls "$T/tdir")" ]
+	# an absolute prof.prefix is the target's own choice, and is kept
+	"$HEAPCTL" set "$TPID" prof.prefix="$T/tdir/abs"
+	run --separate-stderr "$HEAPCTL" dump "$TPID"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$T/tdir/abs.$TPID.1.m1.heap" ]
+	# --fetch copies it here as well
+	run --separate-stderr "$HEAPCTL" dump "$TPID" --fetch --json
+	[ "$status" -eq 0 ]
+	python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["path"] == sys.argv[2] + "/cdir/abs." + sys.argv[3] + ".2.m2.heap", d
+assert d["target_path"] == sys.argv[2] + "/tdir/abs." + sys.argv[3] + ".2.m2.heap", d
+assert d["fetched"] is True and d["bytes"] > 0, d' "$output" "$T" "$TPID"
+	cmp "$T/cdir/abs.$TPID.2.m2.heap" "$T/tdir/abs.$TPID.2.m2.heap"
+}
+
+@test "set prof.prefix=REL: relative to heapctl's directory, as dump --prefix is" {
+	mkdir -p "$T/tdir" "$T/cdir"
+	start_target -d "$T/tdir"
+	cd "$T/cdir"
+	run --separate-stderr "$HEAPCTL" set "$TPID" prof.prefix=sub/p
+	[ "$status" -eq 0 ]
+	[ "$output" = "$TPID: prof.prefix=$T/cdir/sub/p" ]
+	[ "$(status_field "$TPID" prof.prefix)" = "$T/cdir/sub/p" ]
 }
 
 @test "dump --peak: exit 1 without prof.peak; with it a .p<n> profile" {
@@ -305,7 +329,7 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	start_target
 	run --separate-stderr "$HEAPCTL" dump "$TPID" -o /nonexistent/dir/x.heap
 	[ "$status" -eq 1 ]
-	[ "$stderr" = "heapctl: process $TPID: /nonexistent/dir/x.heap: No such file or directory" ]
+	[ "$stderr" = "heapctl: cannot write /nonexistent/dir/x.heap: No such file or directory" ]
 	[ -z "$output" ]
 	[ "$(status_field "$TPID" dumps)" = 0 ]
 }
@@ -364,7 +388,7 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	json_lines "$T/w"
 	python3 -c '
 import json, sys
-e = json.loads(open(sys.argv[1]).readline())
+e = [json.loads(l) for l in open(sys.argv[1]) if "dump_failed" in l][0]
 assert e["type"] == "config" and e["pid"] == int(sys.argv[2]), e
 assert e["name"] == "prof.lg_sample" and e["value"] in ("11", "12"), e
 assert e["previous"] in ("19", "11", "12") and e["previous"] != e["value"], e
@@ -385,7 +409,7 @@ assert e["time"].endswith("Z"), e' "$T/w" "$TPID"
 	[ "$(wc -l <"$T/w")" -eq 1 ]
 	python3 -c '
 import json, os, sys
-e = json.loads(open(sys.argv[1]).readline())
+e = [json.loads(l) for l in open(sys.argv[1]) if "dump_failed" in l][0]
 assert e["type"] == "dump" and e["kind"] == "manual", e
 assert os.path.dirname(e["path"]) == sys.argv[2] and os.path.exists(e["path"]), e
 assert e["bytes"] == os.path.getsize(e["path"]), e' "$T/w" "$T"
@@ -393,20 +417,22 @@ assert e["bytes"] == os.path.getsize(e["path"]), e' "$T/w" "$T"
 
 @test "watch --json: a dump_failed event with the reason" {
 	start_target
-	"$HEAPCTL" watch "$TPID" --json --count 1 >"$T/w" 2>"$T/w.err" &
+	"$HEAPCTL" set "$TPID" prof.prefix=/nonexistent/dir/x >/dev/null
+	"$HEAPCTL" watch "$TPID" --json --count 3 >"$T/w" 2>"$T/w.err" &
 	w=$!
 	track "$w"
 	for i in $(seq 50); do
-		"$HEAPCTL" dump "$TPID" -o /nonexistent/dir/x.heap 2>/dev/null || true
+		"$HEAPCTL" dump "$TPID" 2>/dev/null || true
 		kill -0 "$w" 2>/dev/null || break
 		sleep 0.1
 	done
 	wait "$w"
 	python3 -c '
 import json, sys
-e = json.loads(open(sys.argv[1]).readline())
+e = [json.loads(l) for l in open(sys.argv[1]) if "dump_failed" in l][0]
 assert e["type"] == "dump_failed" and e["kind"] == "manual", e
-assert e["path"] == "/nonexistent/dir/x.heap" and e["error"] == "No such file or directory", e' "$T/w"
+assert e["path"] == "/nonexistent/dir/x.%s.0.m0.heap" % sys.argv[2], e
+assert e["error"] == "No such file or directory", e' "$T/w" "$TPID"
 }
 
 @test "watch --json: gdump events while the target grows carry mapped and a .u<n>.heap path" {
@@ -607,7 +633,7 @@ assert last["type"] == "config" and last["value"] == "10" and last["previous"] =
 @test "help COMMAND and COMMAND --help; help set lists every setting" {
 	run "$HEAPCTL" help dump
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "usage: heapctl dump [PID] [--prefix P] [-o FILE] [--peak] [--json]" ]
+	[ "${lines[0]}" = "usage: heapctl dump [PID] [--prefix P | -o FILE | --fetch] [--peak] [--json]" ]
 	run "$HEAPCTL" status --help
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "usage: heapctl status [PID] [--json]" ]

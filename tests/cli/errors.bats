@@ -109,7 +109,11 @@ load helpers
 	run --separate-stderr "$HEAPCTL" dump "$TPID" -o "$T/nobody/root.heap"
 	[ "$status" -eq 0 ]
 	[ "$output" = "$T/nobody/root.heap" ]
-	[ "$(stat -c %U "$T/nobody/root.heap")" = nobody ]   # written by the target
+	# another user's process writes into its /dev/shm and heapctl fetches
+	# the file, so it is root's, and no staged copy is left behind
+	[ "$(stat -c %U "$T/nobody/root.heap")" = root ]
+	[[ "$(head -n1 "$T/nobody/root.heap")" == heap_v2/* ]]
+	[ -z "$(ls /dev/shm | grep heapctl-fetch || true)" ]
 }
 
 # ---- 6: another ABI, corrupt segment -------------------------------------------------------

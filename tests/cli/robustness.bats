@@ -322,10 +322,10 @@ kill -KILL "$p"; wait "$p" 2>/dev/null
 	[[ "${lines[1]}" =~ ^heapctl:\ no\ process\ with\ PID\ [0-9]+$ ]]
 	[ "${lines[2]}" = "exit 3" ]
 	[ "${lines[3]}" = "heapctl: removed 1 stale segment of processes that are gone" ]
-	[[ "${lines[4]}" =~ ^PID\ +PROF ]]
+	[[ "${lines[4]}" =~ ^PID\ +NSPID\ +PROF ]]
 	[ "${lines[5]}" = "exit 0" ]
 	[ "${lines[6]}" = "removed" ]
-	[[ "${lines[7]}" =~ ^PID\ +PROF ]]
+	[[ "${lines[7]}" =~ ^PID\ +NSPID\ +PROF ]]
 	[ "${lines[8]}" = "exit 0" ]
 }
 

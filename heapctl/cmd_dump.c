@@ -1,0 +1,279 @@
+/*
+ * heapctl/cmd_dump.c - `heapctl dump`: have the target write a heap profile
+ * now, and make sure the caller can open the file named on the output.
+ *
+ *   -o FILE / --prefix P   name the caller's files (relative to the caller's
+ *                          directory, as the caller's file system sees it)
+ *   neither                the target's prof.prefix; a relative one (the
+ *                          default, "jeprof") means the caller's directory,
+ *                          never the service's working directory
+ *   --fetch                also copy a prof.prefix dump into the caller's
+ *                          directory
+ *
+ * The target writes the file itself when it sees the file system as the
+ * caller does and runs as the caller's user.  Otherwise (a container, a
+ * PrivateTmp= or ProtectSystem= service, another user) it writes into its
+ * own /dev/shm, the directory its segment is in and so one it can provably
+ * write, under a name with 64 random bits; heapctl copies that file to the
+ * caller's name through /proc/PID/root and removes it.  No protocol change
+ * is involved: the staging name is an ordinary -o or --prefix to the target.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "report.h"
+
+#define STAGE_BASE "heapctl-fetch."
+
+typedef struct {
+	bool peak, fetch;
+	const char *prefix, *file;      /* as given                          */
+	char dest[HC_SHM_PATH_MAX];     /* absolute: the file or the prefix  */
+	bool dest_is_file;
+} dump_opts_t;
+
+/* The directory of an absolute path must exist and be writable by us. */
+static int check_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof dir)
+		return cli_err(HC_EXIT_USAGE, "dump: %s: file name too long", path);
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", path, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", path, strerror(ENOTDIR));
+	if (access(dir, W_OK | X_OK) != 0)
+		return cli_err(HC_EXIT_FAILED, "cannot write %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/* Whether the target can be asked to write dest itself. */
+static bool direct(const hc_shm_target_t *t, const dump_opts_t *o)
+{
+	if (!cli_same_view(t) || geteuid() != t->uid)
+		return false;
+	struct stat st;
+	/* a FIFO or /dev/null is written in place by heapctl, never replaced */
+	return !o->dest_is_file || lstat(o->dest, &st) != 0 || S_ISREG(st.st_mode);
+}
+
+/* Copy the staged file to dest (the caller's name); the staged file must
+ * be a regular file owned by whoever owns the segment. */
+static int copy_out(const hc_shm_target_t *t, const char *staged, const char *dest)
+{
+	struct stat seg, st;
+	int in = open(staged, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (in < 0)
+		return cli_err(HC_EXIT_FAILED, "cannot read the profile process %d wrote, %s: %s",
+		    t->pid, staged, strerror(errno));
+	if (fstat(in, &st) != 0 || stat(t->path, &seg) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != seg.st_uid) {
+		close(in);
+		return cli_err(HC_EXIT_FAILED, "%s is not the profile process %d wrote: not trusted",
+		    staged, t->pid);
+	}
+	rp_out_t out;
+	char err[PATH_MAX + 128];
+	if (rp_out_open(&out, dest, err, sizeof err) != 0) {
+		close(in);
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	}
+	char buf[65536];
+	int e = 0;
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			e = n < 0 ? errno : 0;
+			break;
+		}
+		for (ssize_t off = 0; off < n && !e;) {
+			ssize_t w = write(out.fd, buf + off, (size_t)(n - off));
+			if (w < 0 && errno != EINTR)
+				e = errno;
+			else if (w > 0)
+				off += w;
+		}
+		if (e)
+			break;
+	}
+	close(in);
+	if (close(out.fd) != 0 && e == 0)
+		e = errno;
+	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	return 0;
+}
+
+/* The target writes into its /dev/shm; we move the file to o->dest. */
+static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, char *path,
+    size_t pathlen, uint64_t *bytes)
+{
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+		return cli_err(HC_EXIT_FAILED, "dump: no random bytes: %s", strerror(errno));
+	char stage[96];
+	int n = snprintf(stage, sizeof stage, "%s/" STAGE_BASE, HC_SHM_DIR);
+	for (unsigned i = 0; i < sizeof rnd; i++)
+		n += snprintf(stage + n, sizeof stage - (size_t)n, "%02x", rnd[i]);
+	hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o->peak };
+	if (o->dest_is_file)
+		snprintf(req.text2, sizeof req.text2, "%s.heap", stage);
+	else
+		snprintf(req.text, sizeof req.text, "%s", stage);
+	hc_shm_rep_t rep;
+	int code = cli_call(a, t, &req, &rep);
+	if (code)
+		return code;
+	/* the reply names the staged file: believe it only inside our name */
+	const char *tail = rep.text + strlen(stage);
+	if (strncmp(rep.text, stage, strlen(stage)) != 0 || strchr(tail, '/') || strstr(tail, ".."))
+		return cli_err(HC_EXIT_ABI, "process %d answered with a file heapctl did not ask for: %s",
+		    t->pid, rep.text);
+	char staged[PATH_MAX];
+	const char *segdir_end = strrchr(t->path, '/');
+	snprintf(staged, sizeof staged, "%.*s/%s", (int)(segdir_end - t->path), t->path,
+	    rep.text + strlen(HC_SHM_DIR "/"));
+	if (o->dest_is_file)
+		snprintf(path, pathlen, "%s", o->dest);
+	else if ((size_t)snprintf(path, pathlen, "%s%s", o->dest, tail) >= pathlen)
+		code = cli_err(HC_EXIT_USAGE, "dump: --prefix %s: file name too long", o->dest);
+	if (code == 0)
+		code = copy_out(t, staged, path);
+	unlink(staged);
+	*bytes = rep.value;
+	return code;
+}
+
+static int parse(cli_args_t *a, dump_opts_t *o)
+{
+	for (int i = 0; i < a->argc; i++) {
+		const char *s = a->argv[i];
+		if (!strcmp(s, "--peak")) {
+			o->peak = true;
+		} else if (!strcmp(s, "--fetch")) {
+			o->fetch = true;
+		} else if (!strcmp(s, "--prefix") || !strcmp(s, "-o") || !strcmp(s, "--output")) {
+			if (i + 1 >= a->argc)
+				return cli_err(HC_EXIT_USAGE, "dump: %s needs a value", s);
+			if (strcmp(s, "--prefix") != 0)
+				o->file = a->argv[++i];
+			else
+				o->prefix = a->argv[++i];
+		} else if (!strncmp(s, "--prefix=", 9)) {
+			o->prefix = s + 9;
+		} else if (!strncmp(s, "--output=", 9)) {
+			o->file = s + 9;
+		} else {
+			return cli_err(HC_EXIT_USAGE, "dump: unexpected argument '%s'", s);
+		}
+	}
+	if (o->prefix && o->file)
+		return cli_err(HC_EXIT_USAGE, "dump: give --prefix or -o, not both");
+	/* paths below are used with a tail appended by the target: keep room */
+	if (o->prefix)
+		return cli_absolute("dump: --prefix", o->prefix, o->dest, 1024);
+	if (o->file) {
+		o->dest_is_file = true;
+		if (!strcmp(o->file, "-")) {
+			strcpy(o->dest, "-");
+			return 0;
+		}
+		return cli_absolute("dump: -o", o->file, o->dest, sizeof o->dest);
+	}
+	return 0;
+}
+
+int cmd_dump(cli_args_t *a)
+{
+	dump_opts_t o = { 0 };
+	int code = parse(a, &o);
+	if (code)
+		return code;
+	hc_shm_target_t t;
+	if ((code = cli_target(a, &t)) != 0)
+		return code;
+	if (o.prefix == NULL && o.file == NULL) {
+		hc_shm_state_t st;
+		if (!hc_shm_state_read(&t.seg->state, &st)) {
+			hc_shm_close(&t);
+			return cli_err(HC_EXIT_ABI, "process %d: the settings in %s never held still "
+			    "(corrupt segment?)", t.pid, t.path);
+		}
+		/* jemalloc's default prefix is relative to the service's working
+		 * directory, where nobody would look: use ours instead */
+		if (st.prefix[0] != '/' && (code = cli_absolute("dump: prof.prefix", st.prefix, o.dest,
+		    1024)) != 0) {
+			hc_shm_close(&t);
+			return code;
+		}
+	}
+	char path[PATH_MAX + HC_SHM_PATH_MAX], target_path[HC_SHM_PATH_MAX] = "";
+	uint64_t bytes = 0;
+	bool fetched = false;
+	if (o.dest[0] == 0) {
+		/* the target's own absolute prof.prefix */
+		hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o.peak };
+		hc_shm_rep_t rep;
+		code = cli_call(a, &t, &req, &rep);
+		if (code == 0) {
+			bytes = rep.value;
+			hc_shm_strlcpy(target_path, rep.text, sizeof target_path);
+			cli_local_path(&t, rep.text, path, sizeof path);
+			if (o.fetch) {
+				char here[PATH_MAX + HC_SHM_PATH_MAX];
+				const char *base = strrchr(rep.text, '/');
+				code = cli_absolute("dump --fetch", base ? base + 1 : rep.text, here, sizeof here);
+				if (code == 0 && (code = copy_out(&t, path, here)) == 0) {
+					strcpy(path, here);
+					fetched = true;
+				}
+			}
+		}
+	} else if (strcmp(o.dest, "-") != 0 && (code = check_dir(o.dest)) != 0) {
+		/* nothing asked of the target */
+	} else if (strcmp(o.dest, "-") != 0 && direct(&t, &o)) {
+		hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o.peak };
+		snprintf(o.dest_is_file ? req.text2 : req.text, sizeof req.text, "%s", o.dest);
+		hc_shm_rep_t rep;
+		if ((code = cli_call(a, &t, &req, &rep)) == 0) {
+			bytes = rep.value;
+			snprintf(path, sizeof path, "%s", rep.text);
+			hc_shm_strlcpy(target_path, rep.text, sizeof target_path);
+		}
+	} else {
+		code = staged_dump(a, &t, &o, path, sizeof path, &bytes);
+		fetched = true;
+	}
+	if (code == 0 && strcmp(path, "-") != 0) {
+		if (a->json) {
+			printf("{\"pid\": %d, \"nspid\": %d, \"path\": ", t.pid, t.nspid);
+			out_json_str(stdout, path);
+			printf(", \"target_path\": ");
+			if (target_path[0] == 0)
+				printf("null");
+			else
+				out_json_str(stdout, target_path);
+			printf(", \"fetched\": %s, \"bytes\": %llu}\n", fetched ? "true" : "false",
+			    (unsigned long long)bytes);
+		} else {
+			printf("%s\n", path);
+		}
+	}
+	hc_shm_close(&t);
+	return code;
+}
