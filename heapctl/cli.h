@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "../shm/heapctl_shm.h"
 
@@ -51,6 +52,47 @@ void cli_local_path(const hc_shm_target_t *t, const char *path, char *out, size_
  * the error).  Returns 0 or prints the error and returns its exit code. */
 int cli_absolute(const char *what, const char *in, char *out, size_t len);
 
+/* proc.c: processes, programs and helpers (see there) */
+ssize_t cli_read_file(const char *path, char *buf, size_t len);
+int cli_find_library(char *out, size_t len);         /* 0 or exit code, printed */
+bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
+bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
+int cli_proc_getenv(int pid, const char *name, char *out, size_t len);
+bool cli_proc_status_field(int pid, const char *key, char *out, size_t len);
+int cli_proc_secure(int pid);
+bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len);
+bool cli_opt_has(const char *opts, const char *opt);
+int cli_elf_static(const char *path);
+const char *cli_program_secure(const char *path);
+int cli_spawn(char *const argv[], char *const envp[], char *out, size_t outlen, char *err,
+    size_t errlen, int timeout_ms);
+int cli_check_conf(const char *lib, const char *conf);
+
+/* cmd_run.c: LD_PRELOAD with lib first, other entries kept (malloc()
+ * resolves to the first preloaded definition). */
+char *cli_preload_with(const char *lib, const char *old);
+
+/* cmd_doctor.c: why a process is or is not reachable, as findings. */
+enum { CLI_OK, CLI_NOTE, CLI_PROBLEM };
+#define CLI_DIAG_MAX 16
+typedef struct cli_finding_s {
+	int level;                 /* CLI_OK, CLI_NOTE, CLI_PROBLEM             */
+	int code;                  /* HC_EXIT_* of a problem                    */
+	char topic[16];            /* process, library, segment, control, ...   */
+	char text[1024];
+	char fix[1024];
+} cli_finding_t;
+typedef struct cli_diag_s {
+	int pid;
+	int code;                  /* the first problem's, 0 if none            */
+	int n;
+	cli_finding_t f[CLI_DIAG_MAX];
+} cli_diag_t;
+void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d);
+void cli_diag_print(const cli_diag_t *d, bool json, const char *indent);
+/* cmd_systemd.c: doctor for a unit's main process */
+int cli_doctor_unit(cli_args_t *a, const char *unit);
+
 /* Dispatch argv[0] as a command (used by main and attach). */
 int cli_dispatch(int argc, char **argv, int attach_pid);
 
@@ -71,5 +113,8 @@ int cmd_reset(cli_args_t *a);
 int cmd_watch(cli_args_t *a);
 int cmd_attach(cli_args_t *a);
 int cmd_report(cli_args_t *a);
+int cmd_run(cli_args_t *a);
+int cmd_systemd(cli_args_t *a);
+int cmd_doctor(cli_args_t *a);
 
 #endif

@@ -45,6 +45,13 @@ static const struct {
 	    "PROFILE [--base PROFILE] [OPTIONS]",
 	    "symbolized top, flame graph or pprof file of a heap profile", false },
 	  " --base --top --thread --focus --ignore --svg --pprof --sysroot " },
+	{ { "run", cmd_run, "[--conf CONF] [--off] -- CMD [ARGS...]",
+	    "start a program under libheapctl.so, sampling from the start", false }, " --conf " },
+	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
+	    "run a service under the library: one drop-in that fits its hardening", false },
+	  " --conf --dump-dir " },
+	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
+	    "why a process is not in 'list' or refuses commands, and the fix", false }, "" },
 	{ { "help", cmd_help, "[COMMAND]", "this text, or one command's", true }, "" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -89,6 +96,23 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
 		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n");
 	}
+	if (strcmp(c->name, "systemd") == 0)
+		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--user] [--restart]\n"
+		    "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
+		    "      from the start (--off: not), CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps\n"
+		    "      in /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
+		    "      forbids executing the library; refuses, with the fix, where the preload\n"
+		    "      cannot work; --restart restarts it and checks the new process\n"
+		    "  disable UNIT [--user] [--restart]\n"
+		    "      remove exactly what enable wrote\n"
+		    "  status [--user] [--json]\n"
+		    "      units with the drop-in, and whether their processes carry the library\n"
+		    "UNIT may be a template (foo@.service: every instance) or an instance.\n", f);
+	if (strcmp(c->name, "run") == 0)
+		fputs("\nLD_PRELOAD gets libheapctl.so first (a preload you have is kept after it);\n"
+		    "HEAPCTL_CONF gets prof:true,prof_active:true (--off: false) and then CONF, checked\n"
+		    "by the library before CMD starts.  Exit status: CMD's own (it is exec'd), or 126/127\n"
+		    "when it cannot be run.\n", f);
 	if (strcmp(c->name, "report") == 0)
 		fputs("\nPROFILE is a heap_v2 dump (heapctl's or jemalloc's) or a gperftools heap profile;\n"
 		    "its MAPPED_LIBRARIES section says which binaries to read symbols from.\n\n"
@@ -231,7 +255,7 @@ int cli_dispatch(int argc, char **argv, int attach_pid)
 			continue;
 		}
 		if (!positional_seen && all_digits(s) && a.pid == 0 && strcmp(name, "help") &&
-		    strcmp(name, "report")) {
+		    strcmp(name, "report") && strcmp(name, "run") && strcmp(name, "systemd")) {
 			positional_seen = true;
 			code = parse_pid(s, &a.pid);
 			continue;

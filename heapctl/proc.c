@@ -1,0 +1,382 @@
+/*
+ * heapctl/proc.c - what run, systemd and doctor need to know about
+ * processes and programs: where libheapctl.so is, whether a process has it
+ * mapped, what its environment, auxiliary vector and mounts say, whether a
+ * program can be preloaded at all, and running a helper program with its
+ * output captured.
+ *
+ * Everything read from /proc of another process is untrusted text: every
+ * read is bounded and every parse tolerates garbage.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+extern char **environ;
+
+ssize_t cli_read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	int e = errno;
+	close(fd);
+	buf[n] = 0;
+	errno = e;
+	return (ssize_t)n;
+}
+
+/* ---- the library ----------------------------------------------------------- */
+
+int cli_find_library(char *out, size_t len)
+{
+	const char *env = getenv("HEAPCTL_LIB");
+	char exe[PATH_MAX], cand[PATH_MAX + 32];
+	if (env && *env) {
+		if (realpath(env, out) == NULL || strlen(out) >= len)
+			return cli_err(HC_EXIT_USAGE, "HEAPCTL_LIB=%s: %s", env, strerror(errno));
+		return 0;
+	}
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	*slash = 0;
+	/* next to the command (the build tree), or PREFIX/lib for PREFIX/bin */
+	const char *tails[] = { "/libheapctl.so", "/../lib/libheapctl.so" };
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(cand, sizeof cand, "%s%s", exe, tails[i]);
+		char real[PATH_MAX];
+		if (access(cand, R_OK) == 0 && realpath(cand, real) && strlen(real) < len) {
+			strcpy(out, real);
+			return 0;
+		}
+	}
+	return cli_err(HC_EXIT_FAILED, "libheapctl.so is neither next to %s/heapctl nor in %s/../lib "
+	    "(set HEAPCTL_LIB=/path/to/libheapctl.so)", exe, exe);
+}
+
+bool cli_is_library(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return strncmp(b, "libheapctl", 10) == 0 && strstr(b, ".so") != NULL;
+}
+
+/* ---- one process ------------------------------------------------------------ */
+
+bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable)
+{
+	char p[64], line[4096];
+	snprintf(p, sizeof p, "/proc/%d/maps", pid);
+	FILE *f = fopen(p, "re");
+	*readable = f != NULL;
+	if (f == NULL)
+		return false;
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *name = strchr(line, '/');
+		if (name == NULL)
+			continue;
+		name[strcspn(name, "\n")] = 0;
+		if (cli_is_library(name)) {
+			found = true;
+			if (path)
+				snprintf(path, len, "%s", name);
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* The environment is NUL-separated; -1: unreadable, 0: not set, 1: set. */
+int cli_proc_getenv(int pid, const char *name, char *out, size_t len)
+{
+	char p[64];
+	snprintf(p, sizeof p, "/proc/%d/environ", pid);
+	static char buf[1 << 18];
+	ssize_t n = cli_read_file(p, buf, sizeof buf);
+	if (n < 0)
+		return -1;
+	size_t nl = strlen(name);
+	for (char *s = buf; s < buf + n; s += strlen(s) + 1) {
+		if (strncmp(s, name, nl) == 0 && s[nl] == '=') {
+			snprintf(out, len, "%s", s + nl + 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* One "Key:\tvalue" line of /proc/PID/status. */
+bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
+{
+	char p[64], buf[8192];
+	snprintf(p, sizeof p, "/proc/%d/status", pid);
+	if (cli_read_file(p, buf, sizeof buf) <= 0)
+		return false;
+	size_t kl = strlen(key);
+	for (char *line = buf; line && *line;) {
+		char *next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+			char *v = line + kl + 1;
+			v += strspn(v, " \t");
+			snprintf(out, len, "%s", v);
+			return true;
+		}
+		line = next;
+	}
+	return false;
+}
+
+/* AT_SECURE of the process: 1 secure execution, 0 not, -1 unknown. */
+int cli_proc_secure(int pid)
+{
+	char p[64];
+	unsigned long av[256];
+	snprintf(p, sizeof p, "/proc/%d/auxv", pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, av, sizeof av);
+	close(fd);
+	for (ssize_t i = 0; i + 1 < n / (ssize_t)sizeof av[0]; i += 2) {
+		if (av[i] == AT_NULL)
+			break;
+		if (av[i] == AT_SECURE)
+			return av[i + 1] != 0;
+	}
+	return -1;
+}
+
+/* The options of the mount that holds path, as the process pid sees it:
+ * the per-mount ones (ro, noexec, ...).  false if unknown. */
+bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len)
+{
+	char p[64], line[8192];
+	snprintf(p, sizeof p, "/proc/%d/mountinfo", pid);
+	FILE *f = fopen(p, "re");
+	if (f == NULL)
+		return false;
+	size_t best = 0;
+	bool found = false;
+	while (fgets(line, sizeof line, f)) {
+		/* id parent major:minor root mountpoint options ... */
+		char *save = NULL, *fld[6];
+		int k = 0;
+		for (char *t = strtok_r(line, " ", &save); t && k < 6; t = strtok_r(NULL, " ", &save))
+			fld[k++] = t;
+		if (k < 6)
+			continue;
+		const char *mp = fld[4];
+		size_t ml = strlen(mp);
+		bool under = !strcmp(mp, "/") ||
+		    (strncmp(path, mp, ml) == 0 && (path[ml] == '/' || path[ml] == 0));
+		/* the last of equal mount points is the one on top */
+		if (under && ml >= best) {
+			best = !strcmp(mp, "/") ? 1 : ml;
+			snprintf(opts, len, "%s", fld[5]);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+bool cli_opt_has(const char *opts, const char *opt)
+{
+	size_t l = strlen(opt);
+	for (const char *s = opts; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+		if (strncmp(s, opt, l) == 0 && (s[l] == ',' || s[l] == 0 || s[l] == '\n'))
+			return true;
+	return false;
+}
+
+/* ---- programs ------------------------------------------------------------------ */
+
+/* 1: statically linked (no PT_INTERP: the dynamic loader never runs, so
+ * nothing is preloaded), 0: dynamic, -1: not an ELF program we can read. */
+int cli_elf_static(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf64_Ehdr eh;
+	int r = -1;
+	if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		r = 1;
+		for (unsigned i = 0; i < eh.e_phnum; i++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
+				r = -1;
+				break;
+			}
+			if (ph.p_type == PT_INTERP)
+				r = 0;
+		}
+	}
+	close(fd);
+	return r;
+}
+
+/* Why the dynamic loader would ignore LD_PRELOAD for this program when
+ * started by a user that is not its owner, or NULL. */
+const char *cli_program_secure(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return NULL;
+	if (st.st_mode & S_ISUID)
+		return "set-user-ID";
+	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP))
+		return "set-group-ID";
+	if (getxattr(path, "security.capability", NULL, 0) > 0)
+		return "given file capabilities";
+	return NULL;
+}
+
+/* ---- running a helper ------------------------------------------------------------ */
+
+/* Run argv (envp NULL: ours) with stdin from /dev/null, capture stdout and
+ * stderr (each truncated to its buffer), wait at most timeout_ms.  Returns
+ * the exit status (128+signal if killed), or -1 with errno if it could
+ * not be run. */
+int cli_spawn(char *const argv[], char *const envp[], char *out, size_t outlen, char *err,
+    size_t errlen, int timeout_ms)
+{
+	int po[2], pe[2];
+	if (pipe2(po, O_CLOEXEC) != 0)
+		return -1;
+	if (pipe2(pe, O_CLOEXEC) != 0) {
+		close(po[0]);
+		close(po[1]);
+		return -1;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+	pid_t pid;
+	int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, envp ? envp : environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	close(pe[1]);
+	if (e) {
+		close(po[0]);
+		close(pe[0]);
+		errno = e;
+		return -1;
+	}
+	size_t no = 0, ne = 0;
+	struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	bool killed = false;
+	while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			killed = true;
+			break;
+		}
+		if (poll(pf, 2, (int)left) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (pf[i].fd < 0 || !pf[i].revents)
+				continue;
+			char tmp[4096];
+			ssize_t r = read(pf[i].fd, tmp, sizeof tmp);
+			if (r <= 0) {
+				close(pf[i].fd);
+				pf[i].fd = -1;
+				continue;
+			}
+			char *dst = i ? err : out;
+			size_t *used = i ? &ne : &no, cap = i ? errlen : outlen;
+			size_t take = cap > *used + 1 ? cap - *used - 1 : 0;
+			if ((size_t)r < take)
+				take = (size_t)r;
+			if (dst && take) {
+				memcpy(dst + *used, tmp, take);
+				*used += take;
+			}
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (pf[i].fd >= 0)
+			close(pf[i].fd);
+	if (out && outlen)
+		out[no] = 0;
+	if (err && errlen)
+		err[ne] = 0;
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (killed) {
+		errno = ETIMEDOUT;
+		return -1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Check a configuration string with the library's own parser: it is loaded
+ * into this command (run as a child, with no control thread) and whatever
+ * it says on stderr is a mistake in conf.  Returns 0, or prints the first
+ * complaint and returns HC_EXIT_USAGE. */
+int cli_check_conf(const char *lib, const char *conf)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return 0;
+	exe[n] = 0;
+	char *pre = NULL, *hc = NULL;
+	if (asprintf(&pre, "LD_PRELOAD=%s", lib) < 0 ||
+	    asprintf(&hc, "HEAPCTL_CONF=%s,control:false", conf) < 0)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	char *envp[] = { pre, hc, NULL };
+	char *argv[] = { exe, (char *)"--version", NULL };
+	char err[2048];
+	int st = cli_spawn(argv, envp, NULL, 0, err, sizeof err, 10000);
+	free(pre);
+	free(hc);
+	if (st != 0)
+		return cli_err(HC_EXIT_FAILED, "%s could not be loaded to check the configuration (exit %d)",
+		    lib, st);
+	if (err[0]) {
+		err[strcspn(err, "\n")] = 0;
+		const char *msg = strncmp(err, "<heapctl>: ", 11) ? err : err + 11;
+		return cli_err(HC_EXIT_USAGE, "--conf: %s", msg);
+	}
+	return 0;
+}
