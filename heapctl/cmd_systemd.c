@@ -400,12 +400,36 @@ static int plan_dump_dir(const unit_t *u, const plan_t *pl, dumpdir_t *dd)
 	prop(u, "DynamicUser", dyn, sizeof dyn);
 	prop(u, "User", user, sizeof user);
 	prop(u, "Group", group, sizeof group);
+	if (u->user) {
+		/* a user's manager: the caller is the service's user, so heapctl makes
+		 * the directory (%S is ~/.config or ~/.local/state, by systemd version) */
+		char d[PMAX];
+		const char *x = getenv("XDG_STATE_HOME"), *h = getenv("HOME");
+		if (pl->dump_dir[0])
+			snprintf(d, sizeof d, "%s", pl->dump_dir);
+		else if (x && *x == '/')
+			snprintf(d, sizeof d, "%.900s/heapctl", x);
+		else
+			snprintf(d, sizeof d, "%.900s/.local/state/heapctl", h ? h : "");
+		if (d[0] != '/')
+			return cli_err(HC_EXIT_FAILED, "systemd enable --user: neither XDG_STATE_HOME nor HOME is set");
+		bool existed = access(d, F_OK) == 0;
+		int e = mkdirs(d, 0700);
+		if (e)
+			return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot create %s: %s", u->name, d, strerror(e));
+		if (!existed)
+			snprintf(dd->created, sizeof dd->created, "%s", d);
+		char esc[2 * PMAX];
+		escape_pct(d, esc, sizeof esc);
+		snprintf(dd->prefix, sizeof dd->prefix, "%s/%%N", esc);
+		snprintf(dd->shown, sizeof dd->shown, "%s", d);
+		return 0;
+	}
 	if (pl->dump_dir[0] == 0) {
 		snprintf(dd->setting, sizeof dd->setting, "StateDirectory=heapctl/%%N");
 		snprintf(dd->prefix, sizeof dd->prefix, "%%S/heapctl/%%N/%%N");
-		snprintf(dd->shown, sizeof dd->shown, "%s/heapctl/%s", u->user ? "$XDG_STATE_HOME" :
-		    "/var/lib", u->tmpl ? "INSTANCE" : u->name);
-		if (!u->user && !u->tmpl) {
+		snprintf(dd->shown, sizeof dd->shown, "/var/lib/heapctl/%s", u->tmpl ? "INSTANCE" : u->name);
+		if (!u->tmpl) {
 			char *dot = strrchr(dd->shown, '.');
 			if (dot && !strcmp(dot, ".service"))
 				*dot = 0;
@@ -427,7 +451,7 @@ static int plan_dump_dir(const unit_t *u, const plan_t *pl, dumpdir_t *dd)
 		{ "/var/lib/", "StateDirectory" }, { "/var/cache/", "CacheDirectory" },
 		{ "/var/log/", "LogsDirectory" },
 	};
-	for (unsigned i = 0; i < 3 && !u->user; i++) {
+	for (unsigned i = 0; i < 3; i++) {
 		if (strncmp(d, managed[i].base, strlen(managed[i].base)) == 0 && d[strlen(managed[i].base)]) {
 			escape_pct(d + strlen(managed[i].base), esc, sizeof esc);
 			snprintf(dd->setting, sizeof dd->setting, "%s=%s", managed[i].setting, esc);
