@@ -149,15 +149,29 @@ sd_rootfs() {
 
 # ---- the container ---------------------------------------------------------
 
+# _sd_status_field FILE KEY: REPLY = the value of "KEY:" in a
+# /proc/PID/status (no fork: this runs for every process on the host)
+_sd_status_field() {
+	local k v
+	REPLY=""
+	while read -r k v; do
+		if [ "$k" = "$2:" ]; then
+			REPLY=$v
+			return 0
+		fi
+	done 2>/dev/null <"$1"
+	return 0
+}
+
 # _sd_find_leader: the child of systemd-nspawn that is PID 1 of a new PID
 # namespace, or nothing yet
 _sd_find_leader() {
-	local s ppid nspid
+	local s
 	for s in /proc/[0-9]*/status; do
-		ppid=$(awk '/^PPid:/ { print $2 }' "$s" 2>/dev/null)
-		[ "$ppid" = "$SD_NSPAWN" ] || continue
-		nspid=$(awk '/^NSpid:/ { print $NF }' "$s" 2>/dev/null)
-		if [ "$nspid" = 1 ]; then
+		_sd_status_field "$s" PPid
+		[ "$REPLY" = "$SD_NSPAWN" ] || continue
+		_sd_status_field "$s" NSpid
+		if [ "${REPLY##*[[:space:]]}" = 1 ]; then
 			s=${s%/status}
 			echo "${s#/proc/}"
 			return 0
@@ -256,11 +270,11 @@ sd_install() {
 # sd_host_pid CTPID: the host PID of the process that is CTPID in the
 # container's PID namespace (nothing if there is none).
 sd_host_pid() {
-	local want s nspid ns
+	local want s ns
 	want=$(readlink "/proc/$SD_LEADER/ns/pid") || return 0
 	for s in /proc/[0-9]*/status; do
-		nspid=$(awk '/^NSpid:/ { print $NF }' "$s" 2>/dev/null)
-		[ "$nspid" = "$1" ] || continue
+		_sd_status_field "$s" NSpid
+		[ "${REPLY##*[[:space:]]}" = "$1" ] || continue
 		s=${s%/status}
 		ns=$(readlink "$s/ns/pid" 2>/dev/null) || continue
 		if [ "$ns" = "$want" ]; then
