@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,23 +67,64 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
 
 /* ---- creating the segment -------------------------------------------------- */
 
-/* A segment already named for our pid is stale (a dead process whose pid
- * we got, or this process before an exec), unless it belongs to another PID
- * namespace that shares this /dev/shm. */
-static bool take_name(const char *path)
+/* A file at our name is ours to replace only when it is provably a segment
+ * of ours that nobody uses: a regular file of our user, with our magic, our
+ * PID namespace and our pid (so a process that had our pid before, or this
+ * one before an exec).  Anything else someone else made, and is left alone. */
+static bool own_stale(int dfd, const char *name)
 {
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		hc_shm_header_t h;
-		ssize_t r = pread(fd, &h, sizeof h, 0);
-		close(fd);
-		if (r == (ssize_t)sizeof h && h.magic == HC_SHM_MAGIC && h.abi == HC_SHM_ABI &&
-		    h.pidns != pidns && h.pidns != 0)
-			return false;
-	}
-	return unlink(path) == 0 || errno == ENOENT;
+	hc_shm_header_t h;
+	struct stat st;
+	return hc_shm_header_at(dfd, name, &h, &st) == 0 && st.st_uid == geteuid() &&
+	    h.magic == HC_SHM_MAGIC && h.pidns == pidns && pidns != 0 && h.pid == getpid();
 }
 
+/* Create our segment file in /dev/shm (dfd), exclusively: heapctl.<pid>, or
+ * where that name is held by something we did not make, a name of our own
+ * with 64 random bits (which no one can plant in advance).  Returns the fd,
+ * or -errno; name gets the name used. */
+static int create_file(int dfd, char *name, size_t len)
+{
+	const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int pid = getpid();
+	char *e = name + (sizeof HC_SHM_BASENAME - 1);
+	memcpy(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1);
+	e = hc_fmt_u64(e, (uint64_t)pid);
+	int fd = openat(dfd, name, flags, 0600);
+	if (fd < 0 && errno == EEXIST && own_stale(dfd, name) && unlinkat(dfd, name, 0) == 0)
+		fd = openat(dfd, name, flags, 0600);
+	if (fd >= 0 || errno != EEXIST)
+		return fd >= 0 ? fd : -errno;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		unsigned char rnd[8];
+		if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+			/* no entropy yet (early boot): the clock and an address */
+			uint64_t x = hc_shm_mono_ns() ^ ((uint64_t)(uintptr_t)&rnd << 17) ^ (uint64_t)attempt;
+			memcpy(rnd, &x, sizeof rnd);
+		}
+		static const char hex[] = "0123456789abcdef";
+		char *q = e;
+		*q++ = '.';
+		for (unsigned i = 0; i < sizeof rnd; i++) {
+			*q++ = hex[rnd[i] >> 4];
+			*q++ = hex[rnd[i] & 15];
+		}
+		*q = 0;
+		fd = openat(dfd, name, flags, 0600);
+		if (fd >= 0) {
+			char held[32];
+			memcpy(held, name, (size_t)(e - name));
+			held[e - name] = 0;
+			hc_say("/dev/shm/", held, " is held by a file this process did not create; "
+			    "the control segment is /dev/shm/", name, NULL);
+			return fd;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	(void)len;
+	return -errno;
+}
 static void command_line(char *out, size_t len)
 {
 	char buf[256];
@@ -101,32 +143,34 @@ static void command_line(char *out, size_t len)
 static hc_shm_t *segment_create(int parent)
 {
 	int pid = getpid();
-	char path[64];
-	hc_shm_path(path, sizeof path, NULL, pid);
 	bool ended;
 	start_time = hc_shm_proc_start_time(pid, &ended);
 	pidns = hc_shm_pidns();
-	int fd = -1;
-	for (int attempt = 0; attempt < 2 && fd < 0; attempt++) {
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0 && (errno != EEXIST || attempt > 0 || !take_name(path)))
-			break;
-	}
+	char name[64];
+	int dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = dfd < 0 ? -errno : create_file(dfd, name, sizeof name);
 	if (fd < 0) {
-		hc_say("cannot create the control segment ", path, ": ", strerrordesc_np(errno),
+		if (dfd >= 0)
+			close(dfd);
+		hc_say("cannot create the control segment in " HC_SHM_DIR ": ", strerrordesc_np(-fd),
 		    "; heapctl cannot attach to this process", NULL);
 		return NULL;
 	}
+	char path[64];
+	memcpy(path, HC_SHM_DIR "/", sizeof HC_SHM_DIR);
+	hc_shm_strlcpy(path + sizeof HC_SHM_DIR, name, sizeof path - sizeof HC_SHM_DIR);
 	hc_shm_t *s = MAP_FAILED;
 	if (fchmod(fd, 0600) == 0 && ftruncate(fd, sizeof(hc_shm_t)) == 0)
 		s = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	int err = errno;
 	close(fd);
 	if (s == MAP_FAILED) {
-		unlink(path);
+		unlinkat(dfd, name, 0);
+		close(dfd);
 		hc_say("cannot map the control segment ", path, ": ", strerrordesc_np(err), NULL);
 		return NULL;
 	}
+	close(dfd);
 	hc_shm_header_t *h = &s->hdr;
 	h->magic = HC_SHM_MAGIC;
 	h->abi = HC_SHM_ABI;

@@ -4,15 +4,22 @@
  * what it claims to be, and post commands.  Linked into heapctl only.
  *
  * Where the segment is: the target names it after its own pid, which is the
- * last NSpid entry of /proc/PID/status; the file is in the target's /dev/shm,
- * reached through /proc/PID/root.  When /proc/PID/root is closed to us (no
- * ptrace access) and the target shares our PID namespace, /dev/shm is tried.
+ * last NSpid entry of /proc/PID/status (heapctl.<pid>, or heapctl.<pid>.<hex>
+ * where that name was taken); the exact name is in /proc/PID/maps, and
+ * where that cannot be read, the target's /dev/shm is searched for both
+ * forms.  The directory is reached through /proc/PID/root; when that is
+ * closed to us (no ptrace access) and the target shares our PID namespace,
+ * /dev/shm is tried.
  *
- * What is checked before a byte is believed: the file's owner is the
- * process's uid; magic, ABI and size; the pid and start time recorded in it
- * match the process now running with that pid (else it is a stale segment
- * of an earlier process, and is removed); and, where /proc/PID/maps is
- * readable, that the process really has it mapped.
+ * What is checked before a byte is believed: the file is a regular file
+ * (opened with O_NOFOLLOW and O_NONBLOCK: a FIFO planted in /dev/shm cannot
+ * hang us) owned by the process's uid or root; magic, ABI and size; the pid
+ * and start time recorded in it match the process now running with that
+ * pid; and, where /proc/PID/maps is readable, that the process really has
+ * it mapped.  A segment that fails is removed only when it is provably a
+ * dead one of that process's PID namespace: its header names that
+ * namespace and that pid, and the process with the pid is a later one (or
+ * this one after an exec).  Anything else is left alone.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -92,48 +99,83 @@ static const char *user_name(unsigned uid, char *buf, size_t len)
 	return buf;
 }
 
-/* Opens the segment file; returns the fd, or -errno (EACCES wins over
- * ENOENT when both ways were tried). */
-static int open_segment(int pid, int nspid, char *path, size_t len)
+/* The segment name the process has mapped, from /proc/PID/maps: true and
+ * name set if found; *readable tells whether maps could be read. */
+static bool maps_segment(int pid, int nspid, char *name, size_t len, bool *readable)
 {
-	char root[64];
-	snprintf(root, sizeof root, "/proc/%d/root", pid);
-	hc_shm_path(path, len, root, nspid);
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0)
-		return fd;
-	int err = errno;
-	if (nspid != pid)
-		return -err;
-	/* /proc/PID/root closed to us; the target shares our PID namespace */
-	char direct[320];
-	hc_shm_path(direct, sizeof direct, NULL, pid);
-	fd = open(direct, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		snprintf(path, len, "%s", direct);
-		return fd;
-	}
-	if (errno == EACCES || errno == EPERM) {
-		snprintf(path, len, "%s", direct);
-		return -errno;
-	}
-	return -err;
-}
-
-static bool maps_mention(int pid, const char *needle, bool *readable)
-{
-	char path[64];
+	char path[64], line[4096];
 	snprintf(path, sizeof path, "/proc/%d/maps", pid);
 	FILE *f = fopen(path, "re");
 	*readable = f != NULL;
 	if (f == NULL)
 		return false;
-	char line[4096];
 	bool found = false;
-	while (!found && fgets(line, sizeof line, f))
-		found = strstr(line, needle) != NULL;
+	while (!found && fgets(line, sizeof line, f)) {
+		char *p = strstr(line, " " HC_SHM_DIR "/" HC_SHM_BASENAME);
+		if (p == NULL)
+			continue;
+		p += sizeof HC_SHM_DIR + 1;
+		p[strcspn(p, " \n")] = 0;
+		if (hc_shm_name_pid(p) == nspid && strlen(p) < len) {
+			strcpy(name, p);
+			found = true;
+		}
+	}
 	fclose(f);
 	return found;
+}
+
+/* Open name in dir for a client: never through a symlink, never blocking
+ * on a FIFO, regular files only.  fd, or -errno. */
+static int open_in(const char *dir, const char *name, char *path, size_t len)
+{
+	if ((size_t)snprintf(path, len, "%.200s/%.63s", dir, name) >= len)
+		return -ENAMETOOLONG;
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EPROTOTYPE;
+	}
+	return fd;
+}
+
+/* The directory holding the process's segments: through /proc/PID/root,
+ * or our /dev/shm when that is closed to us and the PID namespace is ours.
+ * Returns 0 or -errno of the first way. */
+static int segment_dir(int pid, int nspid, char *dir, size_t len)
+{
+	struct stat st;
+	snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, pid);
+	if (stat(dir, &st) == 0)
+		return 0;
+	int err = errno;
+	if (nspid != pid || (err != EACCES && err != EPERM))
+		return -err;
+	snprintf(dir, len, HC_SHM_DIR);
+	return 0;
+}
+
+/* Names in dir that may be the segment of nspid, best first: the maps name
+ * if known, else heapctl.<nspid> and every heapctl.<nspid>.<hex>. */
+static int candidates(const char *dir, int nspid, const char *mapped, char (*out)[64], int max)
+{
+	int n = 0;
+	if (mapped) {
+		snprintf(out[n++], 64, "%s", mapped);
+		return n;
+	}
+	snprintf(out[n++], 64, HC_SHM_BASENAME "%d", nspid);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL && n < max)
+		if (hc_shm_name_pid(e->d_name) == nspid && strcmp(e->d_name, out[0]) != 0)
+			snprintf(out[n++], 64, "%.63s", e->d_name);
+	if (d)
+		closedir(d);
+	return n;
 }
 
 bool hc_shm_alive(const hc_shm_target_t *t)
@@ -143,6 +185,90 @@ bool hc_shm_alive(const hc_shm_target_t *t)
 	bool ended;
 	uint64_t st = hc_shm_proc_start_time(t->pid, &ended);
 	return !ended && st != 0 && st == t->start_time;
+}
+
+/* The PID namespace of a process, by inode; 0 if it cannot be read. */
+static uint64_t pidns_of(int pid)
+{
+	char path[64];
+	struct stat st;
+	snprintf(path, sizeof path, "/proc/%d/ns/pid", pid);
+	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* Open, check and map one candidate.  HC_EXIT_OK with t->seg set; NOLIB
+ * when it is not this process's segment (why says so when there is more to
+ * say; *denied counts files we may not open); other codes are final. */
+static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bool readable,
+    bool in_maps, char *why, size_t whylen, int *denied)
+{
+	int pid = t->pid;
+	char who[96];
+	int fd = open_in(dir, name, t->path, sizeof t->path);
+	if (fd == -EACCES || fd == -EPERM)
+		(*denied)++;
+	if (fd < 0)
+		return HC_EXIT_NOLIB;
+	struct stat st;
+	hc_shm_header_t first;
+	int code = HC_EXIT_OK;
+	if (fstat(fd, &st) != 0 || st.st_size < 16 || pread(fd, &first, 16, 0) != 16) {
+		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is truncated", t->path, pid);
+	} else if (st.st_uid != t->uid && st.st_uid != 0) {
+		code = fail(why, whylen, HC_EXIT_PERM,
+		    "segment %s belongs to uid %u but process %d to %s: not trusted",
+		    t->path, (unsigned)st.st_uid, pid, user_name(t->uid, who, sizeof who));
+	} else if (first.magic != HC_SHM_MAGIC) {
+		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (bad magic)",
+		    t->path, pid);
+	} else if (first.abi != HC_SHM_ABI) {
+		code = fail(why, whylen, HC_EXIT_ABI,
+		    "process %d runs a libheapctl.so with segment ABI %u; this heapctl speaks ABI %u (use the heapctl of the same release)",
+		    pid, first.abi, HC_SHM_ABI);
+	} else if (first.size != sizeof(hc_shm_t) || (uint64_t)st.st_size < first.size) {
+		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (size %u, file %lld)",
+		    t->path, pid, first.size, (long long)st.st_size);
+	}
+	if (code) {
+		close(fd);
+		/* mapped by the process, it is its segment, damaged; otherwise it may
+		 * be anything planted under the name, and is passed over */
+		return in_maps || !readable ? code : HC_EXIT_NOLIB;
+	}
+	void *m = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return fail(why, whylen, HC_EXIT_FAILED, "cannot map %s: %s", t->path, strerror(errno));
+	t->seg = m;
+	const hc_shm_header_t *h = &t->seg->hdr;
+	for (int i = 0; i < 40 && !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);      /* a process still starting */
+	}
+	if (__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE) != 1) {
+		hc_shm_close(t);
+		if (!in_maps)
+			return HC_EXIT_NOLIB;
+		return fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (never ready)",
+		    t->path, pid);
+	}
+	if (h->pid == t->nspid && h->start_time == t->start_time && (in_maps || !readable))
+		return HC_EXIT_OK;
+	/* not this process's: an earlier process with this pid, this one before
+	 * an exec, a copy claiming another pid, or a process of another PID
+	 * namespace sharing /dev/shm.  Removed only when it claims this
+	 * process's own PID namespace, where no live process publishes under
+	 * another pid's name and this pid is now this process's. */
+	uint64_t ns = pidns_of(pid);
+	bool stale = ns != 0 && h->pidns == ns && (h->pid != t->nspid ||
+	    h->start_time != t->start_time || (readable && !in_maps));
+	bool removed = stale && unlink(t->path) == 0;
+	hc_shm_close(t);
+	if (stale)
+		fail(why, whylen, HC_EXIT_NOLIB,
+		    "process %d is not running libheapctl.so (%s segment of an earlier process %d)",
+		    pid, removed ? "removed the stale" : "found a stale", pid);
+	return HC_EXIT_NOLIB;
 }
 
 int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
@@ -159,70 +285,43 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	if (ended)
 		return fail(err, errlen, HC_EXIT_NOPROC, "process %d has exited", pid);
 
-	int fd = open_segment(pid, t->nspid, t->path, sizeof t->path);
-	if (fd == -EACCES || fd == -EPERM)
+	char dir[96];
+	int dirr = segment_dir(pid, t->nspid, dir, sizeof dir);
+	if (dirr == -EACCES || dirr == -EPERM)
 		return fail(err, errlen, HC_EXIT_PERM,
 		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
 		    pid, user_name(t->uid, who, sizeof who));
-	if (fd < 0) {
+	if (dirr < 0) {
 		if (kill(pid, 0) != 0 && errno == ESRCH)
 			return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 		return fail(err, errlen, HC_EXIT_NOLIB,
 		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)",
 		    pid);
 	}
-	struct stat st;
-	hc_shm_header_t first;
-	int code = HC_EXIT_OK;
-	if (fstat(fd, &st) != 0 || st.st_size < 16 || pread(fd, &first, 16, 0) != 16) {
-		code = fail(err, errlen, HC_EXIT_ABI, "segment %s of process %d is truncated", t->path, pid);
-	} else if (st.st_uid != t->uid && st.st_uid != 0) {
-		code = fail(err, errlen, HC_EXIT_PERM,
-		    "segment %s belongs to uid %u but process %d to %s: not trusted",
-		    t->path, (unsigned)st.st_uid, pid, user_name(t->uid, who, sizeof who));
-	} else if (first.magic != HC_SHM_MAGIC) {
-		code = fail(err, errlen, HC_EXIT_ABI, "segment %s of process %d is corrupt (bad magic)",
-		    t->path, pid);
-	} else if (first.abi != HC_SHM_ABI) {
-		code = fail(err, errlen, HC_EXIT_ABI,
-		    "process %d runs a libheapctl.so with segment ABI %u; this heapctl speaks ABI %u (use the heapctl of the same release)",
-		    pid, first.abi, HC_SHM_ABI);
-	} else if (first.size != sizeof(hc_shm_t) || (uint64_t)st.st_size < first.size) {
-		code = fail(err, errlen, HC_EXIT_ABI, "segment %s of process %d is corrupt (size %u, file %lld)",
-		    t->path, pid, first.size, (long long)st.st_size);
-	}
-	if (code) {
-		close(fd);
-		return code;
-	}
-	void *m = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
-		return fail(err, errlen, HC_EXIT_FAILED, "cannot map %s: %s", t->path, strerror(errno));
-	t->seg = m;
-	const hc_shm_header_t *h = &t->seg->hdr;
-	for (int i = 0; i < 40 && !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = { 0, 5000000 };
-		nanosleep(&ts, NULL);      /* a process still starting */
-	}
-	if (__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE) != 1) {
-		hc_shm_close(t);
-		return fail(err, errlen, HC_EXIT_ABI, "segment %s of process %d is corrupt (never ready)",
-		    t->path, pid);
-	}
-	char name[48];
-	snprintf(name, sizeof name, "/" HC_SHM_BASENAME "%d", t->nspid);
+	char mapped[64], names[16][64];
 	bool readable = false;
-	bool mapped = maps_mention(pid, name, &readable);
-	if (h->pid != t->nspid || h->start_time != t->start_time || (readable && !mapped)) {
-		/* an earlier process with this pid, or this one before an exec */
-		bool removed = unlink(t->path) == 0;
-		hc_shm_close(t);
-		return fail(err, errlen, HC_EXIT_NOLIB,
-		    "process %d is not running libheapctl.so (%s segment of an earlier process %d)",
-		    pid, removed ? "removed the stale" : "found a stale", pid);
+	bool in_maps = maps_segment(pid, t->nspid, mapped, sizeof mapped, &readable);
+	int nc = candidates(dir, t->nspid, in_maps ? mapped : NULL, names, 16);
+	int code = HC_EXIT_NOLIB, denied = 0;
+	char why[512] = "";
+	for (int i = 0; i < nc; i++) {
+		code = try_segment(t, dir, names[i], readable, in_maps, why, sizeof why, &denied);
+		if (code == HC_EXIT_OK)
+			return HC_EXIT_OK;
+		if (code != HC_EXIT_NOLIB)
+			break;            /* corrupt, another ABI, not trusted: say so */
 	}
-	return HC_EXIT_OK;
+	if (code == HC_EXIT_NOLIB && denied && t->uid != geteuid())
+		return fail(err, errlen, HC_EXIT_PERM,
+		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
+		    pid, user_name(t->uid, who, sizeof who));
+	if (code == HC_EXIT_NOLIB && why[0] == 0 && kill(pid, 0) != 0 && errno == ESRCH)
+		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
+	if (code == HC_EXIT_NOLIB && why[0] == 0)
+		return fail(err, errlen, HC_EXIT_NOLIB,
+		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)",
+		    pid);
+	return fail(err, errlen, code, "%s", why);
 }
 
 void hc_shm_close(hc_shm_target_t *t)
@@ -313,14 +412,64 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 	}
 }
 
+/* The pids that have a segment name in one /dev/shm, listed once per
+ * directory (the processes of one container share theirs). */
+typedef struct {
+	dev_t dev;
+	ino_t ino;
+	int *pids, n;
+} shmdir_t;
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+static const shmdir_t *dir_index(const char *dir, shmdir_t *cache, int *ncache, int max)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		return NULL;
+	for (int i = 0; i < *ncache; i++)
+		if (cache[i].dev == st.st_dev && cache[i].ino == st.st_ino)
+			return &cache[i];
+	if (*ncache >= max)
+		return NULL;
+	shmdir_t *c = &cache[(*ncache)++];
+	*c = (shmdir_t){ .dev = st.st_dev, .ino = st.st_ino };
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int cap = 0;
+	while (d && (e = readdir(d)) != NULL) {
+		int p = hc_shm_name_pid(e->d_name);
+		if (p <= 0)
+			continue;
+		if (c->n == cap) {
+			int *np = realloc(c->pids, (size_t)(cap = cap ? cap * 2 : 64) * sizeof *np);
+			if (np == NULL)
+				break;
+			c->pids = np;
+		}
+		c->pids[c->n++] = p;
+	}
+	if (d)
+		closedir(d);
+	if (c->n)
+		qsort(c->pids, (size_t)c->n, sizeof *c->pids, cmp_int);
+	return c;
+}
+
 int hc_shm_scan(int *pids, int max)
 {
 	DIR *d = opendir("/proc");
 	if (d == NULL)
 		return -1;
-	int n = 0;
+	enum { NDIRS = 256 };
+	shmdir_t *cache = calloc(NDIRS, sizeof *cache);
+	int ncache = 0, n = 0;
 	struct dirent *e;
-	while ((e = readdir(d)) != NULL && n < max) {
+	while (cache && (e = readdir(d)) != NULL && n < max) {
 		char *end;
 		long pid = strtol(e->d_name, &end, 10);
 		if (*end || pid <= 0)
@@ -329,18 +478,16 @@ int hc_shm_scan(int *pids, int max)
 		unsigned uid;
 		if (!proc_status((int)pid, &nspid, &uid))
 			continue;
-		char path[320], root[64];
-		struct stat st;
-		snprintf(root, sizeof root, "/proc/%ld/root", pid);
-		hc_shm_path(path, sizeof path, root, nspid);
-		bool found = stat(path, &st) == 0;
-		if (!found && (errno == EACCES || errno == EPERM) && nspid == pid) {
-			hc_shm_path(path, sizeof path, NULL, (int)pid);
-			found = stat(path, &st) == 0;
-		}
-		if (found)
+		char dir[96];
+		if (segment_dir((int)pid, nspid, dir, sizeof dir) != 0)
+			continue;
+		const shmdir_t *sd = dir_index(dir, cache, &ncache, NDIRS);
+		if (sd && sd->n && bsearch(&nspid, sd->pids, (size_t)sd->n, sizeof nspid, cmp_int))
 			pids[n++] = (int)pid;
 	}
 	closedir(d);
+	for (int i = 0; cache && i < ncache; i++)
+		free(cache[i].pids);
+	free(cache);
 	return n;
 }

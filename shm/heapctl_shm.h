@@ -4,6 +4,11 @@
  *
  * The target creates one POSIX shared-memory segment, /dev/shm/heapctl.<pid>
  * (the pid as the target sees it), mode 0600, and maps it for its lifetime.
+ * Where that name is held by a file the target did not make (a planted
+ * file, a directory or FIFO, or the live segment of a process of another
+ * PID namespace sharing /dev/shm), it takes heapctl.<pid>.<64 random bits>
+ * instead; clients find the name in /proc/PID/maps, or by reading the
+ * directory, and believe the header's pid and start time, never the name.
  * Clients map the same file read-write.  The layout is fixed, holds no
  * pointers, and is versioned: the first 16 bytes (magic, abi, size) mean the
  * same in every version, so a client can always tell a segment it does not
@@ -248,6 +253,13 @@ uint64_t hc_shm_pidns(void);
 /* Remove segments in /dev/shm left by processes of our PID namespace that
  * are gone (bounded); returns how many were removed. */
 int hc_shm_clean_stale(void);
+/* The pid in a segment's name, "heapctl.<pid>" or, where that name was
+ * taken by something else, "heapctl.<pid>.<16 hex digits>"; -1 otherwise. */
+int hc_shm_name_pid(const char *name);
+/* Read the header of file name in directory dfd: opened with O_NOFOLLOW
+ * and O_NONBLOCK, regular files only (else EPROTOTYPE).  0 or an errno. */
+struct stat;
+int hc_shm_header_at(int dfd, const char *name, hc_shm_header_t *h, struct stat *st);
 
 /* Futexes in shared memory (not process-private). */
 int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);

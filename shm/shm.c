@@ -21,6 +21,8 @@
 
 #include "heapctl_shm.h"
 
+#define EFTYPE_HC EPROTOTYPE    /* "not a regular file": no errno of its own */
+
 _Static_assert(sizeof(hc_shm_header_t) == 192, "header layout is ABI");
 _Static_assert(offsetof(hc_shm_header_t, size) == 12, "first 16 bytes are forever");
 _Static_assert(HC_SHM_EVENTS && (HC_SHM_EVENTS & (HC_SHM_EVENTS - 1)) == 0, "power of two");
@@ -265,7 +267,7 @@ uint64_t hc_shm_proc_start_time(int pid, bool *ended)
 	char path[40] = "/proc/", buf[1024];
 	strcpy(fmt_u64(path + 6, (unsigned)pid), "/stat");
 	*ended = true;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	ssize_t n;
@@ -295,8 +297,49 @@ uint64_t hc_shm_pidns(void)
 	return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* "heapctl.<pid>" or "heapctl.<pid>.<16 hex digits>": the pid, else -1. */
+int hc_shm_name_pid(const char *name)
+{
+	if (strncmp(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
+		return -1;
+	const char *digits = name + sizeof HC_SHM_BASENAME - 1, *p = digits;
+	long pid = 0;
+	for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
+		pid = pid * 10 + (*p - '0');
+	if (p == digits || pid <= 0 || (*digits == '0'))
+		return -1;
+	if (*p == 0)
+		return (int)pid;
+	if (*p != '.')
+		return -1;
+	const char *hex = ++p;
+	for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		;
+	return *p == 0 && p - hex == 16 ? (int)pid : -1;
+}
+
+/* Read the header of a file in dfd without trusting it to be one: never
+ * through a symlink, never blocking on a FIFO, regular files only. */
+int hc_shm_header_at(int dfd, const char *name, hc_shm_header_t *h, struct stat *st)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	int err = 0;
+	if (fstat(fd, st) != 0)
+		err = errno;
+	else if (!S_ISREG(st->st_mode))
+		err = EFTYPE_HC;
+	else if (pread(fd, h, sizeof *h, 0) != (ssize_t)sizeof *h)
+		err = EINVAL;
+	close(fd);
+	return err;
+}
+
 /* A segment is stale when it says it belongs to this PID namespace and the
- * process it names is gone, or its pid now belongs to a later process. */
+ * process it names is gone, or its pid now belongs to a later process.  A
+ * segment of another PID namespace is never judged from here: the same pid
+ * means another process there. */
 int hc_shm_clean_stale(void)
 {
 	uint64_t pidns = hc_shm_pidns();
@@ -315,29 +358,22 @@ int hc_shm_clean_stale(void)
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
 			off += d->d_reclen;
 			const char *name = d->d_name;
-			if (strncmp(name, HC_SHM_BASENAME, sizeof HC_SHM_BASENAME - 1) != 0)
+			int pid = hc_shm_name_pid(name);
+			if (pid < 0)
 				continue;
 			seen++;
-			const char *digits = name + sizeof HC_SHM_BASENAME - 1, *p = digits;
-			long pid = 0;
-			for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10; p++)
-				pid = pid * 10 + (*p - '0');
-			if (*p || p == digits || pid == getpid())
-				continue;
-			int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0)
+			if (pid == getpid())
 				continue;
 			hc_shm_header_t h;
-			ssize_t r = pread(fd, &h, sizeof h, 0);
-			close(fd);
-			if (r != (ssize_t)sizeof h || h.magic != HC_SHM_MAGIC || h.pidns != pidns ||
-			    h.pid != pid)
+			struct stat st;
+			if (hc_shm_header_at(dfd, name, &h, &st) != 0 || h.magic != HC_SHM_MAGIC ||
+			    h.pidns != pidns || h.pid != pid)
 				continue;
 			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 			if (!gone) {
 				bool ended;
-				uint64_t st = hc_shm_proc_start_time((int)pid, &ended);
-				gone = st != 0 && st != h.start_time;
+				uint64_t stt = hc_shm_proc_start_time(pid, &ended);
+				gone = stt != 0 && stt != h.start_time;
 			}
 			if (gone && unlinkat(dfd, name, 0) == 0)
 				removed++;

@@ -237,6 +237,7 @@ static void test_client(void)
 	s->hdr.pid = getpid();
 	s->hdr.uid = getuid();
 	s->hdr.start_time = my_start_time();
+	s->hdr.pidns = hc_shm_pidns();
 	s->hdr.control = 1;
 	s->hdr.ready = 1;
 	mem = s;
@@ -303,14 +304,67 @@ static void test_client(void)
 		CHECK(code == HC_EXIT_NOLIB && strstr(err, "no control thread"), "no control: %d %s", code, err);
 		hc_shm_close(&t);
 	}
-	/* an earlier process's segment: the start time does not match */
+	/* a segment of another PID namespace sharing /dev/shm, with our pid in
+	 * its namespace: not ours, and never removed from here */
+	s->hdr.pidns += 1;
 	s->hdr.start_time += 1;
 	code = hc_shm_open(getpid(), &t, err, sizeof err);
-	CHECK(code == HC_EXIT_NOLIB && strstr(err, "removed the stale segment"), "stale: %d %s", code, err);
+	CHECK(code == HC_EXIT_NOLIB && !strstr(err, "stale"), "other pidns: %d %s", code, err);
 	struct stat sb;
+	CHECK(stat(path, &sb) == 0, "a segment of another PID namespace was removed");
+	s->hdr.pidns -= 1;
+	/* an earlier process's segment of our namespace: the start time does
+	 * not match, so the process with this pid is a later one */
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_NOLIB && strstr(err, "removed the stale segment"), "stale: %d %s", code, err);
 	CHECK(stat(path, &sb) != 0, "stale segment not removed");
+
+	/* a segment under the fallback name (heapctl.<pid> held by another
+	 * file) is found through the directory, and through maps */
+	s->hdr.start_time -= 1;
+	char alt[96];
+	snprintf(alt, sizeof alt, "%s.0123456789abcdef", path);
+	int afd = open(alt, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(afd >= 0 && ftruncate(afd, sizeof(hc_shm_t)) == 0, "create %s", alt);
+	hc_shm_t *a = afd >= 0 ? mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, afd, 0) : MAP_FAILED;
+	if (afd >= 0)
+		close(afd);
+	if (a != MAP_FAILED) {
+		memcpy(a, s, sizeof(hc_shm_t));
+		CHECK(mkfifo(path, 0666) == 0, "mkfifo %s: %s", path, strerror(errno));
+		code = hc_shm_open(getpid(), &t, err, sizeof err);
+		CHECK(code == HC_EXIT_OK && strstr(t.path, ".0123456789abcdef"),
+		    "fallback name behind a FIFO: %d %s %s", code, err, t.path);
+		if (code == HC_EXIT_OK)
+			hc_shm_close(&t);
+		unlink(path);
+		CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
+		code = hc_shm_open(getpid(), &t, err, sizeof err);
+		CHECK(code == HC_EXIT_OK && strstr(t.path, ".0123456789abcdef"),
+		    "fallback name behind a directory: %d %s %s", code, err, t.path);
+		if (code == HC_EXIT_OK)
+			hc_shm_close(&t);
+		rmdir(path);
+		int pids[64];
+		int n = hc_shm_scan(pids, 64), found = 0;
+		for (int i = 0; i < n; i++)
+			found += pids[i] == getpid();
+		CHECK(found == 1, "scan finds the fallback name once (%d)", found);
+		munmap(a, sizeof(hc_shm_t));
+	}
+	unlink(alt);
+	/* only a FIFO at the name: no hang, not running the library */
 	munmap(s, sizeof(hc_shm_t));
+	CHECK(mkfifo(path, 0666) == 0, "mkfifo");
+	code = hc_shm_open(getpid(), &t, err, sizeof err);
+	CHECK(code == HC_EXIT_NOLIB, "FIFO only: %d %s", code, err);
+	CHECK(hc_shm_clean_stale() >= 0, "clean_stale over a FIFO");
 	unlink(path);
+	CHECK(hc_shm_name_pid("heapctl.12") == 12 && hc_shm_name_pid("heapctl.12.0123456789abcdef") == 12,
+	    "name forms");
+	CHECK(hc_shm_name_pid("heapctl.012") < 0 && hc_shm_name_pid("heapctl.12.x") < 0 &&
+	    hc_shm_name_pid("heapctl.12.0123456789abcde") < 0 && hc_shm_name_pid("heapctl.") < 0,
+	    "bad name forms");
 
 	code = hc_shm_open(0x3ffffff0, &t, err, sizeof err);
 	CHECK(code == HC_EXIT_NOPROC && strstr(err, "no process with PID"), "noproc: %d %s", code, err);
