@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# tests/cli/hostile.bats - what another user on the host can put in the
+# way: files planted in /dev/shm (a FIFO, a directory, someone else's file,
+# a segment of another PID namespace) at any name or at the name a process
+# is about to take, and a PID namespace arranged so that a live process's
+# segment looks stale to root's heapctl.  Nothing may hang a process or
+# heapctl, stop a process from publishing its segment, or get a live
+# segment deleted.
+
+load helpers
+
+# plant KIND PATH: put a KIND at PATH
+plant() {
+	case $1 in
+	fifo) mkfifo -m 666 "$2" ;;
+	dir) mkdir -m 777 "$2" ;;
+	foreign) echo "not a segment" >"$2" && chown nobody:nogroup "$2" && chmod 666 "$2" ;;
+	junk) head -c 65536 /dev/urandom >"$2" ;;
+	esac
+}
+
+# start_planted KIND: the target, with KIND planted at /dev/shm/heapctl.<its
+# pid> before it starts (a shell plants it at its own pid, then execs the
+# target, which keeps the pid).  Sets TPID, TERR, PLANT.
+start_planted() {
+	local kind=$1
+	TOUT=$T/planted.out
+	TERR=$T/planted.err
+	HEAPCTL_CONF=$DEFAULT_CONF KIND=$kind TARGET=$TARGET bash -c '
+		source "$0"
+		plant "$KIND" /dev/shm/heapctl.$$
+		exec "$TARGET" seconds=60' "$BATS_TEST_FILENAME.plant" >"$TOUT" 2>"$TERR" &
+	local pid=$!
+	track "$pid"
+	PLANT=/dev/shm/heapctl.$pid
+	wait_for 5 grep -q '^ready ' "$TOUT" || { cat "$TERR" >&2; return 1; }
+	TPID=$(awk '/^ready /{print $2}' "$TOUT")
+	[ "$TPID" = "$pid" ]
+	wait_for 5 grep -q "heapctl-ctl" /proc/"$TPID"/task/*/comm
+}
+
+# as helpers.bash's, and plant() written out for the planting shell
+setup() {
+	if [ ! -x "$HEAPCTL" ] || [ ! -x "$TARGET" ]; then
+		echo "missing $HEAPCTL or $TARGET" >&2
+		return 1
+	fi
+	T=$(mktemp -d /tmp/heapctl-cli.XXXXXX)
+	chmod 755 "$T"
+	cd "$T" || return 1
+	unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
+	_pids=()
+	_ntarget=0
+	declare -f plant >"$BATS_TEST_FILENAME.plant"
+	PLANTS=()
+}
+
+teardown() {
+	local p
+	for p in "${_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${_pids[@]}"; do
+		for _ in $(seq 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+		rm -rf "/dev/shm/heapctl.$p" /dev/shm/heapctl."$p".????????????????
+	done
+	for p in "${PLANTS[@]}"; do rm -rf "$p"; done
+	rm -f "$BATS_TEST_FILENAME.plant"
+	cd /
+	rm -rf "$T"
+}
+
+# ---- anywhere in /dev/shm -----------------------------------------------------------
+
+@test "a FIFO planted under a segment name: new processes start, list and status do not hang" {
+	mkfifo -m 666 /dev/shm/heapctl.999999
+	PLANTS+=(/dev/shm/heapctl.999999)
+	start_target
+	run timeout 10 "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$TPID "* ]]
+	run timeout 10 "$HEAPCTL" status 999999
+	[ "$status" -ne 124 ]
+	run timeout 10 "$HEAPCTL" dump "$TPID" -o "$T/x.heap"
+	[ "$status" -eq 0 ]
+	[ -p /dev/shm/heapctl.999999 ]
+}
+
+# ---- at the name a process is about to take -----------------------------------------
+
+planted_case() {
+	start_planted "$1"
+	PLANTS+=("$PLANT")
+	# it says once where its segment is, and it is not the planted name
+	grep -q "is held by a file this process did not create; the control segment is /dev/shm/heapctl.$TPID." "$TERR"
+	run "$HEAPCTL" status "$TPID" --json
+	[ "$status" -eq 0 ]
+	python3 -c '
+import json, re, sys
+d = json.loads(sys.argv[1])
+assert d["pid"] == int(sys.argv[2]), d
+assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.argv[2], d["segment"]), d' "$output" "$TPID"
+	run "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[[ "$output" == *$'\n'"$TPID "* ]]
+	run "$HEAPCTL" dump "$TPID" -o "$T/p.heap"
+	[ "$status" -eq 0 ]
+	[[ "$(head -n1 "$T/p.heap")" == heap_v2/* ]]
+}
+
+@test "a FIFO at a process's own name: it starts (no hang before main), publishes elsewhere, is found" {
+	planted_case fifo
+	[ -p "$PLANT" ]
+}
+
+@test "a directory at a process's own name: it publishes elsewhere and is found" {
+	planted_case dir
+	[ -d "$PLANT" ]
+}
+
+@test "another user's file at a process's own name: left alone, the process publishes elsewhere" {
+	planted_case foreign
+	[ "$(stat -c %U "$PLANT")" = nobody ]
+	[ "$(cat "$PLANT")" = "not a segment" ]
+}
+
+@test "junk of its own user at a process's own name: not a segment, so not replaced" {
+	planted_case junk
+	[ "$(stat -c %s "$PLANT")" = 65536 ]
+}
+
+# ---- a PID namespace arranged to make a live segment look stale ---------------------------
+
+@test "a process of another PID namespace with a live process's pid: root's heapctl deletes nothing" {
+	need_pidns
+	start_target
+	local want=$((TPID - 1))
+	# in a new PID namespace sharing /dev/shm, the next pid is set so that a
+	# sleeper gets TPID as its pid there; its /proc/PID/root/dev/shm is ours
+	unshare --pid --fork --mount-proc bash -c "echo $want >/proc/sys/kernel/ns_last_pid; sleep 30 & wait" &
+	track $!
+	local inner=""
+	for _ in $(seq 100); do
+		for p in $(pgrep -x sleep); do
+			[ "$(awk '/^NSpid/{print $NF}' /proc/$p/status)" = "$TPID" ] && [ "$p" != "$TPID" ] && inner=$p
+		done
+		[ -n "$inner" ] && break
+		sleep 0.05
+	done
+	[ -n "$inner" ]
+	track "$inner"
+	local seg
+	seg=$(ls /dev/shm/heapctl.$TPID)
+	run "$HEAPCTL" status "$inner"
+	[ "$status" -eq 4 ]
+	[[ "$output" != *"removed"* ]]
+	run "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[ -f "$seg" ]
+	run "$HEAPCTL" status "$TPID"
+	[ "$status" -eq 0 ]
+}
