@@ -4,7 +4,7 @@
  * jemalloc's syntax ("name:value,name:value") and jemalloc's option names
  * and defaults; heapctl's own options follow the same style.  MALLOC_CONF
  * is read first and HEAPCTL_CONF second, so a name set in both takes
- * HEAPCTL_CONF's value.  A malformed or unknown pair is reported on stderr
+ * HEAPCTL_CONF's value; neither is read in a secure-execution process.  A malformed or unknown pair is reported on stderr
  * with the reason and ignored, as jemalloc does.
  *
  * This runs inside the first malloc: no allocation, no stdio.
@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -261,8 +262,21 @@ void hc_conf_init(void)
 	opt_u_timer = hc_opt.prof_timer_s;
 	opt_ll_decay = hc_opt.dirty_decay_ms;
 	opt_u_refresh = hc_opt.control_refresh_ms;
-	parse("MALLOC_CONF", getenv("MALLOC_CONF"));
-	parse("HEAPCTL_CONF", getenv("HEAPCTL_CONF"));
+	/* A set-user-ID, set-group-ID or file-capability program runs for a
+	 * user with less privilege than it has: nothing that user sets may
+	 * make it write files or change how it exits (as jemalloc, which reads
+	 * MALLOC_CONF with secure_getenv), and the control segment is not
+	 * published, since its commands write files with the program's
+	 * privileges.  The library's defaults are all that is left. */
+	if (getauxval(AT_SECURE)) {
+		hc_opt.control = false;
+		if (getenv("MALLOC_CONF") || getenv("HEAPCTL_CONF"))
+			hc_say("secure execution (set-user-ID, set-group-ID or file capabilities): "
+			    "MALLOC_CONF and HEAPCTL_CONF are ignored, and heapctl cannot attach", NULL);
+		return;
+	}
+	parse("MALLOC_CONF", secure_getenv("MALLOC_CONF"));
+	parse("HEAPCTL_CONF", secure_getenv("HEAPCTL_CONF"));
 	hc_opt.lg_prof_sample = opt_u_lg_sample;
 	hc_opt.lg_prof_interval = (int)opt_ll_lg_interval;
 	hc_opt.prof_gdump_pct = opt_u_gdump_pct;

@@ -160,3 +160,55 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	run "$HEAPCTL" status "$TPID"
 	[ "$status" -eq 0 ]
 }
+
+# ---- set-user-ID and set-group-ID programs ----------------------------------------------------
+
+# secure_case MODE: a program that links the library, MODE (u+s or g+s),
+# run as nobody with a configuration that would write a root-owned dump
+# into a directory nobody chose and make it exit 1
+secure_case() {
+	mkdir -p "$T/bin" "$T/evil"
+	cp "$HEAPCTL_BUILD/libheapctl.so" "$T/bin/"
+	cat >"$T/prog.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+	for (int i = 0; i < 1000; i++)
+		if (i % 2 == 0) (void)!malloc(1000); /* leaks: prof_leak_error would fire */
+	printf("up %d\n", getpid());
+	fflush(stdout);
+	sleep(2);
+	return 0;
+}
+C
+	gcc -O1 -o "$T/bin/prog" "$T/prog.c" -Wl,--no-as-needed -L"$T/bin" -lheapctl -Wl,-rpath,"$T/bin"
+	chown root:root "$T/bin/prog"
+	chmod "$1" "$T/bin/prog"
+	chmod 755 "$T/bin" "$T/evil"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups env \
+	    MALLOC_CONF=prof:true,prof_final:true,prof_leak:true,prof_leak_error:true,lg_prof_sample:0,prof_prefix:"$T/evil/x" \
+	    HEAPCTL_CONF=prof_gdump:true,prof_timer_s:1 \
+	    "$T/bin/prog" >"$T/out" 2>"$T/err" &
+	local p=$!
+	track "$p"
+	wait_for 5 grep -q '^up ' "$T/out"
+	# no segment: heapctl cannot attach to it at all
+	run "$HEAPCTL" status "$p"
+	[ "$status" -eq 4 ]
+	[ -z "$(ls /dev/shm | grep "^heapctl\.$p" || true)" ]
+	local st=0
+	wait "$p" || st=$?
+	[ "$st" -eq 0 ]
+	[ -z "$(ls "$T/evil")" ]
+	grep -q "secure execution (set-user-ID, set-group-ID or file capabilities): MALLOC_CONF and HEAPCTL_CONF are ignored" "$T/err"
+}
+
+@test "a set-user-ID program: MALLOC_CONF and HEAPCTL_CONF ignored, no dump, no exit 1, no segment" {
+	secure_case u+s
+}
+
+@test "a set-group-ID program: the same" {
+	secure_case g+s
+}
