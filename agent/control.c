@@ -413,11 +413,6 @@ static void do_dump(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		reply(rep, HC_REP_BADREQ, "bad dump kind", NULL);
 		return;
 	}
-	if (!hc_opt.prof && !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) &&
-	    hc_prof_samples_total() == 0) {
-		reply(rep, HC_REP_NOPROF, "profiling has never been on in this process", NULL);
-		return;
-	}
 	if (peak && !__atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED)) {
 		reply(rep, HC_REP_FAILED, "no peak profile is kept: prof.peak is false", NULL);
 		return;

@@ -39,8 +39,11 @@
 #include <stdio.h>   /* rename(), and fflush before _exit */
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -382,6 +385,52 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/* Temporary files of dumps that never finished ("<name>.heap.tmp.<pid>",
+ * left by a process killed mid-dump) are removed from the directory of the
+ * next dump: ours (same owner), regular, of a pid that no longer runs here,
+ * and over a minute old (a process of another PID namespace writing into a
+ * shared directory takes milliseconds, not a minute).  Bounded, no
+ * allocation. */
+static void remove_stale_tmp(const char *path)
+{
+	char dir[HC_PREFIX_MAX + 200];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	if (slash == NULL || n + 1 >= sizeof dir)
+		return;
+	memcpy(dir, path, n ? n : 1);
+	dir[n ? n : 1] = 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	char buf[4096];
+	long got;
+	unsigned seen = 0;
+	time_t now = time(NULL);
+	while (seen < 8192 && (got = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < got; seen++) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			const char *t = strstr(d->d_name, ".heap.tmp.");
+			if (t == NULL)
+				continue;
+			const char *digits = t + 10, *q = digits;
+			long pid = 0;
+			for (; *q >= '0' && *q <= '9' && pid < 1 << 30; q++)
+				pid = pid * 10 + (*q - '0');
+			if (*q || q == digits || pid <= 0 || pid == getpid())
+				continue;
+			struct stat st;
+			if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+			    st.st_uid != geteuid() || now - st.st_mtime < 60)
+				continue;
+			if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+				unlinkat(dfd, d->d_name, 0);
+		}
+	}
+	close(dfd);
+}
+
 static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
     uint64_t *size)
 {
@@ -414,10 +463,16 @@ static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size
 		err = write_all(fd, b.p, b.len);
 		if (close(fd) != 0 && err == 0)
 			err = errno;
+		/* a FIFO or device at the name is someone's, never replaced (a
+		 * symlink is: rename replaces the link, not what it names) */
+		struct stat st;
+		if (err == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+			err = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
 		if (err == 0 && rename(tmp, path) != 0)
 			err = errno;
 		if (err)
 			unlink(tmp);
+		remove_stale_tmp(path);
 	}
 	if (size)
 		*size = b.len;

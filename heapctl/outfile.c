@@ -86,11 +86,24 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
 		if (!may_follow(o->dirfd, &st))
 			return out_fail(o, err, errlen, "a symlink owned by another user in a "
 			    "world-writable sticky directory (not followed)");
-		/* follow it once, then treat what it names with no more following */
+		/* follow it once, then treat what it names with no more following;
+		 * a link to a file not made yet names the file to make */
 		char *real = realpath(path, NULL);
+		if (real == NULL && errno == ENOENT) {
+			char link[PATH_MAX], full[2 * PATH_MAX + 2];
+			ssize_t n = readlinkat(o->dirfd, o->base, link, sizeof link - 1);
+			if (n > 0) {
+				link[n] = 0;
+				const char *slash = strrchr(path, '/');
+				if (link[0] == '/' || slash == NULL)
+					snprintf(full, sizeof full, "%s", link);
+				else
+					snprintf(full, sizeof full, "%.*s/%s", (int)(slash - path), path, link);
+				real = strdup(full);
+			}
+		}
 		if (real == NULL)
-			return out_fail(o, err, errlen, errno == ENOENT ?
-			    "a symlink to nothing (not followed)" : strerror(errno));
+			return out_fail(o, err, errlen, strerror(errno));
 		close(o->dirfd);
 		free(o->base);
 		o->dirfd = -1;

@@ -126,7 +126,10 @@ typedef enum {
 	HC_REP_BADREQ = 1,         /* malformed request (bad command, no NUL)   */
 	HC_REP_INVALID = 2,        /* unknown setting or bad value; text says   */
 	HC_REP_FAILED = 3,         /* the operation failed; text is the reason  */
-	HC_REP_NOPROF = 4,         /* nothing to dump: profiling was never on   */
+	HC_REP_NOPROF = 4,         /* nothing to dump (only sent by libraries
+	                              before 0.1.0; a dump is always written,
+	                              with no samples if there are none, as
+	                              jemalloc's prof.dump)                     */
 } hc_shm_rep_code_t;
 
 typedef struct hc_shm_req_s {

@@ -334,13 +334,25 @@ assert d["fetched"] is True and d["bytes"] > 0, d' "$output" "$T" "$TPID"
 	[ "$(status_field "$TPID" dumps)" = 0 ]
 }
 
-@test "dump when profiling has never been on: exit 1 'nothing to dump'" {
+@test "dump when profiling has never been on, or after on, off and reset: a valid profile with no samples" {
 	start_target -c "control_refresh_ms:100"
-	run --separate-stderr "$HEAPCTL" dump "$TPID"
-	[ "$status" -eq 1 ]
-	[ "$stderr" = "heapctl: process $TPID: nothing to dump: profiling has never been on in this process (run 'heapctl on $TPID' first)" ]
-	[ -z "$output" ]
-	[ -z "$(ls "$T" | grep '\.heap$' || true)" ]
+	run --separate-stderr "$HEAPCTL" dump "$TPID" -o "$T/never.heap"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$T/never.heap" ]
+	[ "$(head -n1 "$T/never.heap")" = "heap_v2/524288" ]
+	grep -q '^  t\*: 0: 0 \[0: 0\]$' "$T/never.heap"
+	grep -q '^MAPPED_LIBRARIES:$' "$T/never.heap"
+	[ -z "$(grep '^@' "$T/never.heap" || true)" ]
+	run jeprof --text "$TARGET" "$T/never.heap"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" on "$TPID" >/dev/null
+	"$HEAPCTL" off "$TPID" >/dev/null
+	"$HEAPCTL" reset "$TPID" >/dev/null
+	run --separate-stderr "$HEAPCTL" dump "$TPID" -o "$T/reset.heap"
+	[ "$status" -eq 0 ]
+	grep -q '^  t\*: 0: 0 \[0: 0\]$' "$T/reset.heap"
+	run "$HEAPCTL" report "$T/reset.heap"
+	[ "$status" -eq 0 ]
 }
 
 # ---- reset -------------------------------------------------------------------------

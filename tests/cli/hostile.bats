@@ -212,3 +212,78 @@ C
 @test "a set-group-ID program: the same" {
 	secure_case g+s
 }
+
+# ---- files written where they should not be -----------------------------------------------------
+
+@test "dump -o onto /dev/null or a FIFO writes in place and never replaces it; a FIFO nobody reads is an error, not a hang" {
+	start_target
+	run --separate-stderr "$HEAPCTL" dump "$TPID" -o /dev/null
+	[ "$status" -eq 0 ]
+	[ -c /dev/null ]
+	mkfifo "$T/fifo"
+	cat "$T/fifo" >"$T/from-fifo" &
+	local reader=$!
+	run --separate-stderr "$HEAPCTL" dump "$TPID" -o "$T/fifo"
+	[ "$status" -eq 0 ]
+	wait "$reader"
+	[ -p "$T/fifo" ]
+	[[ "$(head -n1 "$T/from-fifo")" == heap_v2/* ]]
+	run --separate-stderr timeout 10 "$HEAPCTL" dump "$TPID" -o "$T/fifo"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "heapctl: cannot write $T/fifo: a FIFO that nobody reads" ]
+	[ -p "$T/fifo" ]
+}
+
+@test "the target never renames a dump over a FIFO at its prof.prefix name" {
+	start_target
+	"$HEAPCTL" set "$TPID" prof.prefix="$T/p" >/dev/null
+	mkfifo "$T/p.$TPID.0.m0.heap"
+	run --separate-stderr timeout 10 "$HEAPCTL" dump "$TPID"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "heapctl: process $TPID: $T/p.$TPID.0.m0.heap: File exists" ]
+	[ -p "$T/p.$TPID.0.m0.heap" ]
+	[ -z "$(ls "$T" | grep '\.tmp\.' || true)" ]
+}
+
+@test "report and dump outputs: a symlink another user planted in a sticky world-writable directory is not followed" {
+	start_target
+	mkdir -m 1777 "$T/shared"
+	echo secret >"$T/victim"
+	chmod 600 "$T/victim"
+	ln -s "$T/victim" "$T/shared/out.svg"
+	chown -h nobody:nogroup "$T/shared/out.svg"
+	"$HEAPCTL" dump "$TPID" -o "$T/d.heap" >/dev/null
+	run --separate-stderr "$HEAPCTL" report "$T/d.heap" --svg "$T/shared/out.svg"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"cannot write $T/shared/out.svg: a symlink owned by another user in a world-writable sticky directory (not followed)" ]]
+	[ "$(cat "$T/victim")" = secret ]
+	ln -s "$T/victim" "$T/shared/d2.heap"
+	chown -h nobody:nogroup "$T/shared/d2.heap"
+	run --separate-stderr "$HEAPCTL" dump "$TPID" -o "$T/shared/d2.heap"
+	[ "$status" -eq 1 ]
+	[ "$(cat "$T/victim")" = secret ]
+	# one's own symlink is followed, as the kernel's protected_symlinks does
+	ln -s "$T/mine.svg" "$T/shared/own.svg"
+	run --separate-stderr "$HEAPCTL" report "$T/d.heap" --svg "$T/shared/own.svg"
+	[ "$status" -eq 0 ]
+	[ -L "$T/shared/own.svg" ]
+	grep -q '<svg' "$T/mine.svg"
+}
+
+@test "temporary files of a dump that never finished are removed by the next dump in that directory" {
+	start_target
+	sleep 30 &
+	local dead=$!
+	kill "$dead"
+	wait "$dead" || true
+	echo partial >"$T/x.$dead.0.m0.heap.tmp.$dead"
+	touch -d '2 minutes ago' "$T/x.$dead.0.m0.heap.tmp.$dead"
+	echo fresh >"$T/y.heap.tmp.$dead"                 # too young: perhaps still being written
+	echo live >"$T/z.heap.tmp.$TPID"                  # a live process's
+	touch -d '2 minutes ago' "$T/z.heap.tmp.$TPID"
+	run --separate-stderr "$HEAPCTL" dump "$TPID" --prefix "$T/x"
+	[ "$status" -eq 0 ]
+	[ ! -e "$T/x.$dead.0.m0.heap.tmp.$dead" ]
+	[ -e "$T/y.heap.tmp.$dead" ]
+	[ -e "$T/z.heap.tmp.$TPID" ]
+}
