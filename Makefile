@@ -88,6 +88,11 @@ $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/unit/shm.c shm/shm.c shm/client.c -o $@
 
+# The mailbox stress test is a client (shm/client.c) of a real target.
+$(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h $(BUILD)/tests/cli/target
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/stress/mailbox.c shm/shm.c shm/client.c -o $@
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)

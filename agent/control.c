@@ -480,24 +480,31 @@ static void serve(hc_shm_slot_t *sl)
 }
 
 /* Slots a client claimed and never posted, or never collected, are freed
- * after the lease; so is a slot whose state is garbage. */
+ * once this thread has seen the same {state, gen} for a whole lease by its
+ * own clock (see hc_shm_slot_t: a client's stamp is not to be believed);
+ * so is a slot whose state is garbage, at once. */
+static uint64_t seen_word[HC_SHM_SLOTS], seen_since[HC_SHM_SLOTS];
+
 static void reclaim(uint64_t now)
 {
 	for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
 		hc_shm_slot_t *sl = &seg->box.slot[i];
-		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-		uint64_t stamp = __atomic_load_n(&sl->stamp_ns, __ATOMIC_RELAXED);
-		bool expired = now - stamp > HC_SHM_LEASE_NS || stamp > now + 1000000000ull;
+		uint64_t w = hc_shm_slot_load(sl);
+		uint32_t st = (uint32_t)w, gen = (uint32_t)(w >> 32);
 		/* POSTED is served; BUSY is only ever set by this thread inside
 		 * serve(), so one seen here is garbage */
-		if (st == HC_SLOT_FREE || st == HC_SLOT_POSTED)
+		bool garbage = st > HC_SLOT_DONE || st == HC_SLOT_BUSY;
+		if (!garbage && (st == HC_SLOT_FREE || st == HC_SLOT_POSTED))
 			continue;
-		if (st == HC_SLOT_BUSY)
-			expired = true;
-		if (st > HC_SLOT_DONE || expired) {
-			if (__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_FREE, false,
-			    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		if (!garbage && w != seen_word[i]) {
+			seen_word[i] = w;
+			seen_since[i] = now;
+			continue;
+		}
+		if (garbage || now - seen_since[i] > HC_SHM_LEASE_NS) {
+			if (hc_shm_slot_cas(sl, st, gen, HC_SLOT_FREE, gen))
 				hc_shm_futex_wake(&sl->state, INT_MAX);
+			seen_word[i] = 0;
 		}
 	}
 }
@@ -567,6 +574,7 @@ static void control_begin(int parent)
 		return;
 	have_last = false;
 	commands = 0;
+	memset(seen_word, 0, sizeof seen_word);
 	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
 	thread_start();
 }

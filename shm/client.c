@@ -347,14 +347,18 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 		return fail(err, errlen, HC_EXIT_NOLIB,
 		    "process %d has no control thread (it is exiting, or could not start one)", t->pid);
 
-	/* claim a slot */
+	/* claim a slot: {FREE, g} -> {CLAIMED, g + 1} in one CAS */
 	hc_shm_slot_t *sl = NULL;
+	uint32_t gen = 0;
 	while (sl == NULL) {
 		for (unsigned i = 0; i < HC_SHM_SLOTS && sl == NULL; i++) {
-			uint32_t expect = HC_SLOT_FREE;
-			if (__atomic_compare_exchange_n(&box->slot[i].state, &expect, HC_SLOT_CLAIMED,
-			    false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			uint64_t w = hc_shm_slot_load(&box->slot[i]);
+			uint32_t g = (uint32_t)(w >> 32);
+			if ((uint32_t)w == HC_SLOT_FREE &&
+			    hc_shm_slot_cas(&box->slot[i], HC_SLOT_FREE, g, HC_SLOT_CLAIMED, g + 1)) {
 				sl = &box->slot[i];
+				gen = g + 1;
+			}
 		}
 		if (sl)
 			break;
@@ -366,25 +370,28 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 			    t->pid, secs, HC_SHM_SLOTS);
 		sleep_ns(1000000);
 	}
-	uint32_t gen = __atomic_add_fetch(&sl->gen, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);
 	sl->client_pid = getpid();
 	memcpy(&sl->req, req, sizeof *req);
-	__atomic_store_n(&sl->state, HC_SLOT_POSTED, __ATOMIC_RELEASE);
+	if (!hc_shm_slot_cas(sl, HC_SLOT_CLAIMED, gen, HC_SLOT_POSTED, gen))
+		return fail(err, errlen, HC_EXIT_TIMEOUT,
+		    "process %d took the command slot back before the command was posted (heapctl was "
+		    "stopped for more than %g s?)", t->pid, (double)HC_SHM_LEASE_NS / 1e9);
 	__atomic_add_fetch(&box->doorbell, 1, __ATOMIC_RELEASE);
 	hc_shm_futex_wake(&box->doorbell, 1);
 
 	/* wait for the reply, watching the target and the clock */
 	for (;;) {
-		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+		uint64_t w = hc_shm_slot_load(sl);
+		uint32_t st = (uint32_t)w;
+		if ((uint32_t)(w >> 32) != gen)
+			return fail(err, errlen, HC_EXIT_ABI,
+			    "the command slot of process %d was taken away (is something else writing %s?)",
+			    t->pid, t->path);
 		if (st == HC_SLOT_DONE) {
 			memcpy(rep, &sl->rep, sizeof *rep);
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-			bool mine = __atomic_load_n(&sl->gen, __ATOMIC_RELAXED) == gen;
-			uint32_t done = HC_SLOT_DONE;
-			__atomic_compare_exchange_n(&sl->state, &done, HC_SLOT_FREE, false,
-			    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-			if (!mine)
+			/* the reply is ours only if the slot was still ours after the copy */
+			if (!hc_shm_slot_cas(sl, HC_SLOT_DONE, gen, HC_SLOT_FREE, gen))
 				return fail(err, errlen, HC_EXIT_ABI,
 				    "the reply of process %d was overwritten (is something else writing %s?)",
 				    t->pid, t->path);
@@ -400,9 +407,7 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 			    t->pid, st, t->path);
 		uint64_t now = hc_shm_mono_ns();
 		if (now >= deadline) {
-			uint32_t posted = HC_SLOT_POSTED;
-			__atomic_compare_exchange_n(&sl->state, &posted, HC_SLOT_FREE, false,
-			    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+			hc_shm_slot_cas(sl, HC_SLOT_POSTED, gen, HC_SLOT_FREE, gen);
 			return fail(err, errlen, HC_EXIT_TIMEOUT,
 			    "process %d did not answer within %g s", t->pid, secs);
 		}

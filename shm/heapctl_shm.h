@@ -147,10 +147,27 @@ typedef struct hc_shm_rep_s {
 	char text[HC_SHM_PATH_MAX];   /* DUMP: the path; errors: the reason      */
 } hc_shm_rep_t;
 
+/*
+ * A slot's life: FREE -> CLAIMED (client) -> POSTED (client) -> BUSY
+ * (control thread) -> DONE (control thread) -> FREE (client).  state and gen
+ * are one 64-bit word (state the low half, little-endian): a client claims
+ * with one CAS of the word, {FREE, g} -> {CLAIMED, g + 1}, and posts, takes
+ * the reply and gives up with CASes that name its gen, so a client whose
+ * slot was reclaimed learns it and never overwrites its successor.
+ *
+ * The control thread frees a slot a client claimed or was answered in and
+ * then left (a client that died) only after it has itself watched the same
+ * {state, gen} for HC_SHM_LEASE_NS by its own clock.  It never believes
+ * stamp_ns for this: a client writes that only after its claim succeeded,
+ * so in between the slot carries the previous owner's stamp, and a reclaim
+ * judged by it would free a slot that had just been claimed (two clients
+ * in one slot, and a lost command).
+ */
 typedef struct hc_shm_slot_s {
-	uint32_t state;            /* futex, HC_SLOT_*                           */
-	uint32_t gen;              /* bumped by each claim                       */
-	uint64_t stamp_ns;         /* CLOCK_MONOTONIC of the claim / the reply   */
+	uint32_t state;            /* futex, HC_SLOT_*; low half of the word     */
+	uint32_t gen;              /* bumped by each claim; high half            */
+	uint64_t stamp_ns;         /* CLOCK_MONOTONIC of the claim / the reply
+	                              (diagnostics only, never trusted)          */
 	int32_t client_pid;        /* for diagnostics only                       */
 	uint32_t pad;
 	hc_shm_req_t req;
@@ -263,6 +280,13 @@ int hc_shm_name_pid(const char *name);
  * and O_NONBLOCK, regular files only (else EPROTOTYPE).  0 or an errno. */
 struct stat;
 int hc_shm_header_at(int dfd, const char *name, hc_shm_header_t *h, struct stat *st);
+
+/* A slot's {state, gen} word (see hc_shm_slot_t). */
+#define HC_SLOT_WORD(state, gen) ((uint64_t)(state) | (uint64_t)(gen) << 32)
+uint64_t hc_shm_slot_load(hc_shm_slot_t *sl);
+/* Replace the word if it is {state, gen}; true if it was. */
+bool hc_shm_slot_cas(hc_shm_slot_t *sl, uint32_t state, uint32_t gen, uint32_t nstate,
+    uint32_t ngen);
 
 /* Futexes in shared memory (not process-private). */
 int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns);

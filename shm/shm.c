@@ -383,6 +383,32 @@ int hc_shm_clean_stale(void)
 	return removed;
 }
 
+/* ---- slots ------------------------------------------------------------------- */
+
+_Static_assert(offsetof(hc_shm_slot_t, state) == 0 && offsetof(hc_shm_slot_t, gen) == 4,
+    "state and gen are one word");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state is the word's low half");
+_Static_assert(offsetof(hc_shm_mailbox_t, slot) % 8 == 0 && sizeof(hc_shm_slot_t) % 8 == 0,
+    "slot words are aligned");
+
+static uint64_t *slot_word(hc_shm_slot_t *sl)
+{
+	return (uint64_t *)(void *)&sl->state;
+}
+
+uint64_t hc_shm_slot_load(hc_shm_slot_t *sl)
+{
+	return __atomic_load_n(slot_word(sl), __ATOMIC_ACQUIRE);
+}
+
+bool hc_shm_slot_cas(hc_shm_slot_t *sl, uint32_t state, uint32_t gen, uint32_t nstate,
+    uint32_t ngen)
+{
+	uint64_t expect = HC_SLOT_WORD(state, gen);
+	return __atomic_compare_exchange_n(slot_word(sl), &expect, HC_SLOT_WORD(nstate, ngen), false,
+	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 /* ---- futexes --------------------------------------------------------------- */
 
 int hc_shm_futex_wait(uint32_t *addr, uint32_t val, uint64_t timeout_ns)
