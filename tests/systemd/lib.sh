@@ -136,10 +136,10 @@ sd_rootfs() {
 		rm -rf "$tmp"
 		exec {lockfd}>&-
 		local why
-		why=$(grep -E '^(E|W): |error|Err:' "$WORK/mmdebstrap.log" | grep -v '^W: ' | tail -1)
+		why=$(grep -E '^E: |^Err:' "$WORK/mmdebstrap.log" | head -1)
 		echo "--- last lines of the mmdebstrap log:" >&2
 		tail -n 15 "$WORK/mmdebstrap.log" | sed 's/^/    /' >&2
-		die "mmdebstrap $SD_SUITE failed (exit $rc): ${why:-see the log above}"
+		die "mmdebstrap $SD_SUITE failed (exit $rc), first error: ${why:-none printed, see the log above}"
 	fi
 	touch "$tmp/.heapctl-complete"
 	mv -T "$tmp" "$SD_ROOTFS" || { rm -rf "$tmp"; exec {lockfd}>&-; die "cannot rename $tmp to $SD_ROOTFS"; }
@@ -225,7 +225,7 @@ sd_boot() {
 
 _sd_boot_failed() {
 	echo "--- last lines of the systemd-nspawn log ($WORK/nspawn.log):" >&2
-	tail -n 25 "$WORK/nspawn.log" | sed 's/^/    /' >&2
+	tail -n 25 "$WORK/nspawn.log" | sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^/    /' >&2
 	if [ -n "$SD_LEADER" ] && kill -0 "$SD_LEADER" 2>/dev/null; then
 		echo "--- jobs and failed units inside:" >&2
 		ct_t 10 systemctl list-jobs --no-legend 2>&1 | head -15 | sed 's/^/    /' >&2
