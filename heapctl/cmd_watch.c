@@ -23,7 +23,7 @@ static void local_path(const hc_shm_target_t *t, bool same, const char *in, char
 	if (same || in[0] != '/')
 		snprintf(out, len, "%s", in);
 	else
-		snprintf(out, len, "/proc/%d/root%s", t->pid, in);
+		cli_local_path(t, in, out, len);
 }
 
 /* JSON: "path" as the caller opens it, and "target_path" where it differs. */
