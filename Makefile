@@ -6,6 +6,8 @@
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
 #                   the profiler's costs, and the control plane's round trips
 #   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
+#   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
+#                   (make check runs the report and cli suites on it too)
 #   make deps       only check/install the dependencies
 #   make demo       profile a bundled example service live, then report on it
 #   make install    PREFIX (/usr/local) and DESTDIR: the library, the command,
@@ -15,7 +17,13 @@
 CC      ?= gcc
 VERSION := $(shell sed -n 's/^\#define HC_VERSION "\(.*\)"/\1/p' allocator/hc_alloc.h)
 CXX     ?= g++
-ifeq ($(DEBUG),1)
+ifeq ($(SAN),1)
+# make check's second pass: the library's debug build (asserts, fill
+# patterns) and the command under AddressSanitizer and UBSan
+BUILD   ?= build-san
+OPT     := -O1 -DHC_DEBUG=1 -DHC_DEBUG_BUILD=1
+CLI_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(DEBUG),1)
 BUILD   ?= build-debug
 OPT     := -O1 -DHC_DEBUG=1 -DHC_DEBUG_BUILD=1
 else
@@ -58,7 +66,7 @@ INCDIR  := $(DESTDIR)$(PREFIX)/include
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
-.PHONY: all check test bench deps clean demo install uninstall
+.PHONY: all check test test-san bench deps clean demo install uninstall
 all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
@@ -75,13 +83,13 @@ $(BUILD)/libheapctl.so: $(LIB_OBJ)
 
 $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CFLAGS) $(CLI_SAN) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
 
 # report: libdw/libelf symbolize, zlib gzips pprof files, libstdc++ demangles.
 CLI_LIBS := -ldw -lelf -lz -lstdc++ -lm
 
 $(BUILD)/heapctl: $(CLI_OBJ)
-	$(CC) -pthread -o $@ $(CLI_OBJ) $(CLI_LIBS)
+	$(CC) -pthread $(CLI_SAN) -o $@ $(CLI_OBJ) $(CLI_LIBS)
 
 # The segment library's own test links its sources, not the preloadable library.
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h
@@ -107,8 +115,15 @@ deps:
 test: all $(TEST_BIN)
 	@tests/run.sh $(BUILD)
 
+# The sanitizer pass runs the suites that feed the command the most
+# untrusted input (profiles, segments, options): report and cli.
+test-san:
+	@$(MAKE) --no-print-directory SAN=1 all build-san/tests/cli/target
+	@HC_TESTS="report cli" tests/run.sh build-san
+
 check: deps
 	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory test-san
 
 bench: all
 	@tests/bench/run.sh $(BUILD)
@@ -142,4 +157,4 @@ uninstall:
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null
 
 clean:
-	rm -rf build build-debug
+	rm -rf build build-debug build-san

@@ -576,6 +576,9 @@ static void control_begin(int parent)
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
 	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+	/* the settings are there from the start, also if no thread ever runs
+	 * to mirror them (a seccomp filter that refuses it, a thread limit) */
+	mirror(false);
 	thread_start();
 }
 

@@ -188,6 +188,27 @@ static bool conf_has(int pid, const char *needle)
 	return seen && last;
 }
 
+/* Would the process's user be allowed to create files in st? */
+static bool may_write(int pid, const struct stat *st)
+{
+	long uid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 1);
+	char caps[64], groups[1024];
+	if (cli_proc_status_field(pid, "CapEff", caps, sizeof caps) &&
+	    (strtoull(caps, NULL, 16) & (1ull << 1)))          /* CAP_DAC_OVERRIDE */
+		return true;
+	if ((long)st->st_uid == uid)
+		return st->st_mode & S_IWUSR;
+	bool member = (long)st->st_gid == gid;
+	if (!member && cli_proc_status_field(pid, "Groups", groups, sizeof groups)) {
+		char *save = NULL;
+		for (char *g = strtok_r(groups, " \t", &save); g && !member; g = strtok_r(NULL, " \t", &save))
+			member = strtol(g, NULL, 10) == (long)st->st_gid;
+	}
+	if (member)
+		return st->st_mode & S_IWGRP;
+	return st->st_mode & S_IWOTH;
+}
+
 static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 {
 	if (conf_has(pid, "control:false")) {
@@ -211,8 +232,16 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 		    "the process, so the library could not publish its segment");
 		return;
 	}
+	if (!may_write(pid, &st)) {
+		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "give /dev/shm its usual mode, 1777 (a tmpfs "
+		    "every user may create files in)", "/dev/shm (mode %o) is not writable for the "
+		    "process's user, so the library could not publish its segment", st.st_mode & 07777);
+		return;
+	}
+	(void)err;
 	add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "read the '<heapctl>: cannot create the control "
-	    "segment' line the process printed on its standard error at start", "%s", err);
+	    "segment' line the process printed on its standard error at start", "the library is loaded "
+	    "but published no control segment");
 }
 
 static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns)
@@ -241,13 +270,19 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 		add(d, CLI_OK, 0, "control", NULL, "the control thread answered in %.1f ms", ms);
 		return;
 	}
-	char cg[512], path[600], v[16];
-	if (code == HC_EXIT_TIMEOUT && cli_read_file((snprintf(path, sizeof path, "/proc/%d/cgroup",
-	    t->pid), path), cg, sizeof cg) > 0 && strncmp(cg, "0::", 3) == 0) {
+	char cgs[4096], path[600], v[16], *cg = NULL;
+	snprintf(path, sizeof path, "/proc/%d/cgroup", t->pid);
+	if (code == HC_EXIT_TIMEOUT && cli_read_file(path, cgs, sizeof cgs) > 0) {
+		/* the unified hierarchy's line, "0::/path", wherever it is */
+		for (char *l = cgs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+			if (strncmp(l, "0::", 3) == 0)
+				cg = l;
+	}
+	if (cg) {
 		cg[strcspn(cg, "\n")] = 0;
-		snprintf(path, sizeof path, "/sys/fs/cgroup%s/cgroup.freeze", cg + 3);
+		snprintf(path, sizeof path, "/sys/fs/cgroup%.500s/cgroup.freeze", cg + 3);
 		bool frozen = cli_read_file(path, v, sizeof v) > 0 && v[0] == '1';
-		snprintf(path, sizeof path, "/sys/fs/cgroup/unified%s/cgroup.freeze", cg + 3);
+		snprintf(path, sizeof path, "/sys/fs/cgroup/unified%.500s/cgroup.freeze", cg + 3);
 		frozen = frozen || (cli_read_file(path, v, sizeof v) > 0 && v[0] == '1');
 		if (frozen) {
 			add(d, CLI_PROBLEM, HC_EXIT_TIMEOUT, "control", "thaw it (systemctl thaw UNIT, or "
@@ -259,27 +294,6 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 }
 
 /* ---- where dumps go ------------------------------------------------------------------ */
-
-/* Would the process's user be allowed to create files in st? */
-static bool may_write(int pid, const struct stat *st)
-{
-	long uid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 1);
-	char caps[64], groups[1024];
-	if (cli_proc_status_field(pid, "CapEff", caps, sizeof caps) &&
-	    (strtoull(caps, NULL, 16) & (1ull << 1)))          /* CAP_DAC_OVERRIDE */
-		return true;
-	if ((long)st->st_uid == uid)
-		return st->st_mode & S_IWUSR;
-	bool member = (long)st->st_gid == gid;
-	if (!member && cli_proc_status_field(pid, "Groups", groups, sizeof groups)) {
-		char *save = NULL;
-		for (char *g = strtok_r(groups, " \t", &save); g && !member; g = strtok_r(NULL, " \t", &save))
-			member = strtol(g, NULL, 10) == (long)st->st_gid;
-	}
-	if (member)
-		return st->st_mode & S_IWGRP;
-	return st->st_mode & S_IWOTH;
-}
 
 static void check_dumps(cli_diag_t *d, hc_shm_target_t *t, const hc_shm_state_t *st)
 {
@@ -340,8 +354,9 @@ static void check_dumps(cli_diag_t *d, hc_shm_target_t *t, const hc_shm_state_t 
 			need = (uint64_t)sb.st_size;
 		if (avail < need || (vfs.f_favail == 0 && vfs.f_files != 0)) {
 			char b1[32], b2[32];
-			add(d, CLI_PROBLEM, HC_EXIT_FAILED, "dumps", "free space there, or heapctl set PID "
-			    "prof.prefix=/ELSEWHERE/NAME", "the file system of the dump directory %s is full: "
+			snprintf(fix, sizeof fix, "free space there, or heapctl set %d prof.prefix=/ELSEWHERE/NAME",
+			    t->pid);
+			add(d, CLI_PROBLEM, HC_EXIT_FAILED, "dumps", fix, "the file system of the dump directory %s is full: "
 			    "%s free, a dump needs about %s%s", dir, out_bytes(avail, b1, sizeof b1),
 			    out_bytes(need, b2, sizeof b2), vfs.f_favail == 0 && vfs.f_files ? " (and no inodes)" : "");
 			return;
@@ -393,6 +408,17 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	char libpath[PATH_MAX];
 	bool readable;
 	bool mapped = cli_proc_maps_library(pid, libpath, sizeof libpath, &readable);
+	long euid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 0),
+	    egid = status_num(pid, "Gid", 1);
+	if (!readable && (euid != uid || egid != gid)) {
+		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "library", "run the program as the user that owns it, "
+		    "without privileges gained at exec; it cannot be profiled with LD_PRELOAD otherwise",
+		    "it runs with privileges gained at exec (real uid %ld, effective %ld; real gid %ld, "
+		    "effective %ld: a set-user-ID or set-group-ID program), so it runs in secure-execution "
+		    "mode: the dynamic loader ignores LD_PRELOAD paths, and a library it links publishes no "
+		    "segment", uid, euid, gid, egid);
+		return;
+	}
 	if (!readable && geteuid() != 0 && (long)geteuid() != uid) {
 		add(d, CLI_PROBLEM, HC_EXIT_PERM, "process", "run heapctl as that user or as root",
 		    "it belongs to %s: heapctl, running as uid %u, may not look into it",
@@ -420,13 +446,14 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	snprintf(version, sizeof version, "%.*s", (int)sizeof t.seg->hdr.version, t.seg->hdr.version);
 	add(d, CLI_OK, 0, "segment", NULL, "%s (heapctl %s)", t.path, version);
 	check_control(d, &t, timeout_ns);
+	bool control = d->code == 0;
 	hc_shm_state_t st;
 	if (hc_shm_state_read(&t.seg->state, &st)) {
-		if (!st.active) {
+		if (!st.active && control) {
 			snprintf(fix, sizeof fix, "heapctl on %d", pid);
 			add(d, CLI_NOTE, 0, "profiling", fix, "sampling is off: nothing allocated from now on is "
 			    "in a profile until it is switched on");
-		} else {
+		} else if (st.active) {
 			add(d, CLI_OK, 0, "profiling", NULL, "sampling is on, a sample every 2^%u bytes on average",
 			    st.lg_sample);
 		}
@@ -463,11 +490,13 @@ void cli_diag_print(const cli_diag_t *d, bool json, const char *indent)
 		printf("\n]}\n");
 		return;
 	}
+	char safe[4 * 1024];
 	for (int i = 0; i < d->n; i++) {
 		const cli_finding_t *f = &d->f[i];
-		printf("%s%-7s %-9s %s\n", indent, level_name[f->level], f->topic, f->text);
+		printf("%s%-7s %-9s %s\n", indent, level_name[f->level], f->topic,
+		    out_safe(f->text, safe, sizeof safe));
 		if (f->fix[0] && f->level != CLI_OK)
-			printf("%s%-7s %-9s fix: %s\n", indent, "", "", f->fix);
+			printf("%s%-7s %-9s fix: %s\n", indent, "", "", out_safe(f->fix, safe, sizeof safe));
 	}
 }
 

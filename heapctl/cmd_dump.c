@@ -271,7 +271,8 @@ int cmd_dump(cli_args_t *a)
 			printf(", \"fetched\": %s, \"bytes\": %llu}\n", fetched ? "true" : "false",
 			    (unsigned long long)bytes);
 		} else {
-			printf("%s\n", path);
+			char safe[4 * sizeof path];
+			printf("%s\n", out_safe(path, safe, sizeof safe));
 		}
 	}
 	hc_shm_close(&t);

@@ -82,10 +82,12 @@ int cmd_list(cli_args_t *a)
 			char nspid[16] = "-";
 			if (t.nspid != t.pid)
 				snprintf(nspid, sizeof nspid, "%d", t.nspid);
+			char safe[1024];
 			printf("%-8d %-6s %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, nspid,
 			    st.active ? "on" : "off",
 			    rate, out_bytes(st.allocated, b1, sizeof b1), out_bytes(st.mapped, b2, sizeof b2),
-			    out_bytes(st.highwater, b3, sizeof b3), (unsigned long long)st.dumps, cmd);
+			    out_bytes(st.highwater, b3, sizeof b3), (unsigned long long)st.dumps,
+			    out_safe(cmd, safe, sizeof safe));
 		}
 		shown++;
 		hc_shm_close(&t);
@@ -166,12 +168,14 @@ int cmd_status(cli_args_t *a)
 		out_json_str(stdout, last);
 		printf(",\n  \"same_view\": %s\n}\n", tf(cli_same_view(&t)));
 	} else {
-		char b[32];
+		char b[32], safe[4 * HC_SHM_PATH_MAX + 256];
 		printf("process        %d", t.pid);
 		if (t.nspid != t.pid)
 			printf(" (PID %d in its namespace)", t.nspid);
-		printf("\ncommand        %s\n", cmd);
-		printf("library        heapctl %s, segment ABI %u, %s\n", version, HC_SHM_ABI, t.path);
+		printf("\ncommand        %s\n", out_safe(cmd, safe, sizeof safe));
+		printf("library        heapctl %s, segment ABI %u, ", out_safe(version, safe, sizeof safe),
+		    HC_SHM_ABI);
+		printf("%s\n", out_safe(t.path, safe, sizeof safe));
 		printf("since          %s\n", out_time(h->created_ns, when, sizeof when));
 		printf("control        %s, %llu commands served\n", control ? "running" : "not running",
 		    (unsigned long long)st.commands);
@@ -185,8 +189,8 @@ int cmd_status(cli_args_t *a)
 		printf("prof.timer_s   %u%s\n", st.timer_s, st.timer_s ? "" : " (off)");
 		printf("prof.threshold %s\n", st.threshold ? out_bytes(st.threshold, b, sizeof b) : "off");
 		printf("prof.peak      %s\n", tf(st.peak));
-		printf("prof.unwind    %s\n", st.unwind);
-		printf("prof.prefix    %s\n", st.prefix);
+		printf("prof.unwind    %s\n", out_safe(st.unwind, safe, sizeof safe));
+		printf("prof.prefix    %s\n", out_safe(st.prefix, safe, sizeof safe));
 		printf("allocated      %s\n", out_bytes(st.allocated, b, sizeof b));
 		printf("active         %s\n", out_bytes(st.active_bytes, b, sizeof b));
 		printf("metadata       %s\n", out_bytes(st.metadata, b, sizeof b));
@@ -198,7 +202,8 @@ int cmd_status(cli_args_t *a)
 		char last[HC_SHM_PATH_MAX + 64];
 		cli_local_path(&t, st.last_dump, last, sizeof last);
 		printf("dumps          %llu%s%s%s\n", (unsigned long long)st.dumps,
-		    st.last_dump[0] ? " (last: " : "", last, st.last_dump[0] ? ")" : "");
+		    st.last_dump[0] ? " (last: " : "", out_safe(last, safe, sizeof safe),
+		    st.last_dump[0] ? ")" : "");
 		printf("threads        %llu\n", (unsigned long long)st.threads);
 		printf("events         %llu\n", (unsigned long long)events);
 	}

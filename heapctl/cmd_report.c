@@ -189,6 +189,14 @@ static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 /* The profile, less the base: the base's samples come in negated, each
  * with its own locations and mappings (two processes place libraries at
  * different addresses, so they meet by name, not by address). */
+/* memcpy, which must not be given NULL even for nothing (a profile with no
+ * mappings or no samples has NULL arrays) */
+static void copy_n(void *dst, const void *src, size_t n)
+{
+	if (n)
+		memcpy(dst, src, n);
+}
+
 static rp_profile_t merge(const rp_raw_t *a, sbuild_t *sa, const rp_raw_t *b, sbuild_t *sb)
 {
 	rp_profile_t p = a->prof;
@@ -201,15 +209,15 @@ static rp_profile_t merge(const rp_raw_t *a, sbuild_t *sa, const rp_raw_t *b, sb
 	p.nmaps = nm + b->prof.nmaps;
 	p.locs = rp_alloc(sizeof *p.locs * (p.nlocs + 1));
 	p.maps = rp_alloc(sizeof *p.maps * (p.nmaps + 1));
-	memcpy(p.locs, a->prof.locs, sizeof *p.locs * nl);
-	memcpy(p.locs + nl, b->prof.locs, sizeof *p.locs * b->prof.nlocs);
-	memcpy(p.maps, a->prof.maps, sizeof *p.maps * nm);
-	memcpy(p.maps + nm, b->prof.maps, sizeof *p.maps * b->prof.nmaps);
+	copy_n(p.locs, a->prof.locs, sizeof *p.locs * nl);
+	copy_n(p.locs + nl, b->prof.locs, sizeof *p.locs * b->prof.nlocs);
+	copy_n(p.maps, a->prof.maps, sizeof *p.maps * nm);
+	copy_n(p.maps + nm, b->prof.maps, sizeof *p.maps * b->prof.nmaps);
 	for (size_t i = nl; i < p.nlocs; i++)
 		if (p.locs[i].map >= 0)
 			p.locs[i].map += (int)nm;
 	p.samples = rp_alloc(sizeof *p.samples * (sa->n + sb->n + 1));
-	memcpy(p.samples, sa->v, sizeof *p.samples * sa->n);
+	copy_n(p.samples, sa->v, sizeof *p.samples * sa->n);
 	for (size_t i = 0; i < sb->n; i++) {
 		rp_sample_t s = sb->v[i];
 		uint32_t *loc = rp_alloc(sizeof *loc * (s.nloc + 1));
@@ -437,6 +445,14 @@ static const char *units(const ropts_t *o)
 	return o->bytes ? "B" : "MB";
 }
 
+static bool any_nonzero(const rows_t *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->v[i].flat != 0 || r->v[i].cum != 0)
+			return true;
+	return false;
+}
+
 /* total: the whole profile's, for the Total line; percentages are of
  * what --focus and --ignore left, as in jeprof. */
 static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, const ropts_t *o, bool json)
@@ -474,6 +490,10 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		out_json_str(stdout, p->path);
 		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%.0f,\"rows\":[", rp_type_name[o->type],
 		       rp_type_unit[o->type], trunc(total) + 0.0);
+	} else if (total == 0 && !any_nonzero(&r)) {
+		/* nothing on standard output, as jeprof; but not a silent success */
+		fprintf(stderr, "%s: %s: nothing to show: %s %s\n", cli_prog, p->path,
+		    o->base ? "no difference in" : "no", rp_type_name[o->type]);
 	} else if (total != 0) {
 		if (o->has_thread)
 			printf("Total (t%lld): %s %s\n", (long long)o->thread, unparse(o, total, b1, sizeof b1), units(o));
@@ -492,9 +512,11 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 			printf(",\"flat\":%.0f,\"cum\":%.0f}", trunc(w->flat) + 0.0, trunc(w->cum) + 0.0);
 			continue;
 		}
+		char safe[4096];
 		printf("%8s %6s %6s %8s %6s %s\n", unparse(o, w->flat, b1, sizeof b1),
 		       percent(w->flat, shown_total, b2, sizeof b2), percent(running, shown_total, b3, sizeof b3),
-		       unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5), w->name);
+		       unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5),
+		       out_safe(w->name, safe, sizeof safe));
 	}
 	if (json)
 		printf("]}\n");
@@ -568,7 +590,10 @@ static int print_collapsed(const folded_t *v, size_t n)
 		for (uint32_t k = 0; k < v[i].n; k++) {
 			if (k)
 				putchar(';');
-			for (const char *c = v[i].names[k]; *c; c++)
+			/* names of a profile's paths may hold anything: one line per
+			 * stack, and nothing a terminal would act on */
+			char safe[4096];
+			for (const char *c = out_safe(v[i].names[k], safe, sizeof safe); *c; c++)
 				putchar(*c == ';' ? ':' : *c);
 		}
 		printf(" %.0f\n", val);

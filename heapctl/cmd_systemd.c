@@ -956,9 +956,9 @@ static int do_status(cli_args_t *a, bool user)
 		size_t l = strlen(e->d_name);
 		if (l < 11 || strcmp(e->d_name + l - 10, ".service.d") != 0)
 			continue;
-		char text[16384], unit[300], dumps[PATH_MAX] = "";
-		snprintf(file, sizeof file, "%s/%s/" DROPIN, base, e->d_name);
-		if (cli_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
+		char text[16384], unit[300], dumps[PATH_MAX] = "", path[2 * PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s/" DROPIN, base, e->d_name);
+		if (cli_read_file(path, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
 			continue;
 		for (char *t = text; t && *t; t = strchr(t, '\n') ? strchr(t, '\n') + 1 : NULL) {
 			if (sscanf(t, "# heapctl-dumps: %4095[^\n]", dumps) == 1) {

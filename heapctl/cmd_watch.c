@@ -87,6 +87,14 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 		printf("}\n");
 		return;
 	}
+	/* everything in an event is the target's: safe for a terminal */
+	char name[4 * HC_SHM_NAME_MAX], value[4 * HC_SHM_PATH_MAX], text[4 * 128];
+	out_safe(path, value, sizeof value);
+	memcpy(path, value, strlen(value) + 1 < sizeof path ? strlen(value) + 1 : sizeof path - 1);
+	path[sizeof path - 1] = 0;
+	out_safe(e->name, name, sizeof name);
+	out_safe(e->text, text, sizeof text);
+	out_safe(e->path, value, sizeof value);
 	switch (e->type) {
 	case HC_EV_GDUMP:
 		printf("%s gdump mapped %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
@@ -96,10 +104,10 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 		printf("%s dump %s %s (%s)\n", when, kind, path, out_bytes(e->value, b1, sizeof b1));
 		break;
 	case HC_EV_DUMP_FAILED:
-		printf("%s dump_failed %s %s: %s\n", when, kind, path, e->text);
+		printf("%s dump_failed %s %s: %s\n", when, kind, path, text);
 		break;
 	case HC_EV_CONFIG:
-		printf("%s config %s=%s (was %s)\n", when, e->name, e->path, e->text);
+		printf("%s config %s=%s (was %s)\n", when, name, value, text);
 		break;
 	case HC_EV_EXIT:
 		printf("%s exit\n", when);

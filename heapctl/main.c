@@ -146,6 +146,8 @@ static int cmd_help(cli_args_t *a)
 		usage(stdout);
 		return 0;
 	}
+	if (a->argc > 1)
+		return cli_err(HC_EXIT_USAGE, "help: one command at a time, not '%s'", a->argv[1]);
 	for (unsigned i = 0; i < NCOMMANDS; i++) {
 		if (strcmp(commands[i].c.name, a->argv[0]) == 0) {
 			usage_of(stdout, &commands[i].c);

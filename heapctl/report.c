@@ -134,6 +134,8 @@ typedef struct reader_s {
 	unsigned lineno;
 	char *err;
 	size_t errlen;
+	bool ended_nl;          /* the last line read ended with a newline    */
+	bool maps_seen;         /* a MAPPED_LIBRARIES section was found       */
 	rp_raw_t *raw;
 	/* address -> location index */
 	uint64_t *akey;
@@ -168,6 +170,7 @@ static char *next_line(reader_t *r)
 		*r->end = 0;
 		r->pos = r->end;
 	}
+	r->ended_nl = nl != NULL;
 	size_t n = strlen(s);
 	if (n && s[n - 1] == '\r')
 		s[n - 1] = 0;
@@ -343,6 +346,7 @@ static char *stack_line(reader_t *r, int *rc)
 		if (*t == 0)
 			continue;
 		if (maps_header(t)) {
+			r->maps_seen = true;
 			*rc = take_maps(r);
 			return NULL;
 		}
@@ -475,7 +479,8 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 {
 	memset(raw, 0, sizeof *raw);
 	reader_t r = { .path = path, .err = err, .errlen = errlen, .raw = raw };
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO with no writer is refused below, not waited for */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
@@ -490,6 +495,29 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 	}
 	r.buf = rp_alloc((size_t)st.st_size + 1);
 	size_t got = 0;
+	/* the first 64 KiB say whether it is a profile at all, before a
+	 * gigabyte of something else is read */
+	size_t head = (size_t)st.st_size < 65536 ? (size_t)st.st_size : 65536;
+	while (got < head) {
+		ssize_t n = read(fd, r.buf + got, head - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	const char *why = NULL;
+	if (got >= 2 && (unsigned char)r.buf[0] == 0x1f && (unsigned char)r.buf[1] == 0x8b)
+		why = "is gzip-compressed, not a heap profile (a pprof file? 'go tool pprof' reads those)";
+	else if (memchr(r.buf, 0, got))
+		why = "is not a heap profile (it holds binary data)";
+	else if (got >= 13 && strncmp(r.buf, "heap_v2/", 8) != 0 && strncmp(r.buf, "heap profile:", 13) != 0)
+		why = "is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)";
+	if (why) {
+		snprintf(err, errlen, "%s %s", path, why);
+		close(fd);
+		return -1;
+	}
 	while (got < (size_t)st.st_size) {
 		ssize_t n = read(fd, r.buf + got, (size_t)st.st_size - got);
 		if (n < 0 && errno == EINTR)
@@ -502,10 +530,6 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 		got += (size_t)n;
 	}
 	close(fd);
-	if (got >= 2 && (unsigned char)r.buf[0] == 0x1f && (unsigned char)r.buf[1] == 0x8b) {
-		snprintf(err, errlen, "%s is gzip-compressed, not a heap profile (a pprof file? 'go tool pprof' reads those)", path);
-		return -1;
-	}
 	if (memchr(r.buf, 0, got)) {
 		snprintf(err, errlen, "%s is not a heap profile (it holds binary data)", path);
 		return -1;
@@ -526,6 +550,17 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 	}
 	free(r.akey);
 	free(r.aval);
+	/* A cut profile is refused, not summed: every writer ends a line with a
+	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
+	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */
+	if (rc == 0 && got > 0 && !r.ended_nl) {
+		snprintf(err, errlen, "%s:%u: truncated: the file ends in the middle of a line", path, r.lineno);
+		rc = -1;
+	} else if (rc == 0 && first && !strncmp(first, "heap_v2/", 8) && !r.maps_seen) {
+		snprintf(err, errlen, "%s:%u: truncated: no MAPPED_LIBRARIES section after the last stack "
+		    "(a whole heap_v2 profile ends with one)", path, r.lineno);
+		rc = -1;
+	}
 	if (rc == 0) {
 		for (size_t i = 0; i < raw->nstacks; i++)
 			if (raw->stacks[i].all.thread == -2) {

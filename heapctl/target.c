@@ -66,18 +66,20 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 	int code = hc_shm_call(t, req, rep, a->timeout_ns, err, sizeof err);
 	if (code)
 		return cli_err(code, "%s", err);
+	char text[4 * HC_SHM_PATH_MAX];
+	out_safe(rep->text, text, sizeof text);
 	switch (rep->code) {
 	case HC_REP_OK:
 		return 0;
 	case HC_REP_INVALID:
-		return cli_err(HC_EXIT_USAGE, "process %d: %s", t->pid, rep->text);
+		return cli_err(HC_EXIT_USAGE, "process %d: %s", t->pid, text);
 	case HC_REP_NOPROF:
 		return cli_err(HC_EXIT_FAILED, "process %d: nothing to dump: %s (run 'heapctl on %d' first)",
-		    t->pid, rep->text, t->pid);
+		    t->pid, text, t->pid);
 	case HC_REP_BADREQ:
-		return cli_err(HC_EXIT_ABI, "process %d did not understand the request: %s", t->pid, rep->text);
+		return cli_err(HC_EXIT_ABI, "process %d did not understand the request: %s", t->pid, text);
 	default:
-		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, rep->text);
+		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, text);
 	}
 }
 
@@ -130,24 +132,73 @@ int cli_absolute(const char *what, const char *in, char *out, size_t len)
 
 /* ---- output helpers ----------------------------------------------------- */
 
+/* Length of the valid UTF-8 sequence at p (1-4), or 0: overlong forms,
+ * surrogates and code points past U+10FFFF are not valid. */
+static int utf8_len(const unsigned char *p)
+{
+	unsigned c = p[0];
+	if (c < 0x80)
+		return 1;
+	int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+	    (c == 0xf4 && p[1] > 0x8f))
+		return 0;
+	return n;
+}
+
+/* JSON strings: escapes as JSON needs, and valid UTF-8 only (a byte that
+ * is not part of valid UTF-8, as a target may put in a prefix, becomes
+ * U+FFFD). */
 void out_json_str(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		switch (*p) {
-		case '"': fputs("\\\"", f); break;
-		case '\\': fputs("\\\\", f); break;
-		case '\n': fputs("\\n", f); break;
-		case '\t': fputs("\\t", f); break;
-		case '\r': fputs("\\r", f); break;
-		default:
-			if (*p < 0x20)
-				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
+		case '"': fputs("\\\"", f); p++; continue;
+		case '\\': fputs("\\\\", f); p++; continue;
+		case '\n': fputs("\\n", f); p++; continue;
+		case '\t': fputs("\\t", f); p++; continue;
+		case '\r': fputs("\\r", f); p++; continue;
 		}
+		if (*p < 0x20 || *p == 0x7f) {
+			fprintf(f, "\\u%04x", *p++);
+			continue;
+		}
+		int n = utf8_len(p);
+		if (n == 0) {
+			fputs("\\ufffd", f);
+			p++;
+			continue;
+		}
+		fwrite(p, 1, (size_t)n, f);
+		p += n;
 	}
 	fputc('"', f);
+}
+
+/* Text that came from a target (or a file) made safe for a terminal:
+ * control characters and bytes that are not valid UTF-8 become \xNN, so
+ * no escape sequence, bell or line break of someone else's reaches it. */
+const char *out_safe(const char *s, char *buf, size_t len)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < len;) {
+		int n = *p < 0x20 || *p == 0x7f ? 0 : utf8_len(p);
+		if (n == 0) {
+			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", *p++);
+			continue;
+		}
+		if (o + (size_t)n >= len)
+			break;
+		memcpy(buf + o, p, (size_t)n);
+		o += (size_t)n;
+		p += n;
+	}
+	buf[o] = 0;
+	return buf;
 }
 
 const char *out_bytes(uint64_t v, char *buf, size_t len)

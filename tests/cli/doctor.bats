@@ -256,16 +256,6 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	finding ok process "$TPID (target) runs as nobody (uid 65534)"
 }
 
-# KNOWN BUG (reported; heapctl is not changed here): run by the very user who
-# started a set-user-ID program, doctor may not read its maps or environment
-# and goes on as if it could: "PROBLEM segment process N is not running
-# libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)", exit 4
-# (before 533fb35: "permission denied: process N belongs to nobody (uid
-# 65534); run heapctl as that user or as root", exit 5, to nobody itself).
-# /proc/PID/status, which anyone may read, shows the real and effective
-# uids apart: the right answer names the set-user-ID program, as root's
-# doctor does ("secure-execution mode (set-user-ID, ...)"), or says that
-# only root may look into it.
 @test "doctor: a set-user-ID process, doctor run by the user who started it: the set-user-ID program is named" {
 	need_root
 	cp /usr/bin/sleep "$T/sleep"
@@ -362,12 +352,6 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	finding problem library "LD_PRELOAD names $LIB, which does not exist in the process's file system"
 }
 
-# KNOWN BUG (reported; heapctl is not changed here): glibc's loader leaves the
-# library's first (r--p) mapping behind when it cannot map the executable
-# segment, so doctor takes the library for loaded ("ok library
-# .../libheapctl.so is loaded") and blames the segment: exit 4, topic
-# segment, "process N is not running libheapctl.so (start it with
-# LD_PRELOAD=/path/to/libheapctl.so)"; the noexec explanation never comes.
 @test "doctor: the library on a noexec mount is exit 4 'noexec'" {
 	need_root
 	mkdir "$T/nx"
@@ -422,11 +406,7 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	finding problem segment "the process has no /dev/shm, where the library publishes its segment"
 }
 
-# KNOWN BUG (reported; heapctl is not changed here): the text of this finding
-# is the client's generic "process N is not running libheapctl.so (start it
-# with LD_PRELOAD=/path/to/libheapctl.so)", right after "ok library ... is
-# loaded"; only the fix says what happened.
-@test "doctor: a /dev/shm the process's user may not write is exit 4, topic segment, pointing at its stderr" {
+@test "doctor: a /dev/shm the process's user may not write is exit 4, topic segment, naming the mode" {
 	need_root
 	launch -n in_mountns 'mount -t tmpfs -o mode=755 tmpfs /dev/shm' -- \
 	    setpriv --reuid=nobody --regid=nogroup --clear-groups
@@ -434,7 +414,7 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	doctor "$TPID"
 	[ "$status" -eq 4 ]
 	finding ok library "$LIB is loaded"
-	finding problem segment "" "read the '<heapctl>: cannot create the control segment' line"
+	finding problem segment "/dev/shm (mode 755) is not writable for the process's user" "1777"
 	[[ "$(first_problem)" != *"is not running libheapctl.so"* ]]
 }
 
@@ -460,11 +440,6 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	    "allow thread creation (clone, clone3) in its seccomp filter"
 }
 
-# KNOWN BUG (reported; heapctl is not changed here): the settings block of
-# the segment is only ever written by the control thread, so doctor reads
-# zeros and adds "note profiling sampling is off ..." with the fix "heapctl
-# on PID" (the process runs prof:true, and 'on' cannot reach it) and "note
-# dumps prof.prefix '' is relative ...".
 @test "doctor: a control thread that never ran: no advice drawn from settings it never published" {
 	need_root
 	seq 0 599 | grep -vxE "$NR_CLONE|$NR_CLONE3" >"$T/allow"
@@ -523,10 +498,6 @@ for f in json.loads(sys.argv[1])["findings"]:
 # cannot be done is skipped: no v2 hierarchy, a kernel without
 # cgroup.freeze (before 5.2), or a cgroup file system we may not write.
 #
-# KNOWN BUG (reported; heapctl is not changed here): in a hybrid layout the
-# "0::" line is the last of /proc/PID/cgroup, and doctor only looks at the
-# first line, so a frozen process is reported as "process N did not answer
-# within 1 s" (exit 7, topic control) without "frozen".
 @test "doctor: a process in a frozen cgroup is exit 7 'frozen'" {
 	need_root
 	local root
