@@ -6,6 +6,8 @@
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
 #                   the profiler's costs, and the control plane's round trips
 #   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
+#   make fuzz       libFuzzer on the profile reader and the segment client,
+#                   FUZZ_SECONDS (60) each
 #   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
 #                   (make check runs the report and cli suites on it too)
 #   make deps       only check/install the dependencies
@@ -66,7 +68,7 @@ INCDIR  := $(DESTDIR)$(PREFIX)/include
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
-.PHONY: all check test test-san bench deps clean demo install uninstall
+.PHONY: all check test test-san bench deps clean demo install uninstall fuzz
 all: $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
@@ -119,7 +121,7 @@ test: all $(TEST_BIN)
 # untrusted input (profiles, segments, options): report and cli.
 test-san:
 	@$(MAKE) --no-print-directory SAN=1 all build-san/tests/cli/target
-	@HC_TESTS="report cli" tests/run.sh build-san
+	@ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 HC_TESTS="report cli" tests/run.sh build-san
 
 check: deps
 	@$(MAKE) --no-print-directory test
@@ -130,6 +132,30 @@ bench: all
 	@tests/bench/prof.sh $(BUILD)
 	@tests/bench/ctl.sh $(BUILD)
 	@tests/bench/report.sh $(BUILD)
+
+# Fuzzing (clang's libFuzzer, with ASan and UBSan): the profile reader and
+# the segment as the command sees it, FUZZ_SECONDS each (default 60), from
+# the seeds in tests/fuzz/seeds/; crashes are written to build-fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+build-fuzz/profile: tests/fuzz/profile.c heapctl/report.c heapctl/rp_internal.h heapctl/report.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report.c -o $@ -lm
+
+build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c -o $@
+
+fuzz: build-fuzz/profile build-fuzz/segment
+	@for t in profile segment; do \
+	    mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/seeds/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    ASAN_OPTIONS=detect_leaks=0 build-fuzz/$$t -max_total_time=$(FUZZ_SECONDS) \
+	        -artifact_prefix=build-fuzz/$$t- -print_final_stats=1 build-fuzz/corpus-$$t \
+	        2>build-fuzz/$$t.log || { tail -40 build-fuzz/$$t.log; exit 1; }; \
+	    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' build-fuzz/$$t.log; \
+	done
 
 # The README's first command: a bundled service, profiled live, reported.
 demo: deps
@@ -157,4 +183,4 @@ uninstall:
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null
 
 clean:
-	rm -rf build build-debug build-san
+	rm -rf build build-debug build-san build-fuzz

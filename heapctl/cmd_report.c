@@ -173,7 +173,7 @@ static void build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double 
 			add_sample(out, &s);
 		}
 	}
-	free(alloc_loc);
+	rp_free(alloc_loc);
 }
 
 static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
@@ -317,8 +317,8 @@ static void filter(rp_profile_t *p, const lnames_t *ln, const ropts_t *o)
 			p->samples[w++] = *s;
 	}
 	p->nsamples = w;
-	free(fm);
-	free(im);
+	rp_free(fm);
+	rp_free(im);
 }
 
 /* After --base: a stack in both profiles is one sample of their
@@ -398,7 +398,7 @@ static row_t *row_of(rows_t *r, const char *name)
 				j = (j + 1) & (ns - 1);
 			t[j] = (uint32_t)i + 1;
 		}
-		free(r->slot);
+		rp_free(r->slot);
 		r->slot = t;
 		r->nslot = ns;
 	}

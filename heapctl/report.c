@@ -41,12 +41,58 @@ static void oom(void)
 	exit(1);
 }
 
+/* Every block of the report's memory is on one list behind a small
+ * header, so that rp_reset() can give all of it back: the command exits
+ * instead, but a long-lived user (a fuzzer, a daemon) reads profile after
+ * profile. */
+typedef struct blk_s {
+	struct blk_s *prev, *next;
+	max_align_t align[];
+} blk_t;
+static blk_t *blocks;
+
+static void *blk_link(blk_t *b)
+{
+	b->prev = NULL;
+	b->next = blocks;
+	if (blocks)
+		blocks->prev = b;
+	blocks = b;
+	return b->align;
+}
+
+static blk_t *blk_of(void *p)
+{
+	return (blk_t *)((char *)p - offsetof(blk_t, align));
+}
+
+static void blk_unlink(blk_t *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		blocks = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+}
+
 void *rp_alloc(size_t n)
 {
-	void *p = calloc(1, n ? n : 1);
-	if (p == NULL)
+	if (n > SIZE_MAX - sizeof(blk_t))
 		oom();
-	return p;
+	blk_t *b = calloc(1, sizeof(blk_t) + (n ? n : 1));
+	if (b == NULL)
+		oom();
+	return blk_link(b);
+}
+
+void rp_free(void *p)
+{
+	if (p == NULL)
+		return;
+	blk_t *b = blk_of(p);
+	blk_unlink(b);
+	free(b);
 }
 
 void *rp_grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -56,24 +102,40 @@ void *rp_grow(void *p, size_t *cap, size_t need, size_t elem)
 	size_t c = *cap ? *cap * 2 : 16;
 	while (c < need)
 		c *= 2;
-	p = realloc(p, c * elem);
-	if (p == NULL)
+	if (c > (SIZE_MAX - sizeof(blk_t)) / elem)
+		oom();
+	blk_t *old = p ? blk_of(p) : NULL;
+	if (old)
+		blk_unlink(old);
+	blk_t *b = realloc(old, sizeof(blk_t) + c * elem);
+	if (b == NULL)
 		oom();
 	*cap = c;
-	return p;
+	return blk_link(b);
 }
 
 char *rp_strdup(const char *s)
 {
-	char *d = strdup(s);
-	if (d == NULL)
-		oom();
+	size_t n = strlen(s) + 1;
+	char *d = rp_alloc(n);
+	memcpy(d, s, n);
 	return d;
 }
 
 /* Interned strings: open addressing on an FNV-1a hash. */
 static const char **itab;
 static size_t icap, icount;
+
+void rp_reset(void)
+{
+	while (blocks) {
+		blk_t *b = blocks;
+		blocks = b->next;
+		free(b);
+	}
+	itab = NULL;
+	icap = icount = 0;
+}
 
 static uint64_t hash_n(const char *s, size_t n)
 {
@@ -96,7 +158,7 @@ const char *rp_intern_n(const char *s, size_t n)
 				j = (j + 1) & (ncap - 1);
 			nt[j] = itab[i];
 		}
-		free(itab);
+		rp_free(itab);
 		itab = nt;
 		icap = ncap;
 	}
@@ -235,8 +297,8 @@ static uint32_t loc_of(reader_t *r, uint64_t a)
 			nk[j] = r->akey[i];
 			nv[j] = r->aval[i];
 		}
-		free(r->akey);
-		free(r->aval);
+		rp_free(r->akey);
+		rp_free(r->aval);
 		r->akey = nk;
 		r->aval = nv;
 		r->acap = ncap;
@@ -548,8 +610,8 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 		snprintf(err, errlen, "%s is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)", path);
 		rc = -1;
 	}
-	free(r.akey);
-	free(r.aval);
+	rp_free(r.akey);
+	rp_free(r.aval);
 	/* A cut profile is refused, not summed: every writer ends a line with a
 	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
 	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */

@@ -11,6 +11,8 @@
 /* Memory and strings for the life of the process.  Out of memory is fatal
  * (one line on stderr, exit 1): a report has nothing to save. */
 void *rp_alloc(size_t n);                       /* zeroed */
+void rp_free(void *p);                          /* one block, early */
+void rp_reset(void);                            /* every block, interned strings too */
 void *rp_grow(void *p, size_t *cap, size_t need, size_t elem);
 char *rp_strdup(const char *s);
 const char *rp_intern(const char *s);           /* same string, same pointer */
