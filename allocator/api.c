@@ -145,6 +145,14 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 	return alloc_body(align, n, zero, false);
 }
 
+/* As free_foreign: reached with a tail jump, so malloc stays a leaf
+ * (noipa: GCC would otherwise see it never returns and call it). */
+static HC_COLD __attribute__((noipa)) void *malloc_bad_link(hc_block_t *b)
+{
+	hc_bad_link(b);
+	return NULL;
+}
+
 static HC_NOINLINE void *malloc_slow(size_t n)
 {
 	return hc_alloc_aligned(0, n, false);
@@ -171,11 +179,29 @@ static HC_NOINLINE void free_generic(hc_chunk_t *c, void *p)
 	}
 }
 
+/* Pointers that were never ours: refused before anything is read.  Not
+ * noreturn, and noipa so that GCC cannot find out they never return:
+ * free() then reaches them with a tail jump and stays a leaf function (no
+ * frame to set up on its fast path). */
+static HC_COLD __attribute__((noipa)) void free_foreign(void *p)
+{
+	hc_fatal_ptr("free(): invalid pointer (not from this allocator):", p);
+}
+
+static HC_COLD __attribute__((noipa)) void free_not_start(void *p)
+{
+	hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
+}
+
 /* A chunk-aligned pointer is NULL or an over-aligned huge object. */
 static HC_NOINLINE void free_chunk_aligned(void *p)
 {
 	if (p == NULL)
 		return;
+	if (!hc_chunk_known(p)) {
+		free_foreign(p);
+		return;
+	}
 	hc_chunk_t *h = hc_huge_header(p);
 	if (h->magic != HC_MAGIC || h->kind != HC_KIND_HUGE)
 		hc_fatal_ptr("free(): invalid pointer:", p);
@@ -186,10 +212,17 @@ static HC_NOINLINE void free_chunk_aligned(void *p)
 static hc_chunk_t *lookup(const void *p)
 {
 	hc_chunk_t *c = hc_chunk_of(p);
+	if (!hc_chunk_known(c))
+		hc_fatal_ptr("invalid pointer (not from this allocator):", p);
 	if ((const void *)c == p)
 		c = hc_huge_header(p);
 	if (c->magic != HC_MAGIC)
 		hc_fatal_ptr("invalid pointer:", p);
+	if (c->kind == HC_KIND_SMALL) {
+		const hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
+		if (!pg->in_use || !hc_block_start(pg, p))
+			hc_fatal_ptr("invalid pointer (not the start of a block):", p);
+	}
 	return c;
 }
 
@@ -219,8 +252,11 @@ HC_EXPORT void *malloc(size_t n)
 		hc_block_t *b = pg->free;
 		int64_t left = h->countdown - (int64_t)hc_class_size[cls];
 		if (likely(b != NULL && left >= 0)) {
+			hc_block_t *next = hc_link(pg, b, b->next);
+			if (unlikely(!hc_link_ok(b, next)))
+				return malloc_bad_link(b);
 			h->countdown = left;
-			pg->free = b->next;
+			pg->free = next;
 			__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 			if (HC_DEBUG)
 				memset(b, HC_JUNK_ALLOC, pg->block_size);
@@ -237,12 +273,20 @@ HC_EXPORT void free(void *p)
 		free_chunk_aligned(p);
 		return;
 	}
+	if (unlikely(!hc_chunk_known(c))) {
+		free_foreign(p);
+		return;
+	}
 	if (likely(c->owner == hc_thread_id())) {
 		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		hc_block_t *b = p;
+		if (unlikely(!hc_block_start(pg, p))) {
+			free_not_start(p);
+			return;
+		}
 		if (HC_DEBUG)
 			junk_free(pg, p);
-		b->next = pg->free;
+		b->next = hc_link(pg, b, pg->free);
 		pg->free = b;
 		int32_t live = pg->live - 1;
 		__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);

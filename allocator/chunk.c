@@ -49,8 +49,25 @@ hc_chunk_t *hc_chunk_registry(void)
 	return __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
 }
 
+/* 4 MiB of zeroes that stay virtual but for the few pages the chunks in use
+ * fall in (one 4 KiB page covers 128 GiB of address space). */
+uint64_t hc_chunk_bits[(size_t)1 << (HC_ADDR_BITS - HC_CHUNK_SHIFT - 6)];
+
+void hc_chunk_mark(const void *c, bool on)
+{
+	uintptr_t i = (uintptr_t)c >> HC_CHUNK_SHIFT;
+	if (i >= ((uintptr_t)1 << (HC_ADDR_BITS - HC_CHUNK_SHIFT)))
+		return;
+	uint64_t bit = (uint64_t)1 << (i & 63);
+	if (on)
+		__atomic_fetch_or(&hc_chunk_bits[i >> 6], bit, __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_and(&hc_chunk_bits[i >> 6], ~bit, __ATOMIC_RELEASE);
+}
+
 static void registry_add(hc_chunk_t *c)
 {
+	hc_chunk_mark(c, true);
 	hc_chunk_t *head = __atomic_load_n(&registry, __ATOMIC_RELAXED);
 	do {
 		c->all_next = head;

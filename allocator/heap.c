@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include <string.h>
 
+#include <sys/random.h>
+
 #include "internal.h"
 
 /* ---- size classes ------------------------------------------------------ */
@@ -39,8 +41,36 @@ const uint32_t hc_class_size[HC_NCLASSES] = {
 uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];
 uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1];
 
+uint32_t hc_class_recip[HC_NCLASSES];
+
+/* A key for each new page: a per-process secret stirred with a counter
+ * (splitmix64), so no two pages share one and none can be guessed from
+ * another's. */
+static uint64_t key_secret, key_count;
+
+static uint32_t page_key(void)
+{
+	uint64_t z = key_secret + __atomic_add_fetch(&key_count, 1, __ATOMIC_RELAXED) *
+	    0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (uint32_t)(z ^ (z >> 31)) | 1;
+}
+
+void hc_bad_link(const void *at)
+{
+	hc_fatal_ptr("malloc(): corrupted free list (a write into a freed block?) at", at);
+}
+
 static void classes_init(void)
 {
+	for (unsigned i = 0; i < HC_NCLASSES; i++)
+		hc_class_recip[i] = (uint32_t)((((uint64_t)1 << 32) + hc_class_size[i] - 1) / hc_class_size[i]);
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
+		memcpy(&key_secret, rnd, sizeof key_secret);
+	else    /* no entropy yet (early boot): the clock and an address */
+		key_secret = hc_os_now_ms() * 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&rnd;
 	unsigned c = 0;
 	for (unsigned i = 0; i <= HC_SMALL_FAST / 8; i++) {
 		while (hc_class_size[c] < i * 8)
@@ -292,13 +322,22 @@ static uint32_t page_collect(hc_page_t *pg)
 	hc_block_t *list = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
 	if (list == NULL)
 		return 0;
+	/* remote frees were pushed with encoded links; a corrupted one (or a
+	 * loop, which only corruption makes) is caught here */
 	uint32_t n = 1;
 	hc_block_t *tail = list;
-	while (tail->next) {
-		tail = tail->next;
+	if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
+		hc_bad_link(list);
+	for (;;) {
+		hc_block_t *next = hc_link(pg, tail, tail->next);
+		if (unlikely(!hc_link_ok(tail, next) || n > pg->capacity))
+			hc_bad_link(tail);
+		if (next == NULL)
+			break;
+		tail = next;
 		n++;
 	}
-	tail->next = pg->free;
+	tail->next = hc_link(pg, tail, pg->free);
 	pg->free = list;
 	__atomic_store_n(&pg->live, pg->live - (int32_t)n, __ATOMIC_RELAXED);
 	return n;
@@ -314,9 +353,12 @@ static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 	if (n > pg->reserved - pg->capacity)
 		n = pg->reserved - pg->capacity;
 	char *start = (char *)hc_page_start(c, pg) + (size_t)pg->capacity * bs;
-	for (uint32_t i = 0; i + 1 < n; i++)
-		((hc_block_t *)(start + (size_t)i * bs))->next = (hc_block_t *)(start + (size_t)(i + 1) * bs);
-	((hc_block_t *)(start + (size_t)(n - 1) * bs))->next = pg->free;
+	for (uint32_t i = 0; i + 1 < n; i++) {
+		hc_block_t *b = (hc_block_t *)(start + (size_t)i * bs);
+		b->next = hc_link(pg, b, (hc_block_t *)(start + (size_t)(i + 1) * bs));
+	}
+	hc_block_t *last = (hc_block_t *)(start + (size_t)(n - 1) * bs);
+	last->next = hc_link(pg, last, pg->free);
 	pg->free = (hc_block_t *)start;
 	__atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
 }
@@ -400,6 +442,7 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 	pg->free = NULL;
 	pg->flags = 0;
 	pg->next = pg->prev = NULL;
+	pg->key = page_key();
 	page_extend(c, pg);
 	__atomic_store_n(&pg->in_use, 1, __ATOMIC_RELEASE);
 }
@@ -593,7 +636,10 @@ static void *small_alloc(hc_heap_t *h, unsigned cls)
 			return NULL;
 	}
 	hc_block_t *b = pg->free;
-	pg->free = b->next;
+	hc_block_t *next = hc_link(pg, b, b->next);
+	if (unlikely(!hc_link_ok(b, next)))
+		hc_bad_link(b);
+	pg->free = next;
 	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 	return b;
 }
@@ -678,7 +724,7 @@ void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 	hc_block_t *b = p;
 	hc_block_t *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
 	do {
-		b->next = head;
+		b->next = hc_link(pg, b, head);
 	} while (!__atomic_compare_exchange_n(&pg->xfree, &head, b, true,
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -701,13 +747,15 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 	if (unlikely(!pg->in_use))
 		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+	if (unlikely(!hc_block_start(pg, p)))
+		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
 	if (owner != hc_thread_id()) {
 		hc_small_free_remote(c, pg, p);
 		return;
 	}
 	hc_block_t *b = p;
-	b->next = pg->free;
+	b->next = hc_link(pg, b, pg->free);
 	pg->free = b;
 	int32_t live = pg->live - 1;
 	__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);

@@ -91,6 +91,7 @@ static void *huge_finish(hc_chunk_t *h, size_t off, size_t n, bool zero, bool fr
 	h->huge_usable = h->map_size - off;
 	h->huge_prof = NULL;
 	void *p = (char *)h + off;
+	hc_chunk_mark(hc_chunk_of(p), true);
 	if (zero && !fresh)
 		memset(p, 0, n);
 	return p;
@@ -228,6 +229,7 @@ void hc_huge_free(hc_chunk_t *h)
 		hc_agent_unsample(rec);
 	}
 	bool overaligned = ((uintptr_t)h & HC_CHUNK_MASK) != 0;
+	hc_chunk_mark(hc_chunk_of((char *)h + h->huge_offset), false);
 	pthread_mutex_lock(&huge_lock);
 	live_remove(h);
 	h->magic = 0;   /* a second free of this pointer is caught */
@@ -278,6 +280,10 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 		hc_chunk_t *g = huge_grow(h, need);
 		if (g == NULL)
 			goto keep;
+		if (g != h) {            /* moved: the object's chunk changed */
+			hc_chunk_mark(h, false);
+			hc_chunk_mark(g, true);
+		}
 		h = g;
 	}
 	h->map_size = need;

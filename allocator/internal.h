@@ -144,11 +144,84 @@ typedef struct hc_page_s {
 	uint32_t block_size;
 	uint32_t capacity;           /* blocks carved so far                     */
 	uint32_t reserved;           /* blocks that fit in the slot              */
-	uint32_t pad_;
+	uint32_t key;                /* random: free-list links are encoded with
+	                                it (hc_link), set when the page is made  */
 	hc_block_t *xfree;           /* other threads' frees (atomic)            */
 	struct hc_page_s *next, *prev;   /* class queue or full list             */
 	struct hc_page_s *xnext;     /* link on chunk->xpages                    */
 } hc_page_t;
+
+/* ---- misuse checks ------------------------------------------------------
+ *
+ * HC_CHECKS selects the checks built in (all by default; tests/bench/
+ * fastpath measures them, tests/bench/RESULTS.md has the numbers):
+ *   HC_CHECK_LINKS  a free block's link is stored encoded with the block's
+ *                   address and its page's random key, and a decoded link
+ *                   must point into the same 64 KiB page (or be NULL):
+ *                   a stray write into a freed block cannot make malloc
+ *                   return an arbitrary address, and is reported;
+ *   HC_CHECK_START  a small block freed must start a carved block of its
+ *                   page (free(p + 16) is refused, not queued for reuse);
+ *   HC_CHECK_OURS   free, realloc and malloc_usable_size look a pointer's
+ *                   4 MiB chunk up in a bitmap before they read any header,
+ *                   so a static array or a random address is refused with a
+ *                   message instead of faulting.
+ * A failed check ends the process with one line, as glibc's do. */
+#define HC_CHECK_LINKS 1
+#define HC_CHECK_START 2
+#define HC_CHECK_OURS  4
+#ifndef HC_CHECKS
+#define HC_CHECKS (HC_CHECK_LINKS | HC_CHECK_START | HC_CHECK_OURS)
+#endif
+
+/* Encode or decode (the same operation) the link stored in block at. */
+static inline hc_block_t *hc_link(const hc_page_t *pg, const void *at, const hc_block_t *v)
+{
+	if (!(HC_CHECKS & HC_CHECK_LINKS))
+		return (hc_block_t *)v;
+	return (hc_block_t *)((uintptr_t)v ^ (uintptr_t)at ^ ((uintptr_t)pg->key << HC_SLOT_SHIFT));
+}
+
+/* A decoded link is NULL or a block of the same page as at. */
+static inline bool hc_link_ok(const void *at, const hc_block_t *next)
+{
+	if (!(HC_CHECKS & HC_CHECK_LINKS))
+		return true;
+	return (((uintptr_t)next ^ (uintptr_t)at) >> HC_SLOT_SHIFT) == 0 || next == NULL;
+}
+
+HC_COLD __attribute__((noreturn)) void hc_bad_link(const void *at);
+
+/* Reciprocals of the small classes: off * m >> 32 == off / size exactly for
+ * every offset in a 64 KiB page (off * size < 2^32). */
+extern uint32_t hc_class_recip[];
+
+/* p starts a carved block of its page. */
+static inline bool hc_block_start(const hc_page_t *pg, const void *p)
+{
+	if (!(HC_CHECKS & HC_CHECK_START))
+		return true;
+	uint32_t off = (uint32_t)((uintptr_t)p & (HC_SLOT_SIZE - 1));
+	uint32_t i = (uint32_t)(((uint64_t)off * hc_class_recip[pg->cls]) >> 32);
+	return i * pg->block_size == off && i < pg->capacity;
+}
+
+/* One bit per 4 MiB of the address space below 2^47: set while that chunk
+ * is a small or large chunk (for the life of the process: they are never
+ * unmapped) or holds a live huge object (the chunk of its address). */
+#define HC_ADDR_BITS 47
+extern uint64_t hc_chunk_bits[];
+
+static inline bool hc_chunk_known(const void *c)
+{
+	if (!(HC_CHECKS & HC_CHECK_OURS))
+		return true;
+	uintptr_t i = (uintptr_t)c >> HC_CHUNK_SHIFT;
+	return i < ((uintptr_t)1 << (HC_ADDR_BITS - HC_CHUNK_SHIFT)) &&
+	    ((__atomic_load_n(&hc_chunk_bits[i >> 6], __ATOMIC_RELAXED) >> (i & 63)) & 1);
+}
+
+void hc_chunk_mark(const void *c, bool on);
 
 /* Blocks handed out (or freed remotely and not yet collected), unbiased.
  * Exact for the owner; other threads may see a torn pair and must clamp. */

@@ -54,7 +54,8 @@ int cli_absolute(const char *what, const char *in, char *out, size_t len);
 
 /* proc.c: processes, programs and helpers (see there) */
 ssize_t cli_read_file(const char *path, char *buf, size_t len);
-int cli_find_library(char *out, size_t len);         /* 0 or exit code, printed */
+/* libheapctl.so or libheapctl-fast.so (HEAPCTL_LIB wins): 0 or exit code, printed */
+int cli_find_library(const char *name, char *out, size_t len);
 bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len);

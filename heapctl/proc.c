@@ -51,7 +51,7 @@ ssize_t cli_read_file(const char *path, char *buf, size_t len)
 
 /* ---- the library ----------------------------------------------------------- */
 
-int cli_find_library(char *out, size_t len)
+int cli_find_library(const char *name, char *out, size_t len)
 {
 	const char *env = getenv("HEAPCTL_LIB");
 	char exe[PATH_MAX], cand[PATH_MAX + 32];
@@ -67,17 +67,17 @@ int cli_find_library(char *out, size_t len)
 	char *slash = strrchr(exe, '/');
 	*slash = 0;
 	/* next to the command (the build tree), or PREFIX/lib for PREFIX/bin */
-	const char *tails[] = { "/libheapctl.so", "/../lib/libheapctl.so" };
+	const char *dirs[] = { "/", "/../lib/" };
 	for (unsigned i = 0; i < 2; i++) {
-		snprintf(cand, sizeof cand, "%s%s", exe, tails[i]);
+		snprintf(cand, sizeof cand, "%s%s%s", exe, dirs[i], name);
 		char real[PATH_MAX];
 		if (access(cand, R_OK) == 0 && realpath(cand, real) && strlen(real) < len) {
 			strcpy(out, real);
 			return 0;
 		}
 	}
-	return cli_err(HC_EXIT_FAILED, "libheapctl.so is neither next to %s/heapctl nor in %s/../lib "
-	    "(set HEAPCTL_LIB=/path/to/libheapctl.so)", exe, exe);
+	return cli_err(HC_EXIT_FAILED, "%s is neither next to %s/heapctl nor in %s/../lib "
+	    "(set HEAPCTL_LIB=/path/to/libheapctl.so)", name, exe, exe);
 }
 
 bool cli_is_library(const char *path)

@@ -101,10 +101,12 @@ pkg[mimalloc]=libmimalloc2.0
 lib[tcmalloc]=$libdir/libtcmalloc_minimal.so.4
 pkg[tcmalloc]=libtcmalloc-minimal4
 lib[heapctl]=$build/libheapctl.so
+# the same without the allocator's misuse checks (HC_CHECKS=0)
+lib[heapctl-fast]=$build/libheapctl-fast.so
 
-wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl}" | tr ',' ' ')
+wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl,heapctl-fast}" | tr ',' ' ')
 for a in $wanted; do
-	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl)"
+	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl heapctl-fast)"
 done
 
 # Install missing peers (Debian packages) when we can.
@@ -132,21 +134,21 @@ setup_problems=
 for a in $wanted; do
 	l=${lib[$a]}
 	if [ -n "$l" ] && [ ! -e "$l" ]; then
-		if [ "$a" = heapctl ]; then
+		if [ "$a" = heapctl ] || [ "$a" = heapctl-fast ]; then
 			say "heapctl skipped: $l not built (make -C $root)"
 		else
 			say "$a skipped: $l missing (apt-get install ${pkg[$a]})"
 		fi
 		continue
 	fi
-	if [ "$a" = heapctl ]; then
+	if [ "$a" = heapctl ] || [ "$a" = heapctl-fast ]; then
 		# Run a snapshot, so a rebuild during the run cannot mix versions.
-		if ! mkdir -p "$out/lib" || ! cp "$l" "$out/lib/libheapctl.so"; then
+		if ! mkdir -p "$out/lib" || ! cp "$l" "$out/lib/lib$a.so"; then
 			die "cannot copy $l to $out/lib"
 		fi
 		heapctl_built=$(date -r "$l" '+%Y-%m-%d %H:%M')
-		l=$out/lib/libheapctl.so
-		lib[heapctl]=$l
+		l=$out/lib/lib$a.so
+		lib[$a]=$l
 	fi
 	# Prove the preload takes effect: malloc must resolve into the library.
 	res=$("$out/runstat" -p "$l" -t 30 -o "$out/logs/preload.$a.out" \
@@ -176,7 +178,7 @@ vers=
 for a in $allocs; do
 	case $a in
 	glibc) v="glibc $(dpkg_ver libc6)" ;;
-	heapctl) v="heapctl $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[heapctl]}" | cut -c1-12))" ;;
+	heapctl | heapctl-fast) v="$a $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[$a]}" | cut -c1-12))" ;;
 	*) v="$a $(dpkg_ver "${pkg[$a]}")" ;;
 	esac
 	vers="$vers${vers:+, }$v"

@@ -1,0 +1,190 @@
+/*
+ * misuse - the allocator's answers to programs that break the rules
+ * (allocator/internal.h, HC_CHECKS): each misuse runs in a child, which
+ * must end with SIGABRT and one line on stderr naming the fault, not a
+ * SIGSEGV, a hang, or a later allocation that overlaps a live object or
+ * lands at an address the program wrote.
+ *
+ *   free(p + 16) of a live block         "not the start of a block"
+ *   ... freed by another thread          (the same, on the remote path)
+ *   a write into a freed block's link    "corrupted free list"
+ *   ... of a block freed remotely        (found when the owner collects)
+ *   free() of a random address           "not from this allocator"
+ *   free() of a static array             (the same)
+ *   free() inside a huge object          (the same)
+ *   realloc() and malloc_usable_size()
+ *     of a static array                  "not from this allocator"
+ *   malloc_usable_size(p + 8)            "not the start of a block"
+ *
+ * Run against libheapctl.so (the default build, every check on);
+ * libheapctl-fast.so is built without them.
+ */
+#define _GNU_SOURCE
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* the compiler must not see through these (it knows what free does) */
+static void *(*volatile v_malloc)(size_t) = malloc;
+static void (*volatile v_free)(void *) = free;
+static void *(*volatile v_realloc)(void *, size_t) = realloc;
+static size_t (*volatile v_usable)(void *) = malloc_usable_size;
+
+static char static_array[256];
+
+static void run(const char *name, void (*fn)(void), const char *want)
+{
+	int fd[2];
+	if (pipe(fd) != 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fd[1], 2);
+		close(fd[0]);
+		alarm(10);
+		fn();
+		_exit(0);               /* not caught: the parent says so */
+	}
+	close(fd[1]);
+	char err[1024];
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < sizeof err && (r = read(fd[0], err + n, sizeof err - 1 - n)) > 0)
+		n += (size_t)r;
+	err[n] = 0;
+	close(fd[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child %s %d, stderr \"%s\"", name,
+	    WIFSIGNALED(st) ? "killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+	    err);
+	CHECK(strstr(err, want) != NULL && strchr(err, '\n') == err + n - 1,
+	    "%s: stderr \"%s\", expected one line with \"%s\"", name, err, want);
+}
+
+static void interior_free(void)
+{
+	char *p = v_malloc(64);
+	v_free(p + 16);
+	/* without the check, this would hand out p + 16, inside p */
+	char *q = v_malloc(64);
+	printf("%p %p\n", (void *)p, (void *)q);
+}
+
+static void *remote_free_interior_thread(void *arg)
+{
+	v_free((char *)arg + 8);
+	return NULL;
+}
+
+static void interior_free_remote(void)
+{
+	char *p = v_malloc(200);
+	pthread_t t;
+	pthread_create(&t, NULL, remote_free_interior_thread, p);
+	pthread_join(t, NULL);
+}
+
+static void link_overwrite(void)
+{
+	void **p = v_malloc(64);
+	void *keep = v_malloc(64);           /* so p's page stays the direct one */
+	v_free(p);
+	*p = (void *)0x4141414141414141ull;  /* a stray write after free */
+	void *a = v_malloc(64);              /* pops p, whose link is garbage */
+	void *b = v_malloc(64);
+	printf("%p %p %p\n", keep, a, b);
+}
+
+static void *remote_free_thread(void *arg)
+{
+	v_free(arg);
+	return NULL;
+}
+
+static void link_overwrite_remote(void)
+{
+	void *keep[512];
+	for (int i = 0; i < 512; i++)
+		keep[i] = v_malloc(48);
+	void **victim = keep[100];
+	pthread_t t;
+	pthread_create(&t, NULL, remote_free_thread, victim);
+	pthread_join(t, NULL);
+	*victim = (void *)0x4242424242424242ull;   /* into the remote list */
+	/* the owner collects remote frees when its page runs out */
+	for (int i = 0; i < 100000; i++)
+		(void)v_malloc(48);
+}
+
+static void random_free(void)
+{
+	v_free((void *)(uintptr_t)0x123456789ab0ull);
+}
+
+static void static_free(void)
+{
+	v_free(static_array + 16);
+}
+
+static void huge_interior_free(void)
+{
+	char *p = v_malloc(64 << 20);
+	v_free(p + (20 << 20));
+}
+
+static void static_realloc(void)
+{
+	(void)!v_realloc(static_array, 100);
+}
+
+static void static_usable(void)
+{
+	printf("%zu\n", v_usable(static_array));
+}
+
+static void interior_usable(void)
+{
+	char *p = v_malloc(100);
+	printf("%zu\n", v_usable(p + 8));
+}
+
+int main(void)
+{
+	run("free(p + 16)", interior_free, "free(): invalid pointer (not the start of a block)");
+	run("free(p + 8) from another thread", interior_free_remote,
+	    "free(): invalid pointer (not the start of a block)");
+	run("write into a freed block's link", link_overwrite, "malloc(): corrupted free list");
+	run("write into a block freed remotely", link_overwrite_remote, "malloc(): corrupted free list");
+	run("free(random address)", random_free, "free(): invalid pointer (not from this allocator)");
+	run("free(static array)", static_free, "free(): invalid pointer (not from this allocator)");
+	run("free(inside a huge object)", huge_interior_free,
+	    "free(): invalid pointer (not from this allocator)");
+	run("realloc(static array)", static_realloc, "invalid pointer (not from this allocator)");
+	run("malloc_usable_size(static array)", static_usable, "invalid pointer (not from this allocator)");
+	run("malloc_usable_size(p + 8)", interior_usable, "invalid pointer (not the start of a block)");
+
+	/* correct programs are not disturbed: a churn through every class */
+	void *v[4096];
+	for (int round = 0; round < 50; round++) {
+		for (int i = 0; i < 4096; i++) {
+			v[i] = v_malloc((size_t)(i * 37 % 20000) + 1);
+			memset(v[i], i, (size_t)(i * 37 % 20000) + 1);
+		}
+		for (int i = 0; i < 4096; i += 2)
+			v_free(v[i]);
+		for (int i = 0; i < 4096; i += 2)
+			v[i] = v_realloc(v_malloc(10), (size_t)(i % 3000) + 1);
+		for (int i = 0; i < 4096; i++)
+			v_free(v[i]);
+	}
+	return hc_check_finish("misuse");
+}
