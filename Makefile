@@ -159,7 +159,7 @@ build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c -o $@
 
-fuzz: build-fuzz/profile build-fuzz/segment
+fuzz: deps build-fuzz/profile build-fuzz/segment
 	@for t in profile segment; do \
 	    mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/seeds/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
 	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
