@@ -48,9 +48,9 @@ LIBFLAGS := -fPIC -fvisibility=hidden -ftls-model=initial-exec -fno-plt \
             -Wa,-mbranches-within-32B-boundaries
 LIB_SRC := $(wildcard allocator/*.c agent/*.c) shm/shm.c
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
-# libheapctl-fast.so: the same library without the allocator's misuse checks
-# (HC_CHECKS=0, allocator/internal.h; the default library has them all)
-FAST_OBJ := $(patsubst %.c,$(BUILD)/obj-fast/%.o,$(wildcard allocator/*.c)) \
+# libheapctl-secure.so: the same library with the allocator's misuse checks
+# (HC_CHECKS=HC_CHECK_ALL, allocator/internal.h; the default has none)
+SECURE_OBJ := $(patsubst %.c,$(BUILD)/obj-secure/%.o,$(wildcard allocator/*.c)) \
             $(filter-out $(BUILD)/obj/allocator/%,$(LIB_OBJ))
 LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h)
 # The command: its own files and the client half of the segment library.
@@ -73,7 +73,7 @@ MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
 .PHONY: all check test test-san bench deps clean demo install uninstall fuzz
-all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-fast.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
+all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
 	@mkdir -p $(dir $@)
@@ -87,13 +87,13 @@ $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl -lm
 
-$(BUILD)/obj-fast/%.o: %.c $(LIB_HDR) Makefile
+$(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) -DHC_CHECKS=0 -c $< -o $@
+	$(CC) $(CFLAGS) $(LIBFLAGS) -DHC_CHECKS=HC_CHECK_ALL -c $< -o $@
 
-$(BUILD)/libheapctl-fast.so: $(FAST_OBJ)
+$(BUILD)/libheapctl-secure.so: $(SECURE_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
-	    -o $@ $(FAST_OBJ) -ldl -lm
+	    -o $@ $(SECURE_OBJ) -ldl -lm
 
 $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
@@ -109,6 +109,12 @@ $(BUILD)/heapctl: $(CLI_OBJ)
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/unit/shm.c shm/shm.c shm/client.c -o $@
+
+# The misuse test is about libheapctl-secure.so's checks.
+$(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ -Wl,--no-as-needed \
+	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
 # The mailbox stress test is a client (shm/client.c) of a real target.
 $(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h $(BUILD)/tests/cli/target
@@ -180,7 +186,7 @@ install: all
 	    $(MANDIR)/man5 $(DOCDIR)/examples
 	install -m 0755 $(BUILD)/heapctl $(BINDIR)/heapctl
 	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
-	install -m 0755 $(BUILD)/libheapctl-fast.so $(LIBDIR)/libheapctl-fast.so
+	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
 	install -m 0644 agent/heapctl.h $(INCDIR)/heapctl.h
 	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
 	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
@@ -190,7 +196,7 @@ install: all
 	chmod 0644 $(DOCDIR)/examples/50-heapctl.conf
 
 uninstall:
-	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-fast.so $(INCDIR)/heapctl.h \
+	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(INCDIR)/heapctl.h \
 	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
 	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null

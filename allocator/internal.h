@@ -153,8 +153,9 @@ typedef struct hc_page_s {
 
 /* ---- misuse checks ------------------------------------------------------
  *
- * HC_CHECKS selects the checks built in (all by default; tests/bench/
- * fastpath measures them, tests/bench/RESULTS.md has the numbers):
+ * HC_CHECKS selects the checks built in: none in libheapctl.so, all in
+ * libheapctl-secure.so (tests/bench/fastpath measures them; the numbers and
+ * why the default has none are in tests/bench/RESULTS.md and DESIGN.md):
  *   HC_CHECK_LINKS  a free block's link is stored encoded with the block's
  *                   address and its page's random key, and a decoded link
  *                   must point into the same 64 KiB page (or be NULL):
@@ -170,8 +171,9 @@ typedef struct hc_page_s {
 #define HC_CHECK_LINKS 1
 #define HC_CHECK_START 2
 #define HC_CHECK_OURS  4
+#define HC_CHECK_ALL   (HC_CHECK_LINKS | HC_CHECK_START | HC_CHECK_OURS)
 #ifndef HC_CHECKS
-#define HC_CHECKS (HC_CHECK_LINKS | HC_CHECK_START | HC_CHECK_OURS)
+#define HC_CHECKS 0
 #endif
 
 /* Encode or decode (the same operation) the link stored in block at. */

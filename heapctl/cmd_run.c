@@ -9,8 +9,8 @@
  * profiling is switched on is in no profile, and sampling at the default
  * rate costs about 1% (tests/bench/RESULTS.md).  The configuration goes in
  * HEAPCTL_CONF, after any the caller has, so --conf wins; it is checked
- * with the library's own parser before the program is started.  --fast
- * takes libheapctl-fast.so, the library without the allocator's misuse
+ * with the library's own parser before the program is started.  --secure
+ * takes libheapctl-secure.so, the library with the allocator's misuse
  * checks.
  */
 #define _GNU_SOURCE
@@ -47,14 +47,14 @@ char *cli_preload_with(const char *lib, const char *old)
 int cmd_run(cli_args_t *a)
 {
 	const char *conf = NULL;
-	bool off = false, fast = false;
+	bool off = false, secure = false;
 	int i = 0;
 	for (; i < a->argc && a->argv[i][0] == '-'; i++) {
 		const char *s = a->argv[i];
 		if (!strcmp(s, "--off")) {
 			off = true;
-		} else if (!strcmp(s, "--fast")) {
-			fast = true;
+		} else if (!strcmp(s, "--secure")) {
+			secure = true;
 		} else if (!strcmp(s, "--conf") && i + 1 < a->argc) {
 			conf = a->argv[++i];
 		} else if (!strncmp(s, "--conf=", 7)) {
@@ -69,7 +69,7 @@ int cmd_run(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "run: starts a program; it takes no PID (put the command after --)");
 	char **cmd = a->argv + i;
 	char lib[PATH_MAX];
-	int code = cli_find_library(fast ? "libheapctl-fast.so" : "libheapctl.so", lib, sizeof lib);
+	int code = cli_find_library(secure ? "libheapctl-secure.so" : "libheapctl.so", lib, sizeof lib);
 	if (code)
 		return code;
 

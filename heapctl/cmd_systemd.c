@@ -261,7 +261,7 @@ typedef struct {
 	bool pg;                            /* pg_ctlcluster: env file           */
 	bool add_execpaths;
 	char conf[2048];                    /* --conf                            */
-	bool off, fast;                     /* --off, --fast                    */
+	bool off, secure;                   /* --off, --secure                  */
 	char dump_dir[PMAX];                /* --dump-dir, or empty              */
 	char preload[4096];                 /* LD_PRELOAD for the drop-in        */
 } plan_t;
@@ -696,7 +696,7 @@ static int restart(cli_args_t *a, const unit_t *u)
 static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 {
 	int code;
-	if ((code = cli_find_library(pl->fast ? "libheapctl-fast.so" : "libheapctl.so", pl->lib,
+	if ((code = cli_find_library(pl->secure ? "libheapctl-secure.so" : "libheapctl.so", pl->lib,
 	    sizeof pl->lib)) != 0)
 		return code;
 	snprintf(pl->libdir, sizeof pl->libdir, "%s", pl->lib);
@@ -1089,8 +1089,8 @@ int cmd_systemd(cli_args_t *a)
 			restart_it = true;
 		} else if (!strcmp(s, "--off")) {
 			pl.off = true;
-		} else if (!strcmp(s, "--fast")) {
-			pl.fast = true;
+		} else if (!strcmp(s, "--secure")) {
+			pl.secure = true;
 		} else if ((!strcmp(s, "--conf") || !strcmp(s, "--dump-dir")) && i + 1 < a->argc) {
 			val = a->argv[++i];
 		} else if (!strncmp(s, "--conf=", 7) || !strncmp(s, "--dump-dir=", 11)) {
@@ -1126,7 +1126,7 @@ int cmd_systemd(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "systemd: unknown action '%s' (enable, disable or status)", verb);
 	if (unit == NULL)
 		return cli_err(HC_EXIT_USAGE, "systemd %s: which unit?", verb);
-	if (is_disable && (pl.conf[0] || pl.dump_dir[0] || pl.off || pl.fast))
+	if (is_disable && (pl.conf[0] || pl.dump_dir[0] || pl.off || pl.secure))
 		return cli_err(HC_EXIT_USAGE, "systemd disable: takes only UNIT, --user and --restart");
 	unit_t u;
 	int code = unit_load(&u, unit, user);

@@ -45,7 +45,7 @@ static const struct {
 	    "PROFILE [--base PROFILE] [OPTIONS]",
 	    "symbolized top, flame graph or pprof file of a heap profile", false },
 	  " --base --top --thread --focus --ignore --svg --pprof --sysroot " },
-	{ { "run", cmd_run, "[--conf CONF] [--off] [--fast] -- CMD [ARGS...]",
+	{ { "run", cmd_run, "[--conf CONF] [--off] [--secure] -- CMD [ARGS...]",
 	    "start a program under libheapctl.so, sampling from the start", false }, " --conf " },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
 	    "run a service under the library: one drop-in that fits its hardening", false },
@@ -97,13 +97,13 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n");
 	}
 	if (strcmp(c->name, "systemd") == 0)
-		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--fast] [--user] [--restart]\n"
+		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart]\n"
 		    "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
 		    "      from the start (--off: not), CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps\n"
 		    "      in /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
 		    "      forbids executing the library; refuses, with the fix, where the preload\n"
-		    "      cannot work; --restart restarts it and checks the new process; --fast\n"
-		    "      preloads libheapctl-fast.so (no allocator misuse checks)\n"
+		    "      cannot work; --restart restarts it and checks the new process; --secure\n"
+		    "      preloads libheapctl-secure.so (with the allocator's misuse checks)\n"
 		    "  disable UNIT [--user] [--restart]\n"
 		    "      remove exactly what enable wrote\n"
 		    "  status [--user] [--json]\n"
@@ -112,7 +112,7 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 	if (strcmp(c->name, "run") == 0)
 		fputs("\nLD_PRELOAD gets libheapctl.so first (a preload you have is kept after it);\n"
 		    "HEAPCTL_CONF gets prof:true,prof_active:true (--off: false) and then CONF, checked\n"
-		    "by the library before CMD starts.  --fast: libheapctl-fast.so, without the\n"
+		    "by the library before CMD starts.  --secure: libheapctl-secure.so, with the\n"
 		    "allocator's misuse checks.  Exit status: CMD's own (it is exec'd), or 126/127\n"
 		    "when it cannot be run.\n", f);
 	if (strcmp(c->name, "report") == 0)

@@ -29,11 +29,11 @@ for t in "$root/$build"/tests/unit/* "$root/$build"/tests/stress/*; do
 	want "$(basename "$(dirname "$t")")" || continue
 	run "$(basename "$(dirname "$t")")/$(basename "$t")" "$t"
 done
-# libheapctl-fast.so (no misuse checks) through the API and stress tests
-if want unit && [ -f "$root/$build/libheapctl-fast.so" ]; then
+# libheapctl-secure.so (the misuse checks) through the API and stress tests
+if want unit && [ -f "$root/$build/libheapctl-secure.so" ]; then
 	for t in unit/api unit/cxx stress/stress stress/misc; do
 		[ -x "$root/$build/tests/$t" ] &&
-			run "$t-fast" env LD_PRELOAD="$root/$build/libheapctl-fast.so" "$root/$build/tests/$t"
+			run "$t-secure" env LD_PRELOAD="$root/$build/libheapctl-secure.so" "$root/$build/tests/$t"
 	done
 fi
 want real && [ -x "$root/tests/real/run.sh" ] && run real/programs "$root/tests/real/run.sh" "$lib"

@@ -101,12 +101,12 @@ pkg[mimalloc]=libmimalloc2.0
 lib[tcmalloc]=$libdir/libtcmalloc_minimal.so.4
 pkg[tcmalloc]=libtcmalloc-minimal4
 lib[heapctl]=$build/libheapctl.so
-# the same without the allocator's misuse checks (HC_CHECKS=0)
-lib[heapctl-fast]=$build/libheapctl-fast.so
+# the same with the allocator's misuse checks (HC_CHECKS=HC_CHECK_ALL)
+lib[heapctl-secure]=$build/libheapctl-secure.so
 
-wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl,heapctl-fast}" | tr ',' ' ')
+wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl,heapctl-secure}" | tr ',' ' ')
 for a in $wanted; do
-	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl heapctl-fast)"
+	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl heapctl-secure)"
 done
 
 # Install missing peers (Debian packages) when we can.
@@ -134,14 +134,14 @@ setup_problems=
 for a in $wanted; do
 	l=${lib[$a]}
 	if [ -n "$l" ] && [ ! -e "$l" ]; then
-		if [ "$a" = heapctl ] || [ "$a" = heapctl-fast ]; then
+		if [ "$a" = heapctl ] || [ "$a" = heapctl-secure ]; then
 			say "heapctl skipped: $l not built (make -C $root)"
 		else
 			say "$a skipped: $l missing (apt-get install ${pkg[$a]})"
 		fi
 		continue
 	fi
-	if [ "$a" = heapctl ] || [ "$a" = heapctl-fast ]; then
+	if [ "$a" = heapctl ] || [ "$a" = heapctl-secure ]; then
 		# Run a snapshot, so a rebuild during the run cannot mix versions.
 		if ! mkdir -p "$out/lib" || ! cp "$l" "$out/lib/lib$a.so"; then
 			die "cannot copy $l to $out/lib"
@@ -178,7 +178,7 @@ vers=
 for a in $allocs; do
 	case $a in
 	glibc) v="glibc $(dpkg_ver libc6)" ;;
-	heapctl | heapctl-fast) v="$a $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[$a]}" | cut -c1-12))" ;;
+	heapctl | heapctl-secure) v="$a $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[$a]}" | cut -c1-12))" ;;
 	*) v="$a $(dpkg_ver "${pkg[$a]}")" ;;
 	esac
 	vers="$vers${vers:+, }$v"

@@ -16,8 +16,8 @@
  *     of a static array                  "not from this allocator"
  *   malloc_usable_size(p + 8)            "not the start of a block"
  *
- * Run against libheapctl.so (the default build, every check on);
- * libheapctl-fast.so is built without them.
+ * Linked with libheapctl-secure.so, the build with every check on; the
+ * default libheapctl.so has none of them (tests/bench/RESULTS.md: why).
  */
 #define _GNU_SOURCE
 #include <malloc.h>
