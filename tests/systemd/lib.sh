@@ -41,8 +41,10 @@
 
 # The packages of the root file system, in one place: systemd and what
 # booting needs, heapctl's runtime libraries (so heapctl also runs inside),
-# real services for the tests that profile them, and ps/pgrep.
-SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g redis-server postgresql procps"
+# real services for the tests that profile them, ps/pgrep, and what a
+# user's service manager needs (user@UID.service fails without them: "PAM
+# unable to dlopen(pam_systemd.so)", "XDG_RUNTIME_DIR is not set").
+SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g redis-server postgresql procps libpam-systemd dbus-user-session"
 SD_SUITE=bookworm
 SD_VARIANT=minbase
 SD_CACHE=${HEAPCTL_TEST_CACHE:-/var/cache/heapctl-test}
@@ -252,13 +254,14 @@ ct_t() {
 # this build, never rebuild it from sources that changed since.
 sd_install() {
 	if ! make -s -C "$SD_REPO" install DESTDIR="$(ct_root)" PREFIX=/usr/local BUILD="$BUILD" \
-	    -o "$BUILD/heapctl" -o "$BUILD/libheapctl.so" -o "$BUILD/include/heapctl.h" \
+	    -o "$BUILD/heapctl" -o "$BUILD/libheapctl.so" -o "$BUILD/libheapctl-secure.so" \
+	    -o "$BUILD/include/heapctl.h" \
 	    >"$WORK/install.log" 2>&1; then
 		sed 's/^/    /' "$WORK/install.log" >&2
 		die "make -C $SD_REPO install DESTDIR=$(ct_root) PREFIX=/usr/local BUILD=$BUILD failed"
 	fi
 	local f
-	for f in bin/heapctl lib/libheapctl.so; do
+	for f in bin/heapctl lib/libheapctl.so lib/libheapctl-secure.so; do
 		cmp -s "$BUILD/${f#*/}" "$(ct_root)/usr/local/$f" ||
 		    die "make install: /usr/local/$f in the container is not $BUILD/${f#*/}"
 	done
