@@ -81,8 +81,16 @@ typedef struct hc_cnt_s {
 	double w_accumobjs, w_accumbytes;
 } hc_cnt_t;
 
+/*
+ * A thread that has taken samples.  When it exits, its counts that hold
+ * nothing (no live sample, nothing a dump still shows) are freed at once
+ * and the rest as their last objects are freed, then the thread itself, as
+ * jemalloc's tdata: the tables stay the size of what is live, however many
+ * threads come and go.
+ */
 typedef struct hc_thread_s {
 	struct hc_thread_s *next;
+	struct hc_tctx_s *tctxs;              /* this thread's counts        */
 	uint64_t uid;
 	int tid;                              /* kernel thread id            */
 	bool active;                          /* thread.prof.active          */
@@ -97,7 +105,8 @@ typedef struct hc_stack_s hc_stack_t;
 struct hc_sample_s;
 
 typedef struct hc_tctx_s {
-	struct hc_tctx_s *next;               /* in its stack's list         */
+	struct hc_tctx_s *next, *prev;        /* in its stack's list         */
+	struct hc_tctx_s *th_next, *th_prev;  /* in its thread's list        */
 	struct hc_sample_s *samples;          /* live records (for pending)  */
 	hc_thread_t *thread;
 	hc_stack_t *stack;

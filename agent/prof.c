@@ -35,6 +35,7 @@ __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 static hc_stack_t **buckets;            /* under hc_prof_lock */
 static hc_stack_t *stacks_all;
 static hc_thread_t *threads_all;
+static size_t nexited;                  /* exited threads still listed */
 static uint64_t next_thread_uid;
 static uint64_t reset_epoch;
 static uint64_t rate_generation = 1;    /* atomic */
@@ -231,8 +232,82 @@ static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
 	c->thread = th;
 	c->stack = s;
 	c->next = s->tctxs;
+	if (c->next)
+		c->next->prev = c;
 	s->tctxs = c;
+	c->th_next = th->tctxs;
+	if (c->th_next)
+		c->th_next->th_prev = c;
+	th->tctxs = c;
 	return c;
+}
+
+/* A count of an exited thread that nothing needs: no live sample (which
+ * points to it), no live bytes, no peak to show, and no history a dump
+ * shows (with prof_accum).  Under hc_prof_lock. */
+static bool tctx_idle(const hc_tctx_t *c)
+{
+	return c->samples == NULL && c->cnt.curobjs == 0 && c->peak.curobjs == 0 &&
+	    (!hc_opt.prof_accum || (c->cnt.accumobjs == 0 && c->peak.accumobjs == 0));
+}
+
+static void thread_free(hc_thread_t *th)
+{
+	hc_thread_t **pp = &threads_all;
+	while (*pp != th)
+		pp = &(*pp)->next;
+	*pp = th->next;
+	nexited -= th->exited;
+	hc_meta_free(th, sizeof *th);
+}
+
+/* Free c if its thread has exited and nothing needs it, and the thread
+ * with its last count.  Under hc_prof_lock. */
+static void tctx_release(hc_tctx_t *c)
+{
+	hc_thread_t *th = c->thread;
+	if (!th->exited || !tctx_idle(c))
+		return;
+	if (c->prev) c->prev->next = c->next; else c->stack->tctxs = c->next;
+	if (c->next) c->next->prev = c->prev;
+	if (c->th_prev) c->th_prev->th_next = c->th_next; else th->tctxs = c->th_next;
+	if (c->th_next) c->th_next->th_prev = c->th_prev;
+	hc_meta_free(c, sizeof *c);
+	if (th->tctxs == NULL)
+		thread_free(th);
+}
+
+/* The calling thread is exiting (its heap's destructor). */
+void hc_agent_thread_exit(void)
+{
+	hc_thread_t *th = tsd.thread;
+	if (th == NULL)
+		return;
+	tsd.thread = NULL;
+	pthread_mutex_lock(&hc_prof_lock);
+	th->exited = true;
+	nexited++;
+	if (th->tctxs == NULL)
+		thread_free(th);
+	/* th goes with its last count, when next is NULL */
+	for (hc_tctx_t *c = th->tctxs, *next; c != NULL; c = next) {
+		next = c->th_next;
+		tctx_release(c);
+	}
+	pthread_mutex_unlock(&hc_prof_lock);
+}
+
+/* After counts were zeroed (reset, a new peak): free what exited threads
+ * no longer need.  Under hc_prof_lock. */
+static void release_exited(void)
+{
+	if (nexited == 0)
+		return;
+	for (hc_stack_t *s = stacks_all; s; s = s->all_next)
+		for (hc_tctx_t *c = s->tctxs, *next; c != NULL; c = next) {
+			next = c->next;
+			tctx_release(c);
+		}
 }
 
 /* 1 / P(an object charged this many bytes is sampled) at the current rate. */
@@ -310,6 +385,7 @@ void hc_agent_unsample(void *r)
 		if (c->curobjs == 0)      /* keep the floating sums exact at zero */
 			c->w_curobjs = c->w_curbytes = 0;
 	}
+	tctx_release(rec->tctx);
 	pthread_mutex_unlock(&hc_prof_lock);
 	hc_meta_free(rec, sizeof *rec);
 }
@@ -372,6 +448,7 @@ void hc_prof_reset(int lg)
 			memset(&c->cnt, 0, sizeof c->cnt);
 			memset(&c->peak, 0, sizeof c->peak);
 		}
+	release_exited();
 	pthread_mutex_unlock(&hc_prof_lock);
 	if (lg >= 0)
 		hc_prof_set_lg_sample((unsigned)lg);
@@ -396,8 +473,11 @@ void hc_prof_set_active(bool on)
 void hc_prof_snapshot_peak(void)
 {
 	for (hc_stack_t *s = stacks_all; s; s = s->all_next)
-		for (hc_tctx_t *c = s->tctxs; c; c = c->next)
+		for (hc_tctx_t *c = s->tctxs, *next; c; c = next) {
+			next = c->next;
 			c->peak = c->cnt;
+			tctx_release(c);
+		}
 }
 
 bool hc_prof_thread_name_set(const char *name)

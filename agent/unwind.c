@@ -19,6 +19,14 @@
  * answers ENOSYS: libunwind then uses the fallback everywhere.  Only the
  * copy of libunwind loaded here is changed; the program's mincore is not.
  *
+ * unw_backtrace is libunwind's fast path, but its first call in a thread
+ * maps and fills a 256 KiB frame cache for that thread (freed at thread
+ * exit): ~1 ms and 256 KiB of RSS per thread, which a server with thousands
+ * of threads, or one that makes a thread per connection, pays in full.  So
+ * a thread's first UNW_STEP_SAMPLES samples walk with unw_step, which needs
+ * no per-thread state, and only a thread that keeps sampling gets the
+ * cache.
+ *
  * Only sampled allocations unwind, with hc_prof_busy set, so anything an
  * unwinder allocates is served normally and never sampled.  Frames inside
  * libheapctl.so are dropped: the first frame kept is the caller of malloc.
@@ -28,6 +36,8 @@
 #include <elf.h>
 #include <errno.h>
 #include <execinfo.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -39,6 +49,14 @@
 hc_unwinder_t hc_unwinder = HC_UNWIND_LIBUNWIND;
 
 static int (*unw_backtrace_fn)(void **, int);
+/* the step-by-step API, for threads that have sampled little (see above) */
+static int (*ul_getcontext)(unw_context_t *);
+static int (*ul_init_local)(unw_cursor_t *, unw_context_t *);
+static int (*ul_step)(unw_cursor_t *);
+static int (*ul_get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+
+#define UNW_STEP_SAMPLES 64
+static __thread unsigned thread_samples;
 
 /*
  * libunwind and libgcc walk the loaded objects with dl_iterate_phdr, which
@@ -173,6 +191,12 @@ static void init_once_fn(void)
 	if (h) {
 		redirect_import(h, "mincore", (void *)mincore_unavailable);
 		unw_backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
+		ul_getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
+		ul_init_local = (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
+		ul_step = (int (*)(unw_cursor_t *))dlsym(h, "_ULx86_64_step");
+		ul_get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))dlsym(h, "_ULx86_64_get_reg");
+		if (!ul_getcontext || !ul_init_local || !ul_step || !ul_get_reg)
+			ul_getcontext = NULL;
 	}
 	if (unw_backtrace_fn == NULL && hc_unwinder == HC_UNWIND_LIBUNWIND) {
 		hc_say("prof_unwind: libunwind.so.8 not available (Debian package "
@@ -231,6 +255,25 @@ static __attribute__((noinline)) unsigned unwind_fp(uintptr_t *out, unsigned max
 	return n;
 }
 
+/* libunwind one frame at a time: no per-thread cache. */
+static __attribute__((noinline)) int unwind_steps(uintptr_t *out, int max)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	if (ul_getcontext(&uc) != 0 || ul_init_local(&cur, &uc) != 0)
+		return 0;
+	int n = 0;
+	while (n < max) {
+		unw_word_t ip;
+		if (ul_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		out[n++] = (uintptr_t)ip;
+		if (ul_step(&cur) <= 0)
+			break;
+	}
+	return n;
+}
+
 unsigned hc_unwind(uintptr_t *frames, unsigned max)
 {
 	hc_unwind_init();
@@ -243,6 +286,11 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 		n = (int)unwind_fp(raw, cap);
 		break;
 	case HC_UNWIND_LIBUNWIND:
+		if (ul_getcontext && thread_samples < UNW_STEP_SAMPLES) {
+			thread_samples++;
+			n = unwind_steps(raw, (int)cap);
+			break;
+		}
 		if (unw_backtrace_fn) {
 			n = unw_backtrace_fn((void **)raw, (int)cap);
 			break;

@@ -69,7 +69,21 @@ static void *promoted_alloc(size_t n, size_t align, bool zero, bool growing)
 	return p;
 }
 
-static void attach_prof(void *p, void *rec)
+/*
+ * The usable size of a promoted object: the size class the request would
+ * have had unsampled (as jemalloc reports for its promoted objects), so that
+ * a program counting with malloc_usable_size sees the same total whether
+ * or not profiling samples it; otherwise its pages.  The profile counts
+ * this size too, as jemalloc's counts usable bytes.
+ */
+static size_t promoted_usize(const void *p, size_t n, size_t align)
+{
+	size_t u = n <= HC_SMALL_MAX && align <= HC_SMALL_MAX ? hc_small_usize(n, align > 8 ? align : 0) : 0;
+	return u ? u : hc_usable_size(p);
+}
+
+/* Keep rec with the promoted object p, which reports usize. */
+static void attach_prof(void *p, void *rec, size_t usize)
 {
 	hc_chunk_t *c = hc_chunk_of(p);
 	if ((void *)c == p)
@@ -77,7 +91,7 @@ static void attach_prof(void *p, void *rec)
 	else if (c->kind == HC_KIND_HUGE)
 		c->huge_prof = rec;
 	else
-		hc_large_set_prof(c, p, rec);
+		hc_large_set_prof(c, p, rec, usize < hc_large_usable(c, p) ? usize : 0);
 }
 
 /* Detach the sample record of a promoted object, or NULL if it has none. */
@@ -99,9 +113,10 @@ static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t
 	void *p = promoted_alloc(n, align, zero, growing);
 	if (p == NULL)
 		return NULL;
-	void *rec = hc_agent_sample(p, n, charged);
+	size_t usize = promoted_usize(p, n, align);
+	void *rec = hc_agent_sample(p, usize, charged);
 	if (rec != NULL)
-		attach_prof(p, rec);
+		attach_prof(p, rec, usize);
 	return p;
 }
 
@@ -336,10 +351,14 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX) {
 		void *kept = hc_large_peek_prof(c, p);
 		if (kept != NULL && hc_large_resize(c, p, n)) {
-			hc_agent_resize(kept, n, cn);
+			hc_agent_resize(kept, hc_large_usable(c, p), cn);
 			return p;
 		}
 	}
+	/* a promoted small object asked for its own size class: nothing to do */
+	if (c->kind == HC_KIND_LARGE && n <= HC_SMALL_MAX && hc_small_usize(n, 0) == old &&
+	    hc_large_peek_prof(c, p) != NULL)
+		return p;
 	void *rec = take_prof(c, p);
 	if (rec == NULL && cn > co && unlikely(hc_heap_count(cn - co))) {
 		/* already in whole pages: sample it where it is, no copy */
@@ -351,9 +370,10 @@ HC_EXPORT void *realloc(void *p, size_t n)
 		else
 			q = NULL;
 		if (q != NULL) {
-			void *r = hc_agent_sample(q, n, cn);
+			size_t usize = hc_usable_size(q);
+			void *r = hc_agent_sample(q, usize, cn);
 			if (r != NULL)
-				attach_prof(q, r);
+				attach_prof(q, r, usize);
 			return q;
 		}
 		q = sampled_alloc(n, 0, false, cn, true);
@@ -362,17 +382,19 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	if (rec != NULL) {
 		/* stays promoted: resize in place, else move to new pages */
 		if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX && (q = hc_huge_realloc(c, n)) != NULL) {
-			hc_agent_resize(rec, n, cn);   /* the pages moved with mremap */
-			attach_prof(q, rec);
+			size_t usize = hc_usable_size(q);
+			hc_agent_resize(rec, usize, cn);   /* the pages moved with mremap */
+			attach_prof(q, rec, usize);
 			return q;
 		}
 		q = promoted_alloc(n, 0, false, true);
 		if (q == NULL) {
-			attach_prof(p, rec);
+			attach_prof(p, rec, old);
 			return NULL;
 		}
-		hc_agent_resize(rec, n, cn);
-		attach_prof(q, rec);
+		size_t usize = promoted_usize(q, n, 0);
+		hc_agent_resize(rec, usize, cn);
+		attach_prof(q, rec, usize);
 		goto move;
 	}
 	switch (c->kind) {

@@ -69,24 +69,27 @@ void hc_heap_reset_countdowns(void);
  *   allocated since the countdown was last set, this allocation (usize
  *   bytes) included.  Returns the next countdown; sets *sample when this
  *   allocation is to be sampled.
- * hc_agent_sample: p (size bytes asked for, promoted to whole pages so its
- *   free can find the record) is the sampled allocation; the countdown was
- *   charged `charged` bytes for it (its size class), which is what its
- *   probability of being sampled depends on.  Returns the record to keep
- *   with it, or NULL.
- * hc_agent_resize: a sampled object was resized by realloc to size bytes;
- *   charged is the most the countdown has been charged for it.
+ * hc_agent_sample: p (promoted to whole pages so its free can find the
+ *   record; usize bytes usable, what malloc_usable_size reports for it) is
+ *   the sampled allocation; the countdown was charged `charged` bytes for
+ *   it (its size class), which is what its probability of being sampled
+ *   depends on.  Returns the record to keep with it, or NULL.
+ * hc_agent_resize: a sampled object was resized by realloc to usize usable
+ *   bytes; charged is the most the countdown has been charged for it.
  * hc_agent_unsample: a sampled object is being freed.
  * hc_agent_highwater: mapped memory reached a new high-water mark.
+ * hc_agent_thread_exit: the calling thread is exiting (from its heap's
+ *   destructor; it may still allocate afterwards, from no heap of its own).
  * hc_agent_fork_*: around fork(), like the allocator's own handlers.
  */
 void hc_agent_init(void);
 void hc_agent_start(void);
 int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
-void *hc_agent_sample(void *p, size_t size, size_t charged);
-void hc_agent_resize(void *rec, size_t size, size_t charged);
+void *hc_agent_sample(void *p, size_t usize, size_t charged);
+void hc_agent_resize(void *rec, size_t usize, size_t charged);
 void hc_agent_unsample(void *rec);
 void hc_agent_highwater(size_t mapped);
+void hc_agent_thread_exit(void);
 void hc_agent_fork_prepare(void);
 void hc_agent_fork_parent(void);
 void hc_agent_fork_child(void);

@@ -171,6 +171,7 @@ static void heap_abandon(hc_heap_t *h);
 static void heap_thread_exit(void *arg)
 {
 	hc_heap_t *h = arg;
+	hc_agent_thread_exit();
 	hc_tls_heap = &heap_dead;
 	heap_abandon(h);
 	pthread_mutex_lock(&heaps_lock);
@@ -701,6 +702,14 @@ void hc_heap_reset_countdowns(void)
 /* Everything the small fast path could not do: first use of the heap, an
  * exhausted page, an aligned request, the fallback.  The caller counted
  * the bytes. */
+/* The block size a small request gets (what malloc_usable_size reports),
+ * or 0 if it is not small. */
+size_t hc_small_usize(size_t n, size_t align)
+{
+	int cls = align ? class_for_aligned(n, align) : n <= HC_SMALL_MAX ? (int)hc_size_class(n) : -1;
+	return cls < 0 ? 0 : hc_class_size[cls];
+}
+
 void *hc_small_alloc_slow(size_t n, size_t align)
 {
 	hc_heap_t *h = heap_get();    /* first: it fills the class tables */

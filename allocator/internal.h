@@ -242,6 +242,12 @@ static inline int32_t hc_page_used(const hc_page_t *pg)
  * Invariants: magic == HC_MAGIC; kind never changes while the chunk is out of
  * the cache; for SMALL, used_slots bit i <=> pages[i].in_use (bit 0 = header).
  */
+/* A sampled object in a large run: its record, and the usable size it
+ * reports if that is not the run's pages (a small request "promoted" to a
+ * run so its free finds the record reports its size class, as jemalloc's
+ * promoted objects do; 0 = the run's pages). */
+typedef struct hc_run_prof_s { void *rec; size_t usize; } hc_run_prof_t;
+
 struct hc_chunk_s {
 	uintptr_t owner;             /* owning thread id, or HC_TID_*            */
 	uint32_t kind;
@@ -267,7 +273,7 @@ struct hc_chunk_s {
 	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS],
 	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
 	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
-	void **run_prof;             /* sample record per run start, lazily made */
+	hc_run_prof_t *run_prof;     /* sample record per run start, lazily made */
 	size_t large_allocated;      /* bytes in live runs                       */
 	size_t large_pages;          /* pages in live runs (header excluded)     */
 	hc_page_t pages[HC_NSLOTS];  /* small only                               */
@@ -358,6 +364,7 @@ extern int hc_highwater_pending;
 /* heap.c */
 bool hc_heap_count(size_t usize);
 extern __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec")));
+size_t hc_small_usize(size_t n, size_t align);
 void *hc_small_alloc_slow(size_t n, size_t align);
 void hc_small_free_settle(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_small_free_slow(hc_chunk_t *c, void *p);
@@ -374,7 +381,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, bool growi
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */
-void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec);
+void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize);
 void *hc_large_take_prof(hc_chunk_t *c, const void *p);
 void *hc_large_peek_prof(hc_chunk_t *c, const void *p);
 hc_arena_t *hc_arena_pick(void);

@@ -289,8 +289,21 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 	return p;
 }
 
+/* No lock: a slot is written only by operations on its own object, which
+ * the caller owns; the array pointer is published once. */
+static const hc_run_prof_t *prof_slot(const hc_chunk_t *c, const void *p)
+{
+	const hc_run_prof_t *slots = __atomic_load_n(&c->run_prof, __ATOMIC_ACQUIRE);
+	if (slots == NULL)
+		return NULL;
+	return &slots[(size_t)((const char *)p - (const char *)c) / HC_PAGE];
+}
+
 size_t hc_large_usable(const hc_chunk_t *c, const void *p)
 {
+	const hc_run_prof_t *s = prof_slot(c, p);
+	if (s != NULL && __atomic_load_n(&s->usize, __ATOMIC_RELAXED) != 0)
+		return s->usize;
 	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
 	return (size_t)c->run_len[i] * HC_PAGE;
 }
@@ -312,9 +325,9 @@ void hc_large_free(hc_chunk_t *c, void *p)
 	pthread_mutex_lock(&a->lock);
 	size_t i = run_index_checked(c, p);
 	size_t n = c->run_len[i];
-	if (c->run_prof && c->run_prof[i]) {
-		rec = c->run_prof[i];
-		c->run_prof[i] = NULL;
+	if (c->run_prof && c->run_prof[i].rec) {
+		rec = c->run_prof[i].rec;
+		c->run_prof[i] = (hc_run_prof_t){ NULL, 0 };
 	}
 	c->run_len[i] = 0;
 	bits_clear(c->run_used, i, n);
@@ -332,31 +345,27 @@ void hc_large_free(hc_chunk_t *c, void *p)
 		hc_agent_unsample(rec);
 }
 
-/* Attach a sample record to the run at p (just allocated by the caller). */
-void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec)
+/* Attach a sample record to the run at p (just allocated by the caller);
+ * usize as in hc_run_prof_t. */
+void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize)
 {
 	hc_arena_t *a = c->arena;
 	size_t i = (size_t)((char *)p - (char *)c) / HC_PAGE;
 	pthread_mutex_lock(&a->lock);
 	if (c->run_prof == NULL)
-		c->run_prof = hc_meta_alloc(HC_NRUNS * sizeof(void *));
+		c->run_prof = hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof);
 	if (c->run_prof)
-		c->run_prof[i] = rec;
+		c->run_prof[i] = (hc_run_prof_t){ rec, usize };
 	pthread_mutex_unlock(&a->lock);
 	if (c->run_prof == NULL)
 		hc_agent_unsample(rec);
 }
 
-/* The run's sample record, or NULL, without detaching it.  No lock: slot i
- * is written only by operations on the object at run i, which the caller
- * owns; the array pointer is published once. */
+/* The run's sample record, or NULL, without detaching it. */
 void *hc_large_peek_prof(hc_chunk_t *c, const void *p)
 {
-	void **slots = __atomic_load_n(&c->run_prof, __ATOMIC_ACQUIRE);
-	if (slots == NULL)
-		return NULL;
-	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
-	return __atomic_load_n(&slots[i], __ATOMIC_RELAXED);
+	const hc_run_prof_t *s = prof_slot(c, p);
+	return s ? __atomic_load_n(&s->rec, __ATOMIC_RELAXED) : NULL;
 }
 
 /* Detach and return the run's sample record, or NULL. */
@@ -366,8 +375,8 @@ void *hc_large_take_prof(hc_chunk_t *c, const void *p)
 		return NULL;
 	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
 	pthread_mutex_lock(&c->arena->lock);
-	void *rec = c->run_prof[i];
-	c->run_prof[i] = NULL;
+	void *rec = c->run_prof[i].rec;
+	c->run_prof[i] = (hc_run_prof_t){ NULL, 0 };
 	pthread_mutex_unlock(&c->arena->lock);
 	return rec;
 }
@@ -400,6 +409,8 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 		c->large_pages += n - old;
 		ok = true;
 	}
+	if (ok && c->run_prof != NULL)   /* resized: from now its size is the run's */
+		c->run_prof[i].usize = 0;
 	pthread_mutex_unlock(&a->lock);
 	return ok;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # base_diff: two manual dumps (mallctl "prof.dump" with no path) around a
 # phase of growth; "jeprof --base=first prog second" shows only the growth,
-# exactly, at lg_prof_sample:0.
+# exactly, at lg_prof_sample:0.  Bytes are usable bytes, as in jemalloc's
+# profiles: 1000 -> 1024, 400 -> 448, 3000 -> 3072.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 hc_setup base_diff "$@"
@@ -24,7 +25,7 @@ __attribute__((noinline)) void site_base(void)       /* 100 x 1000, stays */
 	}
 }
 
-__attribute__((noinline)) void site_growth(void)     /* 250 x 400 = 100000 */
+__attribute__((noinline)) void site_growth(void)     /* 250 x 400 (448) = 112000 */
 {
 	for (int i = 0; i < 250; i++) {
 		grown[i] = malloc(400);
@@ -74,19 +75,19 @@ check_eq "dump files" "$(heap_files "$WORK/run" | tr '\n' ' ')" "$first $second 
 if [ -f "$WORK/run/$first" ] && [ -f "$WORK/run/$second" ]; then
 	# each dump on its own
 	if jp "$WORK/first.txt" "$WORK/prog" "$WORK/run/$first"; then
-		check_eq "first dump: site_base" "$(jp_flat "$WORK/first.txt" site_base)" 100000
-		check_eq "first dump: site_temp" "$(jp_flat "$WORK/first.txt" site_temp)" 900000
+		check_eq "first dump: site_base" "$(jp_flat "$WORK/first.txt" site_base)" 102400
+		check_eq "first dump: site_temp" "$(jp_flat "$WORK/first.txt" site_temp)" 921600
 		check_eq "first dump: site_growth" "$(jp_flat "$WORK/first.txt" site_growth)" absent
 	fi
 	if jp "$WORK/second.txt" "$WORK/prog" "$WORK/run/$second"; then
-		check_eq "second dump: site_base" "$(jp_flat "$WORK/second.txt" site_base)" 100000
-		check_eq "second dump: site_temp" "$(jp_flat "$WORK/second.txt" site_temp)" 900000
-		check_eq "second dump: site_growth" "$(jp_flat "$WORK/second.txt" site_growth)" 100000
+		check_eq "second dump: site_base" "$(jp_flat "$WORK/second.txt" site_base)" 102400
+		check_eq "second dump: site_temp" "$(jp_flat "$WORK/second.txt" site_temp)" 921600
+		check_eq "second dump: site_growth" "$(jp_flat "$WORK/second.txt" site_growth)" 112000
 	fi
 	# the growth between the first two dumps, and nothing else
 	if jp "$WORK/diff.txt" --base="$WORK/run/$first" "$WORK/prog" "$WORK/run/$second"; then
-		check_eq "diff first->second: Total" "$(jp_total "$WORK/diff.txt")" 100000
-		check_eq "diff first->second: site_growth" "$(jp_flat "$WORK/diff.txt" site_growth)" 100000
+		check_eq "diff first->second: Total" "$(jp_total "$WORK/diff.txt")" 112000
+		check_eq "diff first->second: site_growth" "$(jp_flat "$WORK/diff.txt" site_growth)" 112000
 		nz=$(awk '$1 ~ /^-?[0-9]+$/ && $1 != 0 { print $6 }' "$WORK/diff.txt" | tr '\n' ' ')
 		check_eq "diff first->second: functions with nonzero flat bytes" "$nz" "site_growth "
 	fi
@@ -94,8 +95,8 @@ fi
 if [ -f "$WORK/run/$second" ] && [ -f "$WORK/run/$third" ]; then
 	# freeing shows as negative growth
 	if jp "$WORK/diff2.txt" --base="$WORK/run/$second" "$WORK/prog" "$WORK/run/$third"; then
-		check_eq "diff second->third: Total" "$(jp_total "$WORK/diff2.txt")" -900000
-		check_eq "diff second->third: site_temp" "$(jp_flat "$WORK/diff2.txt" site_temp)" -900000
+		check_eq "diff second->third: Total" "$(jp_total "$WORK/diff2.txt")" -921600
+		check_eq "diff second->third: site_temp" "$(jp_flat "$WORK/diff2.txt" site_temp)" -921600
 		nz=$(awk '$1 ~ /^-?[0-9]+$/ && $1 != 0 { print $6 }' "$WORK/diff2.txt" | tr '\n' ' ')
 		check_eq "diff second->third: functions with nonzero flat bytes" "$nz" "site_temp "
 	fi

@@ -2,15 +2,17 @@
 # exact_and_sampled: what jeprof reports per allocation site.
 #
 #  * lg_prof_sample:0 samples every allocation: jeprof's flat bytes per
-#    function are exactly the requested bytes still live, for every entry
-#    point (malloc, calloc, realloc, posix_memalign, aligned_alloc,
-#    memalign) and every size range (small, page runs, huge mappings).
+#    function are exactly the usable bytes still live (what
+#    malloc_usable_size reports; jemalloc's profiles count the same), for
+#    every entry point (malloc, calloc, realloc, posix_memalign,
+#    aligned_alloc, memalign) and every size range (small, page runs, huge
+#    mappings).  The program adds up malloc_usable_size per site itself.
 #  * At the default lg_prof_sample:19 the dump is a sample; with 1.6 GB kept
 #    live from two sites in a 3:1 ratio (about 2400 and 800 samples), the
 #    totals must be within +-15% and the ratio within +-20% (each more than
 #    4 standard deviations of the sampling error, so the test is not flaky).  Run once with sizes that fill their size class
 #    and once with sizes just above a class or page boundary: the estimate
-#    is of the requested bytes in both cases.
+#    is of the usable bytes in both cases.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 hc_setup exact_and_sampled "$@"
@@ -24,6 +26,14 @@ cat >"$WORK/exact.c" <<'EOF'
 
 void *keep[4096];            /* global: the allocations cannot be optimised away */
 int nkeep;
+/* malloc_usable_size summed per site: live, and ever allocated */
+enum { S_MALLOC, S_CALLOC, S_REALLOC, S_POSIX, S_ALIGNED, S_MEMALIGN, S_LARGE,
+    S_HUGE, S_PARTIAL, S_FREED, NSITES };
+static const char *site_name[NSITES] = { "site_malloc", "site_calloc", "site_realloc",
+    "site_posix_memalign", "site_aligned_alloc", "site_memalign", "site_large",
+    "site_huge", "site_partial", "site_freed" };
+size_t live[NSITES], total[NSITES];
+int site;
 static void hold(void *p)
 {
 	if (p == NULL) {
@@ -32,6 +42,13 @@ static void hold(void *p)
 	}
 	memset(p, 0x5a, 64);
 	keep[nkeep++] = p;
+	live[site] += malloc_usable_size(p);
+	total[site] += malloc_usable_size(p);
+}
+static void drop(void *p)
+{
+	live[site] -= malloc_usable_size(p);
+	free(p);
 }
 
 __attribute__((noinline)) void site_malloc(void)        /* 300 x 200 */
@@ -93,10 +110,12 @@ __attribute__((noinline)) void site_partial(void)        /* 100 x 500, 40 freed 
 		memset(p[i], 1, 500);
 	}
 	for (int i = 0; i < 100; i++) {
-		if (i % 5 < 2)
+		if (i % 5 < 2) {
+			total[site] += malloc_usable_size(p[i]);
 			free(p[i]);
-		else
+		} else {
 			hold(p[i]);
+		}
 	}
 }
 __attribute__((noinline)) void site_freed(void)          /* nothing stays */
@@ -104,7 +123,7 @@ __attribute__((noinline)) void site_freed(void)          /* nothing stays */
 	for (int i = 0; i < 1000; i++) {
 		void *p = malloc(64 + i * 13);
 		hold(p);
-		free(keep[--nkeep]);
+		drop(keep[--nkeep]);
 	}
 }
 
@@ -112,16 +131,13 @@ int main(void)
 {
 	printf("pid %d\n", (int)getpid());
 	fflush(stdout);
-	site_malloc();
-	site_calloc();
-	site_realloc();
-	site_posix_memalign();
-	site_aligned_alloc();
-	site_memalign();
-	site_large();
-	site_huge();
-	site_partial();
-	site_freed();
+	void (*sites[NSITES])(void) = { site_malloc, site_calloc, site_realloc,
+	    site_posix_memalign, site_aligned_alloc, site_memalign, site_large,
+	    site_huge, site_partial, site_freed };
+	for (site = 0; site < NSITES; site++)
+		sites[site]();
+	for (int i = 0; i < NSITES; i++)
+		printf("usable %s %zu %zu\n", site_name[i], live[i], total[i]);
 	return 0;
 }
 EOF
@@ -136,7 +152,11 @@ if [ ! -f "$f" ]; then
 	fail "lg 0: no final dump jeprof.$pid.0.f.heap (files: $(heap_files "$WORK/e" | tr '\n' ' '))"
 elif jp "$WORK/exact.txt" "$WORK/exact" "$f"; then
 	check_eq "lg 0: dump header" "$(head -1 "$f")" "heap_v2/1"
-	while read -r fn bytes; do
+	# what each site asked for, and what it holds (malloc_usable_size)
+	while read -r fn asked; do
+		bytes=$(awk -v f="$fn" '$1 == "usable" && $2 == f { print $3 }' "$WORK/exact.out")
+		[[ "$bytes" =~ ^[0-9]+$ && "$bytes" -ge "$asked" ]] ||
+			fail "lg 0: the program's malloc_usable_size sum for $fn is '$bytes', not at least $asked"
 		check_eq "lg 0: jeprof bytes for $fn" "$(jp_flat "$WORK/exact.txt" "$fn")" "$bytes"
 	done <<'EOF'
 site_malloc 60000
@@ -149,6 +169,9 @@ site_large 300000
 site_huge 6291458
 site_partial 30000
 EOF
+	# a sampled small object reports its size class, as unsampled ones do
+	check_eq "lg 0: usable bytes of 300 x malloc(200)" \
+	    "$(awk '$2 == "site_malloc" { print $3 }' "$WORK/exact.out")" $((300 * 224))
 	fr=$(jp_flat "$WORK/exact.txt" site_freed)
 	[ "$fr" = absent ] || [ "$fr" = 0 ] || fail "lg 0: freed allocations of site_freed still reported: $fr bytes"
 	# the header's t* line is the sum of the stacks
@@ -174,13 +197,15 @@ if [ ! -f "$f" ]; then
 	fail "prof_accum: no final dump jeprof.$pid.0.f.heap"
 else
 	if jp "$WORK/accum_alloc.txt" --alloc_space "$WORK/exact" "$f"; then
-		# sum of 64 + 13 i for i < 1000, all freed
-		check_eq "prof_accum: --alloc_space bytes for site_freed" "$(jp_flat "$WORK/accum_alloc.txt" site_freed)" 6557500
-		check_eq "prof_accum: --alloc_space bytes for site_partial" "$(jp_flat "$WORK/accum_alloc.txt" site_partial)" 50000
-		check_eq "prof_accum: --alloc_space bytes for site_malloc" "$(jp_flat "$WORK/accum_alloc.txt" site_malloc)" 60000
+		# site_freed: the usable sizes of 64 + 13 i for i < 1000, all freed
+		for fn in site_freed site_partial site_malloc; do
+			check_eq "prof_accum: --alloc_space bytes for $fn" "$(jp_flat "$WORK/accum_alloc.txt" "$fn")" \
+			    "$(awk -v f="$fn" '$1 == "usable" && $2 == f { print $4 }' "$WORK/accum.out")"
+		done
 	fi
 	if jp "$WORK/accum_inuse.txt" "$WORK/exact" "$f"; then
-		check_eq "prof_accum: in-use bytes for site_partial" "$(jp_flat "$WORK/accum_inuse.txt" site_partial)" 30000
+		check_eq "prof_accum: in-use bytes for site_partial" "$(jp_flat "$WORK/accum_inuse.txt" site_partial)" \
+		    "$(awk '$1 == "usable" && $2 == "site_partial" { print $3 }' "$WORK/accum.out")"
 		fr=$(jp_flat "$WORK/accum_inuse.txt" site_freed)
 		[ "$fr" = absent ] || [ "$fr" = 0 ] || fail "prof_accum: freed allocations of site_freed in use: $fr bytes"
 	fi
@@ -188,6 +213,7 @@ fi
 
 # ---- sampled: 1.6 GB live from two sites, 3:1 -----------------------------
 cat >"$WORK/sampled.c" <<'EOF'
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,9 +268,9 @@ int main(int argc, char **argv)
 		site_three(a, ta / 10);
 		site_one(b, tb / 10);
 	}
-	/* the exact bytes asked for (rounds may overshoot by one object) */
-	printf("three %zu one %zu\n", (size_t)10 * ((ta / 10 + a - 1) / a) * a,
-	    (size_t)10 * ((tb / 10 + b - 1) / b) * b);
+	/* the usable bytes held (rounds may overshoot by one object) */
+	printf("three %zu one %zu\n", (size_t)10 * ((ta / 10 + a - 1) / a) * malloc_usable_size(keep[0]),
+	    (size_t)10 * ((tb / 10 + b - 1) / b) * malloc_usable_size(keep[nkeep - 1]));
 	return 0;
 }
 EOF

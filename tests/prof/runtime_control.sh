@@ -54,14 +54,14 @@ static void take(size_t size, size_t count)
 	}
 }
 
-__attribute__((noinline)) void before_switch(void) { take(1000, 300); }   /* 300000 */
-__attribute__((noinline)) void after_switch(void) { take(2000, 200); }    /* 400000 */
+__attribute__((noinline)) void before_switch(void) { take(1000, 300); }   /* 300000 (usable 307200) */
+__attribute__((noinline)) void after_switch(void) { take(2000, 200); }    /* 400000 (usable 409600) */
 __attribute__((noinline)) void phase_lg19(void) { take(4096, 100000); }   /* 409600000 */
 __attribute__((noinline)) void phase_lg12(void) { take(1024, 20000); }    /* 20480000 */
-__attribute__((noinline)) void before_reset(void) { take(1000, 100); }    /* 100000 */
-__attribute__((noinline)) void after_reset(void) { take(2000, 50); }      /* 100000 */
+__attribute__((noinline)) void before_reset(void) { take(1000, 100); }    /* 100000 (usable 102400) */
+__attribute__((noinline)) void after_reset(void) { take(2000, 50); }      /* 100000 (usable 102400) */
 __attribute__((noinline)) void in_inactive_thread(void) { take(3000, 100); }
-__attribute__((noinline)) void in_active_thread(void) { take(5000, 40); }  /* 200000 */
+__attribute__((noinline)) void in_active_thread(void) { take(5000, 40); }  /* 200000 (usable 204800) */
 __attribute__((noinline)) void in_init_off_thread(void) { take(7000, 30); }
 
 static bool rd_bool(const char *name)
@@ -252,7 +252,7 @@ for variant in noconf lg0conf; do
 		check_eq "$t: before_switch in the dump" "$(jp_cum "$WORK/$t.txt" before_switch)" absent
 		if [ $variant = lg0conf ]; then
 			check_eq "$t: dump header" "$(head -1 "$f")" "heap_v2/1"
-			check_eq "$t: after_switch bytes" "$(jp_cum "$WORK/$t.txt" after_switch)" 400000
+			check_eq "$t: after_switch bytes" "$(jp_cum "$WORK/$t.txt" after_switch)" 409600
 		fi
 	else
 		[ -f "$f" ] || fail "$t: no dump written"
@@ -290,13 +290,13 @@ check_eq "reset: mallctl results" "$(out reset 'reset|dump' | tr '\n' ' ')" "res
 check_eq "reset: prof.lg_sample after prof.reset=12" "$(out reset 'lg ')" "lg 12"
 if [ -f "$WORK/reset/1.heap" ] && jp "$WORK/reset1.txt" "$P" "$WORK/reset/1.heap"; then
 	check_eq "reset: before_reset after prof.reset" "$(jp_cum "$WORK/reset1.txt" before_reset)" absent
-	check_eq "reset: after_reset bytes" "$(jp_cum "$WORK/reset1.txt" after_reset)" 100000
-	check_eq "reset: Total after prof.reset" "$(jp_total "$WORK/reset1.txt")" 100000
+	check_eq "reset: after_reset bytes" "$(jp_cum "$WORK/reset1.txt" after_reset)" 102400
+	check_eq "reset: Total after prof.reset" "$(jp_total "$WORK/reset1.txt")" 102400
 fi
 if [ -f "$WORK/reset/2.heap" ] && jp "$WORK/reset2.txt" "$P" "$WORK/reset/2.heap"; then
 	# freeing objects counted before the reset must not disturb the counts
-	check_eq "reset: after_reset bytes once pre-reset objects are freed" "$(jp_cum "$WORK/reset2.txt" after_reset)" 100000
-	check_eq "reset: Total once pre-reset objects are freed" "$(jp_total "$WORK/reset2.txt")" 100000
+	check_eq "reset: after_reset bytes once pre-reset objects are freed" "$(jp_cum "$WORK/reset2.txt" after_reset)" 102400
+	check_eq "reset: Total once pre-reset objects are freed" "$(jp_total "$WORK/reset2.txt")" 102400
 fi
 if [ -f "$WORK/reset/3.heap" ]; then
 	check_eq "reset: header after prof.reset=12" "$(head -1 "$WORK/reset/3.heap")" "heap_v2/4096"
@@ -316,7 +316,7 @@ check_eq "prof.thread_active_init: a new thread starts inactive" "$(out threads 
     "new thread with thread_active_init false: thread.prof.active 0"
 if [ -f "$WORK/threads/t.heap" ] && jp "$WORK/threads.txt" "$P" "$WORK/threads/t.heap"; then
 	check_eq "thread.prof.active: allocations of the inactive thread" "$(jp_cum "$WORK/threads.txt" in_inactive_thread)" absent
-	check_eq "thread.prof.active: allocations of an active thread" "$(jp_cum "$WORK/threads.txt" in_active_thread)" 200000
+	check_eq "thread.prof.active: allocations of an active thread" "$(jp_cum "$WORK/threads.txt" in_active_thread)" 204800
 	check_eq "prof.thread_active_init: allocations of a thread created inactive" "$(jp_cum "$WORK/threads.txt" in_init_off_thread)" absent
 fi
 
@@ -389,7 +389,7 @@ check_stderr_empty dl
 check_eq "dlsym: mallctl found and answering" "$(head -1 "$WORK/dl.out")" "opt.prof 0 1 lg 0 0"
 check_eq "dlsym: prof.dump through it" "$(sed -n 2p "$WORK/dl.out")" "dump 0"
 if [ -f "$WORK/dl.heap" ] && jp "$WORK/dl.txt" "$WORK/dl" "$WORK/dl.heap"; then
-	check_eq "dlsym: dl_site bytes" "$(jp_flat "$WORK/dl.txt" dl_site)" 300000
+	check_eq "dlsym: dl_site bytes" "$(jp_flat "$WORK/dl.txt" dl_site)" 307200   # 100 x 3000, usable 3072
 fi
 
 check_no_tmp "$WORK"

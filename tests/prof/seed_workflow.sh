@@ -7,8 +7,9 @@
 #
 # The program leaks 1000 x 100 bytes from leak_small and 500 x 4000 bytes
 # from leak_big and frees everything else; every allocation is sampled, so
-# jeprof must show those two functions with exactly 100000 and 2000000
-# bytes, and the leak summary on stderr must agree with the dump.
+# jeprof must show those two functions with exactly their usable bytes,
+# 1000 x 112 = 112000 and 500 x 4096 = 2048000 bytes, as jemalloc counts,
+# and the leak summary on stderr must agree with the dump.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 hc_setup seed_workflow "$@"
@@ -88,7 +89,7 @@ if [[ "$sline" =~ $summary_re ]]; then
 	leak_bytes=${BASH_REMATCH[1]}
 	leak_objs=${BASH_REMATCH[2]}
 	leak_ctx=${BASH_REMATCH[3]}
-	# 2100000 bytes in 1500 objects from (at least) two stacks, plus
+	# 2160000 usable bytes in 1500 objects from (at least) two stacks, plus
 	# whatever libc keeps (stdout's buffer)
 	check_range "leak summary bytes" "$leak_bytes" 2100000 2200000
 	check_range "leak summary objects" "$leak_objs" 1500 1600
@@ -125,8 +126,8 @@ if [ -f "$WORK/run/$file" ]; then
 	grep -q " $WORK/prog$" "$WORK/run/$file" || fail "dump format: the program is not in the maps copy"
 	grep -q "/libheapctl.so$" "$WORK/run/$file" || fail "dump format: libheapctl.so is not in the maps copy"
 	if jp "$WORK/seed.txt" "$WORK/prog" "$WORK/run/$file"; then
-		check_eq "jeprof bytes for leak_small" "$(jp_flat "$WORK/seed.txt" leak_small)" 100000
-		check_eq "jeprof bytes for leak_big" "$(jp_flat "$WORK/seed.txt" leak_big)" 2000000
+		check_eq "jeprof bytes for leak_small" "$(jp_flat "$WORK/seed.txt" leak_small)" 112000
+		check_eq "jeprof bytes for leak_big" "$(jp_flat "$WORK/seed.txt" leak_big)" 2048000
 		c=$(jp_flat "$WORK/seed.txt" churn)
 		[ "$c" = absent ] || [ "$c" = 0 ] || fail "freed allocations of churn reported as live: $c bytes"
 		check_eq "jeprof bytes for main (cumulative)" \

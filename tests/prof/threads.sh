@@ -24,22 +24,22 @@ cat >"$WORK/prog.c" <<'EOF'
 static pthread_barrier_t ready, go;
 void *keep[4][200];   /* global: the allocations cannot be optimised away */
 
-__attribute__((noinline)) void alloc_alpha(void)    /* 100 x 1100 = 110000 */
+__attribute__((noinline)) void alloc_alpha(void)    /* 100 x 1100 (1280) = 128000 */
 {
 	for (int i = 0; i < 100; i++)
 		keep[0][i] = malloc(1100);
 }
-__attribute__((noinline)) void alloc_bravo(void)    /* 200 x 700 = 140000 */
+__attribute__((noinline)) void alloc_bravo(void)    /* 200 x 700 (768) = 153600 */
 {
 	for (int i = 0; i < 200; i++)
 		keep[1][i] = malloc(700);
 }
-__attribute__((noinline)) void alloc_charlie(void)  /* 30 x 5000 = 150000 */
+__attribute__((noinline)) void alloc_charlie(void)  /* 30 x 5000 (5120) = 153600 */
 {
 	for (int i = 0; i < 30; i++)
 		keep[2][i] = malloc(5000);
 }
-__attribute__((noinline)) void alloc_delta(void)    /* 40 x 4000 = 160000 */
+__attribute__((noinline)) void alloc_delta(void)    /* 40 x 4000 (4096) = 163840 */
 {
 	for (int i = 0; i < 40; i++)
 		keep[3][i] = malloc(4000);
@@ -130,7 +130,7 @@ analyse() {
 
 	jp "$WORK/$tag.all.txt" "$WORK/prog" "$f" || return 0
 	local fn
-	declare -A want=([alloc_alpha]=110000 [alloc_bravo]=140000 [alloc_charlie]=150000 [alloc_delta]=160000)
+	declare -A want=([alloc_alpha]=128000 [alloc_bravo]=153600 [alloc_charlie]=153600 [alloc_delta]=163840)
 	for fn in "${!want[@]}"; do
 		check_eq "$tag: jeprof bytes for $fn (all threads)" "$(jp_flat "$WORK/$tag.all.txt" "$fn")" "${want[$fn]}"
 	done
@@ -158,13 +158,13 @@ analyse() {
 		uid=$(sed -E 's/^  t([0-9]+):.*/\1/' <<<"$alpha_line")
 		[ -f "$WORK/$tag.t$uid.txt" ] &&
 			check_eq "$tag: jeprof --thread=$uid (alpha) shows alloc_alpha" \
-			    "$(jp_flat "$WORK/$tag.t$uid.txt" alloc_alpha)" 110000
+			    "$(jp_flat "$WORK/$tag.t$uid.txt" alloc_alpha)" 128000
 	fi
 	if [ -n "$bravo_line" ]; then
 		uid=$(sed -E 's/^  t([0-9]+):.*/\1/' <<<"$bravo_line")
 		[ -f "$WORK/$tag.t$uid.txt" ] &&
 			check_eq "$tag: jeprof --thread=$uid (bravo-k) shows alloc_bravo" \
-			    "$(jp_flat "$WORK/$tag.t$uid.txt" alloc_bravo)" 140000
+			    "$(jp_flat "$WORK/$tag.t$uid.txt" alloc_bravo)" 153600
 	fi
 	return 0
 }

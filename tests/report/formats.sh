@@ -21,10 +21,12 @@ hr_need g++ readelf objcopy strip nm addr2line python3
 CFLAGS_T+=(-fPIE -pie)
 
 # ---- the C program --------------------------------------------------------
-# main -> fm_path_a -> fm_alloc_alpha          100 x 1000 = 100000
-# main -> fm_path_b -> fm_alloc_alpha           50 x 1000 =  50000
-#                   -> fm_alloc_beta            40 x 3000 = 120000
-# thread fm_worker  -> fm_alloc_gamma (calloc)  25 x 5000 = 125000
+# main -> fm_path_a -> fm_alloc_alpha          100 x 1000 = 100000 (usable 102400)
+# main -> fm_path_b -> fm_alloc_alpha           50 x 1000 =  50000 (51200)
+#                   -> fm_alloc_beta            40 x 3000 = 120000 (122880)
+# thread fm_worker  -> fm_alloc_gamma (calloc)  25 x 5000 = 125000 (128000)
+# heapctl's profiles count usable bytes, as jemalloc's do (every size here is
+# 1.024 times its class); gperftools' count the bytes asked for.
 # main -> fm_alloc_temp                        200 x 8000, all freed
 cat >"$WORK/fmt.c" <<'EOF'
 #include <pthread.h>
@@ -166,12 +168,12 @@ fi
 if [ -n "$H" ]; then
 	# the four sample types against jeprof
 	four_types hc "heapctl dump" "$H"
-	check_eq "inuse_space: fm_alloc_alpha flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_alpha)" 150000
-	check_eq "inuse_space: fm_alloc_beta flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_beta)" 120000
-	check_eq "inuse_space: fm_alloc_gamma flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_gamma)" 125000
+	check_eq "inuse_space: fm_alloc_alpha flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_alpha)" 153600
+	check_eq "inuse_space: fm_alloc_beta flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_beta)" 122880
+	check_eq "inuse_space: fm_alloc_gamma flat" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_gamma)" 128000
 	check_eq "inuse_space: fm_alloc_temp (freed)" "$(row_flat "$WORK/hc-inuse_space.out" fm_alloc_temp)" absent
 	check_eq "inuse_objects: fm_alloc_beta flat" "$(row_flat "$WORK/hc-inuse_objects.out" fm_alloc_beta)" 40
-	check_eq "alloc_space: fm_alloc_temp flat" "$(row_flat "$WORK/hc-alloc_space.out" fm_alloc_temp)" 1600000
+	check_eq "alloc_space: fm_alloc_temp flat" "$(row_flat "$WORK/hc-alloc_space.out" fm_alloc_temp)" 1638400
 	check_eq "alloc_objects: fm_alloc_temp flat" "$(row_flat "$WORK/hc-alloc_objects.out" fm_alloc_temp)" 200
 	head -1 "$WORK/hc-inuse_objects.out" | grep -q '^Total: [0-9]* objects$' ||
 		fail "--inuse_objects: Total line '$(head -1 "$WORK/hc-inuse_objects.out")' is not 'Total: N objects'"
@@ -184,13 +186,13 @@ if [ -n "$H" ]; then
 		*) fail "--lines: fm_alloc_alpha rows '$alpha', expected one 'fm_alloc_alpha [$WORK/]fmt.c:$LINE_ALPHA'" ;;
 		esac
 		if [ -n "$alpha" ]; then
-			check_eq "--lines: flat of '$alpha'" "$(row_flat "$WORK/lines.out" "$(echo "$alpha" | head -1)")" 150000
+			check_eq "--lines: flat of '$alpha'" "$(row_flat "$WORK/lines.out" "$(echo "$alpha" | head -1)")" 153600
 		fi
 		calla=$(row_names "$WORK/lines.out" | grep -E "^main (.*/)?fmt\.c:$LINE_CALL_A\$" | head -1 || true)
 		if [ -z "$calla" ]; then
 			fail "--lines: no row 'main fmt.c:$LINE_CALL_A' (the call of fm_path_a): $(row_names "$WORK/lines.out" | grep '^main' | tr '\n' '|')"
 		else
-			check_eq "--lines: cum of '$calla'" "$(row_cum "$WORK/lines.out" "$calla")" 100000
+			check_eq "--lines: cum of '$calla'" "$(row_cum "$WORK/lines.out" "$calla")" 102400
 		fi
 	fi
 
@@ -232,8 +234,8 @@ for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
 EOF
-		for want in "fm_path_a;fm_alloc_alpha 100000" "fm_path_b;fm_alloc_alpha 50000" \
-			"fm_path_b;fm_alloc_beta 120000" "fm_worker;fm_alloc_gamma 125000"; do
+		for want in "fm_path_a;fm_alloc_alpha 102400" "fm_path_b;fm_alloc_alpha 51200" \
+			"fm_path_b;fm_alloc_beta 122880" "fm_worker;fm_alloc_gamma 128000"; do
 			grep -q ";$want\$" "$WORK/coll.out" || fail "--collapsed: no stack ending ';$want'"
 		done
 	fi
@@ -281,7 +283,7 @@ EOF
 	if hr_ok focus "$H" --top 0 --bytes --focus fm_path_a && jp "$WORK/focus.jp" --focus=fm_path_a "$WORK/fmt" "$H"; then
 		check_eq "--focus fm_path_a: Total (the profile's)" "$(jp_total "$WORK/focus.out")" "$total"
 		check_eq "--focus fm_path_a: Total vs jeprof" "$(jp_total "$WORK/focus.out")" "$(jp_total "$WORK/focus.jp")"
-		check_eq "--focus fm_path_a: fm_alloc_alpha flat" "$(row_flat "$WORK/focus.out" fm_alloc_alpha)" 100000
+		check_eq "--focus fm_path_a: fm_alloc_alpha flat" "$(row_flat "$WORK/focus.out" fm_alloc_alpha)" 102400
 		for f in fm_alloc_beta fm_path_b fm_worker fm_alloc_gamma start_thread; do
 			check_eq "--focus fm_path_a: row $f" "$(row_flat "$WORK/focus.out" "$f")" absent
 		done
@@ -294,20 +296,20 @@ EOF
 	if hr_ok ignore "$H" --top 0 --bytes --ignore fm_path_b && jp "$WORK/ignore.jp" --ignore=fm_path_b "$WORK/fmt" "$H"; then
 		check_eq "--ignore fm_path_b: Total (the profile's)" "$(jp_total "$WORK/ignore.out")" "$total"
 		check_eq "--ignore fm_path_b: Total vs jeprof" "$(jp_total "$WORK/ignore.out")" "$(jp_total "$WORK/ignore.jp")"
-		check_eq "--ignore fm_path_b: fm_alloc_alpha flat" "$(row_flat "$WORK/ignore.out" fm_alloc_alpha)" 100000
-		check_eq "--ignore fm_path_b: fm_alloc_gamma flat" "$(row_flat "$WORK/ignore.out" fm_alloc_gamma)" 125000
+		check_eq "--ignore fm_path_b: fm_alloc_alpha flat" "$(row_flat "$WORK/ignore.out" fm_alloc_alpha)" 102400
+		check_eq "--ignore fm_path_b: fm_alloc_gamma flat" "$(row_flat "$WORK/ignore.out" fm_alloc_gamma)" 128000
 		for f in fm_alloc_beta fm_path_b; do
 			check_eq "--ignore fm_path_b: row $f" "$(row_flat "$WORK/ignore.out" "$f")" absent
 		done
 		cmp_rows "--ignore fm_path_b vs jeprof" "$WORK/ignore.out" "$WORK/ignore.jp" $FM_FUNCS
 	fi
 	if hr_ok ignore2 "$H" --top 0 --bytes --ignore 'fm_alloc_be.a'; then
-		check_eq "--ignore fm_alloc_be.a: fm_path_b cum" "$(row_cum "$WORK/ignore2.out" fm_path_b)" 50000
+		check_eq "--ignore fm_alloc_be.a: fm_path_b cum" "$(row_cum "$WORK/ignore2.out" fm_path_b)" 51200
 		check_eq "--ignore fm_alloc_be.a: row fm_alloc_beta" "$(row_flat "$WORK/ignore2.out" fm_alloc_beta)" absent
 	fi
 	if hr_ok focuscoll "$H" --collapsed --focus fm_alloc_beta; then
 		check_eq "--collapsed --focus fm_alloc_beta: stacks" "$(wc -l <"$WORK/focuscoll.out")" 1
-		grep -q ';fm_path_b;fm_alloc_beta 120000$' "$WORK/focuscoll.out" ||
+		grep -q ';fm_path_b;fm_alloc_beta 122880$' "$WORK/focuscoll.out" ||
 			fail "--collapsed --focus fm_alloc_beta: $(head -3 "$WORK/focuscoll.out")"
 	fi
 
@@ -508,9 +510,9 @@ if prof_heapctl gone "$WORK/gone/fmt" lg_prof_sample:0 && hr_ok gone-before "$DU
 		for f in $FM_FUNCS; do
 			check_eq "program deleted: row $f" "$(row_flat "$WORK/gone-after.out" "$f")" absent
 		done
-		name=$(awk '/^Total/ { next } $1 == 150000 { print $6; exit }' "$WORK/gone-after.out")
+		name=$(awk '/^Total/ { next } $1 == 153600 { print $6; exit }' "$WORK/gone-after.out")
 		[[ "$name" =~ ^fmt\+0x[0-9a-f]+$ ]] ||
-			fail "program deleted: the 150000 B row of fm_alloc_alpha is '$name', not fmt+0xOFFSET"
+			fail "program deleted: the 153600 B row of fm_alloc_alpha is '$name', not fmt+0xOFFSET"
 	fi
 	# libc under a path that does not exist
 	sed 's#/[^ ]*/libc\.so\.6$#/nonexistent/dir/libc.so.6#' "$G" >"$WORK/nolibc.heap"
@@ -524,9 +526,9 @@ if prof_heapctl gone "$WORK/gone/fmt" lg_prof_sample:0 && hr_ok gone-before "$DU
 	grep -v " $WORK/gone/fmt\$" "$G" >"$WORK/nomap.heap"
 	if hr_ok nomap "$WORK/nomap.heap" --top 0 --bytes; then
 		check_eq "program not mapped: Total" "$(jp_total "$WORK/nomap.out")" "$(jp_total "$WORK/gone-before.out")"
-		name=$(awk '/^Total/ { next } $1 == 150000 { print $6; exit }' "$WORK/nomap.out")
+		name=$(awk '/^Total/ { next } $1 == 153600 { print $6; exit }' "$WORK/nomap.out")
 		[[ "$name" =~ ^0x[0-9a-f]+$ ]] ||
-			fail "program not mapped: the 150000 B row of fm_alloc_alpha is '$name', not 0xADDRESS"
+			fail "program not mapped: the 153600 B row of fm_alloc_alpha is '$name', not 0xADDRESS"
 	fi
 fi
 # " (deleted)" after a path that exists (the file replaced while it ran)
@@ -643,15 +645,15 @@ else
 		bad=$(grep -E '^_Z|[A-Za-z_]\(' <<<"$frames" | tr '\n' '|' || true)
 		check_eq "C++ ($which): mangled names or argument lists" "$bad" ""
 		if [ "$which" = hc ]; then
-			check_eq "C++: store::Cache::fill flat" "$(row_flat "$WORK/cx-hc-text.out" store::Cache::fill)" 600000
+			check_eq "C++: store::Cache::fill flat" "$(row_flat "$WORK/cx-hc-text.out" store::Cache::fill)" 614400
 			check_eq "C++: store::Pool::make flat (both instances)" "$(row_flat "$WORK/cx-hc-text.out" store::Pool::make)" 204800
 			check_eq "C++: (anonymous namespace)::make_buffer flat" \
-				"$(row_flat "$WORK/cx-hc-text.out" "(anonymous namespace)::make_buffer")" 300000
-			check_eq "C++: main flat (new Cache, new Node)" "$(row_flat "$WORK/cx-hc-text.out" main)" 9600
-			check_eq "C++: store::scratch flat" "$(row_flat "$WORK/cx-hc-text.out" store::scratch)" 70000
-			check_eq "C++: store::Outer::Inner::grow flat" "$(row_flat "$WORK/cx-hc-text.out" store::Outer::Inner::grow)" 80000
+				"$(row_flat "$WORK/cx-hc-text.out" "(anonymous namespace)::make_buffer")" 307200
+			check_eq "C++: main flat (new Cache, new Node)" "$(row_flat "$WORK/cx-hc-text.out" main)" 9984   # 3200 is in class 3584
+			check_eq "C++: store::scratch flat" "$(row_flat "$WORK/cx-hc-text.out" store::scratch)" 73728   # usable: 18 pages
+			check_eq "C++: store::Outer::Inner::grow flat" "$(row_flat "$WORK/cx-hc-text.out" store::Outer::Inner::grow)" 81920   # 20 pages
 			check_eq "C++: (anonymous namespace)::Hidden::get flat" \
-				"$(row_flat "$WORK/cx-hc-text.out" "(anonymous namespace)::Hidden::get")" 90000
+				"$(row_flat "$WORK/cx-hc-text.out" "(anonymous namespace)::Hidden::get")" 90112   # 22 pages
 			# jeprof's names where it has the same ones (its flat column
 			# shows "operator new@@GLIBCXX_3.4", which it does not strip)
 			if jp "$WORK/cx-hc.jp" "$WORK/cx" "$D"; then
@@ -672,15 +674,16 @@ else
 	LINE_OUTER=$(grep -n MARK_OUTER "$WORK/inl.c" | cut -d: -f1)
 	if prof_heapctl inl-hc "$WORK/inl" lg_prof_sample:0 && hr_ok inl-hc-text "$DUMP" --top 0 --bytes &&
 		hr_ok inl-hc-lines "$DUMP" --top 0 --bytes --lines; then
-		check_eq "inline (heapctl dump): 'inner (inline)' flat" "$(row_flat "$WORK/inl-hc-text.out" "inner (inline)")" 1499500
-		check_eq "inline (heapctl dump): outer cum" "$(row_cum "$WORK/inl-hc-text.out" outer)" 1499500
+		# usable bytes of malloc(1000 + i), i < 1000 (see tests/report/pprof.sh)
+		check_eq "inline (heapctl dump): 'inner (inline)' flat" "$(row_flat "$WORK/inl-hc-text.out" "inner (inline)")" 1629184
+		check_eq "inline (heapctl dump): outer cum" "$(row_cum "$WORK/inl-hc-text.out" outer)" 1629184
 		check_eq "inline (heapctl dump): outer flat" "$(row_flat "$WORK/inl-hc-text.out" outer)" 0
 		check_eq "inline --lines: 'inner (inline) inl.c:$LINE_INNER' flat" \
-			"$(row_flat "$WORK/inl-hc-lines.out" "inner (inline) $WORK/inl.c:$LINE_INNER")" 1499500
+			"$(row_flat "$WORK/inl-hc-lines.out" "inner (inline) $WORK/inl.c:$LINE_INNER")" 1629184
 		check_eq "inline --lines: 'outer inl.c:$LINE_OUTER' cum" \
-			"$(row_cum "$WORK/inl-hc-lines.out" "outer $WORK/inl.c:$LINE_OUTER")" 1499500
-		grep -q ';outer;inner (inline) 1499500$' <("$HEAPCTL" report "$DUMP" --collapsed 2>&1) ||
-			fail "inline: no folded stack ending ';outer;inner (inline) 1499500'"
+			"$(row_cum "$WORK/inl-hc-lines.out" "outer $WORK/inl.c:$LINE_OUTER")" 1629184
+		grep -q ';outer;inner (inline) 1629184$' <("$HEAPCTL" report "$DUMP" --collapsed 2>&1) ||
+			fail "inline: no folded stack ending ';outer;inner (inline) 1629184'"
 	fi
 	# jemalloc's dump, whose first frames are jemalloc's own, so jeprof
 	# looks every program frame up at its call and shows the inlined frame

@@ -278,7 +278,7 @@ __attribute__((noinline)) void site_base(void)       /* 100 x 1000, stays */
 	}
 }
 
-__attribute__((noinline)) void site_growth(void)     /* 250 x 400 = 100000 */
+__attribute__((noinline)) void site_growth(void)     /* 250 x 400 (448) = 112000 */
 {
 	for (int i = 0; i < 250; i++) {
 		grown[i] = malloc(400);
@@ -307,8 +307,9 @@ if [ -z "$A" ] || [ -z "$B" ]; then
 else
 	if hr_ok diffA "$A" --pprof "$WORK/A.pb.gz" && hr_ok diffB "$B" --pprof "$WORK/B.pb.gz" &&
 		gopp "$WORK/diff.top" -top -unit=B -diff_base="$WORK/A.pb.gz" "$WORK/B.pb.gz"; then
-		check_eq "pprof -diff_base A B: total" "$(pp_total "$WORK/diff.top")" 100000
-		check_eq "pprof -diff_base A B: site_growth flat" "$(pp_flat "$WORK/diff.top" site_growth)" 100000
+		# with -diff_base, pprof's "of N total" is the base's: 100 x 1024
+		check_eq "pprof -diff_base A B: total" "$(pp_total "$WORK/diff.top")" 102400
+		check_eq "pprof -diff_base A B: site_growth flat" "$(pp_flat "$WORK/diff.top" site_growth)" 112000
 		case "$(pp_flat "$WORK/diff.top" site_base)" in
 		absent | 0) ;;
 		*) fail "pprof -diff_base A B: site_base (no growth) shows $(pp_flat "$WORK/diff.top" site_base)" ;;
@@ -316,8 +317,8 @@ else
 	fi
 	if hr_ok based "$B" --base "$A" --pprof "$WORK/D.pb.gz" &&
 		gopp "$WORK/based.top" -top -unit=B "$WORK/D.pb.gz"; then
-		check_eq "report B --base A --pprof: pprof total" "$(pp_total "$WORK/based.top")" 100000
-		check_eq "report B --base A --pprof: site_growth flat" "$(pp_flat "$WORK/based.top" site_growth)" 100000
+		check_eq "report B --base A --pprof: pprof total" "$(pp_total "$WORK/based.top")" 112000
+		check_eq "report B --base A --pprof: site_growth flat" "$(pp_flat "$WORK/based.top" site_growth)" 112000
 		case "$(pp_flat "$WORK/based.top" site_base)" in
 		absent | 0) ;;
 		*) fail "report B --base A --pprof: site_base (no growth) shows $(pp_flat "$WORK/based.top" site_base)" ;;
@@ -325,7 +326,7 @@ else
 		gopp "$WORK/based.raw" -raw "$WORK/D.pb.gz" || true
 	fi
 	if hr_ok based-text "$B" --base "$A" --bytes; then
-		check_eq "report B --base A --bytes: Total" "$(jp_total "$WORK/based-text.out")" 100000
+		check_eq "report B --base A --bytes: Total" "$(jp_total "$WORK/based-text.out")" 112000
 	fi
 fi
 
@@ -337,10 +338,12 @@ elif prof_heapctl inl "$WORK/inl" lg_prof_sample:0 && hr_ok inl-write "$DUMP" --
 	gopp "$WORK/inl.top" -top -unit=B "$WORK/inl.pb.gz" && gopp "$WORK/inl.raw" -raw "$WORK/inl.pb.gz"; then
 	LINE_INNER=$(grep -n MARK_INNER "$WORK/inl.c" | cut -d: -f1)
 	LINE_OUTER=$(grep -n MARK_OUTER "$WORK/inl.c" | cut -d: -f1)
+	# usable bytes of malloc(1000 + i), i < 1000: 25 x 1024 + 256 x (1280 +
+	# 1536 + 1792) + 207 x 2048
 	check_eq "inline: pprof -top 'inner (inline)' flat" \
-		"$(awk '$6 == "inner" && $7 == "(inline)" { v = $1; sub(/B$/, "", v); print v; exit }' "$WORK/inl.top")" 1499500
+		"$(awk '$6 == "inner" && $7 == "(inline)" { v = $1; sub(/B$/, "", v); print v; exit }' "$WORK/inl.top")" 1629184
 	check_eq "inline: pprof -top outer cum" \
-		"$(awk '$6 == "outer" && NF == 6 { v = $4; sub(/B$/, "", v); print v; exit }' "$WORK/inl.top")" 1499500
+		"$(awk '$6 == "outer" && NF == 6 { v = $4; sub(/B$/, "", v); print v; exit }' "$WORK/inl.top")" 1629184
 	loc=$(awk '/^Locations/ { on = 1; next } /^Mappings/ { on = 0 } on && / inner / { print; getline; print; exit }' "$WORK/inl.raw")
 	case "$loc" in
 	*" inner $WORK/inl.c:$LINE_INNER "*$'\n'*" outer $WORK/inl.c:$LINE_OUTER "*) ;;
