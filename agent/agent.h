@@ -189,5 +189,7 @@ void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size,
 void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
 void hc_control_start(void);
 void hc_control_fork_child(void);
+bool hc_control_pause(void);
+void hc_control_resume(bool was_running);
 
 #endif

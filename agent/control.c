@@ -1,9 +1,9 @@
 /*
  * agent/control.c - the target's side of the control segment.
  *
- * At start-up (and in the child after fork) the library creates
- * /dev/shm/heapctl.<pid> (shm/heapctl_shm.h is the layout), fills in its
- * identity and starts one thread, "heapctl-ctl", that
+ * At start-up the library creates /dev/shm/heapctl.<pid> (shm/heapctl_shm.h
+ * is the layout), fills in its identity and starts one thread,
+ * "heapctl-ctl", that
  *
  *   - waits on the mailbox doorbell (a futex in the segment) with a timeout
  *     of control_refresh_ms, executes posted commands and wakes the client;
@@ -17,8 +17,15 @@
  * a command is copied out of its slot, checked, executed and answered, and
  * a client that is gone simply never reads the answer.
  *
- * control:false turns all of this off, for programs that must stay single-
- * threaded (unshare(CLONE_NEWUSER), for one).
+ * A child of fork starts only the thread, which makes the child's segment
+ * after CHILD_GRACE_MS: most children exec or exit well before (system(),
+ * popen, a fork-per-task server), and never pay for a segment, nor leave
+ * one in /dev/shm when they end with _exit; a worker that lives on is in
+ * `heapctl list` a moment after it was forked.
+ *
+ * unshare(CLONE_NEWUSER) and setns() into a user or mount namespace need a
+ * single-threaded process: agent/namespaces.c stops the thread around
+ * them (hc_control_pause/resume).  control:false turns all of this off.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,6 +49,13 @@ static char seg_path[64];
 static uint64_t start_time, pidns;
 static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;   /* private */
 static uint64_t commands;             /* control thread only             */
+static pthread_t ctl_thread;
+static bool ctl_running;              /* ctl_thread exists (pause_lock)  */
+static uint32_t ctl_stop;             /* asks it to return (atomic)      */
+static int child_parent;              /* fork child, no segment yet: the
+                                         parent's pid (control thread)   */
+#define CHILD_GRACE_MS 20
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
 
 /* ---- identity ------------------------------------------------------------- */
@@ -509,17 +523,39 @@ static void reclaim(uint64_t now)
 	}
 }
 
+/* In a fork child: wait out the grace period, then publish the segment.
+ * False if the thread is to stop instead. */
+static bool child_publish(void)
+{
+	uint64_t grace = (uint64_t)CHILD_GRACE_MS * 1000000u;
+	uint64_t t0 = hc_shm_mono_ns(), now;
+	while (!__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE) && (now = hc_shm_mono_ns()) - t0 < grace)
+		hc_shm_futex_wait(&ctl_stop, 0, grace - (now - t0));
+	if (__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE))
+		return false;
+	hc_shm_t *s = segment_create(child_parent);
+	if (s == NULL)
+		return false;
+	child_parent = 0;
+	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+	return true;
+}
+
 static void *control_main(void *arg)
 {
 	(void)arg;
 	hc_prof_busy = 1;      /* nothing this thread allocates is profiled */
 	pthread_setname_np(pthread_self(), "heapctl-ctl");
+	bool child = child_parent != 0;
+	if (child && !child_publish())
+		return NULL;
 	hc_shm_t *s = seg;
 	mirror(true);
-	hc_shm_clean_stale();
+	if (!child)            /* the first process of the program swept */
+		hc_shm_clean_stale();
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
-	for (;;) {
+	while (!__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE)) {
 		uint32_t bell = __atomic_load_n(&s->box.doorbell, __ATOMIC_ACQUIRE);
 		bool served = false;
 		for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
@@ -546,30 +582,30 @@ static void thread_start(void)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;
-	pthread_t t;
-	int err = pthread_create(&t, &attr, control_main, NULL);
+	__atomic_store_n(&ctl_stop, 0, __ATOMIC_RELEASE);
+	int err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	ctl_running = err == 0;
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
-	if (err)
+	if (err && seg != NULL)
 		__atomic_store_n(&seg->hdr.control, 0, __ATOMIC_RELEASE);
 	if (err)
 		hc_say("cannot start the control thread: ", strerrordesc_np(err),
 		    "; heapctl can read this process but not control it", NULL);
 }
 
-static void control_begin(int parent)
+static void control_begin(void)
 {
 	if (!hc_opt.control)
 		return;
-	hc_shm_t *s = segment_create(parent);
+	hc_shm_t *s = segment_create(0);
 	if (s == NULL)
 		return;
 	have_last = false;
@@ -582,20 +618,50 @@ static void control_begin(int parent)
 	thread_start();
 }
 
+/* Stop the control thread and wait until it is gone; true if there was
+ * one.  Commands posted meanwhile wait in their slots (clients time out as
+ * for a busy target).  Must be followed by hc_control_resume. */
+bool hc_control_pause(void)
+{
+	pthread_mutex_lock(&pause_lock);
+	if (!ctl_running)
+		return false;
+	__atomic_store_n(&ctl_stop, 1, __ATOMIC_RELEASE);
+	hc_shm_futex_wake(&ctl_stop, INT_MAX);
+	hc_shm_t *s = __atomic_load_n(&seg, __ATOMIC_ACQUIRE);
+	if (s != NULL) {
+		__atomic_add_fetch(&s->box.doorbell, 1, __ATOMIC_RELEASE);
+		hc_shm_futex_wake(&s->box.doorbell, INT_MAX);
+	}
+	pthread_join(ctl_thread, NULL);
+	ctl_running = false;
+	return true;
+}
+
+void hc_control_resume(bool was_running)
+{
+	if (was_running)
+		thread_start();
+	pthread_mutex_unlock(&pause_lock);
+}
+
 void hc_agent_start(void)
 {
 	static bool done;
 	if (done)
 		return;
 	done = true;
-	control_begin(0);
+	control_begin();
 }
 
-/* The child has the parent's mapping but not its thread: it makes its own
- * segment and thread; the parent's segment stays the parent's. */
+/* The child has the parent's mapping but not its thread: it starts its own
+ * thread, which makes its own segment after the grace period (see the top);
+ * the parent's segment stays the parent's. */
 void hc_control_fork_child(void)
 {
 	pthread_mutex_init(&ev_lock, NULL);
+	pthread_mutex_init(&pause_lock, NULL);
+	ctl_running = false;
 	hc_shm_t *old = seg;
 	if (old == NULL)
 		return;
@@ -603,7 +669,11 @@ void hc_control_fork_child(void)
 	munmap(old, sizeof(hc_shm_t));
 	seg_path[0] = 0;
 	last_dump[0] = 0;
-	control_begin(seg_pid);
+	have_last = false;
+	commands = 0;
+	memset(seen_word, 0, sizeof seen_word);
+	child_parent = seg_pid;
+	thread_start();
 }
 
 /* Last of the library's destructors: watchers learn the process is going,

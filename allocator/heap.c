@@ -344,11 +344,14 @@ static uint32_t page_collect(hc_page_t *pg)
 	return n;
 }
 
-/* Carve up to 16 KiB of never-used blocks into the free list. */
+/* Link more of the page's blocks into its free list: one OS page's worth
+ * the first time, 16 KiB after.  A thread touches a page of memory per
+ * size class it uses, not four: threads that allocate a little each (a
+ * thread per connection) cost that much less. */
 static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 {
 	uint32_t bs = pg->block_size;
-	uint32_t n = (16 * 1024) / bs;
+	uint32_t n = (pg->capacity == 0 ? HC_PAGE : 16 * 1024) / bs;
 	if (n == 0)
 		n = 1;
 	if (n > pg->reserved - pg->capacity)

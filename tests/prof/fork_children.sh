@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# fork_children: what a forked child costs and leaves behind.
+#
+#  * Children that end at once (_exit, exit, exec) never make a control
+#    segment: none of 300 such children leaves a file in /dev/shm (before,
+#    each _exit child left its heapctl.<pid> for the next sweep).
+#  * A child that lives on publishes its own segment a moment after the
+#    fork, and answers heapctl under its own pid.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+hc_setup fork_children "$@"
+H=$BUILD/heapctl
+
+cat >"$WORK/prog.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(void)
+{
+	free(malloc(64));
+	setvbuf(stdout, NULL, _IONBF, 0);     /* nothing buffered for children to repeat */
+	printf("pid %d\n", (int)getpid());
+	for (int i = 0; i < 300; i++) {
+		pid_t c = fork();
+		if (c == 0) {
+			if (i >= 100 && i < 200) {        /* a little work, then exit() */
+				char *p = malloc(100 + (size_t)i);
+				memset(p, 1, 100);
+				free(p);
+				exit(0);
+			}
+			if (i < 100)                      /* system(), popen */
+				execl("/bin/true", "true", (char *)NULL);
+			_exit(0);
+		}
+		printf("short %d\n", (int)c);
+		waitpid(c, NULL, 0);
+	}
+	printf("short done\n");
+	sleep(2);                                      /* the test looks now */
+	pid_t c = fork();
+	if (c == 0) {                                  /* a worker that lives on */
+		sleep(20);
+		_exit(0);
+	}
+	printf("long %d\n", (int)c);
+	fflush(stdout);
+	sleep(20);
+	return 0;
+}
+EOF
+compile "$WORK/prog" "$WORK/prog.c"
+
+mkdir -p "$WORK/run"
+(cd "$WORK/run" && exec env LD_PRELOAD="$LIB" "$WORK/prog") >"$WORK/prog.out" 2>"$WORK/prog.err" &
+prog=$!
+trap 'kill $prog $(sed -n "s/^long //p" "$WORK/prog.out" 2>/dev/null) 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 300); do
+	grep -q '^short done' "$WORK/prog.out" 2>/dev/null && break
+	sleep 0.1
+done
+# before any later process of the program could sweep them
+left=0
+while read -r c; do
+	compgen -G "/dev/shm/heapctl.$c" >/dev/null || compgen -G "/dev/shm/heapctl.$c.*" >/dev/null &&
+		left=$((left + 1))
+done < <(sed -n 's/^short \([0-9]*\)$/\1/p' "$WORK/prog.out")
+check_eq "segments left in /dev/shm by 300 children that ended at once" "$left" 0
+check_eq "children that ended at once" "$(grep -c '^short [0-9]' "$WORK/prog.out")" 300
+for _ in $(seq 100); do
+	grep -q '^long ' "$WORK/prog.out" 2>/dev/null && break
+	sleep 0.1
+done
+long=$(sed -n 's/^long //p' "$WORK/prog.out")
+[ -n "$long" ] || { fail "the program did not fork its long-lived child: $(head -3 "$WORK/prog.err")"; finish; }
+
+ok=
+for _ in $(seq 50); do
+	if out=$("$H" status "$long" --json 2>&1) && [[ "$out" == *"\"pid\": $long"* ]]; then
+		ok=1
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$ok" ] || fail "the long-lived child $long never answered heapctl status: $out"
+lst=$("$H" list 2>&1 || true)
+grep -qE "^$long " <<<"$lst" || fail "heapctl list does not show the long-lived child $long: $lst"
+check_stderr_empty prog
+finish
