@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
@@ -132,14 +133,6 @@ static int rd_decay(const ctl_entry_t *e, ctl_val_t *out)
 	return 0;
 }
 
-static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	(void)in;
-	hc_purge_all();
-	return 0;
-}
-
 /* ---- profiling ---------------------------------------------------------- */
 
 static int rd_opt_bool(const ctl_entry_t *e, ctl_val_t *out)
@@ -238,6 +231,25 @@ static int wr_dump(const ctl_entry_t *e, const ctl_val_t *in)
 	return hc_dump(kind, path, NULL, 0) ? EFAULT : 0;
 }
 
+/* arena.<i>.purge and arena.<i>.decay: heapctl's arenas share one decay
+ * clock, so either returns every arena's dirty pages now (jemalloc's purge
+ * of MALLCTL_ARENAS_ALL; its decay of unexpired pages does less). */
+static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	(void)in;
+	hc_purge_all();
+	return 0;
+}
+
+/* thread.tcache.flush: there are no thread caches to flush */
+static int wr_nothing(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	(void)in;
+	return 0;
+}
+
 static int wr_reset(const ctl_entry_t *e, const ctl_val_t *in)
 {
 	(void)e;
@@ -324,10 +336,12 @@ static const ctl_entry_t table[] = {
 	CONFIG("utrace", 0),
 	CONFIG("xmalloc", 0),
 	{ "arenas.narenas", T_UNSIGNED, rd_narenas, NULL, 0 },
+	{ "arena.<i>.purge", T_BOOL, NULL, wr_purge, 0 },
+	{ "arena.<i>.decay", T_BOOL, NULL, wr_purge, 0 },
+	{ "thread.tcache.flush", T_BOOL, NULL, wr_nothing, 0 },
 	{ "arenas.page", T_SIZE, rd_const_size, NULL, 4096 },
 	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
 	{ "opt.dirty_decay_ms", T_SSIZE, rd_decay, NULL, 0 },
-	{ "arena.4096.purge", T_BOOL, NULL, wr_purge, 0 },
 	OPTB(prof), OPTB(prof_active), OPTB(prof_gdump), OPTB(prof_final), OPTB(prof_leak),
 	OPTB(prof_leak_error), OPTB(prof_accum), OPTB(prof_thread_active_init),
 	OPTB(prof_time_names), OPTB(prof_peak), OPTB(prof_thread_names),
@@ -367,14 +381,38 @@ static size_t components(const char *name)
 	return n;
 }
 
-static const ctl_entry_t *lookup(const char *name)
+#define ARENAS_ALL 4096        /* jemalloc's MALLCTL_ARENAS_ALL */
+
+/* An arena index of arena.<i>.*: one that exists, or all of them, which
+ * jemalloc spells MALLCTL_ARENAS_ALL or (as redis does) arenas.narenas. */
+static bool arena_index_ok(size_t i)
+{
+	ctl_val_t n;
+	rd_narenas(NULL, &n);
+	return i <= n.u || i == ARENAS_ALL;
+}
+
+/* The entry for name; *index is the <i> of an arena.<i>.* name. */
+static const ctl_entry_t *lookup(const char *name, size_t *index)
 {
 	if (name == NULL)
 		return NULL;
-	/* jemalloc spells "all arenas" as arena.<MALLCTL_ARENAS_ALL>.purge */
+	*index = 0;
 	for (size_t i = 0; i < NENTRIES; i++)
 		if (strcmp(table[i].name, name) == 0)
 			return &table[i];
+	if (strncmp(name, "arena.", 6) != 0 || name[6] < '0' || name[6] > '9')
+		return NULL;
+	char *end;
+	errno = 0;
+	unsigned long long i = strtoull(name + 6, &end, 10);
+	if (errno != 0 || *end != '.' || !arena_index_ok((size_t)i))
+		return NULL;
+	for (size_t k = 0; k < NENTRIES; k++)
+		if (strncmp(table[k].name, "arena.<i>.", 10) == 0 && strcmp(table[k].name + 10, end + 1) == 0) {
+			*index = (size_t)i;
+			return &table[k];
+		}
 	return NULL;
 }
 
@@ -415,7 +453,8 @@ static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
 HC_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
 {
 	hc_init();
-	const ctl_entry_t *e = lookup(name);
+	size_t index;
+	const ctl_entry_t *e = lookup(name, &index);
 	if (e == NULL)
 		return ENOENT;
 	return ctl_do(e, oldp, oldlenp, newp, newlen);
@@ -424,7 +463,8 @@ HC_EXPORT int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
 HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
 {
 	hc_init();
-	const ctl_entry_t *e = lookup(name);
+	size_t index;
+	const ctl_entry_t *e = lookup(name, &index);
 	if (e == NULL)
 		return ENOENT;
 	if (mibp == NULL || miblenp == NULL)
@@ -435,6 +475,8 @@ HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
 	mibp[0] = (size_t)(e - table);
 	for (size_t i = 1; i < k; i++)
 		mibp[i] = 0;
+	if (strncmp(e->name, "arena.<i>.", 10) == 0)
+		mibp[1] = index;       /* callers set it to other arenas */
 	*miblenp = k;
 	return 0;
 }
@@ -447,6 +489,8 @@ HC_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t 
 		return ENOENT;
 	const ctl_entry_t *e = &table[mib[0]];
 	if (miblen != components(e->name))
+		return ENOENT;
+	if (strncmp(e->name, "arena.<i>.", 10) == 0 && !arena_index_ok(mib[1]))
 		return ENOENT;
 	return ctl_do(e, oldp, oldlenp, newp, newlen);
 }

@@ -76,10 +76,14 @@ static void *promoted_alloc(size_t n, size_t align, bool zero, bool growing)
  * or not profiling samples it; otherwise its pages.  The profile counts
  * this size too, as jemalloc's counts usable bytes.
  */
-static size_t promoted_usize(const void *p, size_t n, size_t align)
+static size_t small_class(size_t n, size_t align)
 {
-	size_t u = n <= HC_SMALL_MAX && align <= HC_SMALL_MAX ? hc_small_usize(n, align > 8 ? align : 0) : 0;
-	return u ? u : hc_usable_size(p);
+	return n <= HC_SMALL_MAX && align <= HC_SMALL_MAX ? hc_small_usize(n, align > 8 ? align : 0) : 0;
+}
+
+static size_t promoted_usize(const void *p, size_t cls)
+{
+	return cls ? cls : hc_usable_size(p);
 }
 
 /* Keep rec with the promoted object p, which reports usize. */
@@ -110,10 +114,13 @@ static void *take_prof(hc_chunk_t *c, void *p)
 static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged,
     bool growing)
 {
-	void *p = promoted_alloc(n, align, zero, growing);
+	/* pages enough for its size class: an aligned class can be bigger
+	 * than the pages the request alone would need */
+	size_t cls = small_class(n, align);
+	void *p = promoted_alloc(cls > n ? cls : n, align, zero, growing);
 	if (p == NULL)
 		return NULL;
-	size_t usize = promoted_usize(p, n, align);
+	size_t usize = promoted_usize(p, cls);
 	void *rec = hc_agent_sample(p, usize, charged);
 	if (rec != NULL)
 		attach_prof(p, rec, usize);
@@ -256,6 +263,28 @@ size_t hc_usable_size(const void *p)
 	}
 }
 
+/* Grow or shrink p in place to between n and most bytes, as far as that
+ * can be done (xallocx); returns its usable size after.  Only whole-page
+ * runs change size in place: a small block keeps its class, and a huge
+ * mapping would move. */
+size_t hc_resize_in_place(void *p, size_t n, size_t most)
+{
+	hc_chunk_t *c = lookup(p);
+	if (c->kind != HC_KIND_LARGE)
+		return hc_usable_size(p);
+	size_t old = hc_large_usable(c, p);
+	if (n <= HC_SMALL_MAX || n > HC_LARGE_MAX)
+		return old;
+	size_t top = most < HC_LARGE_MAX ? most : HC_LARGE_MAX;
+	if (!hc_large_resize(c, p, top) && !(top > n && hc_large_resize(c, p, n)))
+		return old;
+	size_t now = hc_large_usable(c, p);
+	void *rec = hc_large_peek_prof(c, p);
+	if (rec != NULL)
+		hc_agent_resize(rec, now, 0);
+	return now;
+}
+
 /* ---- exported API ------------------------------------------------------ */
 
 HC_EXPORT void *malloc(size_t n)
@@ -392,7 +421,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			attach_prof(p, rec, old);
 			return NULL;
 		}
-		size_t usize = promoted_usize(q, n, 0);
+		size_t usize = promoted_usize(q, small_class(n, 0));
 		hc_agent_resize(rec, usize, cn);
 		attach_prof(q, rec, usize);
 		goto move;

@@ -88,7 +88,9 @@ static void *huge_finish(hc_chunk_t *h, size_t off, size_t n, bool zero, bool fr
 	h->owner = HC_TID_NONE;
 	h->magic = HC_MAGIC;
 	h->huge_offset = off;
-	h->huge_usable = h->map_size - off;
+	/* what was asked for in whole pages, not the mapping, which may be a
+	 * bigger one reused: usable sizes do not depend on the cache (nallocx) */
+	h->huge_usable = ((off + n + HC_PAGE - 1) & ~(HC_PAGE - 1)) - off;
 	h->huge_prof = NULL;
 	void *p = (char *)h + off;
 	hc_chunk_mark(hc_chunk_of(p), true);
@@ -266,8 +268,14 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 	size_t need = (h->huge_offset + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	size_t old = h->map_size;
 	void *obj = (char *)h + h->huge_offset;
-	if (need == old)
+	if (need == old) {
+		pthread_mutex_lock(&huge_lock);
+		live_remove(h);
+		h->huge_usable = need - h->huge_offset;
+		live_add(h);
+		pthread_mutex_unlock(&huge_lock);
 		return obj;
+	}
 	int saved = errno;
 	pthread_mutex_lock(&huge_lock);
 	live_remove(h);
@@ -295,6 +303,13 @@ keep:
 	live_add(h);
 	pthread_mutex_unlock(&huge_lock);
 	return h->map_size == need ? obj : NULL;
+}
+
+/* The usable size hc_huge_alloc(n, align) gives. */
+size_t hc_huge_usable_for(size_t n, size_t align)
+{
+	size_t off = align >= HC_CHUNK_SIZE ? HC_PAGE : huge_offset_for(align);
+	return ((off + n + HC_PAGE - 1) & ~(HC_PAGE - 1)) - off;
 }
 
 void hc_huge_decay(void)

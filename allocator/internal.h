@@ -365,6 +365,9 @@ extern int hc_highwater_pending;
 bool hc_heap_count(size_t usize);
 extern __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec")));
 size_t hc_small_usize(size_t n, size_t align);
+size_t hc_nalloc(size_t n, size_t align);
+size_t hc_huge_usable_for(size_t n, size_t align);
+size_t hc_resize_in_place(void *p, size_t n, size_t most);
 void *hc_small_alloc_slow(size_t n, size_t align);
 void hc_small_free_settle(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_small_free_slow(hc_chunk_t *c, void *p);
@@ -377,6 +380,7 @@ extern int hc_inited;
 
 /* large.c */
 bool hc_large_fits(size_t n, size_t align);   /* a run can hold it */
+unsigned hc_arena_count(void);
 void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, bool growing);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);

@@ -95,6 +95,11 @@ static size_t first_start(size_t align)
 
 /* Whether a run can hold n bytes aligned to align: then the request is
  * large, and an empty chunk always has room for it. */
+unsigned hc_arena_count(void)
+{
+	return narenas;
+}
+
 bool hc_large_fits(size_t n, size_t align)
 {
 	if (n > HC_LARGE_MAX || align > HC_LARGE_ALIGN_MAX)
