@@ -37,13 +37,15 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python"
-programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_prof fork_cost big_buffers thread_leftover"
+programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost big_buffers thread_leftover"
 
 # Sets argv to the command line of benchmark $1.
 bench_argv() {
 	case $1 in
 	large_churn_2t) argv=("$out/large_churn" threads=2) ;;
+	# profiling on where the allocator has it (jemalloc reads MALLOC_CONF too)
+	thread_churn_prof) argv=(env MALLOC_CONF=prof:true,lg_prof_sample:10 "$out/thread_churn") ;;
 	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
 		/usr/bin/perl "$here/real_perl.pl") ;;
 	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc
