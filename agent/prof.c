@@ -287,12 +287,14 @@ void hc_agent_thread_exit(void)
 	pthread_mutex_lock(&hc_prof_lock);
 	th->exited = true;
 	nexited++;
-	if (th->tctxs == NULL)
+	if (th->tctxs == NULL) {
 		thread_free(th);
-	/* th goes with its last count, when next is NULL */
-	for (hc_tctx_t *c = th->tctxs, *next; c != NULL; c = next) {
-		next = c->th_next;
-		tctx_release(c);
+	} else {
+		/* th goes with its last count, when next is NULL */
+		for (hc_tctx_t *c = th->tctxs, *next; c != NULL; c = next) {
+			next = c->th_next;
+			tctx_release(c);
+		}
 	}
 	pthread_mutex_unlock(&hc_prof_lock);
 }
