@@ -85,7 +85,7 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 
 $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
-	    -o $@ $(LIB_OBJ) -ldl -lm
+	    -o $@ $(LIB_OBJ) -ldl
 
 $(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
@@ -93,7 +93,7 @@ $(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
 
 $(BUILD)/libheapctl-secure.so: $(SECURE_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
-	    -o $@ $(SECURE_OBJ) -ldl -lm
+	    -o $@ $(SECURE_OBJ) -ldl
 
 $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
@@ -117,6 +117,10 @@ $(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so te
 	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
 # The mailbox stress test is a client (shm/client.c) of a real target.
+$(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror tests/unit/hc_math.c -o $@ -lm
+
 $(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h $(BUILD)/tests/cli/target
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/stress/mailbox.c shm/shm.c shm/client.c -o $@

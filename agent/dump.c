@@ -35,7 +35,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>   /* rename(), and fflush before _exit */
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "hc_math.h"
 
 /* ---- an output buffer that never touches the user's heap ---------------- */
 
@@ -118,7 +118,7 @@ static uint64_t to_u64(double d)
 {
 	if (!(d > 0))
 		return 0;
-	d = round(d);
+	d += 0.5;       /* round half up: d is positive */
 	return d >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)d;
 }
 
@@ -129,7 +129,7 @@ static void unbias_for_jeprof(double c, double s, double period, uint64_t *c_in,
 		return;
 	}
 	double x = s / c;
-	double y = s * -expm1(-x / period);
+	double y = s * -hc_expm1(-x / period);
 	*c_in = to_u64(y / x);
 	*s_in = to_u64(y);
 }

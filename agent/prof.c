@@ -19,13 +19,13 @@
  * one lock is not contended; the unwinding happens before taking it.
  */
 #define _GNU_SOURCE
-#include <math.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "hc_math.h"
 
 hc_prof_state_t hc_prof;
 pthread_mutex_t hc_prof_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -117,7 +117,7 @@ static int64_t draw(tsd_t *t)
 	if (lg == 0)
 		return 0;
 	double u = (double)((rng_next(&t->rng) >> 11) + 1) * (1.0 / 9007199254740993.0);
-	double d = -log(u) * (double)((uint64_t)1 << lg);
+	double d = -hc_log(u) * (double)((uint64_t)1 << lg);
 	if (d > (double)INT64_MAX / 2)
 		d = (double)INT64_MAX / 2;
 	return (int64_t)d + 1;
@@ -319,7 +319,7 @@ static double sample_weight(size_t charged)
 	if (lg == 0)
 		return 1.0;
 	double r = (double)((uint64_t)1 << lg);
-	double prob = -expm1(-(double)charged / r);
+	double prob = -hc_expm1(-(double)charged / r);
 	return prob > 0 ? 1.0 / prob : r;
 }
 

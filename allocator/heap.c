@@ -17,7 +17,8 @@
  *    reuses memory instead of growing;
  *  - fork: locks held across fork, and in the child the heaps of threads that
  *    no longer exist are disowned (their blocks stay freeable);
- *  - the fallback heap, used under a lock by threads whose heap is gone
+ *  - shared heaps, used under a lock: a thread's first blocks of each class
+ *    (see HC_STARTER_BLOCKS), and the fallback for threads whose heap is gone
  *    (allocation inside TLS destructors) or not yet made.
  */
 #define _GNU_SOURCE
@@ -93,11 +94,33 @@ static hc_page_t page_empty;   /* free == NULL: every pop goes slow */
 
 static hc_heap_t heap_empty = { .direct = EMPTY_DIRECT, .state = HC_HEAP_EMPTY };
 static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
-static hc_heap_t heap_fallback = {
-	.direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, .state = HC_HEAP_LIVE,
-	.countdown = INT64_MAX / 2, .period = INT64_MAX / 2,
-};
-static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * Shared heaps, each used under its own lock.  A thread takes its first
+ * HC_STARTER_BLOCKS blocks of each class from one of them (chosen when its
+ * heap is made) before it carves a page of its own: a thread that allocates
+ * a few objects of a class costs their size, not an OS page per class, and a
+ * thread that leaves a few objects behind when it exits leaves them in pages
+ * that other threads fill.  Shared heap 0 is also the fallback, for threads
+ * whose heap is gone (allocation in TLS destructors) or not yet made.  Their
+ * chunks' owner is HC_TID_FALLBACK, so every free into them is a remote
+ * push, collected under the lock when the heap's page runs dry.
+ */
+#ifndef HC_NSHARED
+#define HC_NSHARED 4
+#endif
+#ifndef HC_STARTER_BLOCKS
+#define HC_STARTER_BLOCKS 16
+#endif
+typedef struct {
+	hc_heap_t heap;
+	pthread_mutex_t lock;
+} __attribute__((aligned(64))) hc_shared_t;
+
+#define SHARED_INIT { .heap = { .direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, \
+	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 }, \
+	.lock = PTHREAD_MUTEX_INITIALIZER }
+static hc_shared_t shared[HC_NSHARED] = { [0 ... HC_NSHARED - 1] = SHARED_INIT };
+#define heap_fallback (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
@@ -151,6 +174,9 @@ static hc_heap_t *heap_struct_new(void)
 	return h;
 }
 
+static void shared_tidy(hc_heap_t *h, bool now);
+static unsigned shared_next;    /* round robin over the shared heaps */
+
 static void heap_reset(hc_heap_t *h, uintptr_t tid)
 {
 	hc_heap_t *all_next = h->all_next;
@@ -164,6 +190,7 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 	h->arena = hc_arena_pick();
 	h->decay_epoch = hc_decay_epoch();
 	h->state = HC_HEAP_LIVE;
+	h->shared_index = (uint8_t)(__atomic_fetch_add(&shared_next, 1, __ATOMIC_RELAXED) % HC_NSHARED);
 }
 
 static void heap_abandon(hc_heap_t *h);
@@ -719,10 +746,19 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
 	if (cls < 0)
 		return NULL;
-	if (unlikely(h == &heap_fallback)) {
-		pthread_mutex_lock(&fallback_lock);
-		void *p = small_alloc(h, (unsigned)cls);
-		pthread_mutex_unlock(&fallback_lock);
+	hc_shared_t *sh = NULL;
+	if (unlikely(h == &heap_fallback))
+		sh = &shared[0];
+	else if (h->starter[cls] < HC_STARTER_BLOCKS && h->direct[cls] == &page_empty &&
+	    h->queue[cls].first == NULL) {
+		h->starter[cls]++;
+		sh = &shared[h->shared_index];
+	}
+	if (sh != NULL) {
+		pthread_mutex_lock(&sh->lock);
+		shared_tidy(&sh->heap, false);
+		void *p = small_alloc(&sh->heap, (unsigned)cls);
+		pthread_mutex_unlock(&sh->lock);
 		return p;
 	}
 	return small_alloc(h, (unsigned)cls);
@@ -736,6 +772,8 @@ void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 	hc_block_t *b = p;
 	hc_block_t *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
 	do {
+		if (unlikely(head == b))    /* the same block freed twice in a row */
+			hc_fatal_ptr("free(): double free of", p);
 		b->next = hc_link(pg, b, head);
 	} while (!__atomic_compare_exchange_n(&pg->xfree, &head, b, true,
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
@@ -837,10 +875,30 @@ static void heap_abandon(hc_heap_t *h)
 	h->chunks = NULL;
 }
 
+/* A shared heap gets no frees of its own, only remote ones, so nothing
+ * notices when its pages empty: once per decay epoch (or when asked), the
+ * thread that holds its lock folds the remote frees back and retires the
+ * empty pages, whose slots then decay like any other. */
+static void shared_tidy(hc_heap_t *h, bool now)
+{
+	if (!now && hc_decay_epoch() == h->decay_epoch)
+		return;
+	heap_drain_xpages(h);
+	heap_collect_queues(h);
+	h->decay_epoch = 0;
+	heap_decay(h);
+}
+
 /* Called from the collect hook (malloc_trim, purge): fold remote frees of
- * the caller's heap back and retire what became empty. */
+ * the caller's heap and of the shared heaps back and retire what became
+ * empty. */
 void hc_heap_collect_self(void)
 {
+	for (unsigned i = 0; i < HC_NSHARED; i++) {
+		pthread_mutex_lock(&shared[i].lock);
+		shared_tidy(&shared[i].heap, true);
+		pthread_mutex_unlock(&shared[i].lock);
+	}
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
 		return;
@@ -853,7 +911,8 @@ void hc_heap_collect_self(void)
 static void fork_prepare(void)
 {
 	hc_agent_fork_prepare();
-	pthread_mutex_lock(&fallback_lock);
+	for (unsigned i = 0; i < HC_NSHARED; i++)
+		pthread_mutex_lock(&shared[i].lock);
 	pthread_mutex_lock(&heaps_lock);
 	pthread_mutex_lock(&abandoned_lock);
 	hc_large_fork_prepare();
@@ -870,7 +929,8 @@ static void fork_parent(void)
 	hc_large_fork_parent();
 	pthread_mutex_unlock(&abandoned_lock);
 	pthread_mutex_unlock(&heaps_lock);
-	pthread_mutex_unlock(&fallback_lock);
+	for (unsigned i = 0; i < HC_NSHARED; i++)
+		pthread_mutex_unlock(&shared[i].lock);
 	hc_agent_fork_parent();
 }
 
@@ -886,7 +946,8 @@ static void fork_child(void)
 	hc_large_fork_child();
 	pthread_mutex_init(&abandoned_lock, NULL);
 	pthread_mutex_init(&heaps_lock, NULL);
-	pthread_mutex_init(&fallback_lock, NULL);
+	for (unsigned i = 0; i < HC_NSHARED; i++)
+		pthread_mutex_init(&shared[i].lock, NULL);
 	hc_heap_t *self = hc_tls_heap;
 	uintptr_t tid = hc_thread_id();
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {

@@ -298,7 +298,7 @@ typedef struct hc_pq_s { hc_page_t *first, *last; } hc_pq_t;
 /*
  * A thread's heap.  direct[c] is never NULL: it is the first page of class
  * queue c, or the shared empty page, so the malloc fast path needs no check.
- * Touched only by its thread (the fallback heap: under hc_fallback_lock).
+ * Touched only by its thread (a shared heap: under its lock; see heap.c).
  */
 struct hc_heap_s {
 	hc_page_t *direct[HC_NCLASSES];
@@ -314,6 +314,8 @@ struct hc_heap_s {
 	uint64_t decay_epoch;
 	int64_t period;              /* countdown refill                        */
 	uint32_t state;              /* HC_HEAP_*                               */
+	uint8_t shared_index;        /* shared heap for starter blocks          */
+	uint8_t starter[HC_NCLASSES];    /* blocks taken from it, per class     */
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };

@@ -1423,30 +1423,130 @@ static int run_child_stderr(void (*fn)(void), char *err, size_t cap)
     return st;
 }
 
-static void *double_free_thread(void *arg)
+/* A new thread's first blocks of a class come from a shared heap (a free
+ * of one is a remote push); after 16 it has a page of its own. */
+static void *double_free_shared_thread(void *arg)
 {
-    void *x = v_malloc(200);    /* a new thread's heap: the page's only block */
+    void *x = v_malloc(200);    /* a new thread's heap: a shared page's block */
     v_free(x);
     v_free(x);
     return arg;
 }
 
-static void double_free_child(void)
+static void *double_free_own_thread(void *arg __attribute__((unused)))
+{
+    void *keep[16];
+    for (int i = 0; i < 16; i++)
+        keep[i] = v_malloc(200);
+    void *x = v_malloc(200);    /* the only block of the thread's own page */
+    v_free(x);
+    v_free(x);
+    return keep[0];
+}
+
+static void double_free_child_shared(void)
 {
     pthread_t t;
-    if (pthread_create(&t, NULL, double_free_thread, NULL) == 0)
+    if (pthread_create(&t, NULL, double_free_shared_thread, NULL) == 0)
         pthread_join(t, NULL);
 }
 
-/* A second free of the only block of a page is caught, not absorbed. */
+static void double_free_child_own(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, double_free_own_thread, NULL) == 0)
+        pthread_join(t, NULL);
+}
+
+/* A second free of the only block of a page is caught, not absorbed: in a
+ * page of the thread's own and in a shared one. */
 static void test_double_free_caught(void)
 {
     if (!under_heapctl)
         return;
-    char err[512];
-    int st = run_child_stderr(double_free_child, err, sizeof err);
-    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free: child status %#x", st);
-    CHECK(strstr(err, "double free") != NULL, "double free: stderr was \"%s\"", err);
+    void (*child[])(void) = { double_free_child_own, double_free_child_shared };
+    for (int i = 0; i < 2; i++) {
+        char err[512];
+        int st = run_child_stderr(child[i], err, sizeof err);
+        CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
+        CHECK(strstr(err, "double free") != NULL, "double free %d: stderr was \"%s\"", i, err);
+    }
+}
+
+/* ---- a thread's first blocks come from shared pages --------------------- */
+
+static long small_chunks(void)
+{
+    int magic = 0x5eed;
+    stats_len = 0;
+    hc_malloc_stats_print(stats_cb, &magic, NULL);
+    const char *at = strstr(stats_buf, "Small chunks: ");
+    return at ? strtol(at + strlen("Small chunks: "), NULL, 10) : -1;
+}
+
+static pthread_barrier_t starter_up, starter_done;
+static int starter_blocks;
+
+static void *starter_thread(void *arg)
+{
+    static const size_t sizes[] = { 24, 100, 300, 1000 };
+    void **keep = arg;
+    int k = 0;
+    for (unsigned s = 0; s < 4; s++)
+        for (int i = 0; i < starter_blocks; i++) {
+            keep[k] = v_malloc(sizes[s]);
+            memset(keep[k], 0x33, sizes[s]);
+            k++;
+        }
+    pthread_barrier_wait(&starter_up);
+    pthread_barrier_wait(&starter_done);
+    for (int i = 0; i < k; i++)
+        v_free(keep[i]);
+    return NULL;
+}
+
+/* Threads alive at once, each holding `blocks` blocks of four classes: how
+ * many small chunks the live threads added. */
+static long starter_chunks(int nthreads, int blocks)
+{
+    enum { MAXT = 200 };
+    static void *keep[MAXT][4 * 20];
+    pthread_t t[MAXT];
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 << 10);
+    starter_blocks = blocks;
+    pthread_barrier_init(&starter_up, NULL, (unsigned)nthreads + 1);
+    pthread_barrier_init(&starter_done, NULL, (unsigned)nthreads + 1);
+    long before = small_chunks();
+    int made = 0;
+    for (; made < nthreads; made++)
+        if (pthread_create(&t[made], &attr, starter_thread, keep[made]) != 0)
+            break;
+    CHECK(made == nthreads, "starter: made %d of %d threads", made, nthreads);
+    if (made < nthreads)
+        _exit(1);       /* the barriers would never open */
+    pthread_barrier_wait(&starter_up);
+    long during = small_chunks();
+    pthread_barrier_wait(&starter_done);
+    for (int i = 0; i < made; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&starter_up);
+    pthread_barrier_destroy(&starter_done);
+    pthread_attr_destroy(&attr);
+    return during - before;
+}
+
+/* 200 threads that hold 16 blocks each of four classes get no chunk of
+ * their own (the four shared heaps may add one each); with 17 they do. */
+static void test_thread_starter_blocks(void)
+{
+    if (!under_heapctl)
+        return;
+    long shared = starter_chunks(200, 16);
+    CHECK(shared >= 0 && shared <= 4, "200 threads with 16 blocks a class added %ld small chunks, want <= 4", shared);
+    long own = starter_chunks(200, 17);
+    CHECK(own >= 200, "200 threads with 17 blocks a class added %ld small chunks, want >= 200", own);
 }
 
 static int verbose;
@@ -1485,6 +1585,7 @@ int main(void)
         RUN(test_mallctl_mib);
         RUN(test_stats_print);
         RUN(test_stats_sanity);
+        RUN(test_thread_starter_blocks);
     }
     fprintf(stderr, "api: %.2f s\n", hc_now() - t0);
     return hc_check_finish("api");

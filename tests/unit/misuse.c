@@ -93,8 +93,17 @@ static void interior_free_remote(void)
 	pthread_join(t, NULL);
 }
 
+/* A thread's first 16 blocks of a class come from a shared heap; these
+ * tests are about its own pages. */
+static void own_page(size_t size)
+{
+	for (int i = 0; i < 16; i++)
+		(void)v_malloc(size);
+}
+
 static void link_overwrite(void)
 {
+	own_page(64);
 	void **p = v_malloc(64);
 	void *keep = v_malloc(64);           /* so p's page stays the direct one */
 	v_free(p);
