@@ -181,6 +181,10 @@ void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
 void hc_dump_fork_child(void);
 
+/* ---- mallctl (ctl.c) ----------------------------------------------------- */
+
+void hc_ctl_fork_prepare(void), hc_ctl_fork_parent(void), hc_ctl_fork_child(void);
+
 /* ---- the control segment (control.c) ------------------------------------ */
 
 /* Events for watchers; each is a no-op without a segment.  path and reason

@@ -81,6 +81,12 @@ static void snapshot_refresh(void)
 	pthread_mutex_unlock(&snapshot_lock);
 }
 
+/* fork: the snapshot lock is a leaf (nothing is taken under it), so it is
+ * taken last before fork and released first after. */
+void hc_ctl_fork_prepare(void) { pthread_mutex_lock(&snapshot_lock); }
+void hc_ctl_fork_parent(void) { pthread_mutex_unlock(&snapshot_lock); }
+void hc_ctl_fork_child(void) { pthread_mutex_init(&snapshot_lock, NULL); }
+
 static int rd_epoch(const ctl_entry_t *e, ctl_val_t *out)
 {
 	(void)e;

@@ -515,16 +515,19 @@ void hc_agent_fork_prepare(void)
 {
 	hc_unwind_fork_prepare();
 	pthread_mutex_lock(&hc_prof_lock);
+	hc_ctl_fork_prepare();
 }
 
 void hc_agent_fork_parent(void)
 {
+	hc_ctl_fork_parent();
 	pthread_mutex_unlock(&hc_prof_lock);
 	hc_unwind_fork_parent();
 }
 
 void hc_agent_fork_child(void)
 {
+	hc_ctl_fork_child();
 	pthread_mutex_init(&hc_prof_lock, NULL);
 	hc_unwind_fork_child();
 	hc_dump_fork_child();

@@ -207,10 +207,34 @@ static void *child_thread(void *argp)
     return NULL;
 }
 
+/* mallctl's statistics snapshot has a lock of its own: a thread refreshes
+ * it without pause while the main thread forks, and every child reads it
+ * (a lock left held across fork hangs the child, and wait_child fails it). */
+static int have_ctl;
+
+static void ctl_read(void)
+{
+    if (!have_ctl)
+        return;
+    uint64_t epoch = 1;
+    size_t allocated = 0, sz = sizeof allocated;
+    hc_mallctl("epoch", NULL, NULL, &epoch, sizeof epoch);
+    hc_mallctl("stats.allocated", &allocated, &sz, NULL, 0);
+}
+
+static void *ctl_worker(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED))
+        ctl_read();
+    return NULL;
+}
+
 static void child_main(int from_pool, uint64_t seed, int depth)
 {
     hc_rng r;
     hc_rng_init(&r, seed);
+    ctl_read();
 
     /* blocks allocated by parent threads before the fork */
     blk_t *mine = NULL;
@@ -341,6 +365,9 @@ int main(void)
     if (!hc_malloc_is_heapctl() && !hc_allow_no_mallctl())
         CHECK(0, "malloc does not resolve to libheapctl (set HC_TEST_ALLOW_NO_MALLCTL=1 to run against glibc)");
 
+    have_ctl = hc_ctl_init();
+    pthread_t ctl_th;
+    int ctl_started = have_ctl && pthread_create(&ctl_th, NULL, ctl_worker, NULL) == 0;
     pthread_t th[NWORKERS];
     for (int i = 0; i < NWORKERS; i++) {
         int e = pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
@@ -372,6 +399,8 @@ int main(void)
 
     __atomic_store_n(&stop_workers, 1, __ATOMIC_SEQ_CST);
     unsigned long iters = 0;
+    if (ctl_started)
+        pthread_join(ctl_th, NULL);
     for (int i = 0; i < NWORKERS; i++) {
         pthread_join(th[i], NULL);
         iters += worker_iters[i];
