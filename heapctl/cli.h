@@ -101,6 +101,7 @@ int cli_dispatch(int argc, char **argv, int attach_pid);
 void out_json_str(FILE *f, const char *s);                   /* valid UTF-8 always */
 const char *out_safe(const char *s, char *buf, size_t len);  /* for a terminal */
 const char *out_bytes(uint64_t v, char *buf, size_t len);    /* "12.3 MiB" */
+const char *out_bytes_f(double v, char *buf, size_t len);    /* the same, for estimates */
 const char *out_time(uint64_t ns, char *buf, size_t len);    /* ISO 8601 UTC, ms */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len);
 

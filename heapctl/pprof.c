@@ -271,8 +271,8 @@ static bool emit(writer_t *w, unsigned field)
 	return flush(w, false);
 }
 
-/* llround() by hand: the command does not link libm.  Out-of-range values
- * saturate rather than being undefined. */
+/* llround(), except that out-of-range values saturate (llround's result
+ * is unspecified there) and NaN gives 0. */
 static int64_t round_value(double v)
 {
 	if (v != v)

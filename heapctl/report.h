@@ -13,7 +13,10 @@
  *                    jeprof scales them, allocator frames removed
  *   views            text top, folded stacks, SVG flame graph, pprof
  *
- * Everything lives until the process exits; nothing here frees.
+ * Memory: everything the reader and rp_build() make comes from rp_alloc()
+ * and lives until rp_reset() gives all of it back at once (the command just
+ * exits; a fuzzer or a daemon reads profile after profile).  The writers
+ * (svg.c, pprof.c) free what they make themselves.
  */
 #ifndef HC_REPORT_H
 #define HC_REPORT_H

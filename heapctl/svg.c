@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "report.h"
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, HEAD = 60, FOOT = 30 };
@@ -278,18 +279,10 @@ static void put_esc(FILE *f, const char *str, size_t max)
 
 static void fmt_value(char *buf, size_t len, double v, bool bytes)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	if (!bytes) {
+	if (bytes)
+		out_bytes_f(v, buf, len);
+	else
 		snprintf(buf, len, "%.0f objects", v);
-		return;
-	}
-	int u = 0;
-	/* Step up before rounding would print "1024.0 KiB". */
-	while (u < 5 && v >= (u ? 1023.95 : 1023.5)) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
 static void put_frame(FILE *f, const node_t *c, const char *name, double total, int base_y,

@@ -201,20 +201,22 @@ const char *out_safe(const char *s, char *buf, size_t len)
 	return buf;
 }
 
-const char *out_bytes(uint64_t v, char *buf, size_t len)
+const char *out_bytes_f(double v, char *buf, size_t len)
 {
-	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	double d = (double)v;
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
 	unsigned u = 0;
-	while (d >= 1024 && u < 5) {
-		d /= 1024;
+	/* step up before rounding would print "1024.0 KiB" */
+	while (u < 5 && v >= (u ? 1023.95 : 1023.5)) {
+		v /= 1024;
 		u++;
 	}
-	if (u == 0)
-		snprintf(buf, len, "%llu B", (unsigned long long)v);
-	else
-		snprintf(buf, len, "%.1f %s", d, unit[u]);
+	snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
 	return buf;
+}
+
+const char *out_bytes(uint64_t v, char *buf, size_t len)
+{
+	return out_bytes_f((double)v, buf, len);
 }
 
 const char *out_time(uint64_t ns, char *buf, size_t len)

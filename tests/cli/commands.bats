@@ -120,6 +120,18 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	check prof.active=on true
 }
 
+@test "status: byte counts step up a unit rather than print 1024.0" {
+	start_target
+	for v in "1023 1023 B" "1024 1.0 KiB" "1048524 1023.9 KiB" "1048575 1.0 MiB" "1073741823 1.0 GiB"; do
+		set -- $v
+		run "$HEAPCTL" set "$TPID" "prof.threshold=$1"
+		[ "$status" -eq 0 ]
+		run "$HEAPCTL" status "$TPID"
+		[ "$status" -eq 0 ]
+		echo "$output" | grep -qx "prof.threshold $2 $3" || { echo "want '$2 $3' for $1: $(echo "$output" | grep threshold)"; false; }
+	done
+}
+
 @test "set: several settings at once, and --json" {
 	start_target
 	run "$HEAPCTL" set "$TPID" prof.lg_sample=14 prof.gdump_pct=7
