@@ -187,6 +187,7 @@ C
 	chown root:root "$T/bin/prog"
 	chmod "$1" "$T/bin/prog"
 	chmod 755 "$T/bin" "$T/evil"
+	touch "$T/mark"      # a stale segment of an earlier process with this pid is older
 	setpriv --reuid=nobody --regid=nogroup --clear-groups env \
 	    MALLOC_CONF=prof:true,prof_final:true,prof_leak:true,prof_leak_error:true,lg_prof_sample:0,prof_prefix:"$T/evil/x" \
 	    HEAPCTL_CONF=prof_gdump:true,prof_timer_s:1 \
@@ -197,7 +198,7 @@ C
 	# no segment: heapctl cannot attach to it at all
 	run "$HEAPCTL" status "$p"
 	[ "$status" -eq 4 ]
-	[ -z "$(ls /dev/shm | grep "^heapctl\.$p" || true)" ]
+	[ -z "$(find /dev/shm -maxdepth 1 -name "heapctl.$p*" -newer "$T/mark")" ]
 	local st=0
 	wait "$p" || st=$?
 	[ "$st" -eq 0 ]
