@@ -190,7 +190,11 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 	h->arena = hc_arena_pick();
 	h->decay_epoch = hc_decay_epoch();
 	h->state = HC_HEAP_LIVE;
-	h->shared_index = (uint8_t)(__atomic_fetch_add(&shared_next, 1, __ATOMIC_RELAXED) % HC_NSHARED);
+	/* as many shared heaps as CPUs (up to HC_NSHARED): each costs at least
+	 * a page per class it serves, and more than one per CPU buys nothing */
+	unsigned n = hc_arena_count() / 2;    /* arenas: two per CPU */
+	n = n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
+	h->shared_index = (uint8_t)(__atomic_fetch_add(&shared_next, 1, __ATOMIC_RELAXED) % n);
 }
 
 static void heap_abandon(hc_heap_t *h);
