@@ -11,6 +11,8 @@
 #   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
 #                   (make check runs the report and cli suites on it too)
 #   make deps       only check/install the dependencies
+#   make man-settings  rewrite the settings tables of libheapctl(3) and
+#                   heapctl(1) from shm/hc_settings.def (docs.bats checks them)
 #   make demo       profile a bundled example service live, then report on it
 #   make install    PREFIX (/usr/local) and DESTDIR: the library, the command,
 #                   the man pages, the header and an example drop-in
@@ -52,11 +54,11 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 # (HC_CHECKS=HC_CHECK_ALL, allocator/internal.h; the default has none)
 SECURE_OBJ := $(patsubst %.c,$(BUILD)/obj-secure/%.o,$(wildcard allocator/*.c)) \
             $(filter-out $(BUILD)/obj/allocator/%,$(LIB_OBJ))
-LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h)
+LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h) shm/hc_settings.def
 # The command: its own files and the client half of the segment library.
 CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
 CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
-CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h
+CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h shm/hc_settings.def
 
 TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c)
 TEST_CC  := $(wildcard tests/unit/*.cc)
@@ -72,7 +74,7 @@ INCDIR  := $(DESTDIR)$(PREFIX)/include
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
-.PHONY: all check test test-san bench deps clean demo install uninstall fuzz
+.PHONY: all check test test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: agent/heapctl.h
@@ -106,7 +108,7 @@ $(BUILD)/heapctl: $(CLI_OBJ)
 	$(CC) -pthread $(CLI_SAN) -o $@ $(CLI_OBJ) $(CLI_LIBS)
 
 # The segment library's own test links its sources, not the preloadable library.
-$(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h
+$(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/unit/shm.c shm/shm.c shm/client.c -o $@
 
@@ -177,6 +179,17 @@ fuzz: deps build-fuzz/profile build-fuzz/segment
 	        -artifact_prefix=build-fuzz/$$t- -print_final_stats=1 build-fuzz/corpus-$$t \
 	        2>build-fuzz/$$t.log || { tail -40 build-fuzz/$$t.log; exit 1; }; \
 	    grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)' build-fuzz/$$t.log; \
+	done
+
+# The pages' settings tables come from the list through heapctl help
+# conf.roff / set.roff, spliced between the BEGIN and END settings lines.
+SPLICE = awk -v f="$$gen" '/^\.\\" BEGIN settings/ { print; while ((getline l < f) > 0) print l; skip = 1; next } \
+	/^\.\\" END settings/ { skip = 0 } !skip'
+man-settings: $(BUILD)/heapctl
+	@set -e; for p in conf:man/libheapctl.3 set:man/heapctl.1; do \
+		gen=$(BUILD)/$${p%%:*}.roff; page=$${p#*:}; \
+		$(BUILD)/heapctl help $${p%%:*}.roff >$$gen; \
+		$(SPLICE) $$page >$$page.new && mv $$page.new $$page; \
 	done
 
 # The README's first command: a bundled service, profiled live, reported.

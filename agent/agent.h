@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../allocator/hc_alloc.h"
+#include "../shm/heapctl_shm.h"
 
 #define HC_EXPORT __attribute__((visibility("default")))
 #define HC_PREFIX_MAX 1024
@@ -21,55 +22,58 @@
 
 typedef enum { HC_UNWIND_FP, HC_UNWIND_LIBUNWIND, HC_UNWIND_LIBGCC } hc_unwinder_t;
 
+/* The C type of each kind of setting (shm/hc_settings.def). */
+#define HC_FIELD_HC_SET_BOOL(f)   bool f;
+#define HC_FIELD_HC_SET_UINT(f)   unsigned f;
+#define HC_FIELD_HC_SET_LG(f)     unsigned f;
+#define HC_FIELD_HC_SET_SSIZE(f)  long f;
+#define HC_FIELD_HC_SET_BYTES(f)  uint64_t f;
+#define HC_FIELD_HC_SET_POW2(f)   int f;             /* log2, -1 off */
+#define HC_FIELD_HC_SET_STR(f)    char f[HC_PREFIX_MAX];
+#define HC_FIELD_HC_SET_UNWIND(f) hc_unwinder_t f;
+
+/* Every setting as configured at start-up, by its option name. */
 typedef struct hc_opts_s {
-	bool prof;                    /* jemalloc names and defaults ...        */
-	bool prof_active;
-	char prof_prefix[HC_PREFIX_MAX];
-	unsigned lg_prof_sample;
-	int lg_prof_interval;
-	bool prof_gdump;
-	bool prof_final;
-	bool prof_leak;
-	bool prof_leak_error;
-	bool prof_accum;
-	bool prof_thread_active_init;
-	/* heapctl's own */
-	hc_unwinder_t prof_unwind;
-	unsigned prof_gdump_pct;      /* a u dump needs this % growth over the last */
-	unsigned prof_gdump_min_ms;   /* and this long since it                 */
-	unsigned prof_timer_s;        /* dump every N seconds (0 = off)          */
-	uint64_t prof_threshold;      /* one dump when allocated first exceeds   */
-	bool prof_time_names;         /* timestamp in dump file names            */
-	bool prof_peak;               /* keep the sample set at the high-water   */
-	bool prof_thread_names;       /* use pthread_setname_np names            */
-	long dirty_decay_ms;
-	bool control;                 /* the segment and its control thread      */
-	unsigned control_refresh_ms;  /* how often counters are mirrored         */
+#define HC_OPTION(o, t, mn, mx, d, h) HC_FIELD_##t(o)
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) HC_FIELD_##t(o)
+#include "../shm/hc_settings.def"
+#undef HC_OPTION
+#undef HC_RUNTIME
 } hc_opts_t;
 
 extern hc_opts_t hc_opt;                 /* as configured at start-up */
-void hc_conf_init(void);
+void hc_conf_defaults(void);             /* hc_opt = the list's defaults */
+void hc_conf_init(void);                 /* then the environment's */
 bool hc_conf_parse_unwinder(const char *s, hc_unwinder_t *out);
 const char *hc_unwinder_name(hc_unwinder_t u);
+
+/* ---- settings, generic over the list (settings.c) ----------------------- */
+
+/* Store a parsed value as setting i's start-up value (hc_opt). */
+void hc_setting_configure(unsigned i, const hc_shm_value_t *v);
+/* Setting i's start-up value. */
+void hc_setting_option(unsigned i, hc_shm_value_t *v);
+/* A run-time setting's current value; a string is copied into buf. */
+void hc_setting_get(unsigned i, hc_shm_value_t *v, char *buf, size_t len);
+/* Change a run-time setting: checks the range, stores, runs its hook.
+ * Returns 0 or EINVAL. */
+int hc_setting_set(unsigned i, const hc_shm_value_t *v);
+/* The run-time settings take their start-up values. */
+void hc_settings_start(void);
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */
 void hc_say(const char *first, ...) __attribute__((sentinel));
 
 /* ---- runtime state (prof.c) -------------------------------------------- */
 
-/* Settings that can change while the process runs. */
+/* Settings that can change while the process runs, by their segment
+ * field's name (read with atomics where they are used; see settings.c). */
 typedef struct hc_prof_state_s {
-	bool active;                  /* prof.active                             */
-	bool gdump;                   /* prof.gdump                              */
-	bool thread_active_init;
-	unsigned lg_sample;           /* prof.lg_sample                          */
-	int lg_interval;              /* prof.interval = 2^lg (-1 off)           */
-	unsigned timer_s;
-	uint64_t threshold;
-	unsigned gdump_pct;           /* prof.gdump_pct                          */
-	unsigned gdump_min_ms;        /* prof.gdump_min_ms                       */
-	bool peak;                    /* prof.peak                               */
-	char prefix[HC_PREFIX_MAX];   /* prof.prefix                             */
+#define HC_OPTION(o, t, mn, mx, d, h)
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) HC_FIELD_##t(f)
+#include "../shm/hc_settings.def"
+#undef HC_OPTION
+#undef HC_RUNTIME
 } hc_prof_state_t;
 extern hc_prof_state_t hc_prof;
 extern pthread_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
@@ -144,7 +148,8 @@ hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
 hc_thread_t *hc_prof_threads(void);
 void hc_prof_reset(int lg_sample);        /* -1 keeps the rate */
 void hc_prof_set_lg_sample(unsigned lg);
-void hc_prof_set_active(bool on);
+/* prof.active or prof.lg_sample changed: every thread draws a new countdown. */
+void hc_prof_rate_changed(void);
 void hc_prof_snapshot_peak(void);         /* under hc_prof_lock */
 bool hc_prof_thread_name_set(const char *name);
 const char *hc_prof_thread_name_get(void);
@@ -156,7 +161,6 @@ extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 
 /* ---- unwinding (unwind.c) ---------------------------------------------- */
 
-extern hc_unwinder_t hc_unwinder;
 unsigned hc_unwind(uintptr_t *frames, unsigned max);   /* caller first */
 void hc_unwind_init(void);
 void hc_unwind_fork_prepare(void), hc_unwind_fork_parent(void), hc_unwind_fork_child(void);

@@ -248,68 +248,23 @@ void hc_control_gdump_event(size_t mapped, size_t previous, const char *path)
 
 /* ---- mirroring ------------------------------------------------------------------ */
 
-typedef struct {
-	const char *name;
-	size_t off, size;       /* of the field in hc_shm_state_t */
-	char kind;              /* b bool, u unsigned, q u64, i lg interval, s string */
-} mirrored_t;
-
-#define M(n, f, k) { n, offsetof(hc_shm_state_t, f), sizeof(((hc_shm_state_t *)0)->f), k }
-static const mirrored_t mirrored[] = {
-	M("prof.active", active, 'b'), M("prof.gdump", gdump, 'b'), M("prof.peak", peak, 'b'),
-	M("prof.thread_active_init", thread_active_init, 'b'),
-	M("prof.lg_sample", lg_sample, 'u'), M("prof.interval", lg_interval, 'i'),
-	M("prof.timer_s", timer_s, 'u'), M("prof.gdump_pct", gdump_pct, 'u'),
-	M("prof.gdump_min_ms", gdump_min_ms, 'u'), M("prof.threshold", threshold, 'q'),
-	M("prof.unwind", unwind, 's'), M("prof.prefix", prefix, 's'),
-};
-
+/* The segment's copy of the settings: opt.prof, then every run-time
+ * setting of the list into its field. */
 static void config_read(hc_shm_state_t *c)
 {
+	static char buf[HC_SHM_VALUE_MAX];
 	c->prof = hc_opt.prof;
-	c->active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
-	c->gdump = __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED);
-	c->peak = __atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED);
-	c->thread_active_init = __atomic_load_n(&hc_prof.thread_active_init, __ATOMIC_RELAXED);
-	c->lg_sample = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED);
-	c->lg_interval = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
-	c->timer_s = __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED);
-	c->gdump_pct = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED);
-	c->gdump_min_ms = __atomic_load_n(&hc_prof.gdump_min_ms, __ATOMIC_RELAXED);
-	c->threshold = __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED);
-	hc_shm_strlcpy(c->unwind, hc_unwinder_name(hc_unwinder), sizeof c->unwind);
-	pthread_mutex_lock(&hc_prof_lock);
-	hc_shm_strlcpy(c->prefix, hc_prof.prefix, sizeof c->prefix);
-	pthread_mutex_unlock(&hc_prof_lock);
+	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
+		const hc_shm_setting_t *s = &hc_shm_settings[i];
+		if (s->name == NULL)
+			continue;
+		hc_shm_value_t v;
+		hc_setting_get(i, &v, buf, sizeof buf);
+		hc_shm_setting_put(s, c, &v);
+	}
 }
 
-static void value_text(const mirrored_t *m, const hc_shm_state_t *c, char *out, size_t len)
-{
-	const char *f = (const char *)c + m->off;
-	char num[24];
-	switch (m->kind) {
-	case 'b':
-		hc_shm_strlcpy(out, *(const uint8_t *)f ? "true" : "false", len);
-		return;
-	case 'u':
-		hc_fmt_u64(num, *(const uint32_t *)f);
-		break;
-	case 'q':
-		hc_fmt_u64(num, *(const uint64_t *)f);
-		break;
-	case 'i': {
-		int32_t lg = *(const int32_t *)f;
-		hc_fmt_u64(num, lg < 0 || lg > 62 ? 0 : (uint64_t)1 << lg);
-		break;
-	}
-	default:
-		hc_shm_strlcpy(out, f, len);
-		return;
-	}
-	hc_shm_strlcpy(out, num, len);
-}
-
-#define CONFIG_END (offsetof(hc_shm_state_t, prefix) + sizeof(((hc_shm_state_t *)0)->prefix))
+#define CONFIG_END offsetof(hc_shm_state_t, allocated)   /* settings end where counters begin */
 
 /* The control thread's last published configuration. */
 static hc_shm_state_t last;
@@ -321,14 +276,18 @@ static void mirror(bool counters)
 	static hc_shm_state_t cur;
 	config_read(&cur);
 	if (have_last) {
-		for (unsigned i = 0; i < sizeof mirrored / sizeof mirrored[0]; i++) {
-			const mirrored_t *m = &mirrored[i];
-			if (memcmp((char *)&cur + m->off, (char *)&last + m->off, m->size) == 0)
+		for (unsigned i = 0; i < HC_NSETTINGS; i++) {
+			const hc_shm_setting_t *m = &hc_shm_settings[i];
+			if (m->name == NULL || memcmp((char *)&cur + m->shm_offset,
+			    (char *)&last + m->shm_offset, m->shm_size) == 0)
 				continue;
 			hc_shm_event_t ev = { .type = HC_EV_CONFIG };
+			hc_shm_value_t v;
 			hc_shm_strlcpy(ev.name, m->name, sizeof ev.name);
-			value_text(m, &cur, ev.path, sizeof ev.path);
-			value_text(m, &last, ev.text, sizeof ev.text);
+			hc_shm_setting_get(m, &cur, &v);
+			hc_shm_setting_text(m, &v, ev.path, sizeof ev.path);
+			hc_shm_setting_get(m, &last, &v);
+			hc_shm_setting_text(m, &v, ev.text, sizeof ev.text);
 			publish(&ev);
 		}
 	}
@@ -341,7 +300,7 @@ static void mirror(bool counters)
 	hc_shm_state_t *s = &seg->state;
 	hc_shm_state_write_begin(s);
 	s->updated_ns = hc_shm_now_ns();
-	/* the settings are one run of fields, prof .. prefix */
+	/* the settings are one run of fields, prof up to the counters */
 	memcpy(&s->prof, &cur.prof, CONFIG_END - offsetof(hc_shm_state_t, prof));
 	s->allocated = st.allocated;
 	s->active_bytes = st.active;
@@ -387,33 +346,7 @@ static void do_set(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		reply(rep, HC_REP_INVALID, why, NULL);
 		return;
 	}
-	int err;
-	bool b = v.b;
-	unsigned u = (unsigned)v.u;
-	size_t z = (size_t)v.u;
-	uint64_t q64 = v.u;
-	const char *str = v.s;
-	switch (s->type) {
-	case HC_SET_BOOL:
-		err = mallctl(s->name, NULL, NULL, &b, sizeof b);
-		break;
-	case HC_SET_UINT:
-		if (strcmp(s->name, "prof.lg_sample") == 0)
-			err = mallctl(s->name, NULL, NULL, &z, sizeof z);
-		else
-			err = mallctl(s->name, NULL, NULL, &u, sizeof u);
-		break;
-	case HC_SET_BYTES:
-		err = mallctl(s->name, NULL, NULL, &q64, sizeof q64);
-		break;
-	case HC_SET_POW2:
-		q64 = v.u == UINT64_MAX ? 0 : (uint64_t)1 << v.u;
-		err = mallctl(s->name, NULL, NULL, &q64, sizeof q64);
-		break;
-	default:
-		err = mallctl(s->name, NULL, NULL, &str, sizeof str);
-		break;
-	}
+	int err = hc_setting_set((unsigned)(s - hc_shm_settings), &v);
 	if (err)
 		reply(rep, HC_REP_INVALID, "rejected: ", strerrordesc_np(err));
 	else
@@ -541,6 +474,16 @@ static bool child_publish(void)
 	return true;
 }
 
+/* A high-water mark the program's threads have not delivered (they do on
+ * large and sampled allocations only).  This thread is never inside a
+ * dump here, so the guard against one re-entering itself may be lifted. */
+static void poll_highwater(void)
+{
+	hc_prof_busy = 0;
+	hc_highwater_poll();
+	hc_prof_busy = 1;
+}
+
 static void *control_main(void *arg)
 {
 	(void)arg;
@@ -550,6 +493,7 @@ static void *control_main(void *arg)
 	if (child && !child_publish())
 		return NULL;
 	hc_shm_t *s = seg;
+	poll_highwater();
 	mirror(true);
 	if (!child)            /* the first process of the program swept */
 		hc_shm_clean_stale();
@@ -566,6 +510,7 @@ static void *control_main(void *arg)
 		}
 		uint64_t now = hc_shm_mono_ns();
 		if (served || now - last_mirror >= period) {
+			poll_highwater();
 			mirror(true);
 			reclaim(now);
 			last_mirror = now;

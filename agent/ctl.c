@@ -131,101 +131,105 @@ static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 	return 0;
 }
 
-extern uint64_t hc_opt_dirty_decay_ms;
-static int rd_decay(const ctl_entry_t *e, ctl_val_t *out)
+/* ---- the settings of shm/hc_settings.def ------------------------------- */
+
+/* The mallctl type of opt.<option> and of the run-time name. */
+#define OPT_T_HC_SET_BOOL T_BOOL
+#define OPT_T_HC_SET_UINT T_UNSIGNED
+#define OPT_T_HC_SET_LG T_SIZE
+#define OPT_T_HC_SET_SSIZE T_SSIZE
+#define OPT_T_HC_SET_BYTES T_U64
+#define OPT_T_HC_SET_POW2 T_SSIZE       /* opt.lg_prof_interval: the log2 */
+#define OPT_T_HC_SET_STR T_STR
+#define OPT_T_HC_SET_UNWIND T_STR
+#define RT_T_HC_SET_BOOL T_BOOL
+#define RT_T_HC_SET_UINT T_UNSIGNED
+#define RT_T_HC_SET_LG T_SIZE
+#define RT_T_HC_SET_SSIZE T_SSIZE
+#define RT_T_HC_SET_BYTES T_U64
+#define RT_T_HC_SET_POW2 T_U64         /* prof.interval: bytes, 0 off */
+#define RT_T_HC_SET_STR T_STR
+#define RT_T_HC_SET_UNWIND T_STR
+
+static void to_ctl(const hc_shm_setting_t *s, bool runtime, const hc_shm_value_t *v, ctl_val_t *out)
 {
-	(void)e;
-	out->sz = (ssize_t)hc_opt_dirty_decay_ms;
+	switch (s->type) {
+	case HC_SET_BOOL: out->b = v->b; return;
+	case HC_SET_UINT: out->u = (unsigned)v->u; return;
+	case HC_SET_LG: out->z = (size_t)v->u; return;
+	case HC_SET_SSIZE: out->sz = (ssize_t)v->i; return;
+	case HC_SET_BYTES: out->u64 = v->u; return;
+	case HC_SET_POW2:
+		if (runtime)
+			out->u64 = v->u >= 64 ? 0 : (uint64_t)1 << v->u;
+		else
+			out->sz = v->u >= 64 ? -1 : (ssize_t)v->u;
+		return;
+	case HC_SET_STR: case HC_SET_UNWIND: out->s = v->s; return;
+	}
+}
+
+static int from_ctl(const hc_shm_setting_t *s, const ctl_val_t *in, hc_shm_value_t *v)
+{
+	memset(v, 0, sizeof *v);
+	switch (s->type) {
+	case HC_SET_BOOL: v->b = in->b; return 0;
+	case HC_SET_UINT: v->u = in->u; return 0;
+	case HC_SET_LG: v->u = in->z; return 0;
+	case HC_SET_SSIZE: v->i = in->sz; return 0;
+	case HC_SET_BYTES: v->u = in->u64; return 0;
+	case HC_SET_POW2:     /* bytes, a power of two, or 0 for off */
+		if (in->u64 & (in->u64 - 1))
+			return EINVAL;
+		v->u = in->u64 ? (uint64_t)__builtin_ctzll(in->u64) : UINT64_MAX;
+		return 0;
+	case HC_SET_STR: case HC_SET_UNWIND:
+		v->s = in->s;
+		return in->s ? 0 : EINVAL;
+	}
+	return EINVAL;
+}
+
+static int rd_option(const ctl_entry_t *e, ctl_val_t *out)
+{
+	hc_shm_value_t v;
+	hc_setting_option((unsigned)e->arg, &v);
+	to_ctl(&hc_shm_settings[e->arg], false, &v, out);
 	return 0;
 }
+
+static int rd_setting(const ctl_entry_t *e, ctl_val_t *out)
+{
+	hc_shm_value_t v;
+	hc_setting_get((unsigned)e->arg, &v, NULL, 0);
+	to_ctl(&hc_shm_settings[e->arg], true, &v, out);
+	return 0;
+}
+
+static int wr_setting(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	hc_shm_value_t v;
+	int err = from_ctl(&hc_shm_settings[e->arg], in, &v);
+	return err ? err : hc_setting_set((unsigned)e->arg, &v);
+}
+
+/* A string setting is write-only at run time, as jemalloc's prof.prefix:
+ * a pointer to it would not stay valid. */
+#define RT_READ_HC_SET_BOOL rd_setting
+#define RT_READ_HC_SET_UINT rd_setting
+#define RT_READ_HC_SET_LG rd_setting
+#define RT_READ_HC_SET_SSIZE rd_setting
+#define RT_READ_HC_SET_BYTES rd_setting
+#define RT_READ_HC_SET_POW2 rd_setting
+#define RT_READ_HC_SET_STR NULL
+#define RT_READ_HC_SET_UNWIND rd_setting
+
+#define OPTION_ENTRY(o, t) { "opt." #o, OPT_T_##t, rd_option, NULL, HC_SETTING_##o },
+#define HC_OPTION(o, t, mn, mx, d, h) OPTION_ENTRY(o, t)
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) OPTION_ENTRY(o, t) \
+	{ n, RT_T_##t, RT_READ_##t, wr_setting, HC_SETTING_##o },
 
 /* ---- profiling ---------------------------------------------------------- */
-
-static int rd_opt_bool(const ctl_entry_t *e, ctl_val_t *out)
-{
-	out->b = *(const bool *)((const char *)&hc_opt + e->arg);
-	return 0;
-}
-
-static int rd_opt_unsigned(const ctl_entry_t *e, ctl_val_t *out)
-{
-	out->u = *(const unsigned *)((const char *)&hc_opt + e->arg);
-	return 0;
-}
-
-static int rd_opt_lg_sample(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->z = hc_opt.lg_prof_sample; return 0; }
-static int rd_opt_lg_interval(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->sz = hc_opt.lg_prof_interval; return 0; }
-static int rd_opt_prefix(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_opt.prof_prefix; return 0; }
-static int rd_opt_unwind(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_unwinder_name(hc_opt.prof_unwind); return 0; }
-static int rd_opt_threshold(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_opt.prof_threshold; return 0; }
-
-static int rd_active(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED); return 0; }
-static int wr_active(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_set_active(in->b); return 0; }
-static int rd_gdump(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED); return 0; }
-static int wr_gdump(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.gdump, in->b, __ATOMIC_RELAXED); return 0; }
-static int rd_tai(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.thread_active_init, __ATOMIC_RELAXED); return 0; }
-static int wr_tai(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.thread_active_init, in->b, __ATOMIC_RELAXED); return 0; }
-static int rd_lg_sample(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->z = __atomic_load_n(&hc_prof.lg_sample, __ATOMIC_RELAXED); return 0; }
-
-static int wr_lg_sample(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	if (in->z > 62)
-		return EINVAL;
-	hc_prof_set_lg_sample((unsigned)in->z);
-	return 0;
-}
-
-static int rd_interval(const ctl_entry_t *e, ctl_val_t *out)
-{
-	(void)e;
-	int lg = __atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED);
-	out->u64 = lg < 0 ? 0 : (uint64_t)1 << lg;
-	return 0;
-}
-
-/* Bytes, a power of two, or 0 for off (jemalloc has only the read side). */
-static int wr_interval(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	uint64_t v = in->u64;
-	if (v & (v - 1))
-		return EINVAL;
-	__atomic_store_n(&hc_prof.lg_interval, v ? __builtin_ctzll(v) : -1, __ATOMIC_RELAXED);
-	return 0;
-}
-
-static int rd_gdump_pct(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED); return 0; }
-static int wr_gdump_pct(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	if (in->u > 100000)
-		return EINVAL;
-	__atomic_store_n(&hc_prof.gdump_pct, in->u, __ATOMIC_RELAXED);
-	return 0;
-}
-static int rd_gdump_ms(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.gdump_min_ms, __ATOMIC_RELAXED); return 0; }
-static int wr_gdump_ms(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	if (in->u > 86400000)
-		return EINVAL;
-	__atomic_store_n(&hc_prof.gdump_min_ms, in->u, __ATOMIC_RELAXED);
-	return 0;
-}
-static int rd_peak(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = __atomic_load_n(&hc_prof.peak, __ATOMIC_RELAXED); return 0; }
-static int wr_peak(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; __atomic_store_n(&hc_prof.peak, in->b, __ATOMIC_RELAXED); return 0; }
-
-static int wr_prefix(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	if (in->s == NULL || in->s[0] == 0 || strlen(in->s) >= HC_PREFIX_MAX)
-		return EINVAL;
-	pthread_mutex_lock(&hc_prof_lock);
-	strcpy(hc_prof.prefix, in->s);
-	pthread_mutex_unlock(&hc_prof_lock);
-	return 0;
-}
 
 /* jemalloc answers EFAULT when the dump cannot be written. */
 static int wr_dump(const ctl_entry_t *e, const ctl_val_t *in)
@@ -265,40 +269,6 @@ static int wr_reset(const ctl_entry_t *e, const ctl_val_t *in)
 	return 0;
 }
 
-static int rd_timer(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u = __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED); return 0; }
-
-static int wr_timer(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	__atomic_store_n(&hc_prof.timer_s, in->u, __ATOMIC_RELAXED);
-	if (in->u)
-		hc_dump_start_timer();
-	return 0;
-}
-
-static int rd_threshold(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED); return 0; }
-
-static int wr_threshold(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	__atomic_store_n(&hc_prof.threshold, in->u64, __ATOMIC_RELAXED);
-	if (in->u64)
-		hc_dump_start_timer();
-	return 0;
-}
-
-static int rd_unwind(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_unwinder_name(hc_unwinder); return 0; }
-
-static int wr_unwind(const ctl_entry_t *e, const ctl_val_t *in)
-{
-	(void)e;
-	hc_unwinder_t u;
-	if (in->s == NULL || !hc_conf_parse_unwinder(in->s, &u))
-		return EINVAL;
-	hc_unwinder = u;
-	return 0;
-}
-
 static int rd_samples(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_prof_samples_total(); return 0; }
 static int rd_dumps(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_dumps_written(); return 0; }
 static int rd_tname(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_prof_thread_name_get(); return 0; }
@@ -314,8 +284,6 @@ static int wr_tname(const ctl_entry_t *e, const ctl_val_t *in)
 static int rd_tactive(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = hc_prof_thread_active_get(); return 0; }
 static int wr_tactive(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_thread_active_set(in->b); return 0; }
 
-#define OPTB(n) { "opt." #n, T_BOOL, rd_opt_bool, NULL, offsetof(hc_opts_t, n) }
-#define OPTU(n) { "opt." #n, T_UNSIGNED, rd_opt_unsigned, NULL, offsetof(hc_opts_t, n) }
 
 #define STAT(n, field) { "stats." n, T_SIZE, rd_stat, NULL, offsetof(hc_stats_t, field) }
 #define CONFIG(n, v) { "config." n, T_BOOL, rd_const_bool, NULL, (v) }
@@ -347,31 +315,10 @@ static const ctl_entry_t table[] = {
 	{ "thread.tcache.flush", T_BOOL, NULL, wr_nothing, 0 },
 	{ "arenas.page", T_SIZE, rd_const_size, NULL, 4096 },
 	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
-	{ "opt.dirty_decay_ms", T_SSIZE, rd_decay, NULL, 0 },
-	OPTB(prof), OPTB(prof_active), OPTB(prof_gdump), OPTB(prof_final), OPTB(prof_leak),
-	OPTB(prof_leak_error), OPTB(prof_accum), OPTB(prof_thread_active_init),
-	OPTB(prof_time_names), OPTB(prof_peak), OPTB(prof_thread_names),
-	OPTU(prof_gdump_pct), OPTU(prof_gdump_min_ms), OPTU(prof_timer_s),
-	{ "opt.prof_prefix", T_STR, rd_opt_prefix, NULL, 0 },
-	{ "opt.lg_prof_sample", T_SIZE, rd_opt_lg_sample, NULL, 0 },
-	{ "opt.lg_prof_interval", T_SSIZE, rd_opt_lg_interval, NULL, 0 },
-	{ "opt.prof_unwind", T_STR, rd_opt_unwind, NULL, 0 },
-	{ "opt.prof_threshold", T_U64, rd_opt_threshold, NULL, 0 },
-	{ "prof.active", T_BOOL, rd_active, wr_active, 0 },
+#include "../shm/hc_settings.def"
 	{ "prof.dump", T_STR, NULL, wr_dump, 0 },
 	{ "prof.dump_peak", T_STR, NULL, wr_dump, 1 },
-	{ "prof.prefix", T_STR, NULL, wr_prefix, 0 },
-	{ "prof.gdump", T_BOOL, rd_gdump, wr_gdump, 0 },
 	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },
-	{ "prof.lg_sample", T_SIZE, rd_lg_sample, wr_lg_sample, 0 },
-	{ "prof.interval", T_U64, rd_interval, wr_interval, 0 },
-	{ "prof.gdump_pct", T_UNSIGNED, rd_gdump_pct, wr_gdump_pct, 0 },
-	{ "prof.gdump_min_ms", T_UNSIGNED, rd_gdump_ms, wr_gdump_ms, 0 },
-	{ "prof.peak", T_BOOL, rd_peak, wr_peak, 0 },
-	{ "prof.thread_active_init", T_BOOL, rd_tai, wr_tai, 0 },
-	{ "prof.timer_s", T_UNSIGNED, rd_timer, wr_timer, 0 },
-	{ "prof.threshold", T_U64, rd_threshold, wr_threshold, 0 },
-	{ "prof.unwind", T_STR, rd_unwind, wr_unwind, 0 },
 	{ "prof.samples", T_U64, rd_samples, NULL, 0 },
 	{ "prof.dumps", T_U64, rd_dumps, NULL, 0 },
 	{ "thread.prof.name", T_STR, rd_tname, wr_tname, 0 },

@@ -615,10 +615,11 @@ static uint64_t now_ms(void)
 /* Every new high-water mark that passes the growth gate (prof.gdump_pct
  * over the last one, prof.gdump_min_ms after it) is an event for watchers,
  * with or without profiling; it is also a u dump when prof.gdump is on. */
-void hc_agent_highwater(size_t mapped)
+bool hc_agent_highwater(size_t mapped)
 {
 	if (hc_prof_busy)
-		return;
+		return false;     /* inside the profiler: the next allocation or the
+		                     control thread delivers it */
 	bool active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
 	bool event = false, dump = false;
 	size_t previous = 0;
@@ -642,10 +643,11 @@ void hc_agent_highwater(size_t mapped)
 	}
 	pthread_mutex_unlock(&hw_lock);
 	if (!event)
-		return;
+		return true;
 	char path[HC_PREFIX_MAX + 160];
 	bool written = dump && hc_dump(HC_DUMP_GDUMP, NULL, path, sizeof path) == 0;
 	hc_control_gdump_event(mapped, previous, written ? path : NULL);
+	return true;
 }
 
 /* ---- the timer thread ---------------------------------------------------- */

@@ -68,7 +68,11 @@ uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __
 void hc_agent_init(void)
 {
 	extern char **environ;
-	static bool done;
+	static bool done, have_defaults;
+	if (!have_defaults) {
+		hc_conf_defaults();
+		have_defaults = true;
+	}
 	if (done || environ == NULL)
 		return;
 	done = true;
@@ -79,20 +83,9 @@ void hc_agent_init(void)
 	    hc_opt.lg_prof_interval >= 0 || hc_opt.prof_timer_s || hc_opt.prof_threshold)
 		hc_opt.prof = true;
 	enabled = hc_opt.prof;
+	hc_settings_start();
 	hc_prof.active = hc_opt.prof && hc_opt.prof_active;
-	hc_prof.gdump = hc_opt.prof_gdump;
-	hc_prof.thread_active_init = hc_opt.prof_thread_active_init;
-	hc_prof.lg_sample = hc_opt.lg_prof_sample;
-	hc_prof.lg_interval = hc_opt.lg_prof_interval;
-	hc_prof.timer_s = hc_opt.prof_timer_s;
-	hc_prof.threshold = hc_opt.prof_threshold;
-	hc_prof.gdump_pct = hc_opt.prof_gdump_pct;
-	hc_prof.gdump_min_ms = hc_opt.prof_gdump_min_ms;
-	hc_prof.peak = hc_opt.prof_peak;
-	memcpy(hc_prof.prefix, hc_opt.prof_prefix, sizeof hc_prof.prefix);
-	hc_unwinder = hc_opt.prof_unwind;
-	extern uint64_t hc_opt_dirty_decay_ms;
-	hc_opt_dirty_decay_ms = (uint64_t)hc_opt.dirty_decay_ms;
+	hc_alloc_set_decay_ms((uint64_t)hc_opt.dirty_decay_ms);
 	/* threads that allocated before this got idle countdowns */
 	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
 	hc_heap_reset_countdowns();
@@ -459,15 +452,13 @@ void hc_prof_reset(int lg)
 void hc_prof_set_lg_sample(unsigned lg)
 {
 	__atomic_store_n(&hc_prof.lg_sample, lg, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
-	hc_heap_reset_countdowns();
+	hc_prof_rate_changed();
 }
 
-void hc_prof_set_active(bool on)
+void hc_prof_rate_changed(void)
 {
-	if (on)
+	if (__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
 		enabled = true;
-	__atomic_store_n(&hc_prof.active, on, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
 	hc_heap_reset_countdowns();
 }

@@ -46,7 +46,6 @@
 
 #include "agent.h"
 
-hc_unwinder_t hc_unwinder = HC_UNWIND_LIBUNWIND;
 
 static int (*unw_backtrace_fn)(void **, int);
 /* the step-by-step API, for threads that have sampled little (see above) */
@@ -198,10 +197,10 @@ static void init_once_fn(void)
 		if (!ul_getcontext || !ul_init_local || !ul_step || !ul_get_reg)
 			ul_getcontext = NULL;
 	}
-	if (unw_backtrace_fn == NULL && hc_unwinder == HC_UNWIND_LIBUNWIND) {
+	if (unw_backtrace_fn == NULL && hc_prof.unwind == HC_UNWIND_LIBUNWIND) {
 		hc_say("prof_unwind: libunwind.so.8 not available (Debian package "
 		    "libunwind8); using libgcc", NULL);
-		hc_unwinder = HC_UNWIND_LIBGCC;
+		hc_prof.unwind = HC_UNWIND_LIBGCC;
 	}
 	/* backtrace() loads libgcc_s on first use; do it now, not mid-sample */
 	void *dummy[2];
@@ -281,7 +280,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 	unsigned cap = max + 16 <= sizeof raw / sizeof raw[0] ? max + 16 : sizeof raw / sizeof raw[0];
 	int n;
 	pthread_rwlock_rdlock(&unwind_fork_lock);
-	switch (hc_unwinder) {
+	switch (hc_prof.unwind) {
 	case HC_UNWIND_FP:
 		n = (int)unwind_fp(raw, cap);
 		break;

@@ -48,8 +48,19 @@ static size_t charge_for(size_t n, size_t align)
 
 static HC_NOINLINE void highwater_notify(void)
 {
-	if (__atomic_exchange_n(&hc_highwater_pending, 0, __ATOMIC_ACQ_REL))
-		hc_agent_highwater(hc_mapped_highwater());
+	if (__atomic_exchange_n(&hc_highwater_pending, 0, __ATOMIC_ACQ_REL) &&
+	    !hc_agent_highwater(hc_mapped_highwater()))
+		__atomic_store_n(&hc_highwater_pending, 1, __ATOMIC_RELEASE);   /* later */
+}
+
+/* The small-object path never looks at the flag (it must stay a few
+ * instructions), so a program that grows by small objects alone would
+ * hold its news until its next large or sampled allocation; the control
+ * thread polls for it instead. */
+void hc_highwater_poll(void)
+{
+	if (__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED))
+		highwater_notify();
 }
 
 /* Whole pages: a large run, or a huge mapping.  Every large and huge

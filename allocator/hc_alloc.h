@@ -53,6 +53,15 @@ void hc_meta_free(void *p, size_t n);
 size_t hc_mapped_now(void);
 size_t hc_mapped_highwater(void);
 
+/* dirty_decay_ms: free memory goes back to the OS 1/2 to 1 times this
+ * after it was freed. */
+void hc_alloc_set_decay_ms(uint64_t ms);
+uint64_t hc_alloc_decay_ms(void);
+
+/* Deliver a new high-water mark of mapped memory to hc_agent_highwater if
+ * one is waiting (the small-object path leaves it waiting). */
+void hc_highwater_poll(void);
+
 /* Reset every live thread's countdown so a new sample rate or profiling
  * state takes effect at each thread's next allocation. */
 void hc_heap_reset_countdowns(void);
@@ -77,7 +86,8 @@ void hc_heap_reset_countdowns(void);
  * hc_agent_resize: a sampled object was resized by realloc to usize usable
  *   bytes; charged is the most the countdown has been charged for it.
  * hc_agent_unsample: a sampled object is being freed.
- * hc_agent_highwater: mapped memory reached a new high-water mark.
+ * hc_agent_highwater: mapped memory reached a new high-water mark; false
+ *   if the agent cannot take it now (it is asked again later).
  * hc_agent_thread_exit: the calling thread is exiting (from its heap's
  *   destructor; it may still allocate afterwards, from no heap of its own).
  * hc_agent_fork_*: around fork(), like the allocator's own handlers.
@@ -88,7 +98,7 @@ int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample);
 void *hc_agent_sample(void *p, size_t usize, size_t charged);
 void hc_agent_resize(void *rec, size_t usize, size_t charged);
 void hc_agent_unsample(void *rec);
-void hc_agent_highwater(size_t mapped);
+bool hc_agent_highwater(size_t mapped);
 void hc_agent_thread_exit(void);
 void hc_agent_fork_prepare(void);
 void hc_agent_fork_parent(void);

@@ -343,7 +343,6 @@ void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);
 HC_COLD __attribute__((noreturn)) void hc_fatal_ptr(const char *msg, const void *p);
 uint64_t hc_decay_epoch(void);                       /* now / half decay */
-extern uint64_t hc_opt_dirty_decay_ms;
 
 /* chunk.c */
 hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out);  /* NULL on OOM */

@@ -15,7 +15,11 @@
 
 #include "internal.h"
 
-uint64_t hc_opt_dirty_decay_ms = 1000;
+/* dirty_decay_ms; set once by the agent at start-up */
+static uint64_t decay_ms = 1000;
+
+void hc_alloc_set_decay_ms(uint64_t ms) { decay_ms = ms; }
+uint64_t hc_alloc_decay_ms(void) { return decay_ms; }
 
 void *hc_os_map(size_t size)
 {
@@ -70,7 +74,7 @@ uint64_t hc_os_now_ms(void)
  * it has stayed free for a whole epoch, so between 1/2 and 1 decay time. */
 uint64_t hc_decay_epoch(void)
 {
-	uint64_t half = hc_opt_dirty_decay_ms / 2;
+	uint64_t half = decay_ms / 2;
 	return hc_os_now_ms() / (half ? half : 1);
 }
 

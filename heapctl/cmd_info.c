@@ -17,9 +17,50 @@ static int snapshot(const hc_shm_target_t *t, hc_shm_state_t *st)
 	return 0;
 }
 
-static uint64_t interval_bytes(const hc_shm_state_t *st)
+/* A setting's value for people: byte counts with units, 0 as "off" where
+ * it means off, and the sampling rate spelt out. */
+static const char *setting_human(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *buf,
+    size_t len)
 {
-	return st->lg_interval < 0 || st->lg_interval > 62 ? 0 : (uint64_t)1 << st->lg_interval;
+	char b[32];
+	switch (s->type) {
+	case HC_SET_LG:
+		snprintf(buf, len, "%llu (a sample every %s on average)", (unsigned long long)v->u,
+		    out_bytes(v->u < 63 ? (uint64_t)1 << v->u : 0, b, sizeof b));
+		return buf;
+	case HC_SET_POW2:
+		return v->u >= 63 ? "off" : out_bytes((uint64_t)1 << v->u, buf, len);
+	case HC_SET_BYTES:
+		return v->u == 0 ? "off" : out_bytes(v->u, buf, len);
+	default:
+		hc_shm_setting_text(s, v, buf, len);
+		return buf;
+	}
+}
+
+/* Every run-time setting of the list: as JSON members, or as lines. */
+static void print_settings(const hc_shm_state_t *st, bool json)
+{
+	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
+		const hc_shm_setting_t *s = &hc_shm_settings[i];
+		if (s->name == NULL)
+			continue;
+		hc_shm_value_t v;
+		char text[HC_SHM_VALUE_MAX + 64], safe[4 * HC_SHM_VALUE_MAX + 256];
+		hc_shm_setting_get(s, st, &v);
+		if (!json) {
+			printf("%-24s %s\n", s->name, out_safe(setting_human(s, &v, text, sizeof text),
+			    safe, sizeof safe));
+			continue;
+		}
+		printf("  \"%s\": ", s->name);
+		hc_shm_setting_text(s, &v, text, sizeof text);
+		if (s->type == HC_SET_STR || s->type == HC_SET_UNWIND)
+			out_json_str(stdout, text);
+		else
+			fputs(text, stdout);
+		printf(",\n");
+	}
 }
 
 static const char *tf(int v) { return v ? "true" : "false"; }
@@ -139,17 +180,8 @@ int cmd_status(cli_args_t *a)
 		printf(",\n  \"created\": \"%s\",\n  \"updated\": \"%s\",\n  \"control\": %s,\n",
 		    out_time(h->created_ns, when, sizeof when), out_time(st.updated_ns, upd, sizeof upd),
 		    tf(control));
-		printf("  \"opt.prof\": %s,\n  \"prof.active\": %s,\n  \"prof.lg_sample\": %u,\n"
-		    "  \"prof.interval\": %llu,\n  \"prof.gdump\": %s,\n  \"prof.gdump_pct\": %u,\n"
-		    "  \"prof.gdump_min_ms\": %u,\n  \"prof.timer_s\": %u,\n  \"prof.threshold\": %llu,\n"
-		    "  \"prof.peak\": %s,\n  \"prof.thread_active_init\": %s,\n  \"prof.unwind\": ",
-		    tf(st.prof), tf(st.active), st.lg_sample, (unsigned long long)interval_bytes(&st),
-		    tf(st.gdump), st.gdump_pct, st.gdump_min_ms, st.timer_s,
-		    (unsigned long long)st.threshold, tf(st.peak), tf(st.thread_active_init));
-		out_json_str(stdout, st.unwind);
-		printf(",\n  \"prof.prefix\": ");
-		out_json_str(stdout, st.prefix);
-		printf(",\n");
+		printf("  \"opt.prof\": %s,\n", tf(st.prof));
+		print_settings(&st, true);
 		json_u("allocated", st.allocated, true);
 		json_u("active", st.active_bytes, true);
 		json_u("metadata", st.metadata, true);
@@ -182,15 +214,7 @@ int cmd_status(cli_args_t *a)
 		printf("updated        %.1f s ago\n", age);
 		printf("profiling      %s%s\n", st.active ? "on" : "off",
 		    st.prof ? "" : " (started with prof:false)");
-		printf("prof.lg_sample %u (a sample every %s on average)\n", st.lg_sample,
-		    out_bytes(st.lg_sample < 63 ? (uint64_t)1 << st.lg_sample : 0, b, sizeof b));
-		printf("prof.interval  %s\n", interval_bytes(&st) ? out_bytes(interval_bytes(&st), b, sizeof b) : "off");
-		printf("prof.gdump     %s (after %u%% growth and %u ms)\n", tf(st.gdump), st.gdump_pct, st.gdump_min_ms);
-		printf("prof.timer_s   %u%s\n", st.timer_s, st.timer_s ? "" : " (off)");
-		printf("prof.threshold %s\n", st.threshold ? out_bytes(st.threshold, b, sizeof b) : "off");
-		printf("prof.peak      %s\n", tf(st.peak));
-		printf("prof.unwind    %s\n", out_safe(st.unwind, safe, sizeof safe));
-		printf("prof.prefix    %s\n", out_safe(st.prefix, safe, sizeof safe));
+		print_settings(&st, false);
 		printf("allocated      %s\n", out_bytes(st.allocated, b, sizeof b));
 		printf("active         %s\n", out_bytes(st.active_bytes, b, sizeof b));
 		printf("metadata       %s\n", out_bytes(st.metadata, b, sizeof b));

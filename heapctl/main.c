@@ -52,7 +52,7 @@ static const struct {
 	  " --conf --dump-dir " },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
 	    "why a process is not in 'list' or refuses commands, and the fix", false }, "" },
-	{ { "help", cmd_help, "[COMMAND]", "this text, or one command's", true }, "" },
+	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, "" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -92,9 +92,11 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 	fprintf(f, "usage: heapctl %s %s\n  %s\n", c->name, c->usage, c->help);
 	if (strcmp(c->name, "set") == 0) {
 		fprintf(f, "\nsettings (names as jemalloc's mallctls):\n");
-		for (unsigned i = 0; i < hc_shm_nsettings; i++)
-			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
-		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n");
+		for (unsigned i = 0; i < HC_NSETTINGS; i++)
+			if (hc_shm_settings[i].name)
+				fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
+		fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n"
+		    "Start-up values: heapctl help conf.\n");
 	}
 	if (strcmp(c->name, "systemd") == 0)
 		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart]\n"
@@ -142,6 +144,94 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "  -p PID            ... under /proc/PID/root (a container's files)\n", f);
 }
 
+/* ---- the settings list (shm/hc_settings.def) as help and as man page text ---- */
+
+/* The range of a setting in words, "" where the type says it all. */
+static const char *range_text(const hc_shm_setting_t *s, char *buf, size_t len)
+{
+	switch (s->type) {
+	case HC_SET_UINT: case HC_SET_LG: case HC_SET_SSIZE: case HC_SET_POW2:
+		snprintf(buf, len, "%lld to %lld", (long long)s->min, (long long)s->max);
+		return buf;
+	case HC_SET_BYTES:
+		return "bytes";
+	case HC_SET_STR:
+		snprintf(buf, len, "up to %lld bytes", (long long)s->max);
+		return buf;
+	default:
+		return "";
+	}
+}
+
+static void help_conf(FILE *f)
+{
+	fprintf(f, "configuration: MALLOC_CONF, then HEAPCTL_CONF (which wins), as name:value,name:value\n\n"
+	    "  %-24s %-10s %-16s %s\n", "option", "default", "range", "meaning");
+	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
+		const hc_shm_setting_t *s = &hc_shm_settings[i];
+		char r[48];
+		fprintf(f, "  %-24s %-10s %-16s %s", s->option, s->def, range_text(s, r, sizeof r), s->help);
+		if (s->name)
+			fprintf(f, " [run time: %s]", s->name);
+		fputc('\n', f);
+	}
+	fprintf(f, "\nEach is also read back by mallctl as opt.<option>.  See libheapctl(3).\n");
+}
+
+/* Text for a roff page: backslashes and hyphens escaped. */
+static void roff(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			fputs("\\e", f);
+		else if (*s == '-')
+			fputs("\\-", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* The options table of libheapctl(3) (conf) or the settings of heapctl(1)
+ * set (set), as `make man-settings` writes them into the pages. */
+static void help_roff(FILE *f, bool conf)
+{
+	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
+		const hc_shm_setting_t *s = &hc_shm_settings[i];
+		char r[48];
+		if (!conf && s->name == NULL)
+			continue;
+		fputs(".TP\n", f);
+		if (conf) {
+			fputs(".BR ", f);
+			roff(f, s->option);
+			fputs(" \" (", f);
+			roff(f, s->def);
+			const char *range = range_text(s, r, sizeof r);
+			if (*range) {
+				fputs("; ", f);
+				roff(f, range);
+			}
+			fputs(")\"\n", f);
+		} else {
+			fputs(".B ", f);
+			roff(f, s->name);
+			fputc('\n', f);
+		}
+		roff(f, s->help);
+		fputs(".\n", f);
+		if (conf && s->name) {
+			fputs("At run time:\n.BR ", f);
+			roff(f, s->name);
+			fputs(" .\n", f);
+		} else if (!conf && s->type != HC_SET_POW2 && s->type != HC_SET_BYTES &&
+		    *range_text(s, r, sizeof r)) {   /* those two: the help says */
+			fputs("(", f);
+			roff(f, range_text(s, r, sizeof r));
+			fputs(")\n", f);
+		}
+	}
+}
+
 static int cmd_help(cli_args_t *a)
 {
 	if (a->argc == 0) {
@@ -150,6 +240,14 @@ static int cmd_help(cli_args_t *a)
 	}
 	if (a->argc > 1)
 		return cli_err(HC_EXIT_USAGE, "help: one command at a time, not '%s'", a->argv[1]);
+	if (strcmp(a->argv[0], "conf") == 0) {
+		help_conf(stdout);
+		return 0;
+	}
+	if (strcmp(a->argv[0], "conf.roff") == 0 || strcmp(a->argv[0], "set.roff") == 0) {
+		help_roff(stdout, a->argv[0][0] == 'c');
+		return 0;
+	}
 	for (unsigned i = 0; i < NCOMMANDS; i++) {
 		if (strcmp(commands[i].c.name, a->argv[0]) == 0) {
 			usage_of(stdout, &commands[i].c);

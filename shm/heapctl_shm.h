@@ -220,32 +220,78 @@ typedef struct hc_shm_s {
 	hc_shm_ring_t ring __attribute__((aligned(64)));
 } hc_shm_t;
 
-/* ---- settings: the names `set` accepts, shared by both sides -------------- */
+/* ---- settings: shm/hc_settings.def, shared by both sides ------------------ */
 
-typedef enum { HC_SET_BOOL, HC_SET_UINT, HC_SET_BYTES, HC_SET_POW2, HC_SET_STR,
-	HC_SET_UNWIND } hc_set_type_t;
+typedef enum {
+	HC_SET_BOOL,               /* true/false                                 */
+	HC_SET_UINT,               /* unsigned, in [min, max]                    */
+	HC_SET_LG,                 /* unsigned log2, in [min, max]; mallctl size_t */
+	HC_SET_SSIZE,              /* signed, in [min, max]; mallctl ssize_t     */
+	HC_SET_BYTES,              /* a byte count, suffixes K M G T             */
+	HC_SET_POW2,               /* configured as log2 (-1 off), set at run time
+	                              as bytes (a power of two, 0 off)           */
+	HC_SET_STR,                /* min to max bytes                           */
+	HC_SET_UNWIND,             /* fp, libunwind or libgcc                    */
+} hc_set_type_t;
 
 typedef struct hc_shm_setting_s {
-	const char *name;          /* mallctl name, e.g. "prof.lg_sample"        */
+	const char *name;          /* run-time name, e.g. "prof.lg_sample"; NULL
+	                              for a start-up option                      */
+	const char *option;        /* MALLOC_CONF name, e.g. "lg_prof_sample"    */
 	hc_set_type_t type;
-	uint64_t min, max;         /* for UINT                                   */
+	int64_t min, max;          /* integers; STR: length                      */
+	const char *def;           /* the default, as configuration text         */
 	const char *help;
+	uint32_t shm_offset;       /* of its field in hc_shm_state_t (run-time)  */
+	uint32_t shm_size;
 } hc_shm_setting_t;
 
 typedef struct hc_shm_value_s {
 	bool b;
-	uint64_t u;                /* UINT, BYTES; POW2: the log2, or -1 as all ones */
-	const char *s;             /* STR, UNWIND: points into the parsed text   */
+	uint64_t u;                /* UINT, LG, BYTES; POW2: the log2, or
+	                              UINT64_MAX for off                         */
+	int64_t i;                 /* SSIZE                                      */
+	const char *s;             /* STR, UNWIND: points into the parsed text,
+	                              or into the segment                        */
 } hc_shm_value_t;
 
-extern const hc_shm_setting_t hc_shm_settings[];
+/* Every setting, in the order of the list: HC_SETTING_<option> indexes it. */
+enum {
+#define HC_OPTION(o, t, mn, mx, d, h) HC_SETTING_##o,
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) HC_SETTING_##o,
+#include "hc_settings.def"
+#undef HC_OPTION
+#undef HC_RUNTIME
+	HC_NSETTINGS
+};
+
+extern const hc_shm_setting_t hc_shm_settings[HC_NSETTINGS];
 extern const unsigned hc_shm_nsettings;
 
+/* The run-time setting called name, or NULL. */
 const hc_shm_setting_t *hc_shm_setting_find(const char *name);
-/* Parse value for setting s.  Returns true if valid; otherwise writes a
- * one-line reason (without the name) to err. */
+/* The setting whose option name is the len bytes at option, or NULL. */
+const hc_shm_setting_t *hc_shm_option_find(const char *option, size_t len);
+/* Parse value for setting s as `heapctl set` and the segment take it.
+ * Returns true if valid; otherwise writes a one-line reason (without the
+ * name) to err. */
 bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *value,
     hc_shm_value_t *out, char *err, size_t errlen);
+/* The same as configuration text (jemalloc's syntax: booleans are true or
+ * false, POW2 is the log2); the reason begins "expected". */
+bool hc_shm_option_parse(const hc_shm_setting_t *s, const char *value,
+    hc_shm_value_t *out, char *err, size_t errlen);
+/* Whether v is in the range of s; otherwise the reason, as the parser's. */
+bool hc_shm_setting_check(const hc_shm_setting_t *s, const hc_shm_value_t *v,
+    char *err, size_t errlen);
+/* A run-time setting's value in a state snapshot, and its writing. */
+void hc_shm_setting_get(const hc_shm_setting_t *s, const struct hc_shm_state_s *st,
+    hc_shm_value_t *out);
+void hc_shm_setting_put(const hc_shm_setting_t *s, struct hc_shm_state_s *st,
+    const hc_shm_value_t *v);
+/* The value as `heapctl set` takes it back (POW2 as bytes, 0 off). */
+void hc_shm_setting_text(const hc_shm_setting_t *s, const hc_shm_value_t *v,
+    char *buf, size_t len);
 
 /* ---- the library both sides use ----------------------------------------- */
 

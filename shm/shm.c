@@ -30,26 +30,53 @@ _Static_assert(sizeof(hc_shm_t) < UINT32_MAX, "size fits the header");
 
 /* ---- settings ------------------------------------------------------------ */
 
-const hc_shm_setting_t hc_shm_settings[] = {
-	{ "prof.active", HC_SET_BOOL, 0, 0, "sample allocations (true/false)" },
-	{ "prof.gdump", HC_SET_BOOL, 0, 0, "dump at each new high-water of mapped memory" },
-	{ "prof.gdump_pct", HC_SET_UINT, 0, 100000, "growth in % over the last high-water dump before the next" },
-	{ "prof.gdump_min_ms", HC_SET_UINT, 0, 86400000, "milliseconds between high-water dumps at least" },
-	{ "prof.interval", HC_SET_POW2, 0, 62, "dump every N allocated bytes (a power of two, 0 off)" },
-	{ "prof.lg_sample", HC_SET_UINT, 0, 62, "mean bytes between samples as log2 (19 = 512 KiB)" },
-	{ "prof.peak", HC_SET_BOOL, 0, 0, "keep the samples of the high-water mark for dump --peak" },
-	{ "prof.prefix", HC_SET_STR, 1, 1023, "file name prefix of dumps" },
-	{ "prof.thread_active_init", HC_SET_BOOL, 0, 0, "whether new threads are sampled" },
-	{ "prof.threshold", HC_SET_BYTES, 0, 0, "one dump when allocated bytes first exceed N (0 off)" },
-	{ "prof.timer_s", HC_SET_UINT, 0, 31536000, "dump every N seconds (0 off)" },
-	{ "prof.unwind", HC_SET_UNWIND, 0, 0, "unwinder: fp, libunwind or libgcc" },
+/* The width of each type's field in hc_shm_state_t. */
+#define SHM_SIZE_HC_SET_BOOL    1
+#define SHM_SIZE_HC_SET_UINT    4
+#define SHM_SIZE_HC_SET_LG      4
+#define SHM_SIZE_HC_SET_SSIZE   8
+#define SHM_SIZE_HC_SET_BYTES   8
+#define SHM_SIZE_HC_SET_POW2    4
+#define SHM_SIZE_HC_SET_STR     HC_SHM_PATH_MAX
+#define SHM_SIZE_HC_SET_UNWIND  16
+#define FIELD_SIZE(f) sizeof(((hc_shm_state_t *)0)->f)
+
+#define HC_OPTION(o, t, mn, mx, d, h) \
+	[HC_SETTING_##o] = { NULL, #o, t, mn, mx, d, h, 0, 0 },
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) \
+	[HC_SETTING_##o] = { n, #o, t, mn, mx, d, h, offsetof(hc_shm_state_t, f), FIELD_SIZE(f) },
+const hc_shm_setting_t hc_shm_settings[HC_NSETTINGS] = {
+#include "hc_settings.def"
 };
-const unsigned hc_shm_nsettings = sizeof hc_shm_settings / sizeof hc_shm_settings[0];
+#undef HC_OPTION
+#undef HC_RUNTIME
+const unsigned hc_shm_nsettings = HC_NSETTINGS;
+
+/* A run-time setting's segment field has its type's width, and lies in the
+ * run of settings that the target copies as one block. */
+#define HC_OPTION(o, t, mn, mx, d, h)
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) \
+	_Static_assert(FIELD_SIZE(f) == SHM_SIZE_##t, "segment field " #f " has the width of " #t); \
+	_Static_assert(offsetof(hc_shm_state_t, f) >= offsetof(hc_shm_state_t, prof) && \
+	    offsetof(hc_shm_state_t, f) + FIELD_SIZE(f) <= offsetof(hc_shm_state_t, allocated), \
+	    #f " is among the settings");
+#include "hc_settings.def"
+#undef HC_OPTION
+#undef HC_RUNTIME
 
 const hc_shm_setting_t *hc_shm_setting_find(const char *name)
 {
-	for (unsigned i = 0; i < hc_shm_nsettings; i++)
-		if (strcmp(hc_shm_settings[i].name, name) == 0)
+	for (unsigned i = 0; i < HC_NSETTINGS; i++)
+		if (hc_shm_settings[i].name && strcmp(hc_shm_settings[i].name, name) == 0)
+			return &hc_shm_settings[i];
+	return NULL;
+}
+
+const hc_shm_setting_t *hc_shm_option_find(const char *option, size_t len)
+{
+	for (unsigned i = 0; i < HC_NSETTINGS; i++)
+		if (strlen(hc_shm_settings[i].option) == len &&
+		    memcmp(hc_shm_settings[i].option, option, len) == 0)
 			return &hc_shm_settings[i];
 	return NULL;
 }
@@ -122,39 +149,111 @@ static bool parse_bytes(const char *s, uint64_t *out)
 	return true;
 }
 
-bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
+/* decimal digits of a signed v */
+static char *fmt_i64(char *buf, int64_t v)
+{
+	if (v < 0) {
+		*buf++ = '-';
+		return fmt_u64(buf, (uint64_t)0 - (uint64_t)v);
+	}
+	return fmt_u64(buf, (uint64_t)v);
+}
+
+static bool parse_i64(const char *s, int64_t *out)
+{
+	const char *end;
+	uint64_t u;
+	bool neg = *s == '-';
+	if (!parse_u64(s + neg, &u, &end) || *end || u > (uint64_t)INT64_MAX)
+		return false;
+	*out = neg ? -(int64_t)u : (int64_t)u;
+	return true;
+}
+
+/* What a value of s has to be, for a message: "a whole number from 0 to 62". */
+static void noun(const hc_shm_setting_t *s, bool conf, char *buf, size_t len)
+{
+	char lo[24], hi[24];
+	switch (s->type) {
+	case HC_SET_BOOL:
+		say(buf, len, conf ? "true or false" : "a boolean (true or false)", NULL, NULL);
+		return;
+	case HC_SET_UINT: case HC_SET_LG: case HC_SET_SSIZE: case HC_SET_POW2: {
+		fmt_i64(lo, s->min);
+		fmt_i64(hi, s->max);
+		say(buf, len, conf ? "an integer from " : "a whole number from ", lo, " to ");
+		size_t n = strlen(buf);
+		say(buf + n, len - n, hi, NULL, NULL);
+		return;
+	}
+	case HC_SET_BYTES:
+		say(buf, len, "a byte count (like 4096, 512K, 1G)", NULL, NULL);
+		return;
+	case HC_SET_UNWIND:
+		say(buf, len, conf ? "fp, libunwind or libgcc" : "an unwinder (fp, libunwind or libgcc)",
+		    NULL, NULL);
+		return;
+	case HC_SET_STR:
+		break;
+	}
+	say(buf, len, "a value", NULL, NULL);
+}
+
+/* err = the reason v is not a value of s, in the form of its front end */
+static bool refuse(const hc_shm_setting_t *s, bool conf, const char *v, char *err, size_t errlen)
+{
+	char what[96];
+	noun(s, conf, what, sizeof what);
+	if (conf)
+		say(err, errlen, "expected ", what, NULL);
+	else {
+		say(err, errlen, "'", v, "' is not ");
+		size_t n = strlen(err);
+		say(err + n, errlen - n, what, NULL, NULL);
+	}
+	return false;
+}
+
+static bool in_range(const hc_shm_setting_t *s, int64_t x)
+{
+	return x >= s->min && x <= s->max;
+}
+
+static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_shm_value_t *out,
     char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
 	const char *end;
-	char num[24];
+	int64_t x;
 	switch (s->type) {
 	case HC_SET_BOOL:
-		if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"))
+		if (!strcmp(v, "true") || (!conf && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "yes"))))
 			out->b = true;
-		else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"))
+		else if (!strcmp(v, "false") || (!conf && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "no"))))
 			out->b = false;
-		else {
-			say(err, errlen, "'", v, "' is not a boolean (true or false)");
-			return false;
-		}
+		else
+			return refuse(s, conf, v, err, errlen);
 		return true;
-	case HC_SET_UINT:
-		if (!parse_u64(v, &out->u, &end) || *end || out->u < s->min || out->u > s->max) {
-			fmt_u64(num, s->max);
-			say(err, errlen, "'", v, "' is not a whole number from 0 to ");
-			size_t l = strlen(err);
-			say(err + l, errlen - l, num, NULL, NULL);
-			return false;
-		}
+	case HC_SET_UINT: case HC_SET_LG:
+		if (!parse_u64(v, &out->u, &end) || *end || out->u > (uint64_t)s->max ||
+		    !in_range(s, (int64_t)out->u))
+			return refuse(s, conf, v, err, errlen);
+		return true;
+	case HC_SET_SSIZE:
+		if (!parse_i64(v, &out->i) || !in_range(s, out->i))
+			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_BYTES:
-		if (!parse_bytes(v, &out->u)) {
-			say(err, errlen, "'", v, "' is not a byte count (like 4096, 512K, 1G)");
-			return false;
-		}
+		if (!parse_bytes(v, &out->u))
+			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_POW2:
+		if (conf) {           /* jemalloc's lg_prof_interval: the log2 */
+			if (!parse_i64(v, &x) || !in_range(s, x))
+				return refuse(s, conf, v, err, errlen);
+			out->u = x < 0 ? UINT64_MAX : (uint64_t)x;
+			return true;
+		}
 		if (!parse_bytes(v, &out->u)) {
 			say(err, errlen, "'", v, "' is not a byte count (like 1G, or 0 for off)");
 			return false;
@@ -168,28 +267,147 @@ bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value
 			return false;
 		}
 		out->u = (uint64_t)__builtin_ctzll(out->u);
-		if (out->u > s->max) {
+		if (!in_range(s, (int64_t)out->u)) {
 			say(err, errlen, "'", v, "' is too large");
 			return false;
 		}
 		return true;
 	case HC_SET_STR:
-		if (strlen(v) < s->min || strlen(v) > s->max) {
-			say(err, errlen, v[0] ? "the value is too long" : "the value is empty", NULL, NULL);
+		if (!in_range(s, (int64_t)strnlen(v, (size_t)s->max + 1))) {
+			char max[24];
+			fmt_u64(max, (uint64_t)s->max);
+			if (v[0] == 0)
+				say(err, errlen, conf ? "empty value" : "the value is empty", NULL, NULL);
+			else
+				say(err, errlen, conf ? "value too long (at most " :
+				    "the value is too long (at most ", max, " bytes)");
 			return false;
 		}
 		out->s = v;
 		return true;
 	case HC_SET_UNWIND:
-		if (strcmp(v, "fp") && strcmp(v, "libunwind") && strcmp(v, "libgcc")) {
-			say(err, errlen, "'", v, "' is not an unwinder (fp, libunwind or libgcc)");
-			return false;
-		}
+		if (strcmp(v, "fp") && strcmp(v, "libunwind") && strcmp(v, "libgcc"))
+			return refuse(s, conf, v, err, errlen);
 		out->s = v;
 		return true;
 	}
 	say(err, errlen, "unknown setting type", NULL, NULL);
 	return false;
+}
+
+bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
+    char *err, size_t errlen)
+{
+	return parse_value(s, v, false, out, err, errlen);
+}
+
+bool hc_shm_option_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
+    char *err, size_t errlen)
+{
+	return parse_value(s, v, true, out, err, errlen);
+}
+
+bool hc_shm_setting_check(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *err,
+    size_t errlen)
+{
+	char text[HC_SHM_VALUE_MAX];
+	hc_shm_value_t back;
+	hc_shm_setting_text(s, v, text, sizeof text);
+	switch (s->type) {
+	case HC_SET_UINT: case HC_SET_LG:
+		if (v->u > (uint64_t)s->max || !in_range(s, (int64_t)v->u))
+			return refuse(s, false, text, err, errlen);
+		return true;
+	case HC_SET_SSIZE:
+		return in_range(s, v->i) || refuse(s, false, text, err, errlen);
+	case HC_SET_POW2:
+		return v->u == UINT64_MAX || in_range(s, (int64_t)v->u) ||
+		    refuse(s, false, text, err, errlen);
+	case HC_SET_STR: case HC_SET_UNWIND:
+		return v->s != NULL && parse_value(s, v->s, false, &back, err, errlen);
+	default:
+		return true;
+	}
+}
+
+void hc_shm_setting_get(const hc_shm_setting_t *s, const hc_shm_state_t *st, hc_shm_value_t *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *f = (const char *)st + s->shm_offset;
+	uint32_t u32;
+	int32_t i32;
+	switch (s->type) {
+	case HC_SET_BOOL:
+		out->b = *(const uint8_t *)f != 0;
+		return;
+	case HC_SET_UINT: case HC_SET_LG:
+		memcpy(&u32, f, 4);
+		out->u = u32;
+		return;
+	case HC_SET_SSIZE:
+		memcpy(&out->i, f, 8);
+		return;
+	case HC_SET_BYTES:
+		memcpy(&out->u, f, 8);
+		return;
+	case HC_SET_POW2:
+		memcpy(&i32, f, 4);
+		out->u = i32 < 0 ? UINT64_MAX : (uint64_t)i32;
+		return;
+	case HC_SET_STR: case HC_SET_UNWIND:
+		out->s = hc_shm_strvalid(f, s->shm_size) ? f : "";
+		return;
+	}
+}
+
+void hc_shm_setting_put(const hc_shm_setting_t *s, hc_shm_state_t *st, const hc_shm_value_t *v)
+{
+	char *f = (char *)st + s->shm_offset;
+	uint32_t u32 = (uint32_t)v->u;
+	int32_t i32 = v->u == UINT64_MAX || v->u > INT32_MAX ? -1 : (int32_t)v->u;
+	switch (s->type) {
+	case HC_SET_BOOL:
+		*(uint8_t *)f = v->b;
+		return;
+	case HC_SET_UINT: case HC_SET_LG:
+		memcpy(f, &u32, 4);
+		return;
+	case HC_SET_SSIZE:
+		memcpy(f, &v->i, 8);
+		return;
+	case HC_SET_BYTES:
+		memcpy(f, &v->u, 8);
+		return;
+	case HC_SET_POW2:
+		memcpy(f, &i32, 4);
+		return;
+	case HC_SET_STR: case HC_SET_UNWIND:
+		hc_shm_strlcpy(f, v->s ? v->s : "", s->shm_size);
+		return;
+	}
+}
+
+void hc_shm_setting_text(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *buf, size_t len)
+{
+	char num[24];
+	switch (s->type) {
+	case HC_SET_BOOL:
+		hc_shm_strlcpy(buf, v->b ? "true" : "false", len);
+		return;
+	case HC_SET_SSIZE:
+		fmt_i64(num, v->i);
+		break;
+	case HC_SET_POW2:
+		fmt_u64(num, v->u >= 64 ? 0 : (uint64_t)1 << v->u);
+		break;
+	case HC_SET_STR: case HC_SET_UNWIND:
+		hc_shm_strlcpy(buf, v->s ? v->s : "", len);
+		return;
+	default:
+		fmt_u64(num, v->u);
+		break;
+	}
+	hc_shm_strlcpy(buf, num, len);
 }
 
 /* ---- names, strings, clocks ------------------------------------------------ */

@@ -53,8 +53,13 @@ assert r["dumps"] == 0, r' "$TPID" "$TARGET"
 	[[ "$output" == *$'\nlibrary        heapctl '*", segment ABI 1, "*"heapctl.$TPID"$'\n'* ]]
 	[[ "$output" == *$'\ncontrol        running, 0 commands served\n'* ]]
 	[[ "$output" == *$'\nprofiling      on\n'* ]]
-	[[ "$output" == *$'\nprof.lg_sample 19 (a sample every 512.0 KiB on average)\n'* ]]
-	[[ "$output" == *$'\nprof.unwind    libunwind\n'* ]]
+	[[ "$output" == *$'\nprof.lg_sample           19 (a sample every 512.0 KiB on average)\n'* ]]
+	[[ "$output" == *$'\nprof.unwind              libunwind\n'* ]]
+	[[ "$output" == *$'\nprof.interval            off\n'* ]]
+	[[ "$output" == *$'\nprof.gdump_pct           10\n'* ]]
+	# every run-time setting of the list has its line, in the list's order
+	[ "$(echo "$output" | grep -o '^prof\.[a-z_]*' | tr '\n' ' ')" = \
+	    "$("$HEAPCTL" help set | sed -n 's/^  \(prof\.[a-z_]*\) .*/\1/p' | tr '\n' ' ')" ]
 	[[ "$output" == *$'\ndumps          0\n'* ]]
 	[[ "$output" =~ $'\n'allocated\ +[1-9][0-9.]*\ (B|KiB|MiB) ]]
 }
@@ -128,7 +133,7 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 		[ "$status" -eq 0 ]
 		run "$HEAPCTL" status "$TPID"
 		[ "$status" -eq 0 ]
-		echo "$output" | grep -qx "prof.threshold $2 $3" || { echo "want '$2 $3' for $1: $(echo "$output" | grep threshold)"; false; }
+		echo "$output" | grep -qx "prof.threshold  *$2 $3" || { echo "want '$2 $3' for $1: $(echo "$output" | grep threshold)"; false; }
 	done
 }
 

@@ -34,6 +34,35 @@ load helpers
 	done
 }
 
+# the lines between a page's BEGIN and END settings comments
+settings_block() {
+	sed -n '/^\.\\" BEGIN settings/,/^\.\\" END settings/p' "$1" | sed '1d;$d'
+}
+
+@test "the settings tables of libheapctl(3) and heapctl(1) are the list's (shm/hc_settings.def)" {
+	local root
+	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	for p in conf:libheapctl.3 set:heapctl.1; do
+		run "$HEAPCTL" help "${p%%:*}.roff"
+		[ "$status" -eq 0 ]
+		[ -n "$output" ]
+		[ "$(settings_block "$root/man/${p#*:}")" = "$output" ] || {
+			echo "man/${p#*:} disagrees with the settings list; run make man-settings:" >&2
+			diff <(settings_block "$root/man/${p#*:}") <(echo "$output") >&2
+			false
+		}
+	done
+	# the test can fail: a page with one option changed no longer matches
+	settings_block "$root/man/libheapctl.3" | sed 's/lg_prof_sample " (19/lg_prof_sample " (20/' >"$T/page"
+	run "$HEAPCTL" help conf.roff
+	[ "$(cat "$T/page")" != "$output" ]
+	# every option of the list, and only those, in help conf and in the page
+	local opts
+	opts=$("$HEAPCTL" help conf | awk '/^  [a-z_]+ / && $1 != "option" {print $1}')
+	[ "$(wc -w <<<"$opts")" -eq 22 ]
+	[ "$opts" = "$(settings_block "$root/man/libheapctl.3" | sed -n 's/^\.BR \([a-z_]*\) .*/\1/p')" ]
+}
+
 @test "the README's test command is what CI runs" {
 	local root
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)

@@ -23,7 +23,7 @@ setup_file() {
 	run --separate-stderr "$HEAPCTL" status "$TPID"
 	[ "$status" -eq 0 ]
 	[[ "$output" != *$'\033'* && "$output" != *$'\a'* && "$output" != *$'\377'* ]]
-	[[ "$output" == *"prof.prefix    $T/p\\x1b[31m\\x07\\x0ax\\xffy"* ]]
+	[[ "$output" == *"prof.prefix              $T/p\\x1b[31m\\x07\\x0ax\\xffy"* ]]
 	run --separate-stderr "$HEAPCTL" status "$TPID" --json
 	[ "$status" -eq 0 ]
 	"$PY" -c '

@@ -27,9 +27,59 @@ static void test_settings(void)
 	char err[256];
 
 	CHECK(hc_shm_setting_find("prof.nope") == NULL, "unknown name found");
-	for (unsigned i = 0; i < hc_shm_nsettings; i++)
-		CHECK(hc_shm_setting_find(hc_shm_settings[i].name) == &hc_shm_settings[i],
-		    "%s not found", hc_shm_settings[i].name);
+	unsigned runtime = 0;
+	for (unsigned i = 0; i < hc_shm_nsettings; i++) {
+		const hc_shm_setting_t *o = &hc_shm_settings[i];
+		CHECK(hc_shm_option_find(o->option, strlen(o->option)) == o, "%s not found", o->option);
+		/* every default is a value its own parser takes */
+		CHECK(hc_shm_option_parse(o, o->def, &v, err, sizeof err), "%s: default '%s': %s",
+		    o->option, o->def, err);
+		if (o->name == NULL)
+			continue;
+		runtime++;
+		CHECK(hc_shm_setting_find(o->name) == o, "%s not found", o->name);
+		/* a run-time value goes into the segment and comes back unchanged */
+		hc_shm_state_t st;
+		char text[HC_SHM_VALUE_MAX], back[HC_SHM_VALUE_MAX];
+		hc_shm_value_t w;
+		memset(&st, 0x5a, sizeof st);
+		CHECK(hc_shm_setting_check(o, &v, err, sizeof err), "%s: default out of range", o->name);
+		hc_shm_setting_put(o, &st, &v);
+		hc_shm_setting_get(o, &st, &w);
+		hc_shm_setting_text(o, &v, text, sizeof text);
+		hc_shm_setting_text(o, &w, back, sizeof back);
+		CHECK(strcmp(text, back) == 0, "%s: '%s' came back as '%s'", o->name, text, back);
+		/* and what the text says parses to the same value */
+		CHECK(hc_shm_setting_parse(o, text, &w, err, sizeof err), "%s: '%s': %s", o->name, text, err);
+		hc_shm_setting_text(o, &w, back, sizeof back);
+		CHECK(strcmp(text, back) == 0, "%s: '%s' parsed back as '%s'", o->name, text, back);
+	}
+	CHECK(runtime == 12, "%u run-time settings", runtime);
+	CHECK(hc_shm_option_find("prof", 4) == &hc_shm_settings[HC_SETTING_prof], "prof");
+	CHECK(hc_shm_option_find("pro", 3) == NULL, "a prefix of a name found");
+
+	/* configuration text is jemalloc's: strict booleans, the log2 of an interval */
+	s = &hc_shm_settings[HC_SETTING_prof];
+	CHECK(!hc_shm_option_parse(s, "yes", &v, err, sizeof err), "prof:yes accepted");
+	CHECK(strcmp(err, "expected true or false") == 0, "message: %s", err);
+	s = &hc_shm_settings[HC_SETTING_lg_prof_interval];
+	CHECK(hc_shm_option_parse(s, "-1", &v, err, sizeof err) && v.u == UINT64_MAX, "-1 -> off");
+	CHECK(hc_shm_option_parse(s, "30", &v, err, sizeof err) && v.u == 30, "30");
+	CHECK(!hc_shm_option_parse(s, "-2", &v, err, sizeof err), "-2 accepted");
+	CHECK(strcmp(err, "expected an integer from -1 to 62") == 0, "message: %s", err);
+	s = &hc_shm_settings[HC_SETTING_dirty_decay_ms];
+	CHECK(hc_shm_option_parse(s, "0", &v, err, sizeof err) && v.i == 0, "decay 0");
+	CHECK(!hc_shm_option_parse(s, "-5", &v, err, sizeof err), "decay -5 accepted");
+	s = &hc_shm_settings[HC_SETTING_prof_prefix];
+	CHECK(!hc_shm_option_parse(s, "", &v, err, sizeof err) && !strcmp(err, "empty value"), "%s", err);
+
+	/* the range check that mallctl writes go through */
+	s = hc_shm_setting_find("prof.gdump_pct");
+	v.u = 100001;
+	CHECK(!hc_shm_setting_check(s, &v, err, sizeof err), "gdump_pct 100001 passed");
+	CHECK(strcmp(err, "'100001' is not a whole number from 0 to 100000") == 0, "message: %s", err);
+	v.u = 100000;
+	CHECK(hc_shm_setting_check(s, &v, err, sizeof err), "gdump_pct 100000 refused");
 
 	s = hc_shm_setting_find("prof.active");
 	CHECK(hc_shm_setting_parse(s, "true", &v, err, sizeof err) && v.b, "true");
