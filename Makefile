@@ -60,10 +60,16 @@ CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
 CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
 CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h shm/hc_settings.def
 
-TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c)
+TEST_C   := $(filter-out tests/unit/agent_stub.c,$(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c))
 TEST_CC  := $(wildcard tests/unit/*.cc)
+# The allocator alone: allocator/ linked with the hooks stubbed out
+# (tests/unit/agent_stub.c), and its tests built without -lheapctl to run on it.
+ALONE_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard allocator/*.c)) \
+               $(BUILD)/obj/tests/unit/agent_stub.o
+ALONE_TESTS := unit/api unit/cxx stress/stress stress/misc stress/churn stress/fork
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
-            $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC))
+            $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC)) \
+            $(BUILD)/libheapctl-alone.so $(patsubst %,$(BUILD)/tests-alone/%,$(ALONE_TESTS))
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 
 PREFIX  ?= /usr/local
@@ -77,7 +83,7 @@ DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 .PHONY: all check test test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
-$(BUILD)/include/heapctl.h: agent/heapctl.h
+$(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
 	cp $< $@
 
@@ -88,6 +94,10 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl
+
+$(BUILD)/libheapctl-alone.so: $(ALONE_OBJ)
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+	    -o $@ $(ALONE_OBJ) -ldl
 
 $(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
@@ -134,6 +144,14 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h te
 $(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
+
+$(BUILD)/tests-alone/%: tests/%.c tests/unit/check.h tests/unit/testutil.h $(BUILD)/include/heapctl.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -I$(BUILD)/include $< -o $@ -ldl
+
+$(BUILD)/tests-alone/%: tests/%.cc tests/unit/check.h tests/unit/testutil.h
+	@mkdir -p $(dir $@)
+	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ -ldl
 
 deps:
 	@tests/deps.sh
@@ -204,7 +222,7 @@ install: all
 	install -m 0755 $(BUILD)/heapctl $(BINDIR)/heapctl
 	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
 	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
-	install -m 0644 agent/heapctl.h $(INCDIR)/heapctl.h
+	install -m 0644 allocator/heapctl.h $(INCDIR)/heapctl.h
 	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
 	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
 	install -m 0644 man/heapctl-shm.5 $(MANDIR)/man5/heapctl-shm.5

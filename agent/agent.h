@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../allocator/hc_alloc.h"
+#include "../allocator/hc_hooks.h"   /* what agent/ implements */
 #include "../shm/heapctl_shm.h"
 
 #define HC_EXPORT __attribute__((visibility("default")))

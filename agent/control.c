@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "heapctl.h"
+#include "../allocator/heapctl.h"
 #include "../shm/heapctl_shm.h"
 
 static hc_shm_t *seg;                 /* NULL: no segment in this process */

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "heapctl.h"
+#include "../allocator/heapctl.h"
 
 
 typedef enum { T_BOOL, T_UNSIGNED, T_SIZE, T_SSIZE, T_U64, T_STR } ctl_type_t;

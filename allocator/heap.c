@@ -136,7 +136,6 @@ static size_t abandoned_count;
 
 static size_t meta_bytes;              /* atomic: headers, heaps, profiler */
 
-int hc_inited;
 static pthread_key_t heap_key;
 
 void hc_stats_add_metadata(intptr_t delta)
@@ -212,40 +211,20 @@ static void heap_thread_exit(void *arg)
 	pthread_mutex_unlock(&heaps_lock);
 }
 
-static void fork_prepare(void), fork_parent(void), fork_child(void);
-
-/* Once per process.  The first heap is made only after this returns, and
- * pthread_atfork may itself call malloc: tls_in_init sends that call to the
+/* Start-up of this layer (lifecycle.c calls it once, under its lock):
+ * the size classes, and the key whose destructor abandons a thread's heap.
+ * Allocations made in between (the agent's, pthread_atfork's) go to the
  * fallback heap. */
-void hc_init_slow(void)
+void hc_heap_init_begin(void)
 {
-	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&init_lock);
-	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
-		classes_init();
-		tls_in_init = 1;
-		hc_agent_init();
-		pthread_key_create(&heap_key, heap_thread_exit);
-		pthread_atfork(fork_prepare, fork_parent, fork_child);
-		tls_in_init = 0;
-		__atomic_store_n(&hc_inited, 1, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&init_lock);
+	classes_init();
+	tls_in_init = 1;
 }
 
-void hc_init(void)
+void hc_heap_init_end(void)
 {
-	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE))
-		hc_init_slow();
-}
-
-/* Configuration is read when the library loads even if the program never
- * allocates before calling mallctl. */
-__attribute__((constructor)) static void heap_ctor(void)
-{
-	hc_init();
-	hc_agent_init();    /* if the first malloc came before environ existed */
-	hc_agent_start();
+	pthread_key_create(&heap_key, heap_thread_exit);
+	tls_in_init = 0;
 }
 
 /* The heap this thread allocates from, made on first use.  Returns the
@@ -912,42 +891,29 @@ void hc_heap_collect_self(void)
 	heap_decay(h);
 }
 
-static void fork_prepare(void)
+/* fork (lifecycle.c): this layer's locks, the shared heaps' first. */
+void hc_heap_fork_prepare(void)
 {
-	hc_agent_fork_prepare();
 	for (unsigned i = 0; i < HC_NSHARED; i++)
 		pthread_mutex_lock(&shared[i].lock);
 	pthread_mutex_lock(&heaps_lock);
 	pthread_mutex_lock(&abandoned_lock);
-	hc_large_fork_prepare();
-	hc_huge_fork_prepare();
-	hc_chunk_fork_prepare();
-	hc_meta_fork_prepare();
 }
 
-static void fork_parent(void)
+void hc_heap_fork_parent(void)
 {
-	hc_meta_fork_parent();
-	hc_chunk_fork_parent();
-	hc_huge_fork_parent();
-	hc_large_fork_parent();
 	pthread_mutex_unlock(&abandoned_lock);
 	pthread_mutex_unlock(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
 		pthread_mutex_unlock(&shared[i].lock);
-	hc_agent_fork_parent();
 }
 
 /* In the child only the forking thread exists.  The other threads' heaps
  * may have been mid-operation, so their pages are not trusted for reuse:
  * their chunks are disowned (owner none), which makes every free into them
  * a remote push, and the heap structs are never recycled. */
-static void fork_child(void)
+void hc_heap_fork_child(void)
 {
-	hc_meta_fork_child();
-	hc_chunk_fork_child();
-	hc_huge_fork_child();
-	hc_large_fork_child();
 	pthread_mutex_init(&abandoned_lock, NULL);
 	pthread_mutex_init(&heaps_lock, NULL);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
@@ -964,7 +930,6 @@ static void fork_child(void)
 	}
 	if (self->state == HC_HEAP_LIVE)
 		self->tid = tid;
-	hc_agent_fork_child();
 }
 
 /* ---- statistics -------------------------------------------------------- */

@@ -29,6 +29,7 @@
 #include <pthread.h>
 
 #include "hc_alloc.h"
+#include "hc_hooks.h"
 
 #define HC_EXPORT   __attribute__((visibility("default")))
 #define HC_NOINLINE __attribute__((noinline))
@@ -376,6 +377,9 @@ void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_heap_fork_prepare(void), hc_heap_fork_parent(void), hc_heap_fork_child(void);
 void hc_heap_stats(hc_stats_t *st);
 void hc_heap_collect_self(void);
+void hc_heap_init_begin(void), hc_heap_init_end(void);
+
+/* lifecycle.c: start-up, fork and stop of both layers, in order */
 void hc_init_slow(void);
 extern int hc_inited;
 

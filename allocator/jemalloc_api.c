@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "../agent/heapctl.h"   /* the public declarations */
+#include "heapctl.h"   /* the public declarations */
 
 #define LG_ALIGN_MASK  0x3f
 #define FLAG_ZERO      0x40

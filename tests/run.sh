@@ -36,6 +36,15 @@ if want unit && [ -f "$root/$build/libheapctl-secure.so" ]; then
 			run "$t-secure" env LD_PRELOAD="$root/$build/libheapctl-secure.so" "$root/$build/tests/$t"
 	done
 fi
+# the allocator alone (allocator/ with the agent's hooks stubbed, sampling
+# every 64 KiB): its tests, built without -lheapctl, have no mallctl to use
+if want unit && [ -f "$root/$build/libheapctl-alone.so" ]; then
+	for t in unit/api unit/cxx stress/stress stress/misc stress/churn stress/fork; do
+		[ -x "$root/$build/tests-alone/$t" ] &&
+			run "$t-alone" env LD_PRELOAD="$root/$build/libheapctl-alone.so" \
+			    HC_TEST_ALLOW_NO_MALLCTL=1 "$root/$build/tests-alone/$t"
+	done
+fi
 want real && [ -x "$root/tests/real/run.sh" ] && run real/programs "$root/tests/real/run.sh" "$lib"
 for t in "$root"/tests/prof/*.sh; do
 	want prof && [ -x "$t" ] || continue
