@@ -5,7 +5,8 @@
 #   make            also build/heapctl, the command
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
 #                   the profiler's costs, and the control plane's round trips
-#   make DEBUG=1    debug build in build-debug/: asserts, fill patterns
+#   make DEBUG=1    debug build in build-debug/: asserts, fill patterns, the
+#                   lock order check (make check runs unit, stress, prof on it)
 #   make fuzz       libFuzzer on the profile reader and the segment client,
 #                   FUZZ_SECONDS (60) each
 #   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
@@ -80,7 +81,7 @@ INCDIR  := $(DESTDIR)$(PREFIX)/include
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
-.PHONY: all check test test-san bench deps clean demo install uninstall fuzz man-settings
+.PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
@@ -128,6 +129,11 @@ $(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so te
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ -Wl,--no-as-needed \
 	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
+# The lock order check, built with HC_DEBUG=1 in every build.
+$(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
+
 # The mailbox stress test is a client (shm/client.c) of a real target.
 $(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h
 	@mkdir -p $(dir $@)
@@ -165,8 +171,14 @@ test-san:
 	@$(MAKE) --no-print-directory SAN=1 all build-san/tests/cli/target
 	@ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 HC_TESTS="report cli" tests/run.sh build-san
 
+# The debug pass: the library with HC_ASSERT's invariants and the lock
+# order check (allocator/hc_lock.h) under the suites that drive it hardest.
+test-debug:
+	@HC_TESTS="unit stress prof" $(MAKE) --no-print-directory DEBUG=1 test
+
 check: deps
 	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory test-debug
 	@$(MAKE) --no-print-directory test-san
 
 bench: all

@@ -11,7 +11,8 @@
 #include <stdint.h>
 
 #include "../allocator/hc_alloc.h"
-#include "../allocator/hc_hooks.h"   /* what agent/ implements */
+#include "../allocator/hc_hooks.h"
+#include "../allocator/hc_lock.h"   /* what agent/ implements */
 #include "../shm/heapctl_shm.h"
 
 #define HC_EXPORT __attribute__((visibility("default")))
@@ -77,7 +78,7 @@ typedef struct hc_prof_state_s {
 #undef HC_RUNTIME
 } hc_prof_state_t;
 extern hc_prof_state_t hc_prof;
-extern pthread_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
+extern hc_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
 
 typedef struct hc_cnt_s {
 	uint64_t curobjs, curbytes;           /* raw samples live            */
@@ -146,6 +147,7 @@ typedef struct hc_sample_s {
 } hc_sample_t;
 
 hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
+void hc_prof_check(void);                 /* the invariants, in debug builds */
 hc_thread_t *hc_prof_threads(void);
 void hc_prof_reset(int lg_sample);        /* -1 keeps the rate */
 void hc_prof_set_lg_sample(unsigned lg);
@@ -184,7 +186,7 @@ void hc_dump_highwater(size_t mapped);
 void hc_dump_at_exit(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
-void hc_dump_fork_child(void);
+void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 
 /* ---- mallctl (ctl.c) ----------------------------------------------------- */
 
@@ -197,6 +199,7 @@ void hc_ctl_fork_prepare(void), hc_ctl_fork_parent(void), hc_ctl_fork_child(void
 void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err);
 void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
 void hc_control_start(void);
+void hc_control_fork_prepare(bool outer), hc_control_fork_parent(bool outer);
 void hc_control_fork_child(void);
 bool hc_control_pause(void);
 void hc_control_resume(bool was_running);

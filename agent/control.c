@@ -47,7 +47,7 @@ static hc_shm_t *seg;                 /* NULL: no segment in this process */
 static int seg_pid;                   /* the pid that made it            */
 static char seg_path[64];
 static uint64_t start_time, pidns;
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;   /* private */
+static hc_mutex_t ev_lock = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock");   /* private */
 static uint64_t commands;             /* control thread only             */
 static pthread_t ctl_thread;
 static bool ctl_running;              /* ctl_thread exists (pause_lock)  */
@@ -55,7 +55,7 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent;              /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t pause_lock = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
 
 /* ---- identity ------------------------------------------------------------- */
@@ -214,9 +214,16 @@ static void publish(hc_shm_event_t *ev)
 	if (s == NULL)
 		return;
 	ev->time_ns = hc_shm_now_ns();
-	pthread_mutex_lock(&ev_lock);
+	/* what the target publishes is always well formed (a client may write
+	 * anything into the ring; that is the client's side to check) */
+	HC_ASSERT(hc_shm_event_name(ev->type) != NULL);
+	HC_ASSERT((ev->type != HC_EV_DUMP && ev->type != HC_EV_DUMP_FAILED) ||
+	    hc_shm_dump_kind_name(ev->kind) != NULL);
+	HC_ASSERT(hc_shm_strvalid(ev->name, sizeof ev->name) &&
+	    hc_shm_strvalid(ev->path, sizeof ev->path) && hc_shm_strvalid(ev->text, sizeof ev->text));
+	hc_mutex_lock(&ev_lock);
 	hc_shm_event_publish(&s->ring, ev);
-	pthread_mutex_unlock(&ev_lock);
+	hc_mutex_unlock(&ev_lock);
 }
 
 void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err)
@@ -230,9 +237,9 @@ void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size,
 		hc_shm_strlcpy(ev.text, strerrordesc_np(err), sizeof ev.text);
 	publish(&ev);
 	if (!err && path) {
-		pthread_mutex_lock(&ev_lock);
+		hc_mutex_lock(&ev_lock);
 		hc_shm_strlcpy(last_dump, path, sizeof last_dump);
-		pthread_mutex_unlock(&ev_lock);
+		hc_mutex_unlock(&ev_lock);
 	}
 }
 
@@ -259,7 +266,10 @@ static void config_read(hc_shm_state_t *c)
 		if (s->name == NULL)
 			continue;
 		hc_shm_value_t v;
+		char why[8];
 		hc_setting_get(i, &v, buf, sizeof buf);
+		/* every write was checked, so what the target holds is in range */
+		HC_ASSERT(hc_shm_setting_check(s, &v, why, sizeof why));
 		hc_shm_setting_put(s, c, &v);
 	}
 }
@@ -313,9 +323,9 @@ static void mirror(bool counters)
 	s->dumps = hc_dumps_written();
 	s->threads = st.nheaps;
 	s->commands = commands;
-	pthread_mutex_lock(&ev_lock);
+	hc_mutex_lock(&ev_lock);
 	memcpy(s->last_dump, last_dump, sizeof s->last_dump);
-	pthread_mutex_unlock(&ev_lock);
+	hc_mutex_unlock(&ev_lock);
 	hc_shm_state_write_end(s);
 }
 
@@ -418,6 +428,7 @@ static void serve(hc_shm_slot_t *sl)
 	memcpy(&req, (const void *)&sl->req, sizeof req);
 	memset(&rep, 0, sizeof rep);
 	execute(&req, &rep);
+	HC_ASSERT(rep.code <= HC_REP_NOPROF && hc_shm_strvalid(rep.text, sizeof rep.text));
 	commands++;
 	mirror(false);         /* status after the answer shows the change */
 	memcpy(&sl->rep, &rep, sizeof rep);
@@ -568,7 +579,7 @@ static void control_begin(void)
  * for a busy target).  Must be followed by hc_control_resume. */
 bool hc_control_pause(void)
 {
-	pthread_mutex_lock(&pause_lock);
+	hc_mutex_lock(&pause_lock);
 	if (!ctl_running)
 		return false;
 	__atomic_store_n(&ctl_stop, 1, __ATOMIC_RELEASE);
@@ -587,7 +598,7 @@ void hc_control_resume(bool was_running)
 {
 	if (was_running)
 		thread_start();
-	pthread_mutex_unlock(&pause_lock);
+	hc_mutex_unlock(&pause_lock);
 }
 
 void hc_agent_start(void)
@@ -602,10 +613,22 @@ void hc_agent_start(void)
 /* The child has the parent's mapping but not its thread: it starts its own
  * thread, which makes its own segment after the grace period (see the top);
  * the parent's segment stays the parent's. */
+/* fork: pause_lock is the agent's outermost lock, ev_lock an inner one
+ * (allocator/hc_lock.h); outer says which. */
+void hc_control_fork_prepare(bool outer)
+{
+	hc_mutex_lock(outer ? &pause_lock : &ev_lock);
+}
+
+void hc_control_fork_parent(bool outer)
+{
+	hc_mutex_unlock(outer ? &pause_lock : &ev_lock);
+}
+
 void hc_control_fork_child(void)
 {
-	pthread_mutex_init(&ev_lock, NULL);
-	pthread_mutex_init(&pause_lock, NULL);
+	hc_mutex_reinit(&ev_lock);
+	hc_mutex_reinit(&pause_lock);
 	ctl_running = false;
 	hc_shm_t *old = seg;
 	if (old == NULL)

@@ -67,32 +67,32 @@ static size_t type_size(ctl_type_t t)
 
 static hc_stats_t snapshot;
 static uint64_t epoch_value = 1;
-static pthread_mutex_t snapshot_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t snapshot_lock = HC_MUTEX_INIT(HC_RANK_SNAPSHOT, "snapshot_lock");
 static bool snapshot_taken;
 
 static void snapshot_refresh(void)
 {
 	hc_stats_t st;
 	hc_stats_refresh(&st);
-	pthread_mutex_lock(&snapshot_lock);
+	hc_mutex_lock(&snapshot_lock);
 	snapshot = st;
 	snapshot_taken = true;
 	epoch_value++;
-	pthread_mutex_unlock(&snapshot_lock);
+	hc_mutex_unlock(&snapshot_lock);
 }
 
 /* fork: the snapshot lock is a leaf (nothing is taken under it), so it is
  * taken last before fork and released first after. */
-void hc_ctl_fork_prepare(void) { pthread_mutex_lock(&snapshot_lock); }
-void hc_ctl_fork_parent(void) { pthread_mutex_unlock(&snapshot_lock); }
-void hc_ctl_fork_child(void) { pthread_mutex_init(&snapshot_lock, NULL); }
+void hc_ctl_fork_prepare(void) { hc_mutex_lock(&snapshot_lock); }
+void hc_ctl_fork_parent(void) { hc_mutex_unlock(&snapshot_lock); }
+void hc_ctl_fork_child(void) { hc_mutex_reinit(&snapshot_lock); }
 
 static int rd_epoch(const ctl_entry_t *e, ctl_val_t *out)
 {
 	(void)e;
-	pthread_mutex_lock(&snapshot_lock);
+	hc_mutex_lock(&snapshot_lock);
 	out->u64 = epoch_value;
-	pthread_mutex_unlock(&snapshot_lock);
+	hc_mutex_unlock(&snapshot_lock);
 	return 0;
 }
 
@@ -108,9 +108,9 @@ static int rd_stat(const ctl_entry_t *e, ctl_val_t *out)
 {
 	if (!__atomic_load_n(&snapshot_taken, __ATOMIC_ACQUIRE))
 		snapshot_refresh();
-	pthread_mutex_lock(&snapshot_lock);
+	hc_mutex_lock(&snapshot_lock);
 	out->z = *(const size_t *)((const char *)&snapshot + e->arg);
-	pthread_mutex_unlock(&snapshot_lock);
+	hc_mutex_unlock(&snapshot_lock);
 	return 0;
 }
 
@@ -125,9 +125,9 @@ static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 	(void)e;
 	if (!__atomic_load_n(&snapshot_taken, __ATOMIC_ACQUIRE))
 		snapshot_refresh();
-	pthread_mutex_lock(&snapshot_lock);
+	hc_mutex_lock(&snapshot_lock);
 	out->u = (unsigned)snapshot.narenas;
-	pthread_mutex_unlock(&snapshot_lock);
+	hc_mutex_unlock(&snapshot_lock);
 	return 0;
 }
 

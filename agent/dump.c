@@ -212,7 +212,8 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
     size_t *leak_ctx)
 {
 	bool accum = hc_opt.prof_accum;
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
+	hc_prof_check();
 	double period = (double)((uint64_t)1 << hc_prof.lg_sample);
 	hc_cnt_t all;
 	memset(&all, 0, sizeof all);
@@ -277,7 +278,7 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 			buf_str(b, "\n");
 		}
 	}
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 	if (leak_objs) {
 		*leak_objs = to_u64(all.w_curobjs);
 		*leak_bytes = to_u64(all.w_curbytes);
@@ -305,7 +306,7 @@ static void append_maps(buf_t *b)
 
 /* ---- file names --------------------------------------------------------- */
 
-static pthread_mutex_t name_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t name_lock = HC_MUTEX_INIT(HC_RANK_DUMP_NAME, "name_lock");
 static uint64_t seq, seq_i, seq_m, seq_u, seq_t, seq_s, seq_p, dumps_written;
 
 uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
@@ -314,7 +315,7 @@ uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMI
  * prof_time_names a UTC timestamp goes before ".heap". */
 static void make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, size_t outlen)
 {
-	pthread_mutex_lock(&name_lock);
+	hc_mutex_lock(&name_lock);
 	uint64_t n = 0;
 	switch (kind) {
 	case HC_DUMP_INTERVAL: n = seq_i++; break;
@@ -332,11 +333,11 @@ static void make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, si
 		memcpy(prefix, prefix_for, l);
 		prefix[l] = 0;
 	} else {
-		pthread_mutex_lock(&hc_prof_lock);
+		hc_mutex_lock(&hc_prof_lock);
 		memcpy(prefix, hc_prof.prefix, sizeof prefix);
-		pthread_mutex_unlock(&hc_prof_lock);
+		hc_mutex_unlock(&hc_prof_lock);
 	}
-	pthread_mutex_unlock(&name_lock);
+	hc_mutex_unlock(&name_lock);
 
 	char tail[128], *e = tail;
 	*e++ = '.';
@@ -603,7 +604,7 @@ void hc_dump_interval_account(uint64_t bytes)
 
 static size_t last_u_mapped, last_peak_mapped;
 static uint64_t last_u_ms;
-static pthread_mutex_t hw_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t hw_lock = HC_MUTEX_INIT(HC_RANK_HIGHWATER, "hw_lock");
 
 static uint64_t now_ms(void)
 {
@@ -623,12 +624,12 @@ bool hc_agent_highwater(size_t mapped)
 	bool active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
 	bool event = false, dump = false;
 	size_t previous = 0;
-	pthread_mutex_lock(&hw_lock);
+	hc_mutex_lock(&hw_lock);
 	if (active && hc_prof.peak && mapped > last_peak_mapped + last_peak_mapped / 100) {
 		last_peak_mapped = mapped;
-		pthread_mutex_lock(&hc_prof_lock);
+		hc_mutex_lock(&hc_prof_lock);
 		hc_prof_snapshot_peak();
-		pthread_mutex_unlock(&hc_prof_lock);
+		hc_mutex_unlock(&hc_prof_lock);
 	}
 	uint64_t t = now_ms();
 	unsigned pct = __atomic_load_n(&hc_prof.gdump_pct, __ATOMIC_RELAXED);
@@ -641,7 +642,7 @@ bool hc_agent_highwater(size_t mapped)
 		event = true;
 		dump = active && __atomic_load_n(&hc_prof.gdump, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&hw_lock);
+	hc_mutex_unlock(&hw_lock);
 	if (!event)
 		return true;
 	char path[HC_PREFIX_MAX + 160];
@@ -704,10 +705,22 @@ void hc_dump_start_timer(void)
 	pthread_attr_destroy(&attr);
 }
 
+void hc_dump_fork_prepare(void)
+{
+	hc_mutex_lock(&name_lock);
+	hc_mutex_lock(&hw_lock);
+}
+
+void hc_dump_fork_parent(void)
+{
+	hc_mutex_unlock(&hw_lock);
+	hc_mutex_unlock(&name_lock);
+}
+
 void hc_dump_fork_child(void)
 {
-	pthread_mutex_init(&name_lock, NULL);
-	pthread_mutex_init(&hw_lock, NULL);
+	hc_mutex_reinit(&hw_lock);
+	hc_mutex_reinit(&name_lock);
 	timer_started = 0;    /* threads do not survive fork; restarted on demand */
 	writing = 0;          /* nor do the dumps they were writing */
 	interval_accum = 0;

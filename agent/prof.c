@@ -28,7 +28,7 @@
 #include "hc_math.h"
 
 hc_prof_state_t hc_prof;
-pthread_mutex_t hc_prof_lock = PTHREAD_MUTEX_INITIALIZER;
+hc_mutex_t hc_prof_lock = HC_MUTEX_INIT(HC_RANK_PROF, "hc_prof_lock");
 __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 
 #define NBUCKETS 16384
@@ -277,7 +277,7 @@ void hc_agent_thread_exit(void)
 	if (th == NULL)
 		return;
 	tsd.thread = NULL;
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	th->exited = true;
 	nexited++;
 	if (th->tctxs == NULL) {
@@ -289,7 +289,50 @@ void hc_agent_thread_exit(void)
 			tctx_release(c);
 		}
 	}
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
+}
+
+/*
+ * The tables' invariants (debug builds; under hc_prof_lock): each stack is
+ * in the bucket its frames hash to; each count belongs to its stack and its
+ * thread, with links both ways; a count's live objects and bytes are its
+ * live records of this reset epoch, exactly, and never more than it ever
+ * counted; the exited threads are nexited.
+ */
+void hc_prof_check(void)
+{
+	if (!HC_DEBUG)
+		return;
+	for (hc_stack_t *s = stacks_all; s; s = s->all_next) {
+		HC_ASSERT(s->nframes <= HC_MAX_FRAMES && s->hash == hash_frames(s->frames, s->nframes));
+		hc_stack_t *b = buckets ? buckets[s->hash % NBUCKETS] : NULL;
+		while (b && b != s)
+			b = b->next;
+		HC_ASSERT(b == s);
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			HC_ASSERT(c->stack == s && c->thread != NULL);
+			HC_ASSERT(c->next == NULL || c->next->prev == c);
+			HC_ASSERT(c->prev != NULL || s->tctxs == c);
+			HC_ASSERT(c->th_prev != NULL || c->thread->tctxs == c);
+			uint64_t objs = 0, bytes = 0;
+			for (hc_sample_t *r = c->samples; r; r = r->next) {
+				HC_ASSERT(r->tctx == c && (r->next == NULL || r->next->prev == r));
+				if (r->reset_epoch == reset_epoch) {
+					objs++;
+					bytes += r->usize;
+				}
+			}
+			HC_ASSERT(objs == c->cnt.curobjs && bytes == c->cnt.curbytes);
+			HC_ASSERT(c->cnt.curobjs <= c->cnt.accumobjs);
+		}
+	}
+	size_t exited = 0;
+	for (hc_thread_t *th = threads_all; th; th = th->next) {
+		exited += th->exited;
+		for (hc_tctx_t *c = th->tctxs; c; c = c->th_next)
+			HC_ASSERT(c->thread == th && (c->th_next == NULL || c->th_next->th_prev == c));
+	}
+	HC_ASSERT(exited == nexited);
 }
 
 /* After counts were zeroed (reset, a new peak): free what exited threads
@@ -326,7 +369,7 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 	unsigned n = hc_unwind(frames, HC_MAX_FRAMES);
 	double weight = sample_weight(charged);
 	hc_sample_t *rec = hc_meta_alloc(sizeof *rec);
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	hc_thread_t *th = thread_get(&tsd);
 	hc_stack_t *s = th && rec ? stack_get(frames, n) : NULL;
 	hc_tctx_t *c = s ? tctx_get(s, th) : NULL;
@@ -351,7 +394,7 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 		rec->charged = charged;
 		rec->reset_epoch = reset_epoch;
 	}
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 	if (c == NULL && rec) {
 		hc_meta_free(rec, sizeof *rec);
 		rec = NULL;
@@ -365,7 +408,7 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 void hc_agent_unsample(void *r)
 {
 	hc_sample_t *rec = r;
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	int64_t pending = __atomic_load_n(&rec->pending, __ATOMIC_RELAXED);
 	if (pending)
 		record_update(rec, (uint64_t)((int64_t)rec->usize + pending), rec->weight);
@@ -381,7 +424,7 @@ void hc_agent_unsample(void *r)
 			c->w_curobjs = c->w_curbytes = 0;
 	}
 	tctx_release(rec->tctx);
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 	hc_meta_free(rec, sizeof *rec);
 }
 
@@ -423,20 +466,20 @@ void hc_agent_resize(void *r, size_t size, size_t charged)
 		__atomic_store_n(&rec->pending, pending, __ATOMIC_RELAXED);
 		return;
 	}
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	if (charged < rec->charged)
 		charged = rec->charged;
 	double w = charged == rec->charged ? rec->weight : sample_weight(charged);
 	rec->charged = charged;
 	record_update(rec, size, w);
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 }
 
 /* Forget every count; live sampled objects are no longer tracked (their
  * frees are recognised by the epoch).  lg >= 0 also sets a new rate. */
 void hc_prof_reset(int lg)
 {
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	reset_epoch++;
 	for (hc_stack_t *s = stacks_all; s; s = s->all_next)
 		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
@@ -444,7 +487,8 @@ void hc_prof_reset(int lg)
 			memset(&c->peak, 0, sizeof c->peak);
 		}
 	release_exited();
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_prof_check();
+	hc_mutex_unlock(&hc_prof_lock);
 	if (lg >= 0)
 		hc_prof_set_lg_sample((unsigned)lg);
 }
@@ -481,12 +525,12 @@ bool hc_prof_thread_name_set(const char *name)
 	for (size_t i = 0; i < n; i++)       /* a name must stay one token */
 		if (name[i] <= ' ' || name[i] == 0x7f)
 			return false;
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	memcpy(tsd.name, name, n);
 	tsd.name[n] = 0;
 	if (tsd.thread)
 		memcpy(tsd.thread->name, tsd.name, sizeof tsd.name);
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 	return true;
 }
 
@@ -502,27 +546,34 @@ void hc_prof_thread_active_set(bool on)
 }
 
 /* Unwinds first: a thread mid-unwind holds no profiler lock yet. */
+/* Every lock of the agent, in the order of allocator/hc_lock.h. */
 void hc_agent_fork_prepare(void)
 {
+	hc_control_fork_prepare(true);
 	hc_unwind_fork_prepare();
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_dump_fork_prepare();
+	hc_mutex_lock(&hc_prof_lock);
+	hc_control_fork_prepare(false);
 	hc_ctl_fork_prepare();
 }
 
 void hc_agent_fork_parent(void)
 {
 	hc_ctl_fork_parent();
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_control_fork_parent(false);
+	hc_mutex_unlock(&hc_prof_lock);
+	hc_dump_fork_parent();
 	hc_unwind_fork_parent();
+	hc_control_fork_parent(true);
 }
 
 void hc_agent_fork_child(void)
 {
 	hc_ctl_fork_child();
-	pthread_mutex_init(&hc_prof_lock, NULL);
-	hc_unwind_fork_child();
-	hc_dump_fork_child();
 	hc_control_fork_child();
+	hc_mutex_reinit(&hc_prof_lock);
+	hc_dump_fork_child();
+	hc_unwind_fork_child();
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)
 		tsd.thread->tid = (int)syscall(SYS_gettid);

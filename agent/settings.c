@@ -141,9 +141,9 @@ void hc_setting_get(unsigned i, hc_shm_value_t *v, char *buf, size_t len)
 		load(s->type, p, v, NULL, 0);
 		return;
 	}
-	pthread_mutex_lock(&hc_prof_lock);
+	hc_mutex_lock(&hc_prof_lock);
 	load(s->type, p, v, buf, len);
-	pthread_mutex_unlock(&hc_prof_lock);
+	hc_mutex_unlock(&hc_prof_lock);
 }
 
 int hc_setting_set(unsigned i, const hc_shm_value_t *v)
@@ -154,9 +154,9 @@ int hc_setting_set(unsigned i, const hc_shm_value_t *v)
 		return EINVAL;
 	char *p = (char *)&hc_prof + where[i].rt;
 	if (s->type == HC_SET_STR) {
-		pthread_mutex_lock(&hc_prof_lock);
+		hc_mutex_lock(&hc_prof_lock);
 		store(s->type, p, v);
-		pthread_mutex_unlock(&hc_prof_lock);
+		hc_mutex_unlock(&hc_prof_lock);
 	} else {
 		store(s->type, p, v);
 	}

@@ -66,12 +66,36 @@ static __thread unsigned thread_samples;
  */
 static pthread_rwlock_t unwind_fork_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
-void hc_unwind_fork_prepare(void) { pthread_rwlock_wrlock(&unwind_fork_lock); }
-void hc_unwind_fork_parent(void) { pthread_rwlock_unlock(&unwind_fork_lock); }
+static const hc_lockid_t unwind_id = { "unwind_fork_lock", HC_RANK_UNWIND };
+
+/* The rwlock in the order of hc_lock.h, as the mutexes are. */
+static void unwind_lock(bool write)
+{
+	if (HC_DEBUG)
+		hc_lock_check(&unwind_id);
+	if (write)
+		pthread_rwlock_wrlock(&unwind_fork_lock);
+	else
+		pthread_rwlock_rdlock(&unwind_fork_lock);
+	if (HC_DEBUG)
+		hc_lock_held(&unwind_id);
+}
+
+static void unwind_unlock(void)
+{
+	if (HC_DEBUG)
+		hc_lock_released(&unwind_id);
+	pthread_rwlock_unlock(&unwind_fork_lock);
+}
+
+void hc_unwind_fork_prepare(void) { unwind_lock(true); }
+void hc_unwind_fork_parent(void) { unwind_unlock(); }
 
 void hc_unwind_fork_child(void)
 {
 	pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+	if (HC_DEBUG)
+		hc_lock_released(&unwind_id);
 	unwind_fork_lock = fresh;
 }
 static uintptr_t self_lo, self_hi;       /* our own text */
@@ -279,7 +303,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 	uintptr_t raw[HC_MAX_FRAMES + 16];
 	unsigned cap = max + 16 <= sizeof raw / sizeof raw[0] ? max + 16 : sizeof raw / sizeof raw[0];
 	int n;
-	pthread_rwlock_rdlock(&unwind_fork_lock);
+	unwind_lock(false);
 	switch (hc_prof.unwind) {
 	case HC_UNWIND_FP:
 		n = (int)unwind_fp(raw, cap);
@@ -299,7 +323,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 		n = backtrace((void **)raw, (int)cap);
 		break;
 	}
-	pthread_rwlock_unlock(&unwind_fork_lock);
+	unwind_unlock();
 	/* drop our own frames: everything up to the last one inside us */
 	int first = 0;
 	for (int i = 0; i < n; i++)

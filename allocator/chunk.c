@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t cache_lock = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
 /* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
  * a chunk keeps its size for life, so it only ever returns to its list. */
 static hc_chunk_t *cache_head[2];        /* under cache_lock */
@@ -128,13 +128,13 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 	size_t size = list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
 	*metadata_out = 0;
 	if (__atomic_load_n(&cache_head[list], __ATOMIC_RELAXED) != NULL) {
-		pthread_mutex_lock(&cache_lock);
+		hc_mutex_lock(&cache_lock);
 		c = cache_head[list];
 		if (c) {
 			cache_head[list] = c->next;
 			cache_count--;
 		}
-		pthread_mutex_unlock(&cache_lock);
+		hc_mutex_unlock(&cache_lock);
 	}
 	if (c) {
 		/* A purged chunk is all zeros again: nothing to remember.  An
@@ -170,13 +170,13 @@ void hc_chunk_put(hc_chunk_t *c)
 	c->owner = HC_TID_NONE;
 	c->heap = NULL;
 	c->arena = NULL;
-	pthread_mutex_lock(&cache_lock);
+	hc_mutex_lock(&cache_lock);
 	c->decay_epoch = hc_decay_epoch();
 	__atomic_store_n(&c->cached, 1, __ATOMIC_RELEASE);
 	c->next = cache_head[list];
 	cache_head[list] = c;
 	cache_count++;
-	pthread_mutex_unlock(&cache_lock);
+	hc_mutex_unlock(&cache_lock);
 }
 
 /* Purge cached chunks that have been empty for at least one whole epoch. */
@@ -187,7 +187,7 @@ void hc_chunk_cache_decay(void)
 	    (__atomic_load_n(&cache_head[0], __ATOMIC_RELAXED) == NULL &&
 	     __atomic_load_n(&cache_head[1], __ATOMIC_RELAXED) == NULL))
 		return;
-	if (pthread_mutex_trylock(&cache_lock) != 0)
+	if (hc_mutex_trylock(&cache_lock) != 0)
 		return;
 	cache_epoch = epoch;
 	for (unsigned list = 0; list < 2; list++) {
@@ -199,7 +199,7 @@ void hc_chunk_cache_decay(void)
 			}
 		}
 	}
-	pthread_mutex_unlock(&cache_lock);
+	hc_mutex_unlock(&cache_lock);
 }
 
 /* Units of a cached chunk written and not purged since: its dirty bitmaps
@@ -222,7 +222,7 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 {
 	size_t retained = 0;
 	*dirty = 0;
-	pthread_mutex_lock(&cache_lock);
+	hc_mutex_lock(&cache_lock);
 	for (unsigned list = 0; list < 2; list++) {
 		for (hc_chunk_t *c = cache_head[list]; c; c = c->next) {
 			if (c->purged)
@@ -232,7 +232,7 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 		}
 	}
 	*count = cache_count;
-	pthread_mutex_unlock(&cache_lock);
+	hc_mutex_unlock(&cache_lock);
 	return retained;
 }
 
@@ -272,6 +272,6 @@ void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold
 		hc_os_purge((char *)c + run_start * unit, run_len * unit);
 }
 
-void hc_chunk_fork_prepare(void) { pthread_mutex_lock(&cache_lock); }
-void hc_chunk_fork_parent(void) { pthread_mutex_unlock(&cache_lock); }
-void hc_chunk_fork_child(void) { pthread_mutex_init(&cache_lock, NULL); }
+void hc_chunk_fork_prepare(void) { hc_mutex_lock(&cache_lock); }
+void hc_chunk_fork_parent(void) { hc_mutex_unlock(&cache_lock); }
+void hc_chunk_fork_child(void) { hc_mutex_reinit(&cache_lock); }

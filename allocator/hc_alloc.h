@@ -14,6 +14,14 @@
 
 #define HC_VERSION "0.1.0"
 
+#ifndef HC_DEBUG
+#define HC_DEBUG 0
+#endif
+/* An invariant, checked in debug builds (make DEBUG=1; make check runs the
+ * suites on one): a failure writes the condition and where, and aborts. */
+__attribute__((noreturn, cold)) void hc_assert_fail(const char *cond, const char *file, int line);
+#define HC_ASSERT(c) do { if (HC_DEBUG && !(c)) hc_assert_fail(#c, __FILE__, __LINE__); } while (0)
+
 /* Allocator statistics with jemalloc's meanings (see man/heapctl-conf.5). */
 typedef struct hc_stats_s {
 	size_t allocated;   /* bytes in live objects, by usable size             */

@@ -113,24 +113,24 @@ static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
 #endif
 typedef struct {
 	hc_heap_t heap;
-	pthread_mutex_t lock;
+	hc_mutex_t lock;
 } __attribute__((aligned(64))) hc_shared_t;
 
 #define SHARED_INIT { .heap = { .direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, \
 	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 }, \
-	.lock = PTHREAD_MUTEX_INITIALIZER }
+	.lock = HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") }
 static hc_shared_t shared[HC_NSHARED] = { [0 ... HC_NSHARED - 1] = SHARED_INIT };
 #define heap_fallback (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
 
-static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t heaps_lock = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
 static hc_heap_t *heaps_all;          /* registry, under heaps_lock */
 static hc_heap_t *heaps_pool;         /* recycled, under heaps_lock */
 static size_t heaps_count;
 
-static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t abandoned_lock = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
 static hc_chunk_t *abandoned;          /* under abandoned_lock */
 static size_t abandoned_count;
 
@@ -148,7 +148,7 @@ static hc_heap_t *heap_struct_new(void)
 {
 	static char *bump, *bump_end;    /* under heaps_lock */
 	hc_heap_t *h;
-	pthread_mutex_lock(&heaps_lock);
+	hc_mutex_lock(&heaps_lock);
 	if ((h = heaps_pool) != NULL) {
 		heaps_pool = h->pool_next;
 	} else {
@@ -157,7 +157,7 @@ static hc_heap_t *heap_struct_new(void)
 			size_t span = 64 * 1024;
 			bump = hc_os_map(span);
 			if (bump == NULL) {
-				pthread_mutex_unlock(&heaps_lock);
+				hc_mutex_unlock(&heaps_lock);
 				return NULL;
 			}
 			bump_end = bump + span;
@@ -169,7 +169,7 @@ static hc_heap_t *heap_struct_new(void)
 		heaps_all = h;
 		heaps_count++;
 	}
-	pthread_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&heaps_lock);
 	return h;
 }
 
@@ -204,11 +204,11 @@ static void heap_thread_exit(void *arg)
 	hc_agent_thread_exit();
 	hc_tls_heap = &heap_dead;
 	heap_abandon(h);
-	pthread_mutex_lock(&heaps_lock);
+	hc_mutex_lock(&heaps_lock);
 	h->state = HC_HEAP_DEAD;
 	h->pool_next = heaps_pool;
 	heaps_pool = h;
-	pthread_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&heaps_lock);
 }
 
 /* Start-up of this layer (lifecycle.c calls it once, under its lock):
@@ -323,6 +323,52 @@ static void direct_update(hc_heap_t *h, unsigned cls)
 	direct_set(h, cls, h->queue[cls].first);
 }
 
+/* ---- invariants (debug builds) ------------------------------------------ */
+
+/* A small chunk's slot map: bit 0 is the header, bit i says pages[i] is in
+ * use, and nused counts the pages in use. */
+static void chunk_check(const hc_chunk_t *c)
+{
+	if (!HC_DEBUG)
+		return;
+	HC_ASSERT(c->magic == HC_MAGIC && c->kind == HC_KIND_SMALL);
+	HC_ASSERT(c->used_slots & 1);
+	for (unsigned i = 1; i < HC_NSLOTS; i++)
+		HC_ASSERT(!!((c->used_slots >> i) & 1) == !!c->pages[i].in_use);
+	HC_ASSERT((uint32_t)__builtin_popcountll(c->used_slots) == c->nused + 1);
+}
+
+/* A page, by its owner (internal.h): every carved block is handed out
+ * (counted in live, as are remote frees not yet collected) or on the free
+ * list; the free list holds block starts of this page, without a loop; the
+ * pin and the FULL flag agree with the heap's lists. */
+static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t *pg)
+{
+	if (!HC_DEBUG)
+		return;
+	unsigned cls = pg->cls;
+	HC_ASSERT(pg->in_use && hc_chunk_of(pg) == c);
+	HC_ASSERT((c->used_slots >> (pg - c->pages)) & 1);
+	HC_ASSERT(cls < HC_NCLASSES && pg->block_size == hc_class_size[cls]);
+	HC_ASSERT(pg->reserved == HC_SLOT_SIZE / pg->block_size && pg->capacity <= pg->reserved);
+	uint32_t nfree = 0;
+	const char *start = hc_page_start(c, pg);
+	for (const hc_block_t *b = pg->free; b != NULL; b = hc_link(pg, b, b->next)) {
+		size_t off = (size_t)((const char *)b - start);
+		HC_ASSERT(off < (size_t)pg->capacity * pg->block_size && off % pg->block_size == 0);
+		HC_ASSERT(++nfree <= pg->capacity);
+	}
+	int32_t used = hc_page_used(pg);
+	HC_ASSERT(used >= 0 && (uint32_t)used + nfree == pg->capacity);
+	bool pinned = pg->flags & HC_PG_PINNED, full = pg->flags & HC_PG_FULL;
+	HC_ASSERT(!(pinned && full));
+	HC_ASSERT(pinned == (h->pinned[cls] == pg));
+	if (pinned)
+		HC_ASSERT(h->direct[cls] == pg && h->queue[cls].first == pg && h->queue[cls].last == pg);
+	if (full)      /* a page goes on the full list only once carved whole */
+		HC_ASSERT(h->full.first != NULL && pg->capacity == pg->reserved);
+}
+
 /* ---- pages ------------------------------------------------------------- */
 
 /* Move other threads' frees onto the owner's list.  Returns blocks gained. */
@@ -393,6 +439,7 @@ static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 	pq_remove(&h->queue[pg->cls], pg);
 	pq_push_back(&h->full, pg);
 	pin_sync(h, pg->cls);
+	page_check(h, hc_chunk_of(pg), pg);
 	return true;
 }
 
@@ -406,6 +453,7 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 		direct_update(h, pg->cls);
 	else
 		pin_sync(h, pg->cls);
+	page_check(h, hc_chunk_of(pg), pg);
 }
 
 static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
@@ -419,6 +467,8 @@ static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
  * when empty, unless it is the heap's only chunk. */
 static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 {
+	HC_ASSERT(hc_page_used(pg) == 0);
+	page_check(h, c, pg);
 	if (pg->flags & HC_PG_FULL)
 		pq_remove(&h->full, pg);
 	else
@@ -435,7 +485,9 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 	c->used_slots &= ~bit;
 	c->dirty_new |= bit;
 	c->dirty_old &= ~bit;
-	if (--c->nused == 0 && (h->chunks != c || c->next != NULL))
+	c->nused--;
+	chunk_check(c);
+	if (c->nused == 0 && (h->chunks != c || c->next != NULL))
 		chunk_release(h, c);
 }
 
@@ -510,13 +562,13 @@ static bool heap_adopt(hc_heap_t *h)
 {
 	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
 		return false;
-	pthread_mutex_lock(&abandoned_lock);
+	hc_mutex_lock(&abandoned_lock);
 	hc_chunk_t *c = abandoned;
 	if (c) {
 		abandoned = c->next;
 		abandoned_count--;
 	}
-	pthread_mutex_unlock(&abandoned_lock);
+	hc_mutex_unlock(&abandoned_lock);
 	if (c == NULL)
 		return false;
 	c->heap = h;
@@ -579,6 +631,7 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 			hc_page_t *pg = &c->pages[i];
 			page_init(c, pg, cls);
 			pq_push_front(&h->queue[cls], pg);
+			chunk_check(c);
 			return pg;
 		}
 		if (heap_adopt(h)) {
@@ -625,6 +678,7 @@ found:
 				pq_push_front(q, pg);
 			}
 			direct_set(h, cls, pg);
+			page_check(h, c, pg);
 			return pg;
 		}
 		if (pass == 0 && !heap_drain_xpages(h))
@@ -638,6 +692,7 @@ found:
 		pq_push_front(q, pg);
 	}
 	direct_set(h, cls, pg);
+	page_check(h, hc_chunk_of(pg), pg);
 	return pg;
 }
 
@@ -705,11 +760,11 @@ bool hc_heap_count(size_t usize)
  * thread's next event. */
 void hc_heap_reset_countdowns(void)
 {
-	pthread_mutex_lock(&heaps_lock);
+	hc_mutex_lock(&heaps_lock);
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next)
 		if (h->state == HC_HEAP_LIVE)
 			__atomic_store_n(&h->countdown, 0, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&heaps_lock);
 }
 
 /* Everything the small fast path could not do: first use of the heap, an
@@ -738,10 +793,10 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 		sh = &shared[h->shared_index];
 	}
 	if (sh != NULL) {
-		pthread_mutex_lock(&sh->lock);
+		hc_mutex_lock(&sh->lock);
 		shared_tidy(&sh->heap, false);
 		void *p = small_alloc(&sh->heap, (unsigned)cls);
-		pthread_mutex_unlock(&sh->lock);
+		hc_mutex_unlock(&sh->lock);
 		return p;
 	}
 	return small_alloc(h, (unsigned)cls);
@@ -846,12 +901,12 @@ static void heap_abandon(hc_heap_t *h)
 		} else {
 			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELEASE);
 			c->heap = NULL;
-			pthread_mutex_lock(&abandoned_lock);
+			hc_mutex_lock(&abandoned_lock);
 			c->next = abandoned;
 			c->prev = NULL;
 			abandoned = c;
 			abandoned_count++;
-			pthread_mutex_unlock(&abandoned_lock);
+			hc_mutex_unlock(&abandoned_lock);
 		}
 		c = next;
 	}
@@ -878,9 +933,9 @@ static void shared_tidy(hc_heap_t *h, bool now)
 void hc_heap_collect_self(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
-		pthread_mutex_lock(&shared[i].lock);
+		hc_mutex_lock(&shared[i].lock);
 		shared_tidy(&shared[i].heap, true);
-		pthread_mutex_unlock(&shared[i].lock);
+		hc_mutex_unlock(&shared[i].lock);
 	}
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
@@ -895,17 +950,17 @@ void hc_heap_collect_self(void)
 void hc_heap_fork_prepare(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		pthread_mutex_lock(&shared[i].lock);
-	pthread_mutex_lock(&heaps_lock);
-	pthread_mutex_lock(&abandoned_lock);
+		hc_mutex_lock(&shared[i].lock);
+	hc_mutex_lock(&heaps_lock);
+	hc_mutex_lock(&abandoned_lock);
 }
 
 void hc_heap_fork_parent(void)
 {
-	pthread_mutex_unlock(&abandoned_lock);
-	pthread_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&abandoned_lock);
+	hc_mutex_unlock(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		pthread_mutex_unlock(&shared[i].lock);
+		hc_mutex_unlock(&shared[i].lock);
 }
 
 /* In the child only the forking thread exists.  The other threads' heaps
@@ -914,10 +969,10 @@ void hc_heap_fork_parent(void)
  * a remote push, and the heap structs are never recycled. */
 void hc_heap_fork_child(void)
 {
-	pthread_mutex_init(&abandoned_lock, NULL);
-	pthread_mutex_init(&heaps_lock, NULL);
+	hc_mutex_reinit(&abandoned_lock);
+	hc_mutex_reinit(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		pthread_mutex_init(&shared[i].lock, NULL);
+		hc_mutex_reinit(&shared[i].lock);
 	hc_heap_t *self = hc_tls_heap;
 	uintptr_t tid = hc_thread_id();
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
@@ -959,8 +1014,8 @@ void hc_heap_stats(hc_stats_t *st)
 			st->active += (cap * bs + HC_PAGE - 1) & ~(HC_PAGE - 1);
 		}
 	}
-	pthread_mutex_lock(&heaps_lock);
+	hc_mutex_lock(&heaps_lock);
 	st->nheaps = heaps_count;
-	pthread_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&heaps_lock);
 	st->metadata += __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED);
 }

@@ -20,7 +20,7 @@
 #include "internal.h"
 
 #define CACHE_MAX 64
-static pthread_mutex_t huge_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t huge_lock = HC_MUTEX_INIT(HC_RANK_HUGE, "huge_lock");
 static struct {
 	hc_chunk_t *hdr;
 	uint64_t epoch;
@@ -145,9 +145,9 @@ static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
 	hc_chunk_t *h = (hc_chunk_t *)hdr;
 	h->map_size = body + HC_PAGE;
 	void *p = huge_finish(h, HC_PAGE, n, zero, true);
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	live_add(h);
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	return p;
 }
 
@@ -167,7 +167,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	size_t need = (off + n + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	hc_chunk_t *h = NULL;
 	bool fresh = false;
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	/* Reuse before mapping: the smallest cached mapping that fits, else the
 	 * largest one that does not (grown below), so dirty pages are recycled
 	 * whatever the size mix. */
@@ -187,7 +187,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 		cache_bytes -= h->map_size;
 		cache[take] = cache[--cache_n];
 	}
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	/* Keep up to eight times what is needed: trimming now and growing
 	 * again on the next bigger request costs a page fault per page each
 	 * time (buffers of 5-25 MiB in a loop: twice as fast as trimming at
@@ -216,9 +216,9 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 		fresh = true;
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	live_add(h);
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	return p;
 }
 
@@ -236,11 +236,11 @@ void hc_huge_free(hc_chunk_t *h)
 	}
 	bool overaligned = ((uintptr_t)h & HC_CHUNK_MASK) != 0;
 	hc_chunk_mark(hc_chunk_of((char *)h + h->huge_offset), false);
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	live_remove(h);
 	h->magic = 0;   /* a second free of this pointer is caught */
 	if (overaligned || h->map_size > cache_limit()) {
-		pthread_mutex_unlock(&huge_lock);
+		hc_mutex_unlock(&huge_lock);
 		hc_os_unmap(h, h->map_size);
 		return;
 	}
@@ -258,7 +258,7 @@ void hc_huge_free(hc_chunk_t *h)
 	cache[cache_n].epoch = hc_decay_epoch();
 	cache_n++;
 	cache_bytes += h->map_size;
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	unmap_all(victims, nv);
 }
 
@@ -273,17 +273,17 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 	size_t old = h->map_size;
 	void *obj = (char *)h + h->huge_offset;
 	if (need == old) {
-		pthread_mutex_lock(&huge_lock);
+		hc_mutex_lock(&huge_lock);
 		live_remove(h);
 		h->huge_usable = need - h->huge_offset;
 		live_add(h);
-		pthread_mutex_unlock(&huge_lock);
+		hc_mutex_unlock(&huge_lock);
 		return obj;
 	}
 	int saved = errno;
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	live_remove(h);
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	if (need < old) {
 		if (need < old / 2)
 			goto keep;     /* much smaller: a copy frees the big mapping */
@@ -303,9 +303,9 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 	obj = (char *)h + h->huge_offset;
 keep:
 	errno = saved;
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	live_add(h);
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	return h->map_size == need ? obj : NULL;
 }
 
@@ -320,7 +320,7 @@ void hc_huge_decay(void)
 {
 	if (__atomic_load_n(&cache_n, __ATOMIC_RELAXED) == 0)
 		return;
-	if (pthread_mutex_trylock(&huge_lock) != 0)
+	if (hc_mutex_trylock(&huge_lock) != 0)
 		return;
 	uint64_t epoch = hc_decay_epoch();
 	hc_chunk_t *victims[CACHE_MAX];
@@ -331,7 +331,7 @@ void hc_huge_decay(void)
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	unmap_all(victims, nv);
 }
 
@@ -339,16 +339,16 @@ void hc_huge_purge_now(void)
 {
 	hc_chunk_t *victims[CACHE_MAX];
 	unsigned nv = 0;
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	while (cache_n)
 		victims[nv++] = cache_take(0);
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 	unmap_all(victims, nv);
 }
 
 void hc_huge_stats(hc_stats_t *st)
 {
-	pthread_mutex_lock(&huge_lock);
+	hc_mutex_lock(&huge_lock);
 	st->nhuge = live_count;
 	st->nhuge_cached = cache_n;
 	st->huge_allocated = live_usable;
@@ -356,9 +356,9 @@ void hc_huge_stats(hc_stats_t *st)
 	st->mapped += live_mapped;
 	st->metadata += live_count * HC_PAGE;
 	st->dirty += cache_bytes;
-	pthread_mutex_unlock(&huge_lock);
+	hc_mutex_unlock(&huge_lock);
 }
 
-void hc_huge_fork_prepare(void) { pthread_mutex_lock(&huge_lock); }
-void hc_huge_fork_parent(void) { pthread_mutex_unlock(&huge_lock); }
-void hc_huge_fork_child(void) { pthread_mutex_init(&huge_lock, NULL); }
+void hc_huge_fork_prepare(void) { hc_mutex_lock(&huge_lock); }
+void hc_huge_fork_parent(void) { hc_mutex_unlock(&huge_lock); }
+void hc_huge_fork_child(void) { hc_mutex_reinit(&huge_lock); }

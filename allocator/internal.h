@@ -30,6 +30,7 @@
 
 #include "hc_alloc.h"
 #include "hc_hooks.h"
+#include "hc_lock.h"
 
 #define HC_EXPORT   __attribute__((visibility("default")))
 #define HC_NOINLINE __attribute__((noinline))
@@ -37,14 +38,12 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#ifndef HC_DEBUG
-#define HC_DEBUG 0
-#endif
 /* Debug builds (make DEBUG=1): fresh blocks are filled with 0xa5, freed
- * ones with 0x5a past the link word, and HC_ASSERT checks invariants. */
+ * ones with 0x5a past the link word, HC_ASSERT (hc_alloc.h) checks the
+ * invariants written beside each structure, and the lock order is checked
+ * (hc_lock.h). */
 #define HC_JUNK_ALLOC 0xa5
 #define HC_JUNK_FREE  0x5a
-#define HC_ASSERT(c) do { if (HC_DEBUG && !(c)) hc_fatal_ptr("assertion failed: " #c " at", (void *)(uintptr_t)__LINE__); } while (0)
 
 /* ---- geometry ---------------------------------------------------------- */
 
@@ -324,7 +323,7 @@ enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
 /* ---- arenas for large runs --------------------------------------------- */
 
 typedef struct hc_arena_s {
-	pthread_mutex_t lock;
+	hc_mutex_t lock;
 	hc_chunk_t *chunks;          /* LARGE chunks of this arena              */
 	uint64_t decay_epoch;
 	unsigned index;

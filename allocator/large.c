@@ -29,7 +29,7 @@ static void arenas_init(void)
 		ncpu = 1;
 	narenas = (unsigned)(ncpu * 2 > HC_MAX_ARENAS ? HC_MAX_ARENAS : ncpu * 2);
 	for (unsigned i = 0; i < narenas; i++) {
-		pthread_mutex_init(&arenas[i].lock, NULL);
+		hc_mutex_init(&arenas[i].lock, HC_RANK_ARENA, "arena lock");
 		arenas[i].index = i;
 	}
 }
@@ -188,8 +188,40 @@ static void zero_written(hc_chunk_t *c, size_t i, size_t n)
 	}
 }
 
+/* A large chunk's runs (debug builds): the header pages are used; each run
+ * starts below HC_RUN_STARTS, has its length at its start and its pages
+ * used, and nothing else is; nused, large_pages and large_allocated count
+ * them.  Under the arena's lock. */
+static void runs_check(const hc_chunk_t *c)
+{
+	if (!HC_DEBUG)
+		return;
+	HC_ASSERT(c->magic == HC_MAGIC && c->kind == HC_KIND_LARGE);
+	for (size_t i = 0; i < HC_LARGE_HDR_RUNS; i++)
+		HC_ASSERT(bit_get(c->run_used, i) && c->run_len[i] == 0);
+	size_t runs = 0, pages = 0;
+	for (size_t i = HC_LARGE_HDR_RUNS; i < HC_NRUNS;) {
+		size_t n = c->run_len[i];
+		if (n == 0) {
+			HC_ASSERT(!bit_get(c->run_used, i));
+			i++;
+			continue;
+		}
+		HC_ASSERT(i < HC_RUN_STARTS && i + n <= HC_NRUNS);
+		for (size_t k = 0; k < n; k++)
+			HC_ASSERT(bit_get(c->run_used, i + k) && (k == 0 || c->run_len[i + k] == 0));
+		runs++;
+		pages += n;
+		i += n;
+	}
+	HC_ASSERT(runs == c->nused && pages == c->large_pages);
+	HC_ASSERT(c->large_allocated == pages * HC_PAGE);
+}
+
 static void *run_take(hc_chunk_t *c, size_t i, size_t n, bool zero)
 {
+	HC_ASSERT(i >= HC_LARGE_HDR_RUNS && i < HC_RUN_STARTS && n > 0 && i + n <= HC_NRUNS);
+	HC_ASSERT(!bits_any(c->run_used, i, n));
 	bits_set(c->run_used, i, n);
 	bits_clear(c->run_dirty_new, i, n);
 	bits_clear(c->run_dirty_old, i, n);
@@ -200,6 +232,7 @@ static void *run_take(hc_chunk_t *c, size_t i, size_t n, bool zero)
 	c->nused++;
 	c->large_allocated += n * HC_PAGE;
 	c->large_pages += n;
+	runs_check(c);
 	return (char *)c + i * HC_PAGE;
 }
 
@@ -222,7 +255,7 @@ static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_
 {
 	for (unsigned k = 1; k < narenas; k++) {
 		hc_arena_t *b = &arenas[(self->index + k) % narenas];
-		if (__atomic_load_n(&b->chunks, __ATOMIC_RELAXED) == NULL || pthread_mutex_trylock(&b->lock) != 0)
+		if (__atomic_load_n(&b->chunks, __ATOMIC_RELAXED) == NULL || hc_mutex_trylock(&b->lock) != 0)
 			continue;
 		run_spot_t best = { NULL, 0, 0, 0 };
 		unsigned after = 0;
@@ -234,7 +267,7 @@ static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_
 		void *p = NULL;
 		if (best.c != NULL && (own->c == NULL || best.clean < own->clean))
 			p = run_take(best.c, best.i, n, zero);
-		pthread_mutex_unlock(&b->lock);
+		hc_mutex_unlock(&b->lock);
 		if (p != NULL)
 			return p;
 	}
@@ -249,7 +282,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 		n = 1;       /* aligned zero-size requests land here */
 	if (align < HC_PAGE)
 		align = HC_PAGE;
-	pthread_mutex_lock(&a->lock);
+	hc_mutex_lock(&a->lock);
 	uint64_t epoch = hc_decay_epoch();
 	if (epoch != a->decay_epoch)
 		arena_decay(a, epoch);
@@ -290,7 +323,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 				p = run_take(c, best.i, n, zero);
 		}
 	}
-	pthread_mutex_unlock(&a->lock);
+	hc_mutex_unlock(&a->lock);
 	return p;
 }
 
@@ -327,7 +360,7 @@ void hc_large_free(hc_chunk_t *c, void *p)
 {
 	hc_arena_t *a = c->arena;
 	void *rec = NULL;
-	pthread_mutex_lock(&a->lock);
+	hc_mutex_lock(&a->lock);
 	size_t i = run_index_checked(c, p);
 	size_t n = c->run_len[i];
 	if (c->run_prof && c->run_prof[i].rec) {
@@ -339,13 +372,15 @@ void hc_large_free(hc_chunk_t *c, void *p)
 	bits_set(c->run_dirty_new, i, n);
 	c->large_allocated -= n * HC_PAGE;
 	c->large_pages -= n;
+	c->nused--;
+	runs_check(c);
 	/* An empty chunk goes back to the cache unless it is the arena's last. */
-	if (--c->nused == 0 && (a->chunks != c || c->next != NULL)) {
+	if (c->nused == 0 && (a->chunks != c || c->next != NULL)) {
 		if (c->prev) c->prev->next = c->next; else a->chunks = c->next;
 		if (c->next) c->next->prev = c->prev;
 		hc_chunk_put(c);
 	}
-	pthread_mutex_unlock(&a->lock);
+	hc_mutex_unlock(&a->lock);
 	if (rec)
 		hc_agent_unsample(rec);
 }
@@ -356,12 +391,12 @@ void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize)
 {
 	hc_arena_t *a = c->arena;
 	size_t i = (size_t)((char *)p - (char *)c) / HC_PAGE;
-	pthread_mutex_lock(&a->lock);
+	hc_mutex_lock(&a->lock);
 	if (c->run_prof == NULL)
 		c->run_prof = hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof);
 	if (c->run_prof)
 		c->run_prof[i] = (hc_run_prof_t){ rec, usize };
-	pthread_mutex_unlock(&a->lock);
+	hc_mutex_unlock(&a->lock);
 	if (c->run_prof == NULL)
 		hc_agent_unsample(rec);
 }
@@ -379,10 +414,10 @@ void *hc_large_take_prof(hc_chunk_t *c, const void *p)
 	if (hc_large_peek_prof(c, p) == NULL)
 		return NULL;
 	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
-	pthread_mutex_lock(&c->arena->lock);
+	hc_mutex_lock(&c->arena->lock);
 	void *rec = c->run_prof[i].rec;
 	c->run_prof[i] = (hc_run_prof_t){ NULL, 0 };
-	pthread_mutex_unlock(&c->arena->lock);
+	hc_mutex_unlock(&c->arena->lock);
 	return rec;
 }
 
@@ -392,7 +427,7 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 	hc_arena_t *a = c->arena;
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
 	bool ok = false;
-	pthread_mutex_lock(&a->lock);
+	hc_mutex_lock(&a->lock);
 	size_t i = run_index_checked(c, p);
 	size_t old = c->run_len[i];
 	if (n == old) {
@@ -416,7 +451,8 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 	}
 	if (ok && c->run_prof != NULL)   /* resized: from now its size is the run's */
 		c->run_prof[i].usize = 0;
-	pthread_mutex_unlock(&a->lock);
+	runs_check(c);
+	hc_mutex_unlock(&a->lock);
 	return ok;
 }
 
@@ -427,11 +463,11 @@ void hc_large_decay_all(void)
 		hc_arena_t *a = &arenas[i];
 		if (__atomic_load_n(&a->decay_epoch, __ATOMIC_RELAXED) == epoch)
 			continue;
-		if (pthread_mutex_trylock(&a->lock) != 0)
+		if (hc_mutex_trylock(&a->lock) != 0)
 			continue;
 		if (a->decay_epoch != epoch)
 			arena_decay(a, epoch);
-		pthread_mutex_unlock(&a->lock);
+		hc_mutex_unlock(&a->lock);
 	}
 }
 
@@ -439,14 +475,14 @@ void hc_large_purge_now(void)
 {
 	for (unsigned i = 0; i < narenas; i++) {
 		hc_arena_t *a = &arenas[i];
-		pthread_mutex_lock(&a->lock);
+		hc_mutex_lock(&a->lock);
 		for (hc_chunk_t *c = a->chunks; c; c = c->next) {
 			c->decay_epoch = 0;
 			hc_bits_purge(c, c->run_used, c->run_dirty_new, c->run_dirty_old,
 			    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, ~0ULL / 2);
 			c->decay_epoch = hc_decay_epoch();
 		}
-		pthread_mutex_unlock(&a->lock);
+		hc_mutex_unlock(&a->lock);
 	}
 }
 
@@ -455,7 +491,7 @@ void hc_large_stats(hc_stats_t *st)
 	st->narenas = narenas;
 	for (unsigned i = 0; i < narenas; i++) {
 		hc_arena_t *a = &arenas[i];
-		pthread_mutex_lock(&a->lock);
+		hc_mutex_lock(&a->lock);
 		for (hc_chunk_t *c = a->chunks; c; c = c->next) {
 			st->nchunks_large++;
 			st->mapped += c->map_size;
@@ -465,24 +501,24 @@ void hc_large_stats(hc_stats_t *st)
 				st->dirty += (size_t)__builtin_popcountll(
 				    (c->run_dirty_new[w] | c->run_dirty_old[w]) & ~c->run_used[w]) * HC_PAGE;
 		}
-		pthread_mutex_unlock(&a->lock);
+		hc_mutex_unlock(&a->lock);
 	}
 }
 
 void hc_large_fork_prepare(void)
 {
 	for (unsigned i = 0; i < narenas; i++)
-		pthread_mutex_lock(&arenas[i].lock);
+		hc_mutex_lock(&arenas[i].lock);
 }
 
 void hc_large_fork_parent(void)
 {
 	for (unsigned i = 0; i < narenas; i++)
-		pthread_mutex_unlock(&arenas[i].lock);
+		hc_mutex_unlock(&arenas[i].lock);
 }
 
 void hc_large_fork_child(void)
 {
 	for (unsigned i = 0; i < narenas; i++)
-		pthread_mutex_init(&arenas[i].lock, NULL);
+		hc_mutex_reinit(&arenas[i].lock);
 }

@@ -70,8 +70,8 @@ static void fork_child(void)
 
 void hc_init_slow(void)
 {
-	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&init_lock);
+	static hc_mutex_t init_lock = HC_MUTEX_INIT(HC_RANK_INIT, "init_lock");
+	hc_mutex_lock(&init_lock);
 	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
 		hc_heap_init_begin();
 		hc_agent_init();
@@ -79,7 +79,7 @@ void hc_init_slow(void)
 		hc_heap_init_end();
 		__atomic_store_n(&hc_inited, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&init_lock);
+	hc_mutex_unlock(&init_lock);
 }
 
 void hc_init(void)

@@ -17,7 +17,7 @@
 #define META_NCLASSES (META_MAX_SHIFT - META_MIN_SHIFT + 1)
 #define META_SPAN ((size_t)64 << 10)
 
-static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
+static hc_mutex_t meta_lock = HC_MUTEX_INIT(HC_RANK_META, "meta_lock");
 static hc_block_t *meta_free[META_NCLASSES];
 static char *meta_bump, *meta_end;
 
@@ -44,7 +44,7 @@ void *hc_meta_alloc(size_t n)
 	unsigned c = meta_class(n);
 	size_t sz = (size_t)1 << (c + META_MIN_SHIFT);
 	void *p = NULL;
-	pthread_mutex_lock(&meta_lock);
+	hc_mutex_lock(&meta_lock);
 	if (meta_free[c]) {
 		p = meta_free[c];
 		meta_free[c] = meta_free[c]->next;
@@ -62,7 +62,7 @@ void *hc_meta_alloc(size_t n)
 			meta_bump += sz;
 		}
 	}
-	pthread_mutex_unlock(&meta_lock);
+	hc_mutex_unlock(&meta_lock);
 	if (p)
 		memset(p, 0, sz);
 	return p;
@@ -81,12 +81,12 @@ void hc_meta_free(void *p, size_t n)
 		return;
 	}
 	unsigned c = meta_class(n);
-	pthread_mutex_lock(&meta_lock);
+	hc_mutex_lock(&meta_lock);
 	((hc_block_t *)p)->next = meta_free[c];
 	meta_free[c] = p;
-	pthread_mutex_unlock(&meta_lock);
+	hc_mutex_unlock(&meta_lock);
 }
 
-void hc_meta_fork_prepare(void) { pthread_mutex_lock(&meta_lock); }
-void hc_meta_fork_parent(void) { pthread_mutex_unlock(&meta_lock); }
-void hc_meta_fork_child(void) { pthread_mutex_init(&meta_lock, NULL); }
+void hc_meta_fork_prepare(void) { hc_mutex_lock(&meta_lock); }
+void hc_meta_fork_parent(void) { hc_mutex_unlock(&meta_lock); }
+void hc_meta_fork_child(void) { hc_mutex_reinit(&meta_lock); }

@@ -133,6 +133,20 @@ static void diag_write(const char *msg, const void *p, bool with_ptr)
 void hc_diag(const char *msg) { diag_write(msg, NULL, false); }
 void hc_diag_ptr(const char *msg, const void *p) { diag_write(msg, p, true); }
 
+void hc_assert_fail(const char *cond, const char *file, int line)
+{
+	char msg[200], num[24];
+	size_t n = 0;
+	const char *parts[] = { "assertion failed: ", cond, " at ", file, ":", num };
+	hc_fmt_u64(num, (uint64_t)line);
+	for (unsigned i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		for (const char *c = parts[i]; *c && n + 1 < sizeof msg; c++)
+			msg[n++] = *c;
+	msg[n] = 0;
+	diag_write(msg, NULL, false);
+	abort();
+}
+
 void hc_fatal_ptr(const char *msg, const void *p)
 {
 	diag_write(msg, p, true);

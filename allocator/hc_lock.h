@@ -1,0 +1,123 @@
+/*
+ * allocator/hc_lock.h - the library's locks, and the one order they are
+ * taken in.
+ *
+ * Every lock of both layers has a rank.  A thread that holds a lock takes
+ * only locks of a higher rank, or of the same rank when it is one of a
+ * family taken in index order (the shared heaps, the arenas).  The agent
+ * calls the allocator, never the reverse (the allocator's hooks run with
+ * none of its locks held), so the agent's locks come first.  Outermost
+ * first:
+ *
+ *   rank  lock                       file              what it guards
+ *    1    init_lock                  lifecycle.c       start-up, once
+ *    2    pause_lock                 agent/control.c   stopping the control thread
+ *    3    unwind_fork_lock (rwlock)  agent/unwind.c    unwinding vs fork
+ *    4    name_lock                  agent/dump.c      dump sequence numbers
+ *    5    hw_lock                    agent/dump.c      high-water gate
+ *    6    hc_prof_lock               agent/prof.c      stack table, prof.prefix
+ *    7    ev_lock                    agent/control.c   event ring writers, last dump
+ *    8    snapshot_lock              agent/ctl.c       mallctl statistics snapshot
+ *    9    shared[i].lock             heap.c            shared heaps (index order)
+ *   10    heaps_lock                 heap.c            heap registry and pool
+ *   11    abandoned_lock             heap.c            abandoned chunks
+ *   12    arenas[i].lock             large.c           large runs (index order)
+ *   13    huge_lock                  huge.c            huge mappings and cache
+ *   14    cache_lock                 chunk.c           chunk cache
+ *   15    meta_lock                  meta.c            metadata memory
+ *
+ * Known nestings that fix it: pause_lock's holder waits for the control
+ * thread to end, and that thread takes ranks 4 to 15; a dump's name (4)
+ * reads prof.prefix (6); the high-water gate (5) snapshots the peak profile
+ * (6); everything the agent
+ * does under its locks may allocate (9 and up); an arena (12) or the huge
+ * list (13) takes chunks from the cache (14), and all of them metadata
+ * (15).
+ *
+ * fork: lifecycle.c's prepare handler takes every lock from rank 2 up in
+ * this order, the parent releases them, the child reinitialises them; a
+ * debug build checks that prepare follows the order like any other path.
+ * init_lock is not held across fork: it is taken once, before the fork
+ * handlers exist.
+ *
+ * In a debug build (HC_DEBUG) each thread keeps the locks it holds, and
+ * taking one of lower rank than a lock held ends the process with both
+ * names.  Release builds pay nothing but the two words of the name.
+ */
+#ifndef HC_LOCK_H
+#define HC_LOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#ifndef HC_DEBUG
+#define HC_DEBUG 0
+#endif
+
+enum {
+	HC_RANK_INIT = 1, HC_RANK_PAUSE, HC_RANK_UNWIND, HC_RANK_DUMP_NAME, HC_RANK_HIGHWATER,
+	HC_RANK_PROF, HC_RANK_EVENTS, HC_RANK_SNAPSHOT, HC_RANK_SHARED, HC_RANK_HEAPS,
+	HC_RANK_ABANDONED, HC_RANK_ARENA, HC_RANK_HUGE, HC_RANK_CHUNK_CACHE, HC_RANK_META,
+};
+
+/* A lock's identity for the order check. */
+typedef struct hc_lockid_s {
+	const char *name;
+	unsigned rank;
+} hc_lockid_t;
+
+typedef struct hc_mutex_s {
+	pthread_mutex_t m;
+	hc_lockid_t id;
+} hc_mutex_t;
+
+#define HC_MUTEX_INIT(rank, name) { PTHREAD_MUTEX_INITIALIZER, { name, rank } }
+
+/* The order check (lock.c): before taking id, after taking it, and when
+ * releasing or reinitialising it.  Debug builds only. */
+void hc_lock_check(const hc_lockid_t *id);
+void hc_lock_held(const hc_lockid_t *id);
+void hc_lock_released(const hc_lockid_t *id);
+
+static inline void hc_mutex_init(hc_mutex_t *l, unsigned rank, const char *name)
+{
+	pthread_mutex_init(&l->m, NULL);
+	l->id.name = name;
+	l->id.rank = rank;
+}
+
+static inline void hc_mutex_lock(hc_mutex_t *l)
+{
+	if (HC_DEBUG)
+		hc_lock_check(&l->id);
+	pthread_mutex_lock(&l->m);
+	if (HC_DEBUG)
+		hc_lock_held(&l->id);
+}
+
+/* 0 if taken.  Never waits, so it cannot break the order; it is recorded
+ * as held all the same. */
+static inline int hc_mutex_trylock(hc_mutex_t *l)
+{
+	int r = pthread_mutex_trylock(&l->m);
+	if (HC_DEBUG && r == 0)
+		hc_lock_held(&l->id);
+	return r;
+}
+
+static inline void hc_mutex_unlock(hc_mutex_t *l)
+{
+	if (HC_DEBUG)
+		hc_lock_released(&l->id);
+	pthread_mutex_unlock(&l->m);
+}
+
+/* In a fork child: the lock as new, and no longer held by this thread. */
+static inline void hc_mutex_reinit(hc_mutex_t *l)
+{
+	if (HC_DEBUG)
+		hc_lock_released(&l->id);
+	pthread_mutex_init(&l->m, NULL);
+}
+
+#endif
