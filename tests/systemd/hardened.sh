@@ -169,7 +169,14 @@ exercise() {
 		return
 	fi
 	note "$unit: running, container PID $ctpid, host PID $hpid"
-	# the preload is real, or every check below passes vacuously
+	# the preload is real, or every check below passes vacuously; with
+	# Type=simple, systemctl start returns once the process is forked, so
+	# give it a moment to exec the service (cmdline "(service)" until then)
+	for i in $(seq 50); do
+		grep -q '/usr/local/lib/libheapctl\.so$' "/proc/$hpid/maps" 2>/dev/null && break
+		kill -0 "$hpid" 2>/dev/null || break
+		sleep 0.1
+	done
 	if ! grep -q '/usr/local/lib/libheapctl\.so$' "/proc/$hpid/maps" 2>/dev/null; then
 		if kill -0 "$hpid" 2>/dev/null; then
 			fail "$unit: /usr/local/lib/libheapctl.so is not mapped in host PID $hpid (the drop-in's LD_PRELOAD did not take)"
