@@ -68,11 +68,11 @@ void hc_highwater_poll(void)
  * ("promoted"): only this free path looks for a sample record, so small
  * frees never have to.  growing: realloc is moving a block that outgrew
  * its place, so it gets room to grow in place next time. */
-static void *promoted_alloc(size_t n, size_t align, bool zero, bool growing)
+static void *promoted_alloc(size_t n, size_t align, bool zero, hc_place_t place)
 {
 	void *p;
 	if (hc_large_fits(n, align))
-		p = hc_large_alloc(hc_tls_heap, n, align, zero, growing);
+		p = hc_large_alloc(hc_tls_heap, n, align, zero, place);
 	else
 		p = hc_huge_alloc(n, align, zero);
 	if (p == NULL)
@@ -128,7 +128,8 @@ static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t
 	/* pages enough for its size class: an aligned class can be bigger
 	 * than the pages the request alone would need */
 	size_t cls = small_class(n, align);
-	void *p = promoted_alloc(cls > n ? cls : n, align, zero, growing);
+	void *p = promoted_alloc(cls > n ? cls : n, align, zero,
+	    growing ? HC_PLACE_GROW : cls ? HC_PLACE_ASIDE : HC_PLACE_FIT);
 	if (p == NULL)
 		return NULL;
 	size_t usize = promoted_usize(p, cls);
@@ -154,7 +155,7 @@ static void *alloc_body(size_t align, size_t n, bool zero, bool growing)
 		else if (HC_DEBUG)
 			memset(p, HC_JUNK_ALLOC, n);
 	} else {
-		p = promoted_alloc(n, align, zero, growing);   /* runs or a mapping */
+		p = promoted_alloc(n, align, zero, growing ? HC_PLACE_GROW : HC_PLACE_FIT);
 	}
 	if (unlikely(__atomic_load_n(&hc_highwater_pending, __ATOMIC_RELAXED)))
 		highwater_notify();
@@ -287,7 +288,7 @@ size_t hc_resize_in_place(void *p, size_t n, size_t most)
 	if (n <= HC_SMALL_MAX || n > HC_LARGE_MAX)
 		return old;
 	size_t top = most < HC_LARGE_MAX ? most : HC_LARGE_MAX;
-	if (!hc_large_resize(c, p, top) && !(top > n && hc_large_resize(c, p, n)))
+	if (!hc_large_resize(c, p, top, 0) && !(top > n && hc_large_resize(c, p, n, 0)))
 		return old;
 	size_t now = hc_large_usable(c, p);
 	void *rec = hc_large_peek_prof(c, p);
@@ -387,23 +388,25 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	    : c->kind == HC_KIND_LARGE ? hc_large_usable(c, p) : c->huge_usable;
 	size_t co = charge_for(old, 0), cn = charge_for(n, 0);
 	void *q;
-	/* the common case for a sampled buffer: it grows in place, record kept */
-	if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX) {
+	/* the common case for a sampled object: it stays in its pages, which
+	 * grow or shrink in place, with its record; a promoted small object
+	 * keeps reporting its size class.  Its counts change only when its
+	 * usable size does (and its charge with it). */
+	if (c->kind == HC_KIND_LARGE && n <= HC_LARGE_MAX) {
 		void *kept = hc_large_peek_prof(c, p);
-		if (kept != NULL && hc_large_resize(c, p, n)) {
-			hc_agent_resize(kept, hc_large_usable(c, p), cn);
+		size_t cls = kept != NULL ? small_class(n, 0) : 0;
+		if (kept != NULL && hc_large_resize(c, p, cls ? cls : n, cls)) {
+			size_t usize = cls ? cls : (n + HC_PAGE - 1) & ~(HC_PAGE - 1);
+			if (usize != old)
+				hc_agent_resize(kept, usize, cn);
 			return p;
 		}
 	}
-	/* a promoted small object asked for its own size class: nothing to do */
-	if (c->kind == HC_KIND_LARGE && n <= HC_SMALL_MAX && hc_small_usize(n, 0) == old &&
-	    hc_large_peek_prof(c, p) != NULL)
-		return p;
 	void *rec = take_prof(c, p);
 	if (rec == NULL && cn > co && unlikely(hc_heap_count(cn - co))) {
 		/* already in whole pages: sample it where it is, no copy */
 		if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX &&
-		    hc_large_resize(c, p, n))
+		    hc_large_resize(c, p, n, 0))
 			q = p;
 		else if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX)
 			q = hc_huge_realloc(c, n);
@@ -427,7 +430,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			attach_prof(q, rec, usize);
 			return q;
 		}
-		q = promoted_alloc(n, 0, false, true);
+		q = promoted_alloc(n, 0, false, HC_PLACE_GROW);
 		if (q == NULL) {
 			attach_prof(p, rec, old);
 			return NULL;
@@ -443,7 +446,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 			return p;
 		break;
 	case HC_KIND_LARGE:
-		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n))
+		if (n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n, 0))
 			return p;
 		break;
 	default:

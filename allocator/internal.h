@@ -385,10 +385,17 @@ extern int hc_inited;
 /* large.c */
 bool hc_large_fits(size_t n, size_t align);   /* a run can hold it */
 unsigned hc_arena_count(void);
-void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, bool growing);
+/* Where a new run goes (large.c, run_consider). */
+typedef enum {
+	HC_PLACE_FIT,     /* the fewest unwritten pages, then the tightest gap */
+	HC_PLACE_GROW,    /* realloc moved it: first such gap, at its start   */
+	HC_PLACE_ASIDE,   /* a small object promoted for a sample: at the end
+	                     of a gap, never where the run before it would grow */
+} hc_place_t;
+void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, hc_place_t place);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
-bool hc_large_resize(hc_chunk_t *c, void *p, size_t n);   /* true = done in place */
+bool hc_large_resize(hc_chunk_t *c, void *p, size_t n, size_t usize);   /* true: in place */
 void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize);
 void *hc_large_take_prof(hc_chunk_t *c, const void *p);
 void *hc_large_peek_prof(hc_chunk_t *c, const void *p);

@@ -139,9 +139,10 @@ typedef struct {
  * for big runs).  A growing block takes the first gap of the fewest clean
  * pages, at its start: realloc_grow then moves no more often than with
  * plain first fit (the widest gap moved less but touched 20% more pages). */
-static void run_consider(hc_chunk_t *c, size_t n, size_t step, bool growing,
+static void run_consider(hc_chunk_t *c, size_t n, size_t step, hc_place_t place,
     run_spot_t *best)
 {
+	bool growing = place == HC_PLACE_GROW;
 	if (HC_NRUNS - HC_LARGE_HDR_RUNS - c->large_pages < n)
 		return;
 	size_t i = HC_LARGE_HDR_RUNS;
@@ -158,7 +159,10 @@ static void run_consider(hc_chunk_t *c, size_t n, size_t step, bool growing,
 		hi = hi / step * step;
 		size_t gap = end - start;
 		size_t at[2] = { lo, hi };
-		for (unsigned k = 0; k < (hi > lo && !growing ? 2u : 1u); k++) {
+		/* a growing run takes the gap's start, a run set aside its end */
+		unsigned k0 = place == HC_PLACE_ASIDE ? 1 : 0;
+		unsigned k1 = hi > lo && !growing ? 2 : 1;
+		for (unsigned k = k0 < k1 ? k0 : 0; k < k1; k++) {
 			size_t clean = clean_pages(c, at[k], n);
 			if (best->c == NULL || clean < best->clean ||
 			    (clean == best->clean && !growing && gap < best->gap)) {
@@ -251,7 +255,8 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
  * peak RSS pays for both.  trylock only, so arenas never wait on each other (and the order
  * of the two locks cannot deadlock).  The run stays in its chunk's arena,
  * whose lock its free takes. */
-static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero)
+static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero,
+    hc_place_t place)
 {
 	for (unsigned k = 1; k < narenas; k++) {
 		hc_arena_t *b = &arenas[(self->index + k) % narenas];
@@ -260,7 +265,7 @@ static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_
 		run_spot_t best = { NULL, 0, 0, 0 };
 		unsigned after = 0;
 		for (hc_chunk_t *c = b->chunks; c; c = c->next) {
-			run_consider(c, n, step, false, &best);
+			run_consider(c, n, step, place, &best);
 			if (best.c != NULL && ((best.clean == 0 && best.gap == n) || ++after > 8))
 				break;
 		}
@@ -274,8 +279,9 @@ static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_
 	return NULL;
 }
 
-void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool growing)
+void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, hc_place_t place)
 {
+	bool growing = place == HC_PLACE_GROW;
 	hc_arena_t *a = h->arena ? h->arena : hc_arena_pick();
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
 	if (n == 0)
@@ -293,7 +299,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 	run_spot_t best = { NULL, 0, 0, 0 };
 	unsigned after = 0;
 	for (hc_chunk_t *c = a->chunks; c; c = c->next) {
-		run_consider(c, n, step, growing, &best);
+		run_consider(c, n, step, place, &best);
 		if (best.c != NULL && ((best.clean == 0 && best.gap == n && !growing) || ++after > 8))
 			break;
 	}
@@ -301,7 +307,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 	/* a spot that would touch pages never written costs page faults and
 	 * resident memory: first see whether another arena has written ones */
 	if ((best.c == NULL || best.clean > 0) && !growing)
-		p = borrow_run(a, &best, n, step, zero);
+		p = borrow_run(a, &best, n, step, zero, place);
 	if (p == NULL && best.c != NULL)
 		p = run_take(best.c, best.i, n, zero);
 	if (p == NULL) {
@@ -318,7 +324,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, bool gr
 				a->chunks->prev = c;
 			a->chunks = c;
 			best.c = NULL;
-			run_consider(c, n, step, growing, &best);
+			run_consider(c, n, step, place, &best);
 			if (best.c != NULL)
 				p = run_take(c, best.i, n, zero);
 		}
@@ -421,8 +427,10 @@ void *hc_large_take_prof(hc_chunk_t *c, const void *p)
 	return rec;
 }
 
-/* Grow or shrink a run in place.  Growth needs the pages after it free. */
-bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
+/* Grow or shrink a run in place to hold size bytes; growth needs the
+ * pages after it free.  usize is what it reports from then on (a promoted
+ * small object's size class), 0 for its pages. */
+bool hc_large_resize(hc_chunk_t *c, void *p, size_t size, size_t usize)
 {
 	hc_arena_t *a = c->arena;
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
@@ -449,8 +457,8 @@ bool hc_large_resize(hc_chunk_t *c, void *p, size_t size)
 		c->large_pages += n - old;
 		ok = true;
 	}
-	if (ok && c->run_prof != NULL)   /* resized: from now its size is the run's */
-		c->run_prof[i].usize = 0;
+	if (ok && c->run_prof != NULL)
+		c->run_prof[i].usize = usize;
 	runs_check(c);
 	hc_mutex_unlock(&a->lock);
 	return ok;

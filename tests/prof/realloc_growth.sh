@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # realloc and sampling: a buffer grown by realloc in small steps is charged
 # its growth, so at the default rate a profile of many such buffers is still
-# unbiased; a sampled buffer keeps its record as it grows and moves; and at
-# lg_prof_sample:0 jeprof's bytes for realloc'd buffers are exact.
+# unbiased; a sampled buffer keeps its record as it grows and moves; at
+# lg_prof_sample:0 jeprof's bytes for realloc'd buffers are exact; and a
+# sampled small object grows in its pages without moving, reporting each
+# new size class (it used to move at every class).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 hc_setup realloc_growth "$@"
@@ -69,6 +71,47 @@ check_eq "exact: dump" "$(cat "$WORK/exact.out")" "dump 0"
 if jp "$WORK/exact.txt" "$WORK/prog" "$WORK/prof.heap"; then
 	# usable bytes, as jemalloc's profiles count: 300000 is 74 pages
 	check_eq "exact: grow_buffer bytes" "$(jp_flat "$WORK/exact.txt" grow_buffer)" $((40 * 74 * 4096))
+fi
+
+# a sampled small object (every one is, at lg 0) stays where it is while
+# its size classes fit its pages, and malloc_usable_size and the profile
+# follow the class
+cat >"$WORK/inplace.c" <<'EOF2'
+#include <heapctl.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+__attribute__((noinline)) char *grown(void)
+{
+	char *p = malloc(100), *first = p;
+	size_t sizes[] = { 200, 1000, 3000, 4000, 1500 };
+	int moved = 0;
+	for (int i = 0; i < 5; i++) {
+		p = realloc(p, sizes[i]);
+		p[sizes[i] - 1] = 1;
+		moved += p != first;
+		printf("%zu:%zu ", sizes[i], malloc_usable_size(p));
+	}
+	printf("moved %d\n", moved);
+	return p;
+}
+
+int main(void)
+{
+	char *p = grown();
+	const char *path = "inplace.heap";
+	printf("dump %d\n", mallctl("prof.dump", NULL, NULL, &path, sizeof path));
+	free(p);
+	return 0;
+}
+EOF2
+compile_linked "$WORK/inplace" "$WORK/inplace.c"
+run inplace "$WORK" MALLOC_CONF=prof:true,lg_prof_sample:0 "$WORK/inplace"
+check_eq "inplace: sizes, and no move" "$(head -1 "$WORK/inplace.out")" \
+    "200:224 1000:1024 3000:3072 4000:4096 1500:1536 moved 0"
+if jp "$WORK/inplace.txt" "$WORK/inplace" "$WORK/inplace.heap"; then
+	check_eq "inplace: grown bytes are its class" "$(jp_flat "$WORK/inplace.txt" grown)" 1536
 fi
 
 # default rate: 1200 buffers of 256 KiB (300 MiB live) grown 1..512 bytes at a time
