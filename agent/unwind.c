@@ -66,7 +66,7 @@ static __thread unsigned thread_samples;
  */
 static pthread_rwlock_t unwind_fork_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
-static const hc_lockid_t unwind_id = { "unwind_fork_lock", HC_RANK_UNWIND };
+static hc_lockid_t unwind_id = { "unwind_fork_lock", HC_RANK_UNWIND, 0 };
 
 /* The rwlock in the order of hc_lock.h, as the mutexes are. */
 static void unwind_lock(bool write)

@@ -36,13 +36,16 @@
  *
  * fork: lifecycle.c's prepare handler takes every lock from rank 2 up in
  * this order, the parent releases them, the child reinitialises them; a
- * debug build checks that prepare follows the order like any other path.
+ * debug build checks that prepare follows the order like any other path,
+ * and that it took every lock in use (tests/stress/fork runs on one in
+ * make check: a lock left out of the protocol fails it at the first fork).
  * init_lock is not held across fork: it is taken once, before the fork
  * handlers exist.
  *
  * In a debug build (HC_DEBUG) each thread keeps the locks it holds, and
  * taking one of lower rank than a lock held ends the process with both
- * names.  Release builds pay nothing but the two words of the name.
+ * names; and fork's prepare handler ends it, naming the lock, if any lock
+ * ever taken is not held then (a lock missing from the fork protocol).  Release builds pay nothing but the two words of the name.
  */
 #ifndef HC_LOCK_H
 #define HC_LOCK_H
@@ -64,6 +67,7 @@ enum {
 typedef struct hc_lockid_s {
 	const char *name;
 	unsigned rank;
+	int seen;                  /* debug: in the registry of locks in use */
 } hc_lockid_t;
 
 typedef struct hc_mutex_s {
@@ -71,19 +75,24 @@ typedef struct hc_mutex_s {
 	hc_lockid_t id;
 } hc_mutex_t;
 
-#define HC_MUTEX_INIT(rank, name) { PTHREAD_MUTEX_INITIALIZER, { name, rank } }
+#define HC_MUTEX_INIT(rank, name) { PTHREAD_MUTEX_INITIALIZER, { name, rank, 0 } }
 
 /* The order check (lock.c): before taking id, after taking it, and when
  * releasing or reinitialising it.  Debug builds only. */
 void hc_lock_check(const hc_lockid_t *id);
-void hc_lock_held(const hc_lockid_t *id);
+void hc_lock_held(hc_lockid_t *id);
 void hc_lock_released(const hc_lockid_t *id);
+/* fork's prepare handler, at its end: every lock ever taken (but
+ * init_lock) is held by this thread, or the process ends naming the one
+ * that is missing from the fork protocol. */
+void hc_lock_check_fork(void);
 
 static inline void hc_mutex_init(hc_mutex_t *l, unsigned rank, const char *name)
 {
 	pthread_mutex_init(&l->m, NULL);
 	l->id.name = name;
 	l->id.rank = rank;
+	l->id.seen = 0;
 }
 
 static inline void hc_mutex_lock(hc_mutex_t *l)

@@ -46,6 +46,8 @@ static void fork_prepare(void)
 	hc_huge_fork_prepare();
 	hc_chunk_fork_prepare();
 	hc_meta_fork_prepare();
+	if (HC_DEBUG)
+		hc_lock_check_fork();
 }
 
 static void fork_parent(void)

@@ -7,6 +7,7 @@
  * two threads doing the same in the other order would deadlock.
  */
 #define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,10 +59,43 @@ void hc_lock_check(const hc_lockid_t *id)
 			order_broken(id, held[i]);
 }
 
-void hc_lock_held(const hc_lockid_t *id)
+/* Every lock ever taken, for the fork check; appended once per lock. */
+#define MAX_LOCKS 64
+static hc_lockid_t *registry[MAX_LOCKS];
+static unsigned nregistry;            /* atomic */
+
+void hc_lock_held(hc_lockid_t *id)
 {
 	if (nheld < MAX_HELD)
 		held[nheld++] = id;
+	if (!__atomic_load_n(&id->seen, __ATOMIC_RELAXED) && !__atomic_exchange_n(&id->seen, 1, __ATOMIC_ACQ_REL)) {
+		unsigned i = __atomic_fetch_add(&nregistry, 1, __ATOMIC_ACQ_REL);
+		if (i < MAX_LOCKS)
+			__atomic_store_n(&registry[i], id, __ATOMIC_RELEASE);
+	}
+}
+
+void hc_lock_check_fork(void)
+{
+	unsigned n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n && i < MAX_LOCKS; i++) {
+		const hc_lockid_t *id = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		if (id == NULL || id->rank == HC_RANK_INIT)
+			continue;
+		bool have = false;
+		for (unsigned k = 0; k < nheld && !have; k++)
+			have = held[k] == id;
+		if (!have) {
+			char line[160];
+			size_t len = 0;
+			put(line, &len, sizeof line, "<heapctl>: fork: ");
+			put(line, &len, sizeof line, id->name);
+			put(line, &len, sizeof line, " is not held across fork (allocator/hc_lock.h)\n");
+			ssize_t r = write(STDERR_FILENO, line, len);
+			(void)r;
+			abort();
+		}
+	}
 }
 
 void hc_lock_released(const hc_lockid_t *id)

@@ -21,6 +21,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,10 +208,15 @@ static void *child_thread(void *argp)
     return NULL;
 }
 
-/* mallctl's statistics snapshot has a lock of its own: a thread refreshes
- * it without pause while the main thread forks, and every child reads it
- * (a lock left held across fork hangs the child, and wait_child fails it). */
+/* The agent's locks in the fork protocol: with sampling on, a thread
+ * refreshes mallctl's statistics snapshot (its lock) without pause and
+ * writes a profile every few milliseconds (the stack table's, the dump
+ * names' and the event ring's locks) while the main thread forks, and every
+ * child does both, and frees sampled blocks of the parent's threads.  A
+ * lock left held across fork hangs the child (wait_child fails it); a
+ * debug build also checks that fork takes them all in the lock order. */
 static int have_ctl;
+static char dump_dir[64];
 
 static void ctl_read(void)
 {
@@ -222,12 +228,58 @@ static void ctl_read(void)
     hc_mallctl("stats.allocated", &allocated, &sz, NULL, 0);
 }
 
+static void ctl_dump(const char *who)
+{
+    if (!have_ctl || !dump_dir[0])
+        return;
+    int r = hc_mallctl("prof.dump", NULL, NULL, NULL, 0);
+    CHECK(r == 0, "%s: prof.dump returned %d", who, r);
+}
+
 static void *ctl_worker(void *arg)
 {
     (void)arg;
-    while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED))
+    for (unsigned i = 0; !__atomic_load_n(&stop_workers, __ATOMIC_RELAXED); i++) {
         ctl_read();
+        if (i % 64 == 0)
+            ctl_dump("parent");
+    }
     return NULL;
+}
+
+/* Sampling on, dumps into a directory of our own (removed at the end). */
+static void ctl_start_sampling(void)
+{
+    strcpy(dump_dir, "/tmp/hc-fork-XXXXXX");
+    if (mkdtemp(dump_dir) == NULL) {
+        dump_dir[0] = 0;
+        return;
+    }
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s/f", dump_dir);
+    const char *pp = prefix;
+    bool on = true;
+    CHECK(hc_mallctl("prof.prefix", NULL, NULL, &pp, sizeof pp) == 0, "prof.prefix");
+    CHECK(hc_mallctl("prof.active", NULL, NULL, &on, sizeof on) == 0, "prof.active");
+}
+
+static int ctl_remove_dumps(void)
+{
+    if (!dump_dir[0])
+        return 0;
+    char cmd[128];
+    int n = 0;
+    snprintf(cmd, sizeof cmd, "ls %s | wc -l", dump_dir);
+    FILE *f = popen(cmd, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = 0;
+        pclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dump_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "fork: could not remove %s\n", dump_dir);
+    return n;
 }
 
 static void child_main(int from_pool, uint64_t seed, int depth)
@@ -235,6 +287,7 @@ static void child_main(int from_pool, uint64_t seed, int depth)
     hc_rng r;
     hc_rng_init(&r, seed);
     ctl_read();
+    ctl_dump("child");
 
     /* blocks allocated by parent threads before the fork */
     blk_t *mine = NULL;
@@ -366,6 +419,8 @@ int main(void)
         CHECK(0, "malloc does not resolve to libheapctl (set HC_TEST_ALLOW_NO_MALLCTL=1 to run against glibc)");
 
     have_ctl = hc_ctl_init();
+    if (have_ctl)
+        ctl_start_sampling();
     pthread_t ctl_th;
     int ctl_started = have_ctl && pthread_create(&ctl_th, NULL, ctl_worker, NULL) == 0;
     pthread_t th[NWORKERS];
@@ -426,7 +481,9 @@ int main(void)
     for (int i = 0; i < pool_count; i++)
         blk_free(&pool[i], "parent final free of pool block");
 
-    printf("fork: %d forks from main (%d children ok), %d from a worker, %lu worker iterations, %.2f s\n", forks,
-           ok_children, worker_forks_done, iters, hc_now() - t0);
+    int dumps = ctl_remove_dumps();
+    CHECK(!have_ctl || dumps > forks, "%d profiles written by the parent and %d children", dumps, forks);
+    printf("fork: %d forks from main (%d children ok), %d from a worker, %lu worker iterations, %d profiles, %.2f s\n",
+           forks, ok_children, worker_forks_done, iters, dumps, hc_now() - t0);
     return hc_check_finish("fork");
 }

@@ -2,7 +2,8 @@
  * lock_order.c - the lock order check of debug builds (allocator/hc_lock.h,
  * allocator/lock.c), compiled here with HC_DEBUG=1 whatever the build:
  * locks taken in the order pass; a lower rank taken under a higher one, or
- * a lock taken twice, ends the process with one line naming both locks.
+ * a lock taken twice, ends the process with one line naming both locks;
+ * and fork's check names a lock in use that prepare did not take.
  * (The whole suites run on the DEBUG=1 library in make check, where every
  * real path, fork's prepare handler included, goes through the check.)
  */
@@ -70,6 +71,24 @@ static void reversed(void)
 	hc_mutex_lock(&outer);
 }
 
+/* fork's check: every lock ever taken is held at the end of prepare */
+static void fork_all_held(void)
+{
+	hc_mutex_lock(&outer);
+	hc_mutex_lock(&inner);
+	hc_lock_check_fork();
+	hc_mutex_unlock(&inner);
+	hc_mutex_unlock(&outer);
+}
+
+static void fork_one_missing(void)
+{
+	hc_mutex_lock(&inner);
+	hc_mutex_unlock(&inner);
+	hc_mutex_lock(&outer);        /* inner, used before, is not taken */
+	hc_lock_check_fork();
+}
+
 static void twice(void)
 {
 	hc_mutex_lock(&outer);
@@ -90,6 +109,13 @@ int main(void)
 	sig = in_child(twice, err, sizeof err);
 	CHECK(sig == SIGABRT, "a lock taken twice: signal %d", sig);
 	CHECK(strstr(err, "taking outer_lock (rank 6) while holding outer_lock (rank 6)") != NULL,
+	    "message: '%s'", err);
+
+	sig = in_child(fork_all_held, err, sizeof err);
+	CHECK(sig == 0 && err[0] == 0, "fork check with every lock held: signal %d, '%s'", sig, err);
+	sig = in_child(fork_one_missing, err, sizeof err);
+	CHECK(sig == SIGABRT, "fork check with a lock missing: signal %d", sig);
+	CHECK(strcmp(err, "<heapctl>: fork: inner_lock is not held across fork (allocator/hc_lock.h)\n") == 0,
 	    "message: '%s'", err);
 	return hc_check_finish("lock_order");
 }
