@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,37 +20,37 @@
 static __thread const hc_lockid_t *held[MAX_HELD] __attribute__((tls_model("initial-exec")));
 static __thread unsigned nheld __attribute__((tls_model("initial-exec")));
 
-static void put(char *buf, size_t *n, size_t cap, const char *s)
-{
-	for (; *s && *n + 1 < cap; s++)
-		buf[(*n)++] = *s;
-}
-
-static void put_rank(char *buf, size_t *n, size_t cap, unsigned v)
-{
-	char d[12];
-	int k = 0;
-	do d[k++] = (char)('0' + v % 10); while ((v /= 10) != 0);
-	while (k && *n + 1 < cap)
-		buf[(*n)++] = d[--k];
-}
-
-static __attribute__((noreturn)) void order_broken(const hc_lockid_t *want, const hc_lockid_t *have)
+/* One line on stderr, then abort: the parts are strings, a NULL part is
+ * followed by a rank to print, and the list ends with two NULLs. */
+static __attribute__((noreturn)) void die(const char *const *part)
 {
 	char line[256];
 	size_t n = 0;
-	put(line, &n, sizeof line, "<heapctl>: lock order broken: taking ");
-	put(line, &n, sizeof line, want->name);
-	put(line, &n, sizeof line, " (rank ");
-	put_rank(line, &n, sizeof line, want->rank);
-	put(line, &n, sizeof line, ") while holding ");
-	put(line, &n, sizeof line, have->name);
-	put(line, &n, sizeof line, " (rank ");
-	put_rank(line, &n, sizeof line, have->rank);
-	put(line, &n, sizeof line, ")\n");
+	for (; part[0] != NULL || part[1] != NULL; part++) {
+		const char *s = *part;
+		char d[12];
+		if (s == NULL) {           /* a rank */
+			unsigned v = (unsigned)(uintptr_t)*++part, k = 0;
+			do d[k++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+			while (k && n + 1 < sizeof line)
+				line[n++] = d[--k];
+			continue;
+		}
+		for (; *s && n + 1 < sizeof line; s++)
+			line[n++] = *s;
+	}
 	ssize_t r = write(STDERR_FILENO, line, n);
 	(void)r;
 	abort();
+}
+
+#define RANK(id) NULL, (const char *)(uintptr_t)(id)->rank
+
+static __attribute__((noreturn)) void order_broken(const hc_lockid_t *want, const hc_lockid_t *have)
+{
+	const char *parts[] = { "<heapctl>: lock order broken: taking ", want->name, " (rank ",
+		RANK(want), ") while holding ", have->name, " (rank ", RANK(have), ")\n", NULL, NULL };
+	die(parts);
 }
 
 void hc_lock_check(const hc_lockid_t *id)
@@ -86,14 +87,9 @@ void hc_lock_check_fork(void)
 		for (unsigned k = 0; k < nheld && !have; k++)
 			have = held[k] == id;
 		if (!have) {
-			char line[160];
-			size_t len = 0;
-			put(line, &len, sizeof line, "<heapctl>: fork: ");
-			put(line, &len, sizeof line, id->name);
-			put(line, &len, sizeof line, " is not held across fork (allocator/hc_lock.h)\n");
-			ssize_t r = write(STDERR_FILENO, line, len);
-			(void)r;
-			abort();
+			const char *parts[] = { "<heapctl>: fork: ", id->name,
+				" is not held across fork (allocator/hc_lock.h)\n", NULL, NULL };
+			die(parts);
 		}
 	}
 }
