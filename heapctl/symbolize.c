@@ -7,7 +7,8 @@
  * shared libraries come out right.  libdwfl finds the symbols (.symtab,
  * else .dynsym) and the DWARF, including separate debug files by build-id
  * and .gnu_debuglink under the debug directories.  With a sysroot, every
- * file and debug directory is looked up under it.
+ * file and debug directory is looked up under it.  Symbol tables are
+ * sorted once per module and bisected (symtab_lookup).
  *
  * A return address points after its call; it is looked up one byte
  * earlier so it lands on the call, in the caller's function and line.
@@ -30,11 +31,30 @@
 /* libstdc++'s demangler (the C++ ABI one every toolchain ships). */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
+/* A module's symbols, sorted by address once and searched by bisection
+ * (libdwfl's dwfl_module_addrinfo scans the whole table for each address,
+ * which is most of a report's time on a big binary without DWARF). */
+typedef struct sym_s {
+	GElf_Addr start, end;    /* end == start: a symbol without a size */
+	const char *name;
+	int binding;             /* GLOBAL 3, UNIQUE 2, WEAK 1, LOCAL 0 */
+	int index;               /* in the module's table: first wins a tie */
+} sym_t;
+
+typedef struct symtab_s {
+	sym_t *s;
+	size_t n;
+	GElf_Addr *max_end;      /* the largest end of a sized symbol in s[0..i] */
+	int *sizeless;           /* the last sizeless symbol in s[0..i], or -1 */
+	bool built;
+} symtab_t;
+
 /* One distinct file among the mappings. */
 typedef struct object_s {
 	const char *path;        /* as in the dump */
 	Dwfl_Module *mod;        /* NULL: not found or not ELF */
 	int first_map;
+	symtab_t syms;
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
@@ -282,7 +302,106 @@ static void frame_set(rp_frame_t *f, const char *name, const char *file, int lin
 
 /* The frames of one address: inlined calls from the line table and the
  * DIE scopes, then the containing function from the symbol table. */
-static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
+/* ---- symbol tables ----------------------------------------------------- */
+
+static int binding_rank(const GElf_Sym *sym)
+{
+	switch (GELF_ST_BIND(sym->st_info)) {
+	case STB_GLOBAL: return 3;
+	case STB_GNU_UNIQUE: return 2;
+	case STB_WEAK: return 1;
+	default: return 0;
+	}
+}
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const sym_t *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->binding != y->binding)
+		return y->binding - x->binding;      /* the stronger first */
+	return x->index - y->index;
+}
+
+/* Every symbol that can name code: defined, not a section, file or TLS
+ * symbol (the symbols dwfl_module_addrinfo considers). */
+static void symtab_build(Dwfl_Module *mod, symtab_t *t)
+{
+	t->built = true;
+	int n = dwfl_module_getsymtab(mod);
+	if (n <= 1)
+		return;
+	t->s = rp_alloc(sizeof(sym_t) * (size_t)n);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+		if (name == NULL || name[0] == 0 || shndx == SHN_UNDEF || type == STT_SECTION ||
+		    type == STT_FILE || type == STT_TLS)
+			continue;
+		t->s[t->n++] = (sym_t){ addr, addr + sym.st_size, name, binding_rank(&sym), i };
+	}
+	qsort(t->s, t->n, sizeof(sym_t), sym_cmp);
+	t->max_end = rp_alloc(sizeof(GElf_Addr) * (t->n + 1));
+	t->sizeless = rp_alloc(sizeof(int) * (t->n + 1));
+	GElf_Addr me = 0;
+	int last = -1;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->s[i].end > t->s[i].start) {
+			if (t->s[i].end > me)
+				me = t->s[i].end;
+		} else {
+			last = (int)i;
+		}
+		t->max_end[i] = me;
+		t->sizeless[i] = last;
+	}
+}
+
+/*
+ * The symbol that names pc, as dwfl_module_addrinfo finds it: of the sized
+ * symbols that contain pc, the one that starts closest to it (the stronger
+ * binding, then the first in the table, at the same address); with none,
+ * the closest sizeless symbol before pc, if no sized symbol ends between
+ * the two.
+ */
+static const char *symtab_lookup(Dwfl_Module *mod, symtab_t *t, GElf_Addr pc)
+{
+	if (!t->built)
+		symtab_build(mod, t);
+	size_t lo = 0, hi = t->n;          /* first symbol starting after pc */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (t->s[mid].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	size_t k = lo - 1;
+	for (size_t j = k + 1; j-- > 0 && t->max_end[j] > pc;) {
+		const sym_t *c = &t->s[j];
+		if (c->end > pc && c->end > c->start) {
+			/* the first of its address in sorted order is the stronger */
+			while (j > 0 && t->s[j - 1].start == c->start && t->s[j - 1].end > pc)
+				c = &t->s[--j];
+			return c->name;
+		}
+	}
+	int z = t->sizeless[k];
+	if (z < 0 || t->s[z].start < t->max_end[k])
+		return NULL;
+	/* the first symbol (sorted) at that address */
+	while (z > 0 && t->s[z - 1].start == t->s[z].start && t->s[z - 1].end == t->s[z - 1].start)
+		z--;
+	return t->s[z].name;
+}
+
+static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
 {
 	rp_frame_t fr[64];
 	int n = 0;
@@ -334,11 +453,9 @@ static void frames_of(Dwfl_Module *mod, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc
 	/* GCC gives C++ functions of internal linkage (static, anonymous
 	 * namespace) no linkage name, and DW_AT_name lacks their scope; the
 	 * symbol table's mangled name has it */
-	GElf_Off off;
-	GElf_Sym sym;
 	const char *symname = NULL;
 	if (name == NULL || (name[0] != '_' || name[1] != 'Z')) {
-		symname = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+		symname = symtab_lookup(mod, syms, pc);
 		const char *at = symname ? strchr(symname, '@') : NULL;
 		if (at && at > symname)
 			symname = rp_intern_n(symname, (size_t)(at - symname));
@@ -424,10 +541,10 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		loc->map = map_of(p, loc->addr);
 		if (loc->map < 0)
 			continue;
-		Dwfl_Module *mod = obj[obj_of_map[loc->map]].mod;
-		if (mod == NULL)
+		object_t *o = &obj[obj_of_map[loc->map]];
+		if (o->mod == NULL)
 			continue;
-		frames_of(mod, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
+		frames_of(o->mod, &o->syms, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
 	}
 	/* keep the per-map flags consistent across a file's mappings */
 	for (size_t i = 0; i < p->nmaps; i++) {
