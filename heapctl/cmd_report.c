@@ -31,6 +31,8 @@ typedef struct ropts_s {
 	regex_t focus, ignore;
 	bool has_focus, has_ignore;
 	const char *svg, *pprof, *root;
+	bool symbolize;            /* --symbolize: write a symbolized profile */
+	const char *out;           /* -o FILE, for it */
 } ropts_t;
 
 /* ---- from raw stacks to samples -------------------------------------- */
@@ -179,9 +181,26 @@ static void build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double 
 static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 {
 	char err[512];
-	if (rp_read(path, raw, err, sizeof err) != 0)
+	if (rp_read(path, raw, o->symbolize ? RP_READ_TEXT : 0, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_USAGE, "%s", err);
-	if (rp_symbolize(&raw->prof, o->root, err, sizeof err) != 0)
+	if (raw->symbolized)
+		rp_symbols_apply(raw);          /* its own names; no binaries read */
+	else if (rp_symbolize(&raw->prof, o->root, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	return 0;
+}
+
+/* --symbolize -o FILE: the profile as it was, with the names of its
+ * addresses in front (symfile.c) */
+static int symbols_to(FILE *f, const void *raw)
+{
+	return rp_symbols_write(raw, f);
+}
+
+static int write_symbolized(const rp_raw_t *raw, const ropts_t *o)
+{
+	char err[512];
+	if (rp_out_stream(o->out, symbols_to, raw, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
 	return 0;
 }
@@ -601,32 +620,30 @@ static int print_collapsed(const folded_t *v, size_t n)
 	return ferror(stdout) ? cli_err(HC_EXIT_FAILED, "cannot write the report: %s", strerror(errno)) : 0;
 }
 
+typedef struct svg_job_s {
+	const rp_stack_t *st;
+	size_t n;
+	const char *title, *unit;
+} svg_job_t;
+
+static int svg_to(FILE *f, const void *arg)
+{
+	const svg_job_t *j = arg;
+	return rp_svg_write(f, j->st, j->n, j->title, j->unit);
+}
+
 static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const ropts_t *o)
 {
 	rp_stack_t *st = rp_alloc(sizeof *st * (n + 1));
 	for (size_t i = 0; i < n; i++)
 		st[i] = (rp_stack_t){ .n = v[i].n, .names = v[i].names, .value = v[i].value };
-	char err[512];
-	rp_out_t out;
-	if (rp_out_open(&out, o->svg, err, sizeof err) != 0)
-		return cli_err(HC_EXIT_FAILED, "%s", err);
-	FILE *f = fdopen(out.fd, "w");
-	if (f == NULL) {
-		int e = errno;
-		close(out.fd);
-		rp_out_finish(&out, e, NULL, err, sizeof err);
-		return cli_err(HC_EXIT_FAILED, "%s", err);
-	}
-	char title[4200];
+	char title[4200], err[512];
 	const char *b = strrchr(p->path, '/');
 	snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
 	         o->base ? " - " : "", o->base ? o->base : "");
 	bool objects = o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS;
-	int rc = rp_svg_write(f, st, n, title, objects ? "objects" : "bytes");
-	int e = rc ? (errno ? errno : EIO) : 0;
-	if (fclose(f) != 0 && e == 0)
-		e = errno;
-	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0)
+	svg_job_t j = { st, n, title, objects ? "objects" : "bytes" };
+	if (rp_out_stream(o->svg, svg_to, &j, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
 	return 0;
 }
@@ -736,6 +753,11 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		} else if (opt_is(s, "--pprof")) {
 			if (!(rc = need_value(a, &i, &v)))
 				o->pprof = v;
+		} else if (opt_is(s, "--symbolize")) {
+			o->symbolize = true;
+		} else if (!strcmp(s, "-o") || opt_is(s, "--output")) {
+			if (!(rc = need_value(a, &i, &v)))
+				o->out = v;
 		} else if (opt_is(s, "--sysroot")) {
 			if (!(rc = need_value(a, &i, &v)))
 				o->root = v;
@@ -756,6 +778,16 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	int to_stdout = (o->svg && !strcmp(o->svg, "-")) + (o->pprof && !strcmp(o->pprof, "-")) + o->collapsed + o->text;
 	if (to_stdout > 1)
 		return cli_err(HC_EXIT_USAGE, "only one of --text, --collapsed, --svg - and --pprof - can write to standard output");
+	if (o->symbolize && (o->out == NULL || !*o->out))
+		return cli_err(HC_EXIT_USAGE, "--symbolize needs -o FILE, the symbolized profile to write");
+	if (o->out && !o->symbolize)
+		return cli_err(HC_EXIT_USAGE, "-o FILE is for --symbolize (the views take --svg FILE, --pprof FILE)");
+	if (o->symbolize && o->base)
+		return cli_err(HC_EXIT_USAGE, "--symbolize writes one profile; symbolize the base on its own");
+	if (o->symbolize && !strcmp(o->out, "-"))
+		to_stdout++;
+	if (to_stdout > 1)
+		return cli_err(HC_EXIT_USAGE, "only one output can go to standard output");
 	if (a->pid && o->root)
 		return cli_err(HC_EXIT_USAGE, "give --sysroot or a PID, not both");
 	if (a->pid) {
@@ -783,7 +815,9 @@ int cmd_report(cli_args_t *a)
 	if (o.base && (rc = load(o.base, &o, &braw)) != 0)
 		return rc;
 
-	bool files = o.svg || o.pprof;
+	if (o.symbolize && (rc = write_symbolized(&raw, &o)) != 0)
+		return rc;
+	bool files = o.svg || o.pprof || o.symbolize;
 	bool show_text = !o.collapsed && (o.text || !files);
 	sbuild_t sa = { 0 }, sb = { 0 };
 	build(&raw, &o, false, 1, &sa);
@@ -824,5 +858,7 @@ int cmd_report(cli_args_t *a)
 		if (!show_text && !o.collapsed && strcmp(o.pprof, "-"))
 			printf("wrote pprof profile %s\n", o.pprof);
 	}
+	if (o.symbolize && !show_text && !o.collapsed && strcmp(o.out, "-"))
+		printf("wrote symbolized profile %s (jeprof and heapctl read it without the program)\n", o.out);
 	return 0;
 }

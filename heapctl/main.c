@@ -119,7 +119,8 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "when it cannot be run.\n", f);
 	if (strcmp(c->name, "report") == 0)
 		fputs("\nPROFILE is a heap_v2 dump (heapctl's or jemalloc's) or a gperftools heap profile;\n"
-		    "its MAPPED_LIBRARIES section says which binaries to read symbols from.\n\n"
+		    "its MAPPED_LIBRARIES section says which binaries to read symbols from, unless it\n"
+		    "is a symbolized profile (--symbolize), which carries its own.\n\n"
 		    "what to count (one; default --inuse_space):\n"
 		    "  --inuse_space     bytes in use        --inuse_objects   objects in use\n"
 		    "  --alloc_space     bytes allocated     --alloc_objects   objects allocated\n\n"
@@ -137,7 +138,10 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "  --collapsed       folded stacks (flamegraph.pl, speedscope, inferno)\n"
 		    "  --svg FILE        write a flame graph a browser opens\n"
 		    "  --pprof FILE      write a gzipped pprof profile (go tool pprof, Pyroscope)\n"
-		    "  --text            the text view as well as --svg/--pprof\n"
+		    "  --symbolize -o FILE  write PROFILE with its function names in it (jeprof's\n"
+		    "                    '--- symbol' format): jeprof and heapctl read FILE on a\n"
+		    "                    machine without the binaries\n"
+		    "  --text            the text view as well as --svg/--pprof/--symbolize\n"
 		    "  (FILE - is standard output)\n\n"
 		    "binaries:\n"
 		    "  --sysroot DIR     look binaries and debug files up under DIR\n"

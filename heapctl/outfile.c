@@ -170,3 +170,23 @@ int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t err
 	o->tmp = o->base = NULL;
 	return error ? -1 : 0;
 }
+
+int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
+                  char *err, size_t errlen)
+{
+	rp_out_t out;
+	if (rp_out_open(&out, path, err, errlen) != 0)
+		return -1;
+	FILE *f = fdopen(out.fd, "w");
+	if (f == NULL) {
+		int e = errno;
+		close(out.fd);
+		rp_out_finish(&out, e, NULL, err, errlen);
+		return -1;
+	}
+	errno = 0;
+	int e = write(f, arg) ? (errno ? errno : EIO) : 0;
+	if (fclose(f) != 0 && e == 0)
+		e = errno;
+	return rp_out_finish(&out, e, NULL, err, errlen);
+}

@@ -537,7 +537,71 @@ static int read_gperftools(reader_t *r, const char *first)
 	return rc;
 }
 
-int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
+/* "--- symbol" (jeprof allows spaces after the dashes) */
+static bool marker(const char *s, const char *name)
+{
+	if (strncmp(s, "---", 3) != 0)
+		return false;
+	s += 3;
+	while (*s == ' ')
+		s++;
+	return strncmp(s, name, strlen(name)) == 0;
+}
+
+static int cmp_embsym(const void *a, const void *b)
+{
+	const rp_embsym_t *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* A symbolized profile's symbol section, after its "--- symbol" line, up
+ * to and including the "---" that ends it: "0x<address> names" lines, our
+ * "#lines 0x<address>\tfile:line..." lines, and jeprof's "binary=" (other
+ * "name=value" lines jeprof ignores, and so do we). */
+static int read_symbols(reader_t *r)
+{
+	rp_raw_t *raw = r->raw;
+	size_t cap = 0;
+	char *s;
+	while ((s = next_line(r)) != NULL) {
+		const char *t = skip_sp(s);
+		if (!strncmp(s, "---", 3))
+			break;
+		if (*t == 0)
+			continue;
+		bool lines = !strncmp(s, "#lines 0x", 9);
+		if (s[0] == '0' && s[1] == 'x' ? false : !lines) {
+			if (!strncmp(s, "binary=", 7))
+				raw->binary = rp_strdup(s + 7);
+			else if (!(s[0] >= 'a' && s[0] <= 'z' && strchr(s, '=')) && s[0] != '#')
+				return bad(r, "expected '0x<address> <function>' in the symbol section, found '%.40s'", s);
+			continue;
+		}
+		const char *q = lines ? s + 9 : s + 2;
+		char *e;
+		errno = 0;
+		uint64_t key = strtoull(q, &e, 16);
+		if (errno || e == q || (*e != ' ' && *e != '\t') || *skip_sp(e) == 0)
+			return bad(r, "expected '0x<address> <function>' in the symbol section, found '%.40s'", s);
+		const char *v = skip_sp(e);
+		if (lines) {
+			/* it follows its address's names line */
+			if (raw->nsyms && raw->syms[raw->nsyms - 1].key == key)
+				raw->syms[raw->nsyms - 1].lines = rp_strdup(v);
+			continue;
+		}
+		raw->syms = rp_grow(raw->syms, &cap, raw->nsyms + 1, sizeof *raw->syms);
+		raw->syms[raw->nsyms++] = (rp_embsym_t){ .key = key, .names = rp_strdup(v) };
+	}
+	if (s == NULL)
+		return bad(r, "the symbol section has no '---' line to end it");
+	if (raw->nsyms)
+		qsort(raw->syms, raw->nsyms, sizeof *raw->syms, cmp_embsym);
+	raw->symbolized = true;
+	return 0;
+}
+
+int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t errlen)
 {
 	memset(raw, 0, sizeof *raw);
 	reader_t r = { .path = path, .err = err, .errlen = errlen, .raw = raw };
@@ -573,7 +637,8 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 		why = "is gzip-compressed, not a heap profile (a pprof file? 'go tool pprof' reads those)";
 	else if (memchr(r.buf, 0, got))
 		why = "is not a heap profile (it holds binary data)";
-	else if (got >= 13 && strncmp(r.buf, "heap_v2/", 8) != 0 && strncmp(r.buf, "heap profile:", 13) != 0)
+	else if (got >= 13 && strncmp(r.buf, "heap_v2/", 8) != 0 && strncmp(r.buf, "heap profile:", 13) != 0 &&
+	    strncmp(r.buf, "---", 3) != 0)
 		why = "is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)";
 	if (why) {
 		snprintf(err, errlen, "%s %s", path, why);
@@ -601,7 +666,34 @@ int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen)
 	raw->prof.path = path;
 	raw->prof.time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	const char *first = next_line(&r);
-	int rc;
+	int rc = 0;
+	if (first && marker(first, "symbol")) {
+		/* a symbolized profile: the symbols, then "--- heap" (or
+		 * "--- growth") and the profile itself */
+		if (read_symbols(&r) != 0) {
+			rp_free(r.akey);
+			rp_free(r.aval);
+			return -1;
+		}
+		while ((first = next_line(&r)) != NULL && *skip_sp(first) == 0)
+			;
+		if (first && (marker(first, "heap") || marker(first, "growth")))
+			first = next_line(&r);
+	}
+	if (first && (flags & RP_READ_TEXT)) {
+		/* the header line read ends in a NUL now (two, for "\r\n");
+		 * what follows it is untouched */
+		raw->textlen = (size_t)(r.end - first);
+		char *t = rp_alloc(raw->textlen + 1);
+		size_t l1 = strlen(first), span = (size_t)(r.pos - first);
+		memcpy(t, first, l1);
+		if (span > l1 + 1)
+			t[l1] = '\r';
+		if (r.ended_nl)
+			t[span - 1] = '\n';
+		memcpy(t + span, r.pos, (size_t)(r.end - r.pos));
+		raw->text = t;
+	}
 	if (first && !strncmp(first, "heap_v2/", 8))
 		rc = read_heap_v2(&r, first);
 	else if (first && !strncmp(first, "heap profile:", 13))

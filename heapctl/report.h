@@ -120,6 +120,11 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen);
  * (with why, if not NULL, as its text) removes the temporary.  Returns 0,
  * or -1 with "cannot write PATH: why" in err. */
 int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen);
+/* Open path as above, hand it to write as a stdio stream, and put it in
+ * place when write returns 0 (else errno says why it failed).  Returns 0,
+ * or -1 with "cannot write PATH: why" in err. */
+int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
+                  char *err, size_t errlen);
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; default

@@ -35,21 +35,50 @@ typedef struct rp_rawstack_s {
 	uint32_t line;             /* where it starts in the file */
 } rp_rawstack_t;
 
+/* One address of a symbolized profile's "--- symbol" section (jeprof's
+ * format for a profile that carries its names): the key is the address
+ * as jeprof looks it up (a stack's first address as written, a caller's
+ * less one); names are "outer--inlined--..." as jeprof writes them; lines
+ * (heapctl's own "#lines" line, which jeprof skips) are "file:line" in the
+ * same order, tab-separated, or NULL. */
+typedef struct rp_embsym_s {
+	uint64_t key;
+	const char *names;
+	const char *lines;
+} rp_embsym_t;
+
 typedef struct rp_raw_s {
 	rp_profile_t prof;         /* locs and maps filled; samples empty  */
 	rp_rawstack_t *stacks;
 	size_t nstacks;
 	int algorithm;             /* 0: not sampled, 1: heap/N, 2: heap_v2/N */
 	double adjust;             /* jeprof's sample_adjustment for unsampling */
+	bool symbolized;           /* it began with a "--- symbol" section */
+	rp_embsym_t *syms;         /* that section, sorted by key */
+	size_t nsyms;
+	const char *binary;        /* its "binary=" line, or NULL */
+	const char *text;          /* RP_READ_TEXT: the profile as written, from */
+	size_t textlen;            /* its header line on (after any symbols) */
 } rp_raw_t;
 
-/* report.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err. */
-int rp_read(const char *path, rp_raw_t *raw, char *err, size_t errlen);
+/* report.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err.
+ * flags: RP_READ_TEXT keeps a copy of the profile's text in raw->text. */
+enum { RP_READ_TEXT = 1 };
+int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t errlen);
 
 /* symbolize.c: fill every location's map and frames, and the maps'
  * build ids and flags.  root: sysroot or NULL.  Missing files only leave
  * their addresses unnamed; -1 only when libdwfl cannot start. */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
+
+/* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
+ * locations from its own symbol section (no binaries are read);
+ * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by
+ * either) as a symbolized profile that jeprof and heapctl read without
+ * the program.  Returns 0, or -1 with errno set by the failed write. */
+void rp_symbols_apply(rp_raw_t *raw);
+int rp_symbols_write(const rp_raw_t *raw, FILE *f);
 void rp_name_frame(rp_frame_t *f, const char *sym);
+int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
 
 #endif

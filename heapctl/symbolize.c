@@ -473,7 +473,7 @@ static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_map_t *m, GElf_Addr p
 	memcpy(loc->frames, fr, sizeof(rp_frame_t) * (size_t)n);
 }
 
-static int map_of(const rp_profile_t *p, uint64_t a)
+int rp_map_of(const rp_profile_t *p, uint64_t a)
 {
 	size_t lo = 0, hi = p->nmaps;      /* maps are sorted by start */
 	while (lo < hi) {
@@ -538,7 +538,7 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
 		rp_loc_t *loc = &p->locs[i];
-		loc->map = map_of(p, loc->addr);
+		loc->map = rp_map_of(p, loc->addr);
 		if (loc->map < 0)
 			continue;
 		object_t *o = &obj[obj_of_map[loc->map]];

@@ -20,6 +20,9 @@ run() {   # name, command...
 		pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0))s)"
 	else
 		fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0))s)"
+		# what failed first (a bats "not ok" and its diagnostics, a FAIL
+		# line), then how the log ends
+		grep -n -m 3 -A 12 -E '^not ok|^FAIL|FAIL:' "$log" | sed 's/^/     ! /'
 		tail -n 20 "$log" | sed 's/^/     | /'
 	fi
 }

@@ -16,6 +16,8 @@ plant() {
 	dir) mkdir -m 777 "$2" ;;
 	foreign) echo "not a segment" >"$2" && chown nobody:nogroup "$2" && chmod 666 "$2" ;;
 	junk) head -c 65536 /dev/urandom >"$2" ;;
+	empty-old) : >"$2" && touch -d "1 hour ago" "$2" ;;
+	empty-new) : >"$2" ;;
 	esac
 }
 
@@ -127,6 +129,21 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 @test "junk of its own user at a process's own name: not a segment, so not replaced" {
 	planted_case junk
 	[ "$(stat -c %s "$PLANT")" = 65536 ]
+}
+
+@test "an empty file of its own user, an hour old, at a process's own name: reclaimed (a start-up that was killed)" {
+	start_planted empty-old
+	PLANTS+=("$PLANT")
+	[ ! -s "$TERR" ]
+	run "$HEAPCTL" status "$TPID" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"\"segment\": \"/proc/$TPID/root/dev/shm/heapctl.$TPID\""* ]]
+	[ "$(stat -c %s "$PLANT")" -gt 0 ]
+}
+
+@test "an empty file of its own user made just now: it may be another process's start-up, so left alone" {
+	planted_case empty-new
+	[ "$(stat -c %s "$PLANT")" = 0 ]
 }
 
 # ---- a PID namespace arranged to make a live segment look stale ---------------------------

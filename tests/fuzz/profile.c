@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char path[64], err[4096];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 	rp_raw_t raw;
-	if (rp_read(path, &raw, err, sizeof err) == 0) {
+	if (rp_read(path, &raw, RP_READ_TEXT, err, sizeof err) == 0) {
 		/* what the views walk: every stack's locations and counts */
 		double sum = 0;
 		for (size_t i = 0; i < raw.nstacks; i++)
