@@ -42,9 +42,9 @@ static const struct {
 	    "print events (high-water, dumps, settings) as they happen", true }, " --count " },
 	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, "" },
 	{ { "report", cmd_report,
-	    "PROFILE [--base PROFILE] [OPTIONS]",
-	    "symbolized top, flame graph or pprof file of a heap profile", false },
-	  " --base --top --thread --focus --ignore --svg --pprof --sysroot " },
+	    "PROFILE [--base PROFILE] [OPTIONS] | --series PROFILE...|PREFIX [OPTIONS]",
+	    "symbolized top, flame graph or pprof file of a heap profile; trends over a series", false },
+	  " --base --top --thread --focus --ignore --svg --pprof --sysroot -o --output " },
 	{ { "run", cmd_run, "[--conf CONF] [--off] [--secure] -- CMD [ARGS...]",
 	    "start a program under libheapctl.so, sampling from the start", false }, " --conf " },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
@@ -128,7 +128,12 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "  --base PROFILE    subtract this earlier profile (growth since then)\n"
 		    "  --thread N        only thread N's allocations\n"
 		    "  --focus RE        only stacks through a function, file:line matching RE\n"
-		    "  --ignore RE       leave out stacks through a match\n\n"
+		    "  --ignore RE       leave out stacks through a match\n"
+		    "  --series PROFILE... (or a PREFIX of their names, or a directory)\n"
+		    "                    how each allocation site changed from dump to dump, in\n"
+		    "                    sequence: first, last, growth, in how many intervals it grew\n"
+		    "                    or shrank; sites that only grew (leak suspects) first, marked\n"
+		    "                    *; --svg FILE draws the top 10 over time; --json\n\n"
 		    "output (text top by default):\n"
 		    "  --top N           rows of the text view (default 50, 0: all)\n"
 		    "  --cum             sort by cumulative instead of flat\n"

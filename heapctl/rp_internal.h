@@ -71,6 +71,38 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
  * their addresses unnamed; -1 only when libdwfl cannot start. */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
 
+/* svg.c: at most max characters of str as XML character data (safe in
+ * attributes); control characters and bytes that are not UTF-8 become
+ * U+FFFD. */
+void rp_xml_esc(FILE *f, const char *str, size_t max);
+
+/* series.c: how the sites of a series of profiles changed.  v holds
+ * v[site * ndumps + dump]: the site's flat value in that dump. */
+typedef struct rp_series_s {
+	size_t ndumps, nsites;
+	const char **path;          /* per dump */
+	int64_t *time_ns;           /* per dump: when it was written (mtime) */
+	double *total;              /* per dump */
+	const char **site;          /* per site */
+	double *v;
+} rp_series_t;
+
+/* One site's trend, first to last dump. */
+typedef struct rp_trend_s {
+	size_t site;
+	double first, last, growth, peak;
+	unsigned grew, shrank;      /* intervals in which it went up, down */
+	bool only_grew;             /* grew, and never shrank: a leak suspect */
+} rp_trend_t;
+
+/* The sites that were ever non-zero, leak suspects first (by growth),
+ * then the rest by growth; *n gets the count. */
+rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
+/* A self-contained SVG line chart of the first top trends over time.
+ * Returns 0, or -1 with errno set by the failed write. */
+int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
+                  const char *title, bool bytes);
+
 /* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);
  * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "report.h"
+#include "rp_internal.h"
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, HEAD = 60, FOOT = 30 };
 #define FRAMES_W (WIDTH - 2 * PAD)
@@ -255,7 +256,7 @@ static size_t u8_chars(const char *str)
 /* Write at most max characters of str as XML character data (safe in
  * attributes too).  Control characters (C0, DEL, C1) and bytes that are not
  * UTF-8 become U+FFFD: XML 1.0 cannot carry most of them even as references. */
-static void put_esc(FILE *f, const char *str, size_t max)
+void rp_xml_esc(FILE *f, const char *str, size_t max)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	for (; *s && max; max--) {
@@ -297,7 +298,7 @@ static void put_frame(FILE *f, const node_t *c, const char *name, double total, 
 	char v[64];
 	fmt_value(v, sizeof v, c->value, bytes);
 	fputs("<g><title>", f);
-	put_esc(f, name, SIZE_MAX);
+	rp_xml_esc(f, name, SIZE_MAX);
 	fprintf(f, ": %s (%.1f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
 	    "fill=\"rgb(%u,%u,%u)\"/>", v, 100 * c->value / total, x, y, w, FRAME_H - 1,
 	    r, g, b);
@@ -305,7 +306,7 @@ static void put_frame(FILE *f, const node_t *c, const char *name, double total, 
 	if (fit >= 3) {
 		size_t n = (size_t)fit, len = u8_chars(name);
 		fprintf(f, "<text x=\"%.2f\" y=\"%d\">", x + 3, y + 11);
-		put_esc(f, name, len <= n ? len : n - 2);
+		rp_xml_esc(f, name, len <= n ? len : n - 2);
 		fputs(len <= n ? "</text>" : "..</text>", f);
 	}
 	fputs("</g>\n", f);
@@ -429,7 +430,7 @@ static void put_head(FILE *f, int height, const char *title)
 	    "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f7f5ee\"/>\n"
 	    "<text class=\"h1\" x=\"%d\" y=\"24\">", WIDTH, height, WIDTH, height, WIDTH, height,
 	    WIDTH / 2);
-	put_esc(f, title ? title : "Flame graph", SIZE_MAX);
+	rp_xml_esc(f, title ? title : "Flame graph", SIZE_MAX);
 	fputs("</text>\n", f);
 }
 

@@ -7,7 +7,8 @@
 # compiled in but off, the way a production daemon would run.  Then, printing
 # each command before it runs it: heapctl status, heapctl on, a few seconds
 # of traffic, heapctl dump, heapctl report (text, SVG flame graph, pprof),
-# and a clean stop.  Everything it writes goes to BUILD/demo/out/, which is
+# a dump every second and the trend over them (report --series), and a
+# clean stop.  Everything it writes goes to BUILD/demo/out/, which is
 # emptied at the start of each run.
 #
 # Exits 0 when every step worked; otherwise the first failed step is named
@@ -140,7 +141,19 @@ step "heapctl report --pprof failed" -- heapctl report "$heap" --pprof "$out/dem
 [ -s "$out/demo.pb.gz" ] || die "heapctl report --pprof wrote no $out/demo.pb.gz"
 gzip -t "$out/demo.pb.gz" 2>/dev/null || die "$out/demo.pb.gz is not a gzip file"
 
-say "10. Stop the service (SIGTERM: it shuts down cleanly)"
+say "10. Which site keeps growing?  A dump every second for $secs s, then the trend over the series"
+step "heapctl set prof.timer_s=1 failed" -- heapctl set "$pid" prof.timer_s=1
+show "sleep $secs"
+sleep "$secs"
+alive
+step "heapctl set prof.timer_s=0 failed" -- heapctl set "$pid" prof.timer_s=0
+step "heapctl report --series failed" -- \
+	heapctl report --series "$out/service.$pid." --top 6 --svg "$out/series.svg" --text
+[ -s "$out/series.svg" ] || die "heapctl report --series --svg wrote no $out/series.svg"
+echo
+echo "Sites marked * only grew from one dump to the next: the leak comes first."
+
+say "11. Stop the service (SIGTERM: it shuts down cleanly)"
 show "kill $pid"
 kill -TERM "$pid"
 rc=0
@@ -152,6 +165,7 @@ sed 's/^/    /' "$out/service.log"
 say "Done.  Files in $out:"
 echo "  $heap   the heap profile (jemalloc heap_v2; jeprof reads it too)"
 echo "  $out/demo.svg   flame graph: open it in a browser"
+echo "  $out/series.svg   the top sites over the timer dumps, as a chart"
 echo "  $out/demo.pb.gz   pprof profile, for example:"
 echo "      go tool pprof -top $out/demo.pb.gz"
 echo "      go tool pprof -http=localhost:8080 $out/demo.pb.gz"
