@@ -36,6 +36,9 @@ typedef struct ropts_s {
 	const char *svg, *pprof, *root;
 	bool symbolize;            /* --symbolize: write a symbolized profile */
 	const char *out;           /* -o FILE, for it */
+	bool keep_wrappers;        /* --keep-wrappers: zmalloc, palloc... are sites */
+	regex_t drop[8];           /* --drop RE: more allocator frames */
+	int ndrop;
 	bool series;               /* --series: trends over several profiles */
 	const char **files;        /* its profiles (or prefixes), as given */
 	size_t nfiles;
@@ -83,18 +86,101 @@ static const char *const skip_names[] = {
 	"__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook",
 };
 
-static bool allocator_loc(const rp_profile_t *p, const rp_loc_t *l)
+/* Programs' own allocation functions, which only pass a request on to
+ * malloc: the site is their caller.  Only names that are nothing else (a
+ * program's "zmalloc" is redis's or a copy of it).  --keep-wrappers keeps
+ * them as sites. */
+static const char *const wrapper_names[] = {
+	/* glibc */
+	"strdup", "__strdup", "__GI___strdup", "strndup", "__strndup", "__GI___strndup",
+	"__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign", "__GI___libc_malloc",
+	"__GI___libc_realloc", "__libc_reallocarray", "__posix_memalign",
+	/* redis (zmalloc.c) */
+	"zmalloc", "zcalloc", "zrealloc", "zstrdup", "ztrymalloc", "ztrycalloc", "ztryrealloc",
+	"zmalloc_usable", "zcalloc_usable", "zrealloc_usable", "ztrymalloc_usable", "ztrycalloc_usable",
+	"ztryrealloc_usable", "ztrymalloc_usable_internal", "ztrycalloc_usable_internal",
+	"ztryrealloc_usable_internal", "zmalloc_no_tcache", "zcalloc_num", "zrealloc_usable_internal",
+	/* PostgreSQL (mcxt.c, aset.c, generation.c, slab.c) */
+	"palloc", "palloc0", "palloc_extended", "palloc_aligned", "repalloc", "repalloc0",
+	"repalloc_extended", "repalloc_huge", "pstrdup", "pnstrdup", "MemoryContextAlloc",
+	"MemoryContextAllocZero", "MemoryContextAllocZeroAligned", "MemoryContextAllocExtended",
+	"MemoryContextAllocHuge", "MemoryContextAllocAligned", "MemoryContextStrdup",
+	"AllocSetAlloc", "AllocSetAllocLarge", "AllocSetAllocFromNewBlock", "AllocSetRealloc",
+	"GenerationAlloc", "GenerationAllocLarge", "GenerationAllocFromNewBlock", "SlabAlloc",
+	"BumpAlloc",
+	/* GLib */
+	"g_malloc", "g_malloc0", "g_realloc", "g_try_malloc", "g_try_malloc0", "g_try_realloc",
+	"g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_try_malloc_n", "g_try_malloc0_n",
+	"g_try_realloc_n", "g_strdup", "g_strndup", "g_memdup", "g_memdup2", "g_slice_alloc",
+	"g_slice_alloc0", "g_aligned_alloc", "g_aligned_alloc0",
+	/* gnulib, libiberty */
+	"xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup", "xmemdup", "xnmalloc",
+	"xnrealloc", "xcharalloc", "x2realloc", "x2nrealloc", "ximalloc", "xirealloc", "xicalloc",
+	"xreallocarray", "xireallocarray",
+	/* CPython (obmalloc.c) */
+	"PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc",
+	"PyMem_RawRealloc", "_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc",
+	"PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "_PyObject_Malloc",
+	"_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_alloc", "pymalloc_realloc",
+	"_PyMem_DebugRawAlloc", "_PyMem_DebugRawMalloc", "_PyMem_DebugRawCalloc",
+	"_PyMem_DebugRawRealloc", "_PyMem_DebugMalloc", "_PyMem_DebugCalloc", "_PyMem_DebugRealloc",
+	/* Perl */
+	"Perl_safesysmalloc", "Perl_safesyscalloc", "Perl_safesysrealloc",
+	/* libstdc++ */
+	"__gnu_cxx::new_allocator::allocate", "std::__new_allocator::allocate",
+	"std::allocator_traits::allocate", "std::allocator::allocate",
+};
+
+static bool in_list(const char *fn, const char *const *list, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (!strcmp(fn, list[k]))
+			return true;
+	return false;
+}
+
+/* An allocator frame: the allocator's entry points, the wrappers, and
+ * what --drop names. */
+static bool alloc_frame(const rp_frame_t *f, const ropts_t *o)
+{
+	const char *fn = f->func;
+	if (!strncmp(fn, "tcmalloc::", 10) || strstr(fn, "TCMalloc") ||
+	    in_list(fn, skip_names, sizeof skip_names / sizeof skip_names[0]))
+		return true;
+	if (!o->keep_wrappers && in_list(fn, wrapper_names, sizeof wrapper_names / sizeof wrapper_names[0]))
+		return true;
+	for (int i = 0; i < o->ndrop; i++)
+		if (regexec(&o->drop[i], fn, 0, NULL, 0) == 0 ||
+		    (f->full && regexec(&o->drop[i], f->full, 0, NULL, 0) == 0))
+			return true;
+	return false;
+}
+
+/* An allocation function inlined into its caller (a static inline
+ * xmalloc, operator new in a constructor): the innermost frames of one
+ * address are the allocator's and the rest are the program's.  Drop the
+ * allocator's, so the address counts as the program's code. */
+static void trim_inlined(rp_profile_t *p, const ropts_t *o)
+{
+	for (size_t i = 0; i < p->nlocs; i++) {
+		rp_loc_t *l = &p->locs[i];
+		int k = 0;
+		while (k < l->nframes && alloc_frame(&l->frames[k], o))
+			k++;
+		if (k > 0 && k < l->nframes) {
+			l->frames += k;
+			l->nframes -= k;
+		}
+	}
+}
+
+static bool allocator_loc(const rp_profile_t *p, const rp_loc_t *l, const ropts_t *o)
 {
 	if (l->map >= 0 && p->maps[l->map].allocator)
 		return true;
-	for (int f = 0; f < l->nframes; f++) {
-		const char *fn = l->frames[f].func;
-		if (!strncmp(fn, "tcmalloc::", 10) || strstr(fn, "TCMalloc"))
+	for (int f = 0; f < l->nframes; f++)
+		if (alloc_frame(&l->frames[f], o))
 			return true;
-		for (size_t k = 0; k < sizeof skip_names / sizeof skip_names[0]; k++)
-			if (!strcmp(fn, skip_names[k]))
-				return true;
-	}
 	return false;
 }
 
@@ -117,7 +203,7 @@ static void build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double 
 	const rp_profile_t *p = &raw->prof;
 	bool *alloc_loc = rp_alloc(p->nlocs + 1);
 	for (size_t i = 0; i < p->nlocs; i++)
-		alloc_loc[i] = allocator_loc(p, &p->locs[i]);
+		alloc_loc[i] = allocator_loc(p, &p->locs[i], o);
 	for (size_t i = 0; i < raw->nstacks; i++) {
 		const rp_rawstack_t *st = &raw->stacks[i];
 		/* cut everything up to the last allocator frame, and the fake
@@ -782,6 +868,13 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		} else if (opt_is(s, "--pprof")) {
 			if (!(rc = need_value(a, &i, &v)))
 				o->pprof = v;
+		} else if (opt_is(s, "--drop") || opt_is(s, "--drop_frames")) {
+			if (o->ndrop == 8)
+				return cli_err(HC_EXIT_USAGE, "--drop: 8 at most (join them with |)");
+			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
+				o->ndrop++;
+		} else if (opt_is(s, "--keep_wrappers")) {
+			o->keep_wrappers = true;
 		} else if (opt_is(s, "--symbolize")) {
 			o->symbolize = true;
 		} else if (!strcmp(s, "-o") || opt_is(s, "--output")) {
@@ -1057,6 +1150,7 @@ static int cmd_series(const cli_args_t *a, ropts_t *o)
 		rp_raw_t raw;
 		if ((rc = load(dumps[d].path, o, &raw)) != 0)
 			return rc;
+		trim_inlined(&raw.prof, o);
 		sbuild_t sa = { 0 };
 		build(&raw, o, false, 1, &sa);
 		rp_profile_t p = merge(&raw, &sa, NULL, NULL);
@@ -1119,6 +1213,9 @@ int cmd_report(cli_args_t *a)
 
 	if (o.symbolize && (rc = write_symbolized(&raw, &o)) != 0)
 		return rc;
+	trim_inlined(&raw.prof, &o);
+	if (o.base)
+		trim_inlined(&braw.prof, &o);
 	bool files = o.svg || o.pprof || o.symbolize;
 	bool show_text = !o.collapsed && (o.text || !files);
 	sbuild_t sa = { 0 }, sb = { 0 };

@@ -44,7 +44,8 @@ static const struct {
 	{ { "report", cmd_report,
 	    "PROFILE [--base PROFILE] [OPTIONS] | --series PROFILE...|PREFIX [OPTIONS]",
 	    "symbolized top, flame graph or pprof file of a heap profile; trends over a series", false },
-	  " --base --top --thread --focus --ignore --svg --pprof --sysroot -o --output " },
+	  " --base --top --thread --focus --ignore --svg --pprof --sysroot -o --output --drop --drop-frames "
+	  "--drop_frames " },
 	{ { "run", cmd_run, "[--conf CONF] [--off] [--secure] -- CMD [ARGS...]",
 	    "start a program under libheapctl.so, sampling from the start", false }, " --conf " },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
@@ -129,6 +130,11 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "  --thread N        only thread N's allocations\n"
 		    "  --focus RE        only stacks through a function, file:line matching RE\n"
 		    "  --ignore RE       leave out stacks through a match\n"
+		    "  --drop RE         frames whose function matches RE are allocator frames: the\n"
+		    "                    site is their caller (pprof's -drop_frames)\n"
+		    "  --keep-wrappers   show the common allocation wrappers as sites (by default\n"
+		    "                    zmalloc, palloc, g_malloc, xmalloc, PyMem_Malloc, strdup\n"
+		    "                    and their kin count as the allocator, like malloc)\n"
 		    "  --series PROFILE... (or a PREFIX of their names, or a directory)\n"
 		    "                    how each allocation site changed from dump to dump, in\n"
 		    "                    sequence: first, last, growth, in how many intervals it grew\n"
