@@ -103,6 +103,22 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
 int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
                   const char *title, bool bytes);
 
+/* ehframe.c: a binary's functions from its unwind tables (.eh_frame_hdr
+ * and .eh_frame), for code no symbol names.  Addresses are the file's own
+ * (not relocated).  rp_eh_function() gives the start of the function
+ * holding pc; false when no entry covers it. */
+typedef struct rp_ehtab_s {
+	uint64_t *start, *fde;      /* sorted by start */
+	size_t n;
+	const unsigned char *eh;    /* .eh_frame */
+	size_t eh_size;
+	uint64_t eh_addr;
+	bool built;
+} rp_ehtab_t;
+struct Elf;
+void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
+bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
+
 /* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);
  * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by

@@ -55,6 +55,7 @@ typedef struct object_s {
 	Dwfl_Module *mod;        /* NULL: not found or not ELF */
 	int first_map;
 	symtab_t syms;
+	rp_ehtab_t eh;           /* built when an address has no symbol */
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
@@ -401,7 +402,26 @@ static const char *symtab_lookup(Dwfl_Module *mod, symtab_t *t, GElf_Addr pc)
 	return t->s[z].name;
 }
 
-static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
+/* sub_<start>@<file>: the unnamed function that holds pc, from the
+ * binary's unwind tables; NULL when they do not cover pc. */
+static const char *unnamed_function(Dwfl_Module *mod, rp_ehtab_t *eh, const rp_map_t *m, GElf_Addr pc)
+{
+	GElf_Addr bias = 0;
+	if (!eh->built)
+		rp_eh_build(dwfl_module_getelf(mod, &bias), eh);
+	else
+		dwfl_module_getelf(mod, &bias);
+	uint64_t start;
+	if (!rp_eh_function(eh, pc - bias, &start))
+		return NULL;
+	char buf[512];
+	const char *b = strrchr(m->path, '/');
+	snprintf(buf, sizeof buf, "sub_%llx@%s", (unsigned long long)start, b ? b + 1 : m->path);
+	return rp_intern(buf);
+}
+
+static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
+                      rp_loc_t *loc)
 {
 	rp_frame_t fr[64];
 	int n = 0;
@@ -462,6 +482,8 @@ static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_map_t *m, GElf_Addr p
 	}
 	if (name == NULL || (symname && symname[0] == '_' && symname[1] == 'Z'))
 		name = symname;
+	if (name == NULL)
+		name = unnamed_function(mod, eh, m, pc);
 	if (name == NULL && n == 0)
 		return;
 	if (name) {
@@ -544,7 +566,7 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		object_t *o = &obj[obj_of_map[loc->map]];
 		if (o->mod == NULL)
 			continue;
-		frames_of(o->mod, &o->syms, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
+		frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
 	}
 	/* keep the per-map flags consistent across a file's mappings */
 	for (size_t i = 0; i < p->nmaps; i++) {

@@ -438,36 +438,21 @@ if prof_heapctl sym "$WORK/sym/fmt" lg_prof_sample:0 && [ -n "$BUILD_ID" ]; then
 	strip --strip-all "$WORK/sym/fmt"
 	if hr_ok sym-d "$S" --top 0 --bytes; then
 		check_eq "symbols (d) no debug info: Total" "$(jp_total "$WORK/sym-d.out")" "$(jp_total "$WORK/sym-a.out")"
-		# every row is either a name (a) has too, or fmt+0xOFFSET
-		others=$(row_names "$WORK/sym-d.out" | grep -vE '^fmt\+0x[0-9a-f]+$' |
+		# every row is either a name (a) has too, or sub_START@fmt: the
+		# function that holds it, from fmt's unwind tables
+		others=$(row_names "$WORK/sym-d.out" | grep -vE '^sub_[0-9a-f]+@fmt$' |
 			grep -vxF -f <(row_names "$WORK/sym-a.out") | tr '\n' '|' || true)
-		check_eq "symbols (d): rows neither named as unstripped nor fmt+0xOFFSET" "$others" ""
+		check_eq "symbols (d): rows neither named as unstripped nor sub_START@fmt" "$others" ""
 		for f in $FM_FUNCS; do
 			check_eq "symbols (d): a row named $f (fmt has no symbols)" "$(row_flat "$WORK/sym-d.out" "$f")" absent
 		done
-		# the allocating rows are fmt+0xOFFSET with the file offset of the
-		# return address in the allocating function
+		# the allocating rows are sub_START@fmt, START the allocating
+		# function's address in the unstripped fmt, with its flat
 		for f in fm_alloc_alpha fm_alloc_beta fm_alloc_gamma; do
 			want=$(row_flat "$WORK/sym-a.out" "$f")
-			name=$(awk -v v="$want" '/^Total/ { next } $1 == v && $6 ~ /^fmt\+0x/ { print $6; exit }' "$WORK/sym-d.out")
-			if [ -z "$name" ]; then
-				fail "symbols (d): no row fmt+0xOFFSET with flat $want (the flat of $f)"
-				continue
-			fi
-			off=$((${name#fmt+}))
-			# file offset -> address through the LOAD segment that holds it
-			vaddr=
-			while read -r _ po va _ fs _; do
-				if [ "$off" -ge $((po)) ] && [ "$off" -lt $((po + fs)) ]; then
-					vaddr=$((off - po + va))
-					break
-				fi
-			done < <(readelf -lW "$WORK/fmt.unstripped" | awk '$1 == "LOAD"')
-			got=absent
-			if [ -n "$vaddr" ]; then
-				got=$(addr2line -f -e "$WORK/fmt.unstripped" "$(printf '0x%x' $((vaddr - 1)))" | head -1)
-			fi
-			check_eq "symbols (d): $name - 1 in the unstripped fmt" "$got" "$f"
+			start=$(nm "$WORK/fmt.unstripped" | awk -v f="$f" '$3 == f { print $1 }')
+			check_eq "symbols (d): the row of $f's flat" \
+				"$(row_flat "$WORK/sym-d.out" "sub_$(printf '%x' "0x$start")@fmt")" "$want"
 		done
 		# jeprof on the stripped program: what it can name, heapctl names
 		# alike, with the same cum.  Only callers (jeprof flat 0): jeprof
