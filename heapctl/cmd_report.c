@@ -279,6 +279,10 @@ static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 		rp_symbols_apply(raw);          /* its own names; no binaries read */
 	else if (rp_symbolize(&raw->prof, o->root, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
+	if (raw->prof.note) {
+		char safe[4096];
+		fprintf(stderr, "%s: %s\n", cli_prog, out_safe(raw->prof.note, safe, sizeof safe));
+	}
 	return 0;
 }
 

@@ -86,6 +86,7 @@ typedef struct rp_profile_s {
 	uint64_t period;        /* mean bytes between samples; 0: not sampled */
 	const char *path;       /* the profile file                           */
 	int64_t time_ns;        /* the file's mtime, for pprof's time_nanos   */
+	const char *note;       /* what symbolizing could not get, or NULL    */
 } rp_profile_t;
 
 /* A folded stack for the flame graph: names root first. */

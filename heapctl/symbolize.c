@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -60,9 +61,60 @@ typedef struct object_s {
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
 
+/* ---- debuginfod ----------------------------------------------------------
+ *
+ * With DEBUGINFOD_URLS set, libdwfl asks those servers (elfutils' client,
+ * with its cache) for the debug file of a module by build id when none is
+ * on the machine.  A server that does not answer must not hold the report:
+ * DEBUGINFOD_TIMEOUT is 10 s and DEBUGINFOD_RETRY_LIMIT 0 unless the user
+ * set them, and after one query that ran into the timeout no more are made.  What was asked for and not found is
+ * said on one line (rp_profile_t.note). */
+#define DEBUGINFOD_DEFAULT_TIMEOUT "10"
+
+static char *missing;          /* "name (build id X), ..." */
+static bool server_silent;     /* a query ran into the timeout */
+static const char *urls;       /* DEBUGINFOD_URLS as it was */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file, const char *debuglink, GElf_Word crc, char **name)
+{
+	const char *u = getenv("DEBUGINFOD_URLS");
+	bool asking = u && *u;
+	double t0 = now_s();
+	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file, debuglink, crc, name);
+	if (fd >= 0 || !asking)
+		return fd;
+	const char *to = getenv("DEBUGINFOD_TIMEOUT");
+	double limit = to && atof(to) > 0 ? atof(to) : 90;
+	if (now_s() - t0 >= limit * 0.9) {
+		server_silent = true;
+		unsetenv("DEBUGINFOD_URLS");    /* the rest of the files: not again */
+	}
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &id, &vaddr);
+	char hex[2 * 64 + 1] = "";
+	for (int i = 0; i < len && i < 64; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	const char *b = strrchr(modname, '/');
+	char one[1024];
+	snprintf(one, sizeof one, "%s (build id %s)", b ? b + 1 : modname, len > 0 ? hex : "none");
+	if (missing && strstr(missing, one))
+		return fd;                      /* libdwfl asks once for each kind of data */
+	missing = (char *)rp_strcat3(missing ? missing : "", missing ? ", " : "", one);
+	return fd;
+}
+
 static const Dwfl_Callbacks callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = &debug_path,
 };
@@ -514,6 +566,15 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 {
 	elf_version(EV_CURRENT);
 	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
+	const char *u = getenv("DEBUGINFOD_URLS");
+	if (u && *u) {
+		urls = rp_intern(u);
+		if (getenv("DEBUGINFOD_TIMEOUT") == NULL)
+			setenv("DEBUGINFOD_TIMEOUT", DEBUGINFOD_DEFAULT_TIMEOUT, 1);
+		if (getenv("DEBUGINFOD_RETRY_LIMIT") == NULL)
+			setenv("DEBUGINFOD_RETRY_LIMIT", "0", 1);    /* its default: two more tries */
+	}
+	missing = NULL;
 	Dwfl *dwfl = dwfl_begin(&callbacks);
 	if (dwfl == NULL) {
 		snprintf(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
@@ -581,6 +642,16 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		p->maps[i].has_functions = f->has_functions;
 		p->maps[i].has_lines = f->has_lines;
 		p->maps[i].has_inlines = f->has_inlines;
+	}
+	if (missing) {
+		const char *to = getenv("DEBUGINFOD_TIMEOUT");
+		char head[1024];
+		if (server_silent)
+			snprintf(head, sizeof head, "debuginfod (%s) did not answer within %s s, and was not asked again; "
+			         "no debug info for: ", urls, to ? to : "?");
+		else
+			snprintf(head, sizeof head, "debuginfod (%s) gave no debug info for: ", urls);
+		p->note = rp_strcat3(head, missing, "");
 	}
 	/* the Dwfl stays open: names point into its string tables */
 	return 0;
