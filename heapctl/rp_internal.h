@@ -119,6 +119,12 @@ struct Elf;
 void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
 bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
 
+/* inflate.c: a copy of the debug file open at fd, in memory, with the
+ * DWARF sections a report reads inflated (and the others left out), for
+ * libdwfl to read instead; -1 when the file has nothing compressed or is
+ * not what it expects (then the file is read as it is). */
+int rp_inflated_copy(int fd);
+
 /* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);
  * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "report.h"
 #include "rp_internal.h"
@@ -82,13 +83,90 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static const char *debug_root;   /* <sysroot>/usr/lib/debug */
+static int open_object(const char *file);
+
+/* DEBUG_ROOT/.build-id/xx/yyyy.debug, opened; -1 when there is none. */
+static int by_build_id(Dwfl_Module *mod, char **name)
+{
+	const unsigned char *id;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &id, &vaddr);
+	if (len < 2 || len > 64)
+		return -1;
+	char path[4096];
+	int n = snprintf(path, sizeof path, "%s/.build-id/%02x/", debug_root, id[0]);
+	for (int i = 1; i < len && n > 0 && (size_t)n < sizeof path - 8; i++)
+		n += snprintf(path + n, sizeof path - (size_t)n, "%02x", id[i]);
+	if (n <= 0 || (size_t)n >= sizeof path - 8)
+		return -1;
+	strcpy(path + n, ".debug");
+	int fd = open_object(path);
+	if (fd >= 0)
+		*name = strdup(path);
+	return fd;
+}
+
+/* The .gnu_debuglink file of file, where GDB and libdwfl look: next to
+ * it, in .debug/ beside it, and under DEBUG_ROOT by its directory; it must
+ * have the CRC the link gives.  -1 when there is none. */
+static int by_debuglink(const char *file, const char *link, GElf_Word crc, char **name)
+{
+	if (file == NULL || link == NULL || *link == 0 || strchr(link, '/'))
+		return -1;
+	const char *slash = strrchr(file, '/');
+	if (slash == NULL)
+		return -1;
+	int dl = (int)(slash - file);
+	char path[4096];
+	for (int k = 0; k < 3; k++) {
+		int n = k == 0 ? snprintf(path, sizeof path, "%.*s/%s", dl, file, link) :
+		    k == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dl, file, link) :
+		    snprintf(path, sizeof path, "%s%.*s/%s", debug_root, dl, file, link);
+		if (n <= 0 || (size_t)n >= sizeof path || !strcmp(path, file))
+			continue;
+		int fd = open_object(path);
+		if (fd < 0)
+			continue;
+		/* the whole file's CRC-32, as the link records it */
+		uLong c = crc32(0, NULL, 0);
+		unsigned char buf[65536];
+		ssize_t r;
+		while ((r = read(fd, buf, sizeof buf)) > 0)
+			c = crc32(c, buf, (uInt)r);
+		if (r == 0 && (GElf_Word)c == crc && lseek(fd, 0, SEEK_SET) == 0) {
+			*name = strdup(path);
+			return fd;
+		}
+		close(fd);
+	}
+	return -1;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file, const char *debuglink, GElf_Word crc, char **name)
 {
 	const char *u = getenv("DEBUGINFOD_URLS");
 	bool asking = u && *u;
 	double t0 = now_s();
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file, debuglink, crc, name);
+	/* the debug file by build id, as libdwfl would find it first; but
+	 * libdwfl opens what it finds that way itself, so it is looked up
+	 * here to be given inflated (inflate.c) */
+	bool alt = debuglink && crc == 0;       /* a dwz file: libdwfl's lookup */
+	int fd = alt ? -1 : by_build_id(mod, name);
+	if (fd < 0 && !alt)
+		fd = by_debuglink(file, debuglink, crc, name);
+	/* libdwfl's own search loads libdebuginfod (and thirty libraries
+	 * under it) even with no server to ask */
+	if (fd < 0 && (alt || asking))
+		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file, debuglink, crc, name);
+	if (fd >= 0) {
+		int copy = rp_inflated_copy(fd);
+		if (copy >= 0) {
+			close(fd);
+			fd = copy;
+		}
+	}
 	if (fd >= 0 || !asking)
 		return fd;
 	const char *to = getenv("DEBUGINFOD_TIMEOUT");
@@ -566,6 +644,7 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 {
 	elf_version(EV_CURRENT);
 	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
+	debug_root = rp_strcat3(root && *root ? root : "", "/usr/lib/debug", "");
 	const char *u = getenv("DEBUGINFOD_URLS");
 	if (u && *u) {
 		urls = rp_intern(u);
