@@ -38,13 +38,23 @@ typedef struct isec_s {
 	GElf_Shdr sh;
 } isec_t;
 
-typedef struct job_s {
+/* One file being copied. */
+typedef struct ifile_s {
+	Elf *e;
+	GElf_Ehdr eh;
+	size_t nsec, shstrndx, shoff, total;
 	isec_t *s;
-	size_t n;
-	size_t *order;                /* section indexes, largest first */
+	int out_fd;
 	unsigned char *out;
+	int failed;                   /* set by a worker (atomic) */
+} ifile_t;
+
+/* The sections of all the files, largest first, for two workers. */
+typedef struct job_s {
+	ifile_t *f;
+	struct { uint32_t file, sec; } *order;
+	size_t n;
 	size_t next;                  /* the next in order (atomic) */
-	int failed;
 } job_t;
 
 /* Sections no view of a report reads. */
@@ -85,26 +95,30 @@ static void *worker(void *arg)
 	job_t *j = arg;
 	for (;;) {
 		size_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-		if (k >= j->n || __atomic_load_n(&j->failed, __ATOMIC_RELAXED))
+		if (k >= j->n)
 			break;
-		isec_t *s = &j->s[j->order[k]];
+		ifile_t *f = &j->f[j->order[k].file];
+		isec_t *s = &f->s[j->order[k].sec];
+		if (__atomic_load_n(&f->failed, __ATOMIC_RELAXED))
+			continue;
 		int rc = 0;
 		if (s->inflate)
-			rc = inflate_one(s, j->out + s->out_off);
+			rc = inflate_one(s, f->out + s->out_off);
 		else if (!s->drop && s->sh.sh_type != SHT_NOBITS && s->out_size)
-			memcpy(j->out + s->out_off, s->src, s->out_size);
+			memcpy(f->out + s->out_off, s->src, s->out_size);
 		if (rc)
-			__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&f->failed, 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
 
-static const isec_t *cmp_base;
+static const job_t *cmp_job;
 
 static int by_size(const void *a, const void *b)
 {
-	size_t x = cmp_base[*(const size_t *)a].out_size, y = cmp_base[*(const size_t *)b].out_size;
-	return x < y ? 1 : x > y ? -1 : 0;
+	const uint32_t *x = a, *y = b;
+	size_t sx = cmp_job->f[x[0]].s[x[1]].out_size, sy = cmp_job->f[y[0]].s[y[1]].out_size;
+	return sx < sy ? 1 : sx > sy ? -1 : 0;
 }
 
 static size_t align_up(size_t v, uint64_t a)
@@ -112,45 +126,50 @@ static size_t align_up(size_t v, uint64_t a)
 	return a > 1 ? (v + (size_t)a - 1) / (size_t)a * (size_t)a : v;
 }
 
-int rp_inflated_copy(int fd)
+static void drop_file(ifile_t *f)
 {
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
-	size_t nsec, shstrndx;
-	if (e == NULL || gelf_getclass(e) != ELFCLASS64 || gelf_getehdr(e, &eh) == NULL ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrnum(e, &nsec) != 0 ||
-	    elf_getshdrstrndx(e, &shstrndx) != 0 || nsec < 2 || nsec > 65000 || eh.e_shnum != nsec) {
-		if (e)
-			elf_end(e);
-		return -1;
-	}
-	isec_t *s = calloc(nsec, sizeof *s);
-	size_t *order = calloc(nsec, sizeof *order);
-	int out_fd = -1;
-	unsigned char *out = MAP_FAILED;
-	size_t total = 0;
+	if (f->out != NULL && f->out != MAP_FAILED)
+		munmap(f->out, f->total);
+	if (f->out_fd >= 0)
+		close(f->out_fd);
+	if (f->e)
+		elf_end(f->e);
+	free(f->s);
+	memset(f, 0, sizeof *f);
+	f->out_fd = -1;
+}
+
+/* The copy's layout, and its memfd mapped: false when there is nothing to
+ * gain or something is not as expected. */
+static bool plan(ifile_t *f, int fd)
+{
+	f->out_fd = -1;
+	Elf *e = f->e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr *eh = &f->eh;
+	if (e == NULL || gelf_getclass(e) != ELFCLASS64 || gelf_getehdr(e, eh) == NULL ||
+	    eh->e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrnum(e, &f->nsec) != 0 ||
+	    elf_getshdrstrndx(e, &f->shstrndx) != 0 || f->nsec < 2 || f->nsec > 65000 ||
+	    eh->e_shnum != f->nsec || (eh->e_phnum && eh->e_phoff != sizeof(Elf64_Ehdr)))
+		return false;
+	isec_t *s = f->s = calloc(f->nsec, sizeof *s);
+	if (s == NULL)
+		return false;
+	/* header, program headers where they were, sections in order, the
+	 * section header table */
+	size_t off = sizeof(Elf64_Ehdr) + (size_t)eh->e_phnum * sizeof(Elf64_Phdr);
 	bool any = false;
-	if (s == NULL || order == NULL)
-		goto fail;
-	/* the layout: header, program headers where they were, sections in
-	 * order, the section header table */
-	size_t phsize = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
-	size_t off = sizeof(Elf64_Ehdr);
-	if (eh.e_phnum && eh.e_phoff != sizeof(Elf64_Ehdr))
-		goto fail;
-	off += phsize;
-	for (size_t i = 1; i < nsec; i++) {
+	for (size_t i = 1; i < f->nsec; i++) {
 		Elf_Scn *scn = elf_getscn(e, i);
 		isec_t *c = &s[i];
 		if (scn == NULL || gelf_getshdr(scn, &c->sh) == NULL)
-			goto fail;
-		const char *name = elf_strptr(e, shstrndx, c->sh.sh_name);
+			return false;
+		const char *name = elf_strptr(e, f->shstrndx, c->sh.sh_name);
 		if (name == NULL)
-			goto fail;
+			return false;
 		if (c->sh.sh_type != SHT_NOBITS) {
 			Elf_Data *d = elf_rawdata(scn, NULL);
 			if (d == NULL || (d->d_size && d->d_buf == NULL))
-				goto fail;
+				return false;
 			c->src = d->d_buf;
 			c->src_size = d->d_size;
 		}
@@ -158,10 +177,10 @@ int rp_inflated_copy(int fd)
 		if (c->sh.sh_flags & SHF_COMPRESSED) {
 			Elf64_Chdr ch;
 			if (c->src_size < sizeof ch)
-				goto fail;
+				return false;
 			memcpy(&ch, c->src, sizeof ch);
 			if (ch.ch_type != ELFCOMPRESS_ZLIB || ch.ch_size > ((size_t)1 << 32))
-				goto fail;
+				return false;
 			any = true;
 			if (unneeded(name)) {
 				c->drop = true;
@@ -184,73 +203,101 @@ int rp_inflated_copy(int fd)
 		}
 	}
 	if (!any)
-		goto fail;                     /* nothing to gain: the file as it is */
-	off = align_up(off, 8);
-	size_t shoff = off;
-	total = off + nsec * sizeof(Elf64_Shdr);
-	out_fd = memfd_create("heapctl-debug", MFD_CLOEXEC);
-	if (out_fd < 0 || ftruncate(out_fd, (off_t)total) != 0)
-		goto fail;
-	out = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, out_fd, 0);
-	if (out == MAP_FAILED)
-		goto fail;
-	for (size_t i = 0; i < nsec; i++)
-		order[i] = i;
-	cmp_base = s;
-	qsort(order + 1, nsec - 1, sizeof *order, by_size);
-	job_t j = { .s = s, .n = nsec, .order = order, .out = out, .next = 1 };
+		return false;                  /* nothing to gain: the file as it is */
+	f->shoff = align_up(off, 8);
+	f->total = f->shoff + f->nsec * sizeof(Elf64_Shdr);
+	f->out_fd = memfd_create("heapctl-debug", MFD_CLOEXEC);
+	if (f->out_fd < 0 || ftruncate(f->out_fd, (off_t)f->total) != 0)
+		return false;
+	f->out = mmap(NULL, f->total, PROT_READ | PROT_WRITE, MAP_SHARED, f->out_fd, 0);
+	return f->out != MAP_FAILED;
+}
+
+/* The headers, once the sections are in. */
+static bool finish(ifile_t *f)
+{
+	const GElf_Ehdr *eh = &f->eh;
+	Elf64_Ehdr neh;
+	memcpy(&neh, elf_getident(f->e, NULL), EI_NIDENT);
+	neh.e_type = eh->e_type;
+	neh.e_machine = eh->e_machine;
+	neh.e_version = (Elf64_Word)eh->e_version;
+	neh.e_entry = eh->e_entry;
+	neh.e_phoff = eh->e_phnum ? sizeof(Elf64_Ehdr) : 0;
+	neh.e_shoff = f->shoff;
+	neh.e_flags = eh->e_flags;
+	neh.e_ehsize = sizeof(Elf64_Ehdr);
+	neh.e_phentsize = eh->e_phnum ? sizeof(Elf64_Phdr) : 0;
+	neh.e_phnum = eh->e_phnum;
+	neh.e_shentsize = sizeof(Elf64_Shdr);
+	neh.e_shnum = (Elf64_Half)f->nsec;
+	neh.e_shstrndx = (Elf64_Half)f->shstrndx;
+	memcpy(f->out, &neh, sizeof neh);
+	for (size_t i = 0; i < eh->e_phnum; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(f->e, (int)i, &ph) == NULL)
+			return false;
+		Elf64_Phdr p = { (Elf64_Word)ph.p_type, (Elf64_Word)ph.p_flags, ph.p_offset, ph.p_vaddr,
+		    ph.p_paddr, ph.p_filesz, ph.p_memsz, ph.p_align };
+		memcpy(f->out + sizeof neh + i * sizeof p, &p, sizeof p);
+	}
+	Elf64_Shdr *sh = (Elf64_Shdr *)(f->out + f->shoff);
+	memset(&sh[0], 0, sizeof sh[0]);
+	for (size_t i = 1; i < f->nsec; i++) {
+		const GElf_Shdr *g = &f->s[i].sh;
+		sh[i] = (Elf64_Shdr){ (Elf64_Word)g->sh_name, (Elf64_Word)g->sh_type, g->sh_flags, g->sh_addr,
+		    f->s[i].out_off, g->sh_size, (Elf64_Word)g->sh_link, (Elf64_Word)g->sh_info,
+		    g->sh_addralign, g->sh_entsize };
+	}
+	return true;
+}
+
+void rp_inflated_copies(const int *fds, int *out, size_t n)
+{
+	ifile_t *f = calloc(n + 1, sizeof *f);
+	size_t nsec = 0;
+	for (size_t i = 0; i < n; i++) {
+		out[i] = -1;
+		if (f == NULL)
+			continue;
+		f[i].out_fd = -1;
+		if (fds[i] < 0)
+			continue;
+		if (!plan(&f[i], fds[i]))
+			drop_file(&f[i]);
+		else
+			nsec += f[i].nsec;
+	}
+	if (f == NULL || nsec == 0) {
+		free(f);
+		return;
+	}
+	job_t j = { .f = f, .order = calloc(nsec, sizeof *j.order) };
+	if (j.order == NULL) {
+		for (size_t i = 0; i < n; i++)
+			drop_file(&f[i]);
+		free(f);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 1; k < f[i].nsec; k++) {
+			j.order[j.n].file = (uint32_t)i;
+			j.order[j.n++].sec = (uint32_t)k;
+		}
+	cmp_job = &j;
+	qsort(j.order, j.n, sizeof *j.order, by_size);
 	pthread_t t;
 	bool threaded = pthread_create(&t, NULL, worker, &j) == 0;
 	worker(&j);
 	if (threaded)
 		pthread_join(t, NULL);
-	if (j.failed)
-		goto fail;
-	/* the headers */
-	Elf64_Ehdr neh;
-	memcpy(&neh, elf_getident(e, NULL), EI_NIDENT);
-	neh.e_type = eh.e_type;
-	neh.e_machine = eh.e_machine;
-	neh.e_version = (Elf64_Word)eh.e_version;
-	neh.e_entry = eh.e_entry;
-	neh.e_phoff = eh.e_phnum ? sizeof(Elf64_Ehdr) : 0;
-	neh.e_shoff = shoff;
-	neh.e_flags = eh.e_flags;
-	neh.e_ehsize = sizeof(Elf64_Ehdr);
-	neh.e_phentsize = eh.e_phnum ? sizeof(Elf64_Phdr) : 0;
-	neh.e_phnum = eh.e_phnum;
-	neh.e_shentsize = sizeof(Elf64_Shdr);
-	neh.e_shnum = (Elf64_Half)nsec;
-	neh.e_shstrndx = (Elf64_Half)shstrndx;
-	memcpy(out, &neh, sizeof neh);
-	for (size_t i = 0; i < eh.e_phnum; i++) {
-		GElf_Phdr ph;
-		if (gelf_getphdr(e, (int)i, &ph) == NULL)
-			goto fail;
-		Elf64_Phdr p = { (Elf64_Word)ph.p_type, (Elf64_Word)ph.p_flags, ph.p_offset, ph.p_vaddr,
-		    ph.p_paddr, ph.p_filesz, ph.p_memsz, ph.p_align };
-		memcpy(out + sizeof neh + i * sizeof p, &p, sizeof p);
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].out_fd >= 0 && !f[i].failed && finish(&f[i])) {
+			out[i] = f[i].out_fd;
+			f[i].out_fd = -1;
+		}
+		drop_file(&f[i]);
 	}
-	Elf64_Shdr *sh = (Elf64_Shdr *)(out + shoff);
-	memset(&sh[0], 0, sizeof sh[0]);
-	for (size_t i = 1; i < nsec; i++) {
-		const GElf_Shdr *g = &s[i].sh;
-		sh[i] = (Elf64_Shdr){ (Elf64_Word)g->sh_name, (Elf64_Word)g->sh_type, g->sh_flags, g->sh_addr,
-		    s[i].out_off, g->sh_type == SHT_NOBITS && s[i].drop ? 0 : g->sh_size,
-		    (Elf64_Word)g->sh_link, (Elf64_Word)g->sh_info, g->sh_addralign, g->sh_entsize };
-	}
-	munmap(out, total);
-	elf_end(e);
-	free(s);
-	free(order);
-	return out_fd;
-fail:
-	if (out != MAP_FAILED)
-		munmap(out, total);
-	if (out_fd >= 0)
-		close(out_fd);
-	elf_end(e);
-	free(s);
-	free(order);
-	return -1;
+	free(j.order);
+	free(f);
 }

@@ -99,7 +99,9 @@ void *rp_grow(void *p, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return p;
-	size_t c = *cap ? *cap * 2 : 16;
+	/* from what is needed: one stack's thread lines are mostly one, and
+	 * a profile has 100,000 stacks */
+	size_t c = *cap ? *cap * 2 : need;
 	while (c < need)
 		c *= 2;
 	if (c > (SIZE_MAX - sizeof(blk_t)) / elem)
@@ -719,8 +721,10 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		for (size_t i = 0; i < raw->nstacks; i++)
 			if (raw->stacks[i].all.thread == -2) {
 				snprintf(err, errlen, "%s:%u: stack without a 't*' line", path, raw->stacks[i].line);
-				return -1;
+				rc = -1;
+				break;
 			}
 	}
+	rp_free(r.buf);           /* everything read from it was copied */
 	return rc;
 }

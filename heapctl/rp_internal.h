@@ -119,11 +119,12 @@ struct Elf;
 void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
 bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
 
-/* inflate.c: a copy of the debug file open at fd, in memory, with the
- * DWARF sections a report reads inflated (and the others left out), for
- * libdwfl to read instead; -1 when the file has nothing compressed or is
- * not what it expects (then the file is read as it is). */
-int rp_inflated_copy(int fd);
+/* inflate.c: for each debug file open at fds[i] (or -1), a copy in
+ * memory in out[i], with the DWARF sections a report reads inflated (and
+ * the others left out), for libdwfl to read instead; -1 when the file has
+ * nothing compressed or is not what it expects (then the file is read as
+ * it is).  The files' sections are shared out between two threads. */
+void rp_inflated_copies(const int *fds, int *out, size_t n);
 
 /* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);

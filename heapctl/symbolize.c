@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +59,9 @@ typedef struct object_s {
 	int first_map;
 	symtab_t syms;
 	rp_ehtab_t eh;           /* built when an address has no symbol */
+	const char *file;        /* the file opened for it */
+	int pre_fd;              /* its debug file, made ready (or -1) */
+	char *pre_name;
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
@@ -153,6 +157,13 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	 * libdwfl opens what it finds that way itself, so it is looked up
 	 * here to be given inflated (inflate.c) */
 	bool alt = debuglink && crc == 0;       /* a dwz file: libdwfl's lookup */
+	object_t *o = userdata ? *userdata : NULL;
+	if (!alt && o && o->pre_fd >= 0) {      /* inflated up front (prepare_debug) */
+		int fd = o->pre_fd;
+		o->pre_fd = -1;
+		*name = o->pre_name;
+		return fd;
+	}
 	int fd = alt ? -1 : by_build_id(mod, name);
 	if (fd < 0 && !alt)
 		fd = by_debuglink(file, debuglink, crc, name);
@@ -161,7 +172,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	if (fd < 0 && (alt || asking))
 		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file, debuglink, crc, name);
 	if (fd >= 0) {
-		int copy = rp_inflated_copy(fd);
+		int copy;
+		rp_inflated_copies(&fd, &copy, 1);
 		if (copy >= 0) {
 			close(fd);
 			fd = copy;
@@ -640,6 +652,60 @@ int rp_map_of(const rp_profile_t *p, uint64_t a)
 	return -1;
 }
 
+/* Whether the module's own file has DWARF (then no debug file is read). */
+static bool has_dwarf(Dwfl_Module *mod)
+{
+	GElf_Addr bias;
+	Elf *e = dwfl_module_getelf(mod, &bias);
+	size_t shstrndx;
+	if (e == NULL || elf_getshdrstrndx(e, &shstrndx) != 0)
+		return false;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
+		GElf_Shdr sh;
+		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+		if (n && (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info")))
+			return true;
+	}
+	return false;
+}
+
+/* The separate debug files of the modules that addresses fall in, found
+ * and inflated all together, so that two threads share out every file's
+ * sections at once rather than one file after the other. */
+static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
+{
+	int *fd = rp_alloc(sizeof(int) * (nobj + 1)), *out = rp_alloc(sizeof(int) * (nobj + 1));
+	char **name = rp_alloc(sizeof(char *) * (nobj + 1));
+	size_t n = 0;
+	for (size_t j = 0; j < nobj; j++) {
+		fd[j] = -1;
+		if (!used[j] || obj[j].mod == NULL || has_dwarf(obj[j].mod))
+			continue;
+		fd[j] = by_build_id(obj[j].mod, &name[j]);
+		if (fd[j] < 0) {
+			GElf_Addr bias;
+			GElf_Word crc = 0;
+			Elf *e = dwfl_module_getelf(obj[j].mod, &bias);
+			const char *link = e ? dwelf_elf_gnu_debuglink(e, &crc) : NULL;
+			fd[j] = by_debuglink(obj[j].file, link, crc, &name[j]);
+		}
+		n += fd[j] >= 0;
+	}
+	if (n)
+		rp_inflated_copies(fd, out, nobj);
+	for (size_t j = 0; j < nobj; j++) {
+		if (fd[j] < 0)
+			continue;
+		close(fd[j]);
+		if (out[j] >= 0) {
+			obj[j].pre_fd = out[j];
+			obj[j].pre_name = name[j];
+		} else {
+			free(name[j]);    /* found again, and read as it is, when needed */
+		}
+	}
+}
+
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 {
 	elf_version(EV_CURRENT);
@@ -673,8 +739,8 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		obj_of_map[i] = (int)j;
 		if (j < nobj)
 			continue;
-		obj[nobj++] = (object_t){ .path = m->path, .first_map = (int)i };
 		const char *file = under_root(root, file_of(m->path));
+		obj[nobj++] = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1 };
 		GElf_Addr bias = 0;
 		bool is_exec = false;
 		int fd = open_object(file);
@@ -692,6 +758,18 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 			close(fd);
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
+	bool *used = rp_alloc(nobj + 1);
+	for (size_t j = 0; j < nobj; j++) {
+		void **ud;
+		if (obj[j].mod && dwfl_module_info(obj[j].mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+			*ud = &obj[j];
+	}
+	for (size_t i = 0; i < p->nlocs; i++) {
+		int m = rp_map_of(p, p->locs[i].addr);
+		if (m >= 0)
+			used[obj_of_map[m]] = true;
+	}
+	prepare_debug(obj, nobj, used);
 
 	for (size_t i = 0; i < p->nmaps; i++) {
 		Dwfl_Module *mod = obj[obj_of_map[i]].mod;

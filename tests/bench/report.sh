@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The report command's numbers for `make bench`: symbolizing and reporting
-# a profile with thousands of stacks over dozens of libraries, and one of
-# gcc's cc1plus (a big stripped C++ binary: names from .dynsym only),
-# `heapctl report` against `jeprof --text` on the same file.  Bar: at least
-# 10x faster.
+# a profile with thousands of stacks over dozens of libraries, one of gcc's
+# cc1plus (a big stripped C++ binary: names from .dynsym only), one of
+# python3 with a few dozen stacks (fixed costs), `heapctl report` against
+# `jeprof --text` on the same file; and time and peak memory on a profile
+# of over 100,000 stacks.  Bar: at least 10x faster, under 50 ms on the few
+# stacks.
 #
 #   tests/bench/report.sh [BUILD_DIR]      (default build/)
 #
@@ -307,6 +309,48 @@ if [ -x "$cc1plus" ]; then
 	[ -n "$big" ] || die "no dump of cc1plus in $dir/cc1plus"
 fi
 
+# Few stacks: Debian's python3 (stripped; libc's debug file from libc6-dbg
+# when installed, with compressed sections) building a few structures,
+# sampled every KiB: tens of stacks, where fixed costs are all there is.
+py=/usr/bin/python3
+few=""
+if [ -x "$py" ]; then
+	mkdir -p "$dir/python3"
+	rm -f "$dir/python3"/d.*.heap
+	LD_PRELOAD=$lib MALLOC_CONF=prof:true,lg_prof_sample:10,prof_final:true,prof_prefix:$dir/python3/d \
+	    "$py" -c "import json, re, decimal, collections
+x = [json.dumps({'a': i, 'b': 'x' * 200}) for i in range(20000)]
+y = collections.Counter(x)" || die "python3 under the preload failed"
+	few=$(ls -S "$dir"/python3/d.*.heap 2>/dev/null | head -1 || true)
+	[ -n "$few" ] || die "no dump of python3 in $dir/python3"
+fi
+
+# Many stacks: the driver again with BENCH_REPORT_BIG_WALKS (default
+# 150000) walks, over 100,000 stacks; one run each, time and peak RSS.
+bigwalks=${BENCH_REPORT_BIG_WALKS:-150000}
+mkdir -p "$dir/big"
+rm -f "$dir/big"/driver.*.heap
+HEAPCTL_CONF=prof:true,lg_prof_sample:0,prof_final:true,prof_prefix:$dir/big/driver \
+    LD_PRELOAD=$lib "$dir/driver" "$bigwalks" >"$dir/big/driver.out" 2>&1 ||
+	{ cat "$dir/big/driver.out" >&2; die "the driver failed under $lib ($bigwalks walks)"; }
+many=$(ls "$dir"/big/driver.*.f.heap | head -1)
+# memrow LABEL PROGRAM DUMP: one run of each, "seconds KiB" from time(1)
+memrow() {
+	local label=$1 program=$2 d=$3 out=$dir/big/$1 je hc
+	/usr/bin/time -f '%e %M' -o "$out.jeprof.rss" jeprof --text "$program" "$d" >"$out.jeprof.txt" 2>/dev/null ||
+		die "jeprof failed on $d"
+	/usr/bin/time -f '%e %M' -o "$out.report.rss" "$heapctl" report "$d" >"$out.report.txt" 2>/dev/null ||
+		die "heapctl report failed on $d"
+	read -r je_t je_k <"$out.jeprof.rss"
+	read -r hc_t hc_k <"$out.report.rss"
+	printf '| %s (%s MiB) | %s | %s s, %s MiB | %s s, %s MiB | %s of the time, %s of the memory |\n' "$label" \
+	    $(($(stat -c %s "$d") / 1048576)) "$(grep -c '^@' "$d")" "$je_t" $((je_k / 1024)) "$hc_t" $((hc_k / 1024)) \
+	    "$(awk -v a="$hc_t" -v b="$je_t" 'BEGIN {printf "%.3f", a / b}')" \
+	    "$(awk -v a="$hc_k" -v b="$je_k" 'BEGIN {printf "%.2f", a / b}')"
+	[ "$(grep -m1 '^Total:' "$out.jeprof.txt")" = "$(grep -m1 '^Total:' "$out.report.txt")" ] ||
+		die "$label: the Total: lines differ"
+}
+
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
 echo
 echo "| profile | stacks | libraries | jeprof --text | heapctl report | jeprof / report |"
@@ -317,8 +361,19 @@ if [ -n "$big" ]; then
 	row cc1plus "$cc1plus" "$big" "cc1plus (stripped, $(($(stat -Lc %s "$cc1plus") / 1048576)) MiB) + system"
 	big_ratio=$ratio
 fi
+if [ -n "$few" ]; then
+	row python3 "$py" "$few" "python3 (stripped) + libc, libm, libz, libexpat"
+	few_ratio=$ratio
+	few_s=$(median <"$dir/prof/python3.report.times")
+fi
 echo
 echo "Medians of $reps interleaved runs each, wall clock, output to /dev/null."
+echo
+echo "| many stacks | stacks | jeprof --text | heapctl report | heapctl / jeprof |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+memrow generated-big "$dir/driver" "$many"
+echo
+echo "One run each, wall clock and peak RSS (time -f %M)."
 echo
 cat "$dir/prof/generated.totals"
 if [ -n "$big" ]; then cat "$dir/prof/cc1plus.totals"; fi
@@ -331,7 +386,12 @@ if [ -n "$big" ]; then
 	awk -v r="$big_ratio" 'BEGIN {exit !(r >= 10)}' || bar="NOT met"
 	echo "The same on the stripped binary (symbols sorted once per module): $bar (${big_ratio}x)."
 fi
-for t in generated ${big:+cc1plus}; do
+if [ -n "$few" ]; then
+	bar=met
+	awk -v r="$few_ratio" -v s="$few_s" 'BEGIN {exit !(r >= 10 && s < 0.050)}' || bar="NOT met"
+	echo "Few stacks (python3): at least 10x faster and under 50 ms: $bar (${few_ratio}x, ${few_s} s)."
+fi
+for t in generated ${big:+cc1plus} ${few:+python3}; do
 	[ "$(sed -n 1p "$dir/prof/$t.totals" | sed 's/.*: *Total/Total/')" = \
 	  "$(sed -n 2p "$dir/prof/$t.totals" | sed 's/.*: *Total/Total/')" ] ||
 		die "$t: the Total: lines differ: $(cat "$dir/prof/$t.totals")"
