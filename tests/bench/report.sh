@@ -377,6 +377,7 @@ echo "One run each, wall clock and peak RSS (time -f %M)."
 echo
 cat "$dir/prof/generated.totals"
 if [ -n "$big" ]; then cat "$dir/prof/cc1plus.totals"; fi
+if [ -n "$few" ]; then cat "$dir/prof/python3.totals"; fi
 echo
 bar=met
 awk -v r="$gen_ratio" 'BEGIN {exit !(r >= 10)}' || bar="NOT met"
