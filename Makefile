@@ -59,7 +59,11 @@ LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h) shm/hc_settings.def
 # The command: its own files and the client half of the segment library.
 CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
 CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
-CLI_HDR := $(wildcard heapctl/*.h) shm/heapctl_shm.h shm/hc_settings.def
+CLI_HDR := $(wildcard heapctl/*.h heapctl/report/*.h) shm/heapctl_shm.h shm/hc_settings.def
+# The report engine (heapctl/report/): a library heapctl loads for `report`
+# alone, so the control commands need none of libdw, libelf, zlib, libstdc++.
+REPORT_SRC := $(wildcard heapctl/report/*.c)
+REPORT_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(REPORT_SRC))
 
 TEST_C   := $(filter-out tests/unit/agent_stub.c,$(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c))
 TEST_CC  := $(wildcard tests/unit/*.cc)
@@ -72,6 +76,10 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC)) \
             $(BUILD)/libheapctl-alone.so $(patsubst %,$(BUILD)/tests-alone/%,$(ALONE_TESTS))
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
+# The report engine's own tests: its objects and the helpers of heapctl's
+# it uses (tests/run.sh runs them with the report group).
+ENGINE_TEST := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/engine/*.c))
+TEST_BIN += $(ENGINE_TEST)
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -82,7 +90,8 @@ MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
-all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl
+all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
+     $(BUILD)/libheapctl-report.so
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
@@ -110,13 +119,25 @@ $(BUILD)/libheapctl-secure.so: $(SECURE_OBJ)
 
 $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CLI_SAN) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
 
-# report: libdw/libelf symbolize, zlib gzips pprof files, libstdc++ demangles.
-CLI_LIBS := -ldw -lelf -lz -lstdc++ -lm
-
+# heapctl exports its symbols (-rdynamic) for the engine: cli_err, out_*,
+# rp_out_* (heapctl/cli.h, heapctl/outfile.h).
 $(BUILD)/heapctl: $(CLI_OBJ)
-	$(CC) -pthread $(CLI_SAN) -o $@ $(CLI_OBJ) $(CLI_LIBS)
+	$(CC) -pthread $(CLI_SAN) -rdynamic -o $@ $(CLI_OBJ) -ldl -lm
+
+# report: libdw/libelf symbolize, zlib gzips pprof files and inflates debug
+# sections, libstdc++ demangles.
+REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm
+
+$(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
+	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
+
+$(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(BUILD)/cli/heapctl/out.o \
+    $(BUILD)/cli/heapctl/outfile.o tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \
+	    $< $(REPORT_OBJ) $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o -o $@ $(REPORT_LIBS) -ldl
 
 # The segment library's own test links its sources, not the preloadable library.
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/unit/check.h
@@ -193,9 +214,9 @@ bench: all
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-build-fuzz/profile: tests/fuzz/profile.c heapctl/report.c heapctl/rp_internal.h heapctl/report.h
+build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/rp_internal.h heapctl/report/report.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report.c -o $@ -lm
+	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report/read.c -o $@ -lm
 
 build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
 	@mkdir -p $(dir $@)
@@ -234,6 +255,7 @@ install: all
 	install -m 0755 $(BUILD)/heapctl $(BINDIR)/heapctl
 	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
 	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
+	install -m 0755 $(BUILD)/libheapctl-report.so $(LIBDIR)/libheapctl-report.so
 	install -m 0644 allocator/heapctl.h $(INCDIR)/heapctl.h
 	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
 	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
@@ -243,7 +265,8 @@ install: all
 	chmod 0644 $(DOCDIR)/examples/50-heapctl.conf
 
 uninstall:
-	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(INCDIR)/heapctl.h \
+	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so \
+	    $(INCDIR)/heapctl.h \
 	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
 	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null

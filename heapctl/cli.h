@@ -115,7 +115,18 @@ int cmd_dump(cli_args_t *a);
 int cmd_reset(cli_args_t *a);
 int cmd_watch(cli_args_t *a);
 int cmd_attach(cli_args_t *a);
-int cmd_report(cli_args_t *a);
+int cmd_report(cli_args_t *a);            /* loads the report engine (below) */
+
+/* The report engine (heapctl/report/) is libheapctl-report.so, loaded by
+ * `heapctl report` alone, so that the control commands need neither libdw
+ * nor libelf, zlib or libstdc++: next to heapctl, or in ../lib.  Its entry
+ * point, run with the arguments left after the global options: */
+#define HC_REPORT_LIB   "libheapctl-report.so"
+#define HC_REPORT_ENTRY "hc_report_main"
+typedef int hc_report_main_fn(cli_args_t *a);
+/* A file installed with heapctl: next to it (the build tree) or in
+ * ../lib; 0 with its real path in out, or an exit code after one line. */
+int cli_find_installed(const char *name, char *out, size_t len);
 int cmd_run(cli_args_t *a);
 int cmd_systemd(cli_args_t *a);
 int cmd_doctor(cli_args_t *a);

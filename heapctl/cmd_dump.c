@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "report.h"
+#include "outfile.h"
 
 #define STAGE_BASE "heapctl-fetch."
 

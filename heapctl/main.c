@@ -8,6 +8,7 @@
  * shm/heapctl_shm.h (HC_EXIT_*), documented in heapctl(1).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,8 +19,6 @@
 #ifndef HEAPCTL_VERSION
 #define HEAPCTL_VERSION "0.1.0"
 #endif
-
-const char *cli_prog = "heapctl";
 
 static int cmd_help(cli_args_t *a);
 
@@ -56,17 +55,6 @@ static const struct {
 	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, "" },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-int cli_err(int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cli_prog);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	return code;
-}
 
 static void usage(FILE *f)
 {
@@ -302,6 +290,20 @@ static int parse_timeout(const char *s, uint64_t *ns)
 		return cli_err(HC_EXIT_USAGE, "--timeout '%s' is not a number of seconds (like 5 or 0.5)", s);
 	*ns = (uint64_t)(v * 1e9);
 	return 0;
+}
+
+/* `heapctl report`: the engine is loaded only for it (cli.h). */
+int cmd_report(cli_args_t *a)
+{
+	char path[4096];
+	int rc = cli_find_installed(HC_REPORT_LIB, path, sizeof path);
+	if (rc)
+		return rc;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	hc_report_main_fn *run = h ? (hc_report_main_fn *)dlsym(h, HC_REPORT_ENTRY) : NULL;
+	if (run == NULL)
+		return cli_err(HC_EXIT_FAILED, "cannot load the report engine %s: %s", path, dlerror());
+	return run(a);
 }
 
 int cli_dispatch(int argc, char **argv, int attach_pid)

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "outfile.h"
 
 static int out_fail(rp_out_t *o, char *err, size_t errlen, const char *why)
 {

@@ -54,12 +54,17 @@ ssize_t cli_read_file(const char *path, char *buf, size_t len)
 int cli_find_library(const char *name, char *out, size_t len)
 {
 	const char *env = getenv("HEAPCTL_LIB");
-	char exe[PATH_MAX], cand[PATH_MAX + 32];
 	if (env && *env) {
 		if (realpath(env, out) == NULL || strlen(out) >= len)
 			return cli_err(HC_EXIT_USAGE, "HEAPCTL_LIB=%s: %s", env, strerror(errno));
 		return 0;
 	}
+	return cli_find_installed(name, out, len);
+}
+
+int cli_find_installed(const char *name, char *out, size_t len)
+{
+	char exe[PATH_MAX], cand[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	if (n <= 0)
 		return cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
@@ -76,8 +81,8 @@ int cli_find_library(const char *name, char *out, size_t len)
 			return 0;
 		}
 	}
-	return cli_err(HC_EXIT_FAILED, "%s is neither next to %s/heapctl nor in %s/../lib "
-	    "(set HEAPCTL_LIB=/path/to/libheapctl.so)", name, exe, exe);
+	return cli_err(HC_EXIT_FAILED, "%s is neither next to %s/heapctl nor in %s/../lib%s", name, exe, exe,
+	    strcmp(name, "libheapctl.so") ? "" : " (set HEAPCTL_LIB=/path/to/libheapctl.so)");
 }
 
 bool cli_is_library(const char *path)

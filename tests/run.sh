@@ -54,6 +54,11 @@ for t in "$root"/tests/prof/*.sh; do
 	case "$(basename "$t")" in lib.sh) continue ;; esac
 	run "prof/$(basename "$t" .sh)" "$t" "$root/$build"
 done
+for t in "$root/$build"/tests/engine/*; do
+	want report && [[ -x $t && -f $t ]] || continue
+	case "$t" in *.log) continue ;; esac
+	run "engine/$(basename "$t")" "$t"
+done
 for t in "$root"/tests/report/*.sh; do
 	want report && [ -x "$t" ] || continue
 	case "$(basename "$t")" in lib.sh) continue ;; esac

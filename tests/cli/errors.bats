@@ -207,3 +207,27 @@ echo "pids $a $b"
 	[ "${lines[4]}" = "exit 8" ]
 	[ "${lines[5]}" = 2 ]
 }
+
+@test "the control commands need no libdw: heapctl links libc alone; report loads the engine, and says where it looked when it is not there" {
+	run ldd "$HEAPCTL"
+	[ "$status" -eq 0 ]
+	! grep -Eq 'libdw|libelf|libz\.|libstdc\+\+' <<<"$output"
+	run ldd "$HEAPCTL_BUILD/libheapctl-report.so"
+	grep -q 'libdw' <<<"$output"
+	# a heapctl copied alone: control works, report names the engine
+	mkdir "$T/alone"
+	cp "$HEAPCTL" "$T/alone/heapctl"
+	run "$T/alone/heapctl" --version
+	[ "$status" -eq 0 ]
+	printf 'heap_v2/1\n  t*: 0: 0 [0: 0]\n\nMAPPED_LIBRARIES:\n' >"$T/p.heap"
+	run --separate-stderr "$T/alone/heapctl" report "$T/p.heap"
+	[ "$status" -eq 1 ]
+	[ -z "$output" ]
+	[ "$stderr" = "heapctl: libheapctl-report.so is neither next to $T/alone/heapctl nor in $T/alone/../lib" ]
+	# installed: bin/heapctl finds lib/libheapctl-report.so
+	mkdir -p "$T/inst/bin" "$T/inst/lib"
+	cp "$HEAPCTL" "$T/inst/bin/heapctl"
+	cp "$HEAPCTL_BUILD/libheapctl-report.so" "$T/inst/lib/"
+	run "$T/inst/bin/heapctl" report "$T/p.heap"
+	[ "$status" -eq 0 ] || [[ "$output" == *"nothing to show"* ]]
+}

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/profile.c - libFuzzer target: heapctl's heap profile reader
- * (heapctl/report.c, rp_read) on any bytes.  A profile is untrusted input:
+ * (heapctl/report/read.c, rp_read) on any bytes.  A profile is untrusted input:
  * anyone can hand one to `heapctl report`.  Every input must end in a
  * profile or a one-line error, with no crash, no undefined behaviour and no
  * read out of bounds (built with ASan and UBSan by `make fuzz`).
@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../heapctl/rp_internal.h"
+#include "../../heapctl/report/rp_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * heapctl/symfile.c - symbolized profiles: a heap profile that carries the
+ * heapctl/report/symfile.c - symbolized profiles: a heap profile that carries the
  * names of its addresses, so that it is read on a machine without the
  * program.  The format is jeprof's (what its --raw writes for a remote
  * profile, and what it reads back without a binary):

@@ -1,5 +1,5 @@
 /*
- * heapctl/symbolize.c - addresses from a heap profile to functions, files
+ * heapctl/report/symbolize.c - addresses from a heap profile to functions, files
  * and lines, with libdwfl (elfutils).
  *
  * Each executable mapping in MAPPED_LIBRARIES becomes one libdwfl module,

@@ -1,5 +1,5 @@
 /*
- * heapctl/ehframe.c - where functions begin and end in a binary without
+ * heapctl/report/ehframe.c - where functions begin and end in a binary without
  * symbols for them, from its unwind tables.
  *
  * A stripped program keeps .eh_frame (exceptions and unwinding need it) and

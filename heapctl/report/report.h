@@ -1,5 +1,5 @@
 /*
- * heapctl/report.h - `heapctl report`: reading heap profiles, symbolizing
+ * heapctl/report/report.h - `heapctl report`: reading heap profiles, symbolizing
  * them, and the views and writers built on the result.
  *
  * Pipeline (cmd_report.c drives it):
@@ -96,36 +96,7 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
-/* outfile.c: writing an output file safely, also as root into a
- * world-writable directory.  "-" is standard output.  An existing FIFO or
- * character device (/dev/null) is written in place, opened without
- * blocking (a FIFO nobody reads is an error, not a hang); any other
- * non-regular file is refused, never replaced.  Otherwise the file is
- * written under a temporary name in its directory and renamed over the
- * name when complete, so a failure leaves what was there.  A symlink as
- * the last component is followed only where the kernel's
- * protected_symlinks rule would: not in a sticky world-writable directory
- * (/tmp) when someone other than the caller or the directory's owner
- * owns the link; elsewhere it is followed to what it names. */
-typedef struct rp_out_s {
-	int fd;                 /* to write; the caller closes it            */
-	const char *path;       /* as given, for messages                    */
-	int dirfd;              /* the directory renamed in, or -1           */
-	char *base;             /* the name replaced in dirfd                */
-	char *tmp;              /* the temporary name in dirfd, NULL: in place */
-} rp_out_t;
-
-/* Returns 0, or -1 with "cannot write PATH: why" in err. */
-int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen);
-/* After the caller closed o->fd: error 0 puts the file in place; an errno
- * (with why, if not NULL, as its text) removes the temporary.  Returns 0,
- * or -1 with "cannot write PATH: why" in err. */
-int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen);
-/* Open path as above, hand it to write as a stdio stream, and put it in
- * place when write returns 0 (else errno says why it failed).  Returns 0,
- * or -1 with "cannot write PATH: why" in err. */
-int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
-                  char *err, size_t errlen);
+#include "../outfile.h"     /* rp_out_*: writing a file (heapctl/outfile.c) */
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; default

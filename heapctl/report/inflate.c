@@ -1,5 +1,5 @@
 /*
- * heapctl/inflate.c - a separate debug file with its DWARF sections
+ * heapctl/report/inflate.c - a separate debug file with its DWARF sections
  * already inflated, made faster than libdw would make it.
  *
  * Distributions compress debug sections (SHF_COMPRESSED, zlib): libc's

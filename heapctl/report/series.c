@@ -1,5 +1,5 @@
 /*
- * heapctl/series.c - trends over a series of profiles: which sites kept
+ * heapctl/report/series.c - trends over a series of profiles: which sites kept
  * growing from the first dump to the last (rp_series_rank), and a line
  * chart of them over time (rp_series_svg).
  *
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "../cli.h"
 #include "report.h"
 #include "rp_internal.h"
 

@@ -1,5 +1,5 @@
 /*
- * heapctl/cmd_report.c - `heapctl report PROFILE`: read, symbolize, scale
+ * heapctl/report/cmd_report.c - `heapctl report PROFILE`: read, symbolize, scale
  * and show a heap profile, the way `jeprof --text` does, plus folded
  * stacks, an SVG flame graph and a pprof file.
  *
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "../cli.h"
 #include "report.h"
 #include "rp_internal.h"
 
@@ -1201,7 +1201,10 @@ static int cmd_series(const cli_args_t *a, ropts_t *o)
 	return 0;
 }
 
-int cmd_report(cli_args_t *a)
+/* The engine's entry point (cli.h), loaded by heapctl's cmd_report. */
+__attribute__((visibility("default"))) hc_report_main_fn hc_report_main;
+
+int hc_report_main(cli_args_t *a)
 {
 	ropts_t o;
 	int rc = parse_opts(a, &o);

@@ -1,5 +1,5 @@
 /*
- * heapctl/report.c - reading heap profiles: jemalloc's and heapctl's
+ * heapctl/report/read.c - reading heap profiles: jemalloc's and heapctl's
  * heap_v2 text, and gperftools' "heap profile:" text, each followed by
  * MAPPED_LIBRARIES.  Also the process-lifetime memory the report uses.
  *

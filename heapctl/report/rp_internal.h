@@ -1,5 +1,5 @@
 /*
- * heapctl/rp_internal.h - what the report files share besides report.h:
+ * heapctl/report/rp_internal.h - what the report files share besides report.h:
  * memory that lives until exit, interned strings, and the raw profile the
  * reader produces.
  */

@@ -1,5 +1,5 @@
 /*
- * heapctl/svg.c - the flame graph of `heapctl report`: folded stacks merged
+ * heapctl/report/svg.c - the flame graph of `heapctl report`: folded stacks merged
  * into a call tree and written as one self-contained SVG document (inline
  * style and script, nothing fetched), root at the bottom.
  *
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "../cli.h"
 #include "report.h"
 #include "rp_internal.h"
 

@@ -1,5 +1,5 @@
 /*
- * heapctl/pprof.c - write a report profile as gzipped profile.proto, the
+ * heapctl/report/pprof.c - write a report profile as gzipped profile.proto, the
  * format of github.com/google/pprof/proto/profile.proto that `go tool pprof`
  * and Pyroscope read.
  *

@@ -1,0 +1,175 @@
+/*
+ * tests/engine/engine.c - the report engine's parts on their own
+ * (heapctl/report/), without the command in front of them:
+ *   - the reader: a heap_v2 profile's stacks, counts, threads and maps; a
+ *     bad line is refused as PATH:LINE; a symbolized profile's section;
+ *   - symfile: names applied from the section, innermost first, with
+ *     file:line; written back, the same section;
+ *   - series: the ranking (only-grew first, by growth) and its counts;
+ *   - ehframe: the function that holds an address of this very program,
+ *     from its unwind tables, is where the function starts;
+ *   - interned strings: one pointer per string.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <gelf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../unit/check.h"
+#include "rp_internal.h"
+
+/* text as a file the reader opens by name */
+static const char *file_of(const char *text, char *path, size_t len)
+{
+	int fd = memfd_create("profile", 0);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		abort();
+	snprintf(path, len, "/proc/self/fd/%d", fd);
+	return path;
+}
+
+static const char v2[] =
+	"heap_v2/524288\n"
+	"  t*: 3: 3072 [5: 5120]\n"
+	"  t0: 2: 2048 [3: 3072]\n"
+	"  t1: 1: 1024 [2: 2048]\n"
+	"@ 0x401010 0x401020 0x7f0000001000\n"
+	"  t*: 2: 2048 [3: 3072]\n"
+	"  t0: 2: 2048 [3: 3072]\n"
+	"@ 0x401030 0x401020\n"
+	"  t*: 1: 1024 [2: 2048]\n"
+	"  t1: 1: 1024 [2: 2048] worker\n"
+	"\n"
+	"MAPPED_LIBRARIES:\n"
+	"00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
+	"7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
+
+static void test_read(void)
+{
+	char path[64], err[512];
+	rp_raw_t raw;
+	CHECK(rp_read(file_of(v2, path, sizeof path), &raw, 0, err, sizeof err) == 0, "read: %s", err);
+	CHECK(raw.nstacks == 2 && raw.algorithm == 2 && raw.prof.period == 524288, "stacks %zu alg %d",
+	    raw.nstacks, raw.algorithm);
+	CHECK(raw.prof.nlocs == 4, "distinct addresses: %zu", raw.prof.nlocs);
+	CHECK(raw.prof.nmaps == 2 && !strcmp(raw.prof.maps[1].path, "/usr/lib/libx.so"), "maps");
+	CHECK(raw.stacks[0].n == 3 && raw.stacks[0].all.c[RP_INUSE_SPACE] == 2048, "first stack");
+	CHECK(raw.stacks[1].nthr == 1 && raw.stacks[1].thr[0].thread == 1, "a thread line with a name");
+	/* the same address in two stacks is one location */
+	CHECK(raw.stacks[0].loc[1] == raw.stacks[1].loc[1], "0x401020 twice, one location");
+	CHECK(!raw.symbolized && raw.text == NULL, "plain, no text kept");
+
+	static const char bad[] = "heap_v2/524288\n  t*: 1: 1 [0: 0]\n@ 0x10 zz\n";
+	CHECK(rp_read(file_of(bad, path, sizeof path), &raw, 0, err, sizeof err) != 0, "bad address read");
+	char want[128];
+	snprintf(want, sizeof want, "%s:3: ", path);
+	CHECK(!strncmp(err, want, strlen(want)) && !strchr(err, '\n'), "one line, PATH:LINE: '%s'", err);
+}
+
+static void test_symfile(void)
+{
+	char path[64], err[512];
+	char text[4096];
+	snprintf(text, sizeof text, "--- symbol\nbinary=/usr/bin/prog\n"
+	    "0x0000000000401010 leaf_fn\n"
+	    "0x000000000040101f outer--inner\n"
+	    "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
+	    "---\n--- heap\n%s", v2);
+	rp_raw_t raw;
+	CHECK(rp_read(file_of(text, path, sizeof path), &raw, RP_READ_TEXT, err, sizeof err) == 0, "%s", err);
+	CHECK(raw.symbolized && raw.nsyms == 2 && !strcmp(raw.binary, "/usr/bin/prog"), "section");
+	CHECK(raw.textlen == strlen(v2) && !memcmp(raw.text, v2, raw.textlen), "the profile's text kept");
+	rp_symbols_apply(&raw);
+	const rp_loc_t *l = NULL;
+	for (size_t i = 0; i < raw.prof.nlocs; i++)
+		if (raw.prof.locs[i].addr == 0x401020)
+			l = &raw.prof.locs[i];
+	CHECK(l && l->nframes == 2, "0x401020 (a caller: looked up at 0x40101f) has 2 frames");
+	if (l && l->nframes == 2) {
+		CHECK(!strcmp(l->frames[0].func, "inner") && !strcmp(l->frames[1].func, "outer"),
+		    "innermost first: %s, %s", l->frames[0].func, l->frames[1].func);
+		CHECK(l->frames[0].line == 3 && !strcmp(l->frames[0].file, "prog.h"), "inner's line");
+		CHECK(l->frames[1].line == 10, "outer's line %d", l->frames[1].line);
+	}
+	char *out = NULL;
+	size_t outlen = 0;
+	FILE *f = open_memstream(&out, &outlen);
+	CHECK(rp_symbols_write(&raw, f) == 0, "write");
+	fclose(f);
+	CHECK(strstr(out, "0x000000000040101f outer--inner\n#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n") != NULL,
+	    "written back: %.300s", out);
+	CHECK(strstr(out, "---\n--- heap\nheap_v2/524288\n") != NULL, "then the profile");
+	free(out);
+}
+
+static void test_series(void)
+{
+	const char *site[] = { "cache", "leak", "flat", "never" };
+	/* 4 dumps */
+	double v[] = {
+		10, 30, 20, 40,     /* cache: grew 2, shrank 1, +30 */
+		1, 2, 3, 4,         /* leak: grew 3, never shrank, +3 */
+		5, 5, 5, 5,         /* flat */
+		0, 0, 0, 0,         /* never: left out */
+	};
+	int64_t t[] = { 1, 2, 3, 4 };
+	double total[] = { 0, 0, 0, 0 };
+	const char *p[] = { "a", "b", "c", "d" };
+	rp_series_t s = { .ndumps = 4, .nsites = 4, .path = p, .time_ns = t, .total = total, .site = site, .v = v };
+	size_t n;
+	rp_trend_t *r = rp_series_rank(&s, &n);
+	CHECK(n == 3, "sites ever non-zero: %zu", n);
+	CHECK(!strcmp(site[r[0].site], "leak") && r[0].only_grew && r[0].grew == 3, "the leak first");
+	CHECK(!strcmp(site[r[1].site], "cache") && !r[1].only_grew && r[1].shrank == 1 && r[1].growth == 30,
+	    "then the cache by growth");
+	CHECK(!strcmp(site[r[2].site], "flat") && r[2].growth == 0 && r[2].peak == 5, "then flat");
+}
+
+static __attribute__((noinline)) int some_function(int x)
+{
+	int y = x * 3;
+	__asm__ volatile("" : "+r"(y));
+	return y + 1;
+}
+
+static void test_ehframe(void)
+{
+	Dl_info di;
+	CHECK(dladdr((void *)some_function, &di) != 0, "dladdr");
+	elf_version(EV_CURRENT);
+	int fd = open("/proc/self/exe", O_RDONLY);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	rp_ehtab_t t = { 0 };
+	rp_eh_build(e, &t);
+	CHECK(t.n > 3, "FDEs in the table: %zu", t.n);
+	uint64_t fn = (uint64_t)(uintptr_t)some_function - (uint64_t)(uintptr_t)di.dli_fbase;
+	uint64_t start = 0;
+	CHECK(rp_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
+	    "(0x%llx, got 0x%llx)", (unsigned long long)fn, (unsigned long long)start);
+	CHECK(!rp_eh_function(&t, 8, &start), "nothing in the ELF header");
+	elf_end(e);
+	close(fd);
+}
+
+static void test_intern(void)
+{
+	char a[] = "same", b[] = "same";
+	CHECK(rp_intern(a) == rp_intern(b) && rp_intern(a) != (const char *)a, "one pointer per string");
+	CHECK(rp_intern_n("samesame", 4) == rp_intern("same"), "by length too");
+}
+
+int main(void)
+{
+	test_read();
+	test_symfile();
+	test_series();
+	test_ehframe();
+	test_intern();
+	rp_reset();
+	return hc_check_finish("engine");
+}
