@@ -214,9 +214,9 @@ bench: all
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/rp_internal.h heapctl/report/report.h
+build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c heapctl/report/rp_internal.h heapctl/report/report.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report/read.c -o $@ -lm
+	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c -o $@ -lm
 
 build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
 	@mkdir -p $(dir $@)

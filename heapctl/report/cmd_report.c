@@ -498,33 +498,29 @@ typedef struct row_s {
 typedef struct rows_s {
 	row_t *v;
 	size_t n, cap;
-	uint32_t *slot;          /* open addressing on the interned pointer */
-	size_t nslot;
+	rp_index_t ix;           /* by the interned name's pointer */
 } rows_t;
+
+static bool same_row(const void *ctx, uint32_t id)
+{
+	const rows_t *r = ((const void *const *)ctx)[0];
+	return r->v[id].name == ((const void *const *)ctx)[1];
+}
 
 static row_t *row_of(rows_t *r, const char *name)
 {
-	if ((r->n + 1) * 2 > r->nslot) {
-		size_t ns = r->nslot ? r->nslot * 2 : 1024;
-		uint32_t *t = rp_alloc(ns * sizeof *t);
-		for (size_t i = 0; i < r->n; i++) {
-			size_t j = ((uintptr_t)r->v[i].name * 0x9e3779b97f4a7c15ull >> 17) & (ns - 1);
-			while (t[j])
-				j = (j + 1) & (ns - 1);
-			t[j] = (uint32_t)i + 1;
-		}
-		rp_free(r->slot);
-		r->slot = t;
-		r->nslot = ns;
+	const void *k[2] = { r, name };
+	bool added;
+	int64_t id = rp_index_find(&r->ix, rp_hash_u64((uintptr_t)name), same_row, k, &added);
+	if (id < 0) {
+		fprintf(stderr, "%s: out of memory\n", cli_prog);
+		exit(HC_EXIT_FAILED);
 	}
-	size_t j = ((uintptr_t)name * 0x9e3779b97f4a7c15ull >> 17) & (r->nslot - 1);
-	for (; r->slot[j]; j = (j + 1) & (r->nslot - 1))
-		if (r->v[r->slot[j] - 1].name == name)
-			return &r->v[r->slot[j] - 1];
-	r->v = rp_grow(r->v, &r->cap, r->n + 1, sizeof *r->v);
-	r->v[r->n] = (row_t){ .name = name, .stamp = (size_t)-1 };
-	r->slot[j] = (uint32_t)++r->n;
-	return &r->v[r->n - 1];
+	if (added) {
+		r->v = rp_grow(r->v, &r->cap, r->n + 1, sizeof *r->v);
+		r->v[r->n++] = (row_t){ .name = name, .stamp = (size_t)-1 };
+	}
+	return &r->v[id];
 }
 
 static bool sort_cum;
@@ -597,6 +593,7 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 	sort_cum = o->cum;
 	if (r.n)
 		qsort(r.v, r.n, sizeof *r.v, cmp_row);
+	rp_index_free(&r.ix);        /* the rows are in another order now */
 	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;
 	double running = 0;
 	char b1[64], b2[32], b3[32], b4[64], b5[32];
@@ -1177,6 +1174,7 @@ static int cmd_series(const cli_args_t *a, ropts_t *o)
 			v[idx * nd + d] += s->v[o->type];
 		}
 	}
+	rp_index_free(&sites.ix);
 	se.nsites = sites.n;
 	se.site = rp_alloc(sizeof *se.site * (sites.n + 1));
 	for (size_t i = 0; i < sites.n; i++)

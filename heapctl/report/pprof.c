@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "report.h"
+#include "rp_internal.h"
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
 
@@ -114,57 +115,46 @@ static void put_packed(buf_t *b, unsigned field, const uint64_t *v, size_t n)
 
 /* ---- interning --------------------------------------------------------- */
 
-/* Open addressing over ids handed out in order: the string table and the
- * functions are written by id.  Keys are kept by id, ksize bytes each, and
- * so are their hashes, so that growing needs no rehashing of keys. */
+/* Ids handed out in order (the string table and the functions are
+ * written by id): the keys, ksize bytes each, by id, and the engine's
+ * index over them (index.c). */
 typedef struct {
-	uint32_t *slot;         /* id + 1, 0: empty */
-	uint64_t *hash;
+	rp_index_t ix;
 	uint8_t *keys;
-	size_t ksize, nslot, n, cap;
+	size_t ksize, cap;
 } htab_t;
+
+typedef struct {
+	const htab_t *t;
+	const void *key;
+	bool (*same)(const void *, const void *);
+} htkey_t;
+
+static bool ht_same(const void *ctx, uint32_t id)
+{
+	const htkey_t *k = ctx;
+	return k->same(k->t->keys + id * k->t->ksize, k->key);
+}
 
 /* The id of the key that same() finds equal to key, added if there is none;
  * -1: out of memory. */
 static int64_t ht_intern(htab_t *t, uint64_t h, const void *key, bool (*same)(const void *, const void *))
 {
-	if (t->n == t->cap) {
+	htkey_t k = { t, key, same };
+	bool added;
+	int64_t id = rp_index_find(&t->ix, h, ht_same, &k, &added);
+	if (id < 0 || !added)
+		return id;
+	if ((size_t)id >= t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 1024;
-		uint64_t *hash = realloc(t->hash, cap * sizeof *hash);
-		if (hash == NULL)
-			return -1;
-		t->hash = hash;
 		uint8_t *keys = realloc(t->keys, cap * t->ksize);
 		if (keys == NULL)
 			return -1;
 		t->keys = keys;
 		t->cap = cap;
 	}
-	if ((t->n + 1) * 2 > t->nslot) {
-		size_t nslot = t->nslot ? t->nslot * 2 : 2048;
-		uint32_t *slot = calloc(nslot, sizeof *slot);
-		if (slot == NULL)
-			return -1;
-		for (size_t id = 0; id < t->n; id++) {
-			size_t i = t->hash[id] & (nslot - 1);
-			while (slot[i])
-				i = (i + 1) & (nslot - 1);
-			slot[i] = (uint32_t)id + 1;
-		}
-		free(t->slot);
-		t->slot = slot;
-		t->nslot = nslot;
-	}
-	size_t i = h & (t->nslot - 1);
-	for (; t->slot[i]; i = (i + 1) & (t->nslot - 1)) {
-		uint32_t id = t->slot[i] - 1;
-		if (t->hash[id] == h && same(t->keys + id * t->ksize, key))
-			return id;
-	}
-	t->hash[t->n] = h;
-	memcpy(t->keys + t->n * t->ksize, key, t->ksize);
-	t->slot[i] = (uint32_t)t->n + 1;
-	return (int64_t)t->n++;
+	memcpy(t->keys + (size_t)id * t->ksize, key, t->ksize);
+	return id;
 }
 
 static uint64_t mix(uint64_t h)
@@ -410,7 +400,7 @@ static bool write_locations(writer_t *w, const rp_profile_t *p)
 		emit(w, 4);
 	}
 	const uint32_t (*fn)[3] = (const void *)w->fn.keys;
-	for (size_t i = 0; i < w->fn.n && !w->err; i++) {
+	for (size_t i = 0; i < w->fn.ix.n && !w->err; i++) {
 		put_uint(&w->msg, 1, i + 1);
 		for (int k = 0; k < 3; k++)
 			put_uint(&w->msg, 2 + k, fn[i][k]);
@@ -445,7 +435,7 @@ static void encode(writer_t *w, const rp_profile_t *p)
 	put_uint(&w->out, 14, intern(w, "inuse_space"));
 
 	const str_t *s = (const void *)w->str.keys;
-	for (size_t i = 0; i < w->str.n && flush(w, false); i++)
+	for (size_t i = 0; i < w->str.ix.n && flush(w, false); i++)
 		put_bytes(&w->out, 6, s[i].s, s[i].len);
 	flush(w, true);
 	free(comment);
@@ -473,8 +463,7 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 		free(bufs[i]->p);
 	htab_t *tabs[] = { &w.str, &w.fn };
 	for (int i = 0; i < 2; i++) {
-		free(tabs[i]->slot);
-		free(tabs[i]->hash);
+		rp_index_free(&tabs[i]->ix);
 		free(tabs[i]->keys);
 	}
 	return rc;

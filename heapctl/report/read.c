@@ -124,9 +124,10 @@ char *rp_strdup(const char *s)
 	return d;
 }
 
-/* Interned strings: open addressing on an FNV-1a hash. */
-static const char **itab;
-static size_t icap, icount;
+/* Interned strings: the strings in the order first seen, and the index. */
+static const char **istr;
+static size_t istr_cap;
+static rp_index_t iix;
 
 void rp_reset(void)
 {
@@ -135,43 +136,32 @@ void rp_reset(void)
 		blocks = b->next;
 		free(b);
 	}
-	itab = NULL;
-	icap = icount = 0;
+	istr = NULL;
+	istr_cap = 0;
+	rp_index_free(&iix);
 }
 
-static uint64_t hash_n(const char *s, size_t n)
+typedef struct { const char *s; size_t n; } strkey_t;
+
+static bool same_str(const void *ctx, uint32_t id)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
+	const strkey_t *k = ctx;
+	return strncmp(istr[id], k->s, k->n) == 0 && istr[id][k->n] == 0;
 }
 
 const char *rp_intern_n(const char *s, size_t n)
 {
-	if (icount * 2 >= icap) {
-		size_t ncap = icap ? icap * 2 : 4096;
-		const char **nt = rp_alloc(ncap * sizeof *nt);
-		for (size_t i = 0; i < icap; i++) {
-			if (itab[i] == NULL)
-				continue;
-			size_t j = hash_n(itab[i], strlen(itab[i])) & (ncap - 1);
-			while (nt[j])
-				j = (j + 1) & (ncap - 1);
-			nt[j] = itab[i];
-		}
-		rp_free(itab);
-		itab = nt;
-		icap = ncap;
-	}
-	size_t j = hash_n(s, n) & (icap - 1);
-	for (; itab[j]; j = (j + 1) & (icap - 1))
-		if (strncmp(itab[j], s, n) == 0 && itab[j][n] == 0)
-			return itab[j];
+	strkey_t k = { s, n };
+	bool added;
+	int64_t id = rp_index_find(&iix, rp_hash_bytes(s, n), same_str, &k, &added);
+	if (id < 0)
+		oom();
+	if (!added)
+		return istr[id];
 	char *d = rp_alloc(n + 1);
 	memcpy(d, s, n);
-	itab[j] = d;
-	icount++;
+	istr = rp_grow(istr, &istr_cap, (size_t)id + 1, sizeof *istr);
+	istr[id] = d;
 	return d;
 }
 
@@ -201,10 +191,7 @@ typedef struct reader_s {
 	bool ended_nl;          /* the last line read ended with a newline    */
 	bool maps_seen;         /* a MAPPED_LIBRARIES section was found       */
 	rp_raw_t *raw;
-	/* address -> location index */
-	uint64_t *akey;
-	uint32_t *aval;
-	size_t acap, acount;
+	rp_index_t addrs;       /* address -> location index */
 	size_t loccap, stackcap;
 } reader_t;
 
@@ -284,38 +271,28 @@ static bool take_counts(const char **sp, double c[RP_NTYPES])
 	return true;
 }
 
+typedef struct { const rp_profile_t *p; uint64_t a; } addrkey_t;
+
+static bool same_addr(const void *ctx, uint32_t id)
+{
+	const addrkey_t *k = ctx;
+	return k->p->locs[id].addr == k->a;
+}
+
+/* The location of an address: its position in locs is its id in the index. */
 static uint32_t loc_of(reader_t *r, uint64_t a)
 {
-	if (r->acount * 2 >= r->acap) {
-		size_t ncap = r->acap ? r->acap * 2 : 4096;
-		uint64_t *nk = rp_alloc(ncap * sizeof *nk);
-		uint32_t *nv = rp_alloc(ncap * sizeof *nv);
-		for (size_t i = 0; i < r->acap; i++) {
-			if (r->aval[i] == 0)
-				continue;
-			size_t j = (r->akey[i] * 0x9e3779b97f4a7c15ull >> 20) & (ncap - 1);
-			while (nv[j])
-				j = (j + 1) & (ncap - 1);
-			nk[j] = r->akey[i];
-			nv[j] = r->aval[i];
-		}
-		rp_free(r->akey);
-		rp_free(r->aval);
-		r->akey = nk;
-		r->aval = nv;
-		r->acap = ncap;
-	}
-	size_t j = (a * 0x9e3779b97f4a7c15ull >> 20) & (r->acap - 1);
-	for (; r->aval[j]; j = (j + 1) & (r->acap - 1))
-		if (r->akey[j] == a)
-			return r->aval[j] - 1;      /* values are index + 1 */
 	rp_profile_t *p = &r->raw->prof;
-	p->locs = rp_grow(p->locs, &r->loccap, p->nlocs + 1, sizeof *p->locs);
-	p->locs[p->nlocs] = (rp_loc_t){ .addr = a, .map = -1 };
-	r->akey[j] = a;
-	r->aval[j] = (uint32_t)++p->nlocs;
-	r->acount++;
-	return (uint32_t)(p->nlocs - 1);
+	addrkey_t k = { p, a };
+	bool added;
+	int64_t id = rp_index_find(&r->addrs, rp_hash_u64(a), same_addr, &k, &added);
+	if (id < 0)
+		oom();
+	if (added) {
+		p->locs = rp_grow(p->locs, &r->loccap, p->nlocs + 1, sizeof *p->locs);
+		p->locs[p->nlocs++] = (rp_loc_t){ .addr = a, .map = -1 };
+	}
+	return (uint32_t)id;
 }
 
 /* "0x4005d0 0x400610 ..." -> a new stack */
@@ -673,8 +650,7 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		/* a symbolized profile: the symbols, then "--- heap" (or
 		 * "--- growth") and the profile itself */
 		if (read_symbols(&r) != 0) {
-			rp_free(r.akey);
-			rp_free(r.aval);
+			rp_index_free(&r.addrs);
 			return -1;
 		}
 		while ((first = next_line(&r)) != NULL && *skip_sp(first) == 0)
@@ -704,8 +680,7 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		snprintf(err, errlen, "%s is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)", path);
 		rc = -1;
 	}
-	rp_free(r.akey);
-	rp_free(r.aval);
+	rp_index_free(&r.addrs);
 	/* A cut profile is refused, not summed: every writer ends a line with a
 	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
 	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */

@@ -15,9 +15,32 @@ void rp_free(void *p);                          /* one block, early */
 void rp_reset(void);                            /* every block, interned strings too */
 void *rp_grow(void *p, size_t *cap, size_t need, size_t elem);
 char *rp_strdup(const char *s);
-const char *rp_intern(const char *s);           /* same string, same pointer */
+const char *rp_intern(const char *s);           /* same string, same pointer:
+                                                 * compare and hash the pointer */
 const char *rp_intern_n(const char *s, size_t n);
 const char *rp_strcat3(const char *a, const char *b, const char *c);
+
+/* index.c: the engine's one hash index (see there).  It maps a key to
+ * the position of its entry in the caller's own array; the caller gives
+ * the key's hash and says whether entry id is the key. */
+typedef struct rp_index_s {
+	uint32_t *slot;            /* id + 1, 0: empty */
+	uint64_t *hash;            /* per id */
+	size_t nslot, n, cap;
+} rp_index_t;
+typedef bool rp_index_eq(const void *ctx, uint32_t id);
+/* The id of the key's entry; or, when there is none, the next id (n,
+ * which the caller then appends to its array) with *added set.  -1: out
+ * of memory.  rp_index_free() gives the memory back. */
+int64_t rp_index_find(rp_index_t *ix, uint64_t hash, rp_index_eq *eq, const void *ctx, bool *added);
+void rp_index_free(rp_index_t *ix);
+uint64_t rp_hash_bytes(const void *p, size_t n);
+/* An interned string or an address as a key: its pointer value, mixed. */
+static inline uint64_t rp_hash_u64(uint64_t v)
+{
+	v *= 0x9e3779b97f4a7c15ull;
+	return v ^ (v >> 29);
+}
 
 /* One stack as read: addresses as in the file, and the four raw numbers
  * of each "t" line: inuse objects, inuse bytes, alloc objects, alloc bytes. */

@@ -59,8 +59,7 @@ enum { PCACHE = 16384 };
 typedef struct {
 	name_t *v;
 	uint32_t len, cap;
-	uint32_t *tab;                  /* open addressing: id + 1, 0: empty */
-	uint32_t mask;
+	rp_index_t ix;                  /* the engine's index (index.c) */
 	struct { const char *p; uint32_t id; } pc[PCACHE];
 } names_t;
 
@@ -90,22 +89,17 @@ static uint32_t mix(uint32_t h)
 	return h ^ (h >> 16);
 }
 
-static int names_grow(names_t *t)
+typedef struct {
+	const names_t *t;
+	const char *name;
+	uint32_t hash;
+} namekey_t;
+
+static bool same_name(const void *ctx, uint32_t id)
 {
-	uint32_t cap = t->tab ? (t->mask + 1) * 2 : 1024;
-	uint32_t *tab = calloc(cap, sizeof *tab);
-	if (tab == NULL)
-		return -1;
-	for (uint32_t i = 0; i < t->len; i++) {
-		uint32_t s = mix(t->v[i].hash) & (cap - 1);
-		while (tab[s])
-			s = (s + 1) & (cap - 1);
-		tab[s] = i + 1;
-	}
-	free(t->tab);
-	t->tab = tab;
-	t->mask = cap - 1;
-	return 0;
+	const namekey_t *k = ctx;
+	const name_t *e = &k->t->v[id];
+	return e->hash == k->hash && (e->s == k->name || strcmp(e->s, k->name) == 0);
 }
 
 /* The number of name, given one if new; UINT32_MAX when out of memory. */
@@ -115,31 +109,26 @@ static uint32_t intern(names_t *t, const char *name)
 	size_t c = (a ^ a >> 12) % PCACHE;
 	if (t->pc[c].p == name)
 		return t->pc[c].id;
-	if ((t->tab == NULL || (uint64_t)t->len * 2 >= (uint64_t)t->mask + 1) && names_grow(t) < 0)
+	namekey_t k = { t, name, fast_hash(name) };
+	bool added;
+	int64_t id = rp_index_find(&t->ix, mix(k.hash), same_name, &k, &added);
+	if (id < 0)
 		return UINT32_MAX;
-	uint32_t h = fast_hash(name), s = mix(h) & t->mask, k;
-	while ((k = t->tab[s]) != 0) {
-		const name_t *e = &t->v[k - 1];
-		if (e->hash == h && (e->s == name || strcmp(e->s, name) == 0)) {
-			t->pc[c].p = name;
-			t->pc[c].id = k - 1;
-			return k - 1;
+	if (added) {
+		if (t->len == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 1024;
+			name_t *v = cap > (1u << 30) ? NULL : realloc(t->v, cap * sizeof *v);
+			if (v == NULL)
+				return UINT32_MAX;
+			t->v = v;
+			t->cap = cap;
 		}
-		s = (s + 1) & t->mask;
+		t->v[t->len] = (name_t){ name, k.hash, t->len };
+		t->len++;
 	}
-	if (t->len == t->cap) {
-		uint32_t cap = t->cap ? t->cap * 2 : 1024;
-		name_t *v = cap > (1u << 30) ? NULL : realloc(t->v, cap * sizeof *v);
-		if (v == NULL)
-			return UINT32_MAX;
-		t->v = v;
-		t->cap = cap;
-	}
-	t->v[t->len] = (name_t){ name, h, t->len };
-	t->tab[s] = t->len + 1;
 	t->pc[c].p = name;
-	t->pc[c].id = t->len;
-	return t->len++;
+	t->pc[c].id = (uint32_t)id;
+	return (uint32_t)id;
 }
 
 static int by_name(const void *a, const void *b)
@@ -512,7 +501,7 @@ out:
 			free(nt->v);
 		else
 			*names = nt->v;
-		free(nt->tab);
+		rp_index_free(&nt->ix);
 		free(nt);
 	}
 	return len;

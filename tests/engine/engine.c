@@ -8,6 +8,8 @@
  *   - series: the ranking (only-grew first, by growth) and its counts;
  *   - ehframe: the function that holds an address of this very program,
  *     from its unwind tables, is where the function starts;
+ *   - the one hash index: ids in order, found again after growing, keys
+ *     with the same hash told apart;
  *   - interned strings: one pointer per string.
  */
 #define _GNU_SOURCE
@@ -156,6 +158,43 @@ static void test_ehframe(void)
 	close(fd);
 }
 
+static uint64_t keys[200000];
+
+static bool same_key(const void *ctx, uint32_t id)
+{
+	return keys[id] == *(const uint64_t *)ctx;
+}
+
+/* the one index: ids in the order added, found again after growing, and
+ * keys that share a hash (here: every key's hash is the same mod 16) told
+ * apart by the equality test */
+static void test_index(void)
+{
+	rp_index_t ix = { 0 };
+	bool added;
+	size_t n = 0, bad = 0;
+	for (uint64_t k = 0; k < 200000; k++) {
+		uint64_t key = k * 7919 + 3;
+		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key);      /* the first 1000 collide */
+		int64_t id = rp_index_find(&ix, h, same_key, &key, &added);
+		if (id != (int64_t)n || !added)
+			bad++;
+		keys[n++] = key;
+	}
+	CHECK(bad == 0, "%zu keys not given the next id", bad);
+	for (uint64_t k = 0; k < 200000; k += 7) {
+		uint64_t key = k * 7919 + 3;
+		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key);
+		int64_t id = rp_index_find(&ix, h, same_key, &key, &added);
+		if (id != (int64_t)k || added)
+			bad++;
+	}
+	CHECK(bad == 0, "%zu keys not found again at their id", bad);
+	CHECK(ix.n == 200000 && ix.nslot >= 2 * ix.n, "n %zu, slots %zu (at most half full)", ix.n, ix.nslot);
+	rp_index_free(&ix);
+	CHECK(ix.slot == NULL && ix.n == 0, "freed");
+}
+
 static void test_intern(void)
 {
 	char a[] = "same", b[] = "same";
@@ -169,6 +208,7 @@ int main(void)
 	test_symfile();
 	test_series();
 	test_ehframe();
+	test_index();
 	test_intern();
 	rp_reset();
 	return hc_check_finish("engine");
