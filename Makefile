@@ -133,11 +133,11 @@ REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
 
-$(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(BUILD)/cli/heapctl/out.o \
-    $(BUILD)/cli/heapctl/outfile.o tests/unit/check.h
+ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o
+$(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \
-	    $< $(REPORT_OBJ) $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o -o $@ $(REPORT_LIBS) -ldl
+	    $< $(REPORT_OBJ) $(ENGINE_TEST_OBJ) -o $@ $(REPORT_LIBS) -ldl
 
 # The segment library's own test links its sources, not the preloadable library.
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/unit/check.h

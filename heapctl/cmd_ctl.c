@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 
 static int set_one(cli_args_t *a, hc_shm_target_t *t, const char *name, const char *value)
 {
@@ -79,14 +80,15 @@ int cmd_set(cli_args_t *a)
 			printf("%d: %s=%s\n", t.pid, names[i], values[i]);
 	}
 	if (code == 0 && a->json) {
-		printf("{\"pid\": %d, \"set\": {", t.pid);
-		for (int i = 0; i < a->argc; i++) {
-			printf("%s", i ? ", " : "");
-			out_json_str(stdout, names[i]);
-			printf(": ");
-			out_json_str(stdout, values[i]);
-		}
-		printf("}}\n");
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_i64(&j, "pid", t.pid);
+		json_obj(&j, "set");
+		for (int i = 0; i < a->argc; i++)
+			json_str(&j, names[i], values[i]);
+		json_end(&j);
+		json_end(&j);
 	}
 	hc_shm_close(&t);
 	free(names);
@@ -104,8 +106,14 @@ static int on_off(cli_args_t *a, bool on)
 		return code;
 	code = set_one(a, &t, "prof.active", on ? "true" : "false");
 	if (code == 0) {
-		if (a->json)
-			printf("{\"pid\": %d, \"prof.active\": %s}\n", t.pid, on ? "true" : "false");
+		if (a->json) {
+			json_t j;
+			json_begin(&j, stdout, JSON_LINE);
+			json_obj(&j, NULL);
+			json_i64(&j, "pid", t.pid);
+			json_bool(&j, "prof.active", on);
+			json_end(&j);
+		}
 		else
 			printf("%d: profiling %s\n", t.pid, on ? "on" : "off");
 	}
@@ -143,8 +151,14 @@ int cmd_reset(cli_args_t *a)
 	hc_shm_rep_t rep;
 	code = cli_call(a, &t, &req, &rep);
 	if (code == 0) {
-		if (a->json)
-			printf("{\"pid\": %d, \"reset\": true}\n", t.pid);
+		if (a->json) {
+			json_t j;
+			json_begin(&j, stdout, JSON_LINE);
+			json_obj(&j, NULL);
+			json_i64(&j, "pid", t.pid);
+			json_bool(&j, "reset", true);
+			json_end(&j);
+		}
 		else if (req.arg >= 0)
 			printf("%d: profile reset, prof.lg_sample=%d\n", t.pid, req.arg);
 		else

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 
 static void add(cli_diag_t *d, int level, int code, const char *topic, const char *fix,
     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -473,21 +474,24 @@ static const char *level_name[] = { [CLI_OK] = "ok", [CLI_NOTE] = "note", [CLI_P
 void cli_diag_print(const cli_diag_t *d, bool json, const char *indent)
 {
 	if (json) {
-		printf("{\"pid\": %d, \"ok\": %s, \"exit\": %d, \"findings\": [", d->pid,
-		    d->code ? "false" : "true", d->code);
+		json_t j;
+		json_begin(&j, stdout, JSON_PRETTY);
+		json_obj(&j, NULL);
+		json_i64(&j, "pid", d->pid);
+		json_bool(&j, "ok", d->code == 0);
+		json_i64(&j, "exit", d->code);
+		json_arr(&j, "findings");
 		for (int i = 0; i < d->n; i++) {
 			const cli_finding_t *f = &d->f[i];
-			printf("%s\n  {\"level\": \"%s\", \"topic\": \"%s\", \"text\": ", i ? "," : "",
-			    f->level == CLI_PROBLEM ? "problem" : level_name[f->level], f->topic);
-			out_json_str(stdout, f->text);
-			printf(", \"fix\": ");
-			if (f->fix[0])
-				out_json_str(stdout, f->fix);
-			else
-				printf("null");
-			printf("}");
+			json_obj(&j, NULL);
+			json_str(&j, "level", f->level == CLI_PROBLEM ? "problem" : level_name[f->level]);
+			json_str(&j, "topic", f->topic);
+			json_str(&j, "text", f->text);
+			json_str(&j, "fix", f->fix[0] ? f->fix : NULL);
+			json_end(&j);
 		}
-		printf("\n]}\n");
+		json_end(&j);
+		json_end(&j);
 		return;
 	}
 	char safe[4 * 1024];

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 #include "outfile.h"
 
 #define STAGE_BASE "heapctl-fetch."
@@ -261,15 +262,16 @@ int cmd_dump(cli_args_t *a)
 	}
 	if (code == 0 && strcmp(path, "-") != 0) {
 		if (a->json) {
-			printf("{\"pid\": %d, \"nspid\": %d, \"path\": ", t.pid, t.nspid);
-			out_json_str(stdout, path);
-			printf(", \"target_path\": ");
-			if (target_path[0] == 0)
-				printf("null");
-			else
-				out_json_str(stdout, target_path);
-			printf(", \"fetched\": %s, \"bytes\": %llu}\n", fetched ? "true" : "false",
-			    (unsigned long long)bytes);
+			json_t j;
+			json_begin(&j, stdout, JSON_LINE);
+			json_obj(&j, NULL);
+			json_i64(&j, "pid", t.pid);
+			json_i64(&j, "nspid", t.nspid);
+			json_str(&j, "path", path);
+			json_str(&j, "target_path", target_path[0] ? target_path : NULL);
+			json_bool(&j, "fetched", fetched);
+			json_u64(&j, "bytes", bytes);
+			json_end(&j);
 		} else {
 			char safe[4 * sizeof path];
 			printf("%s\n", out_safe(path, safe, sizeof safe));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 
 static int snapshot(const hc_shm_target_t *t, hc_shm_state_t *st)
 {
@@ -39,7 +40,7 @@ static const char *setting_human(const hc_shm_setting_t *s, const hc_shm_value_t
 }
 
 /* Every run-time setting of the list: as JSON members, or as lines. */
-static void print_settings(const hc_shm_state_t *st, bool json)
+static void print_settings(const hc_shm_state_t *st, json_t *j)
 {
 	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
 		const hc_shm_setting_t *s = &hc_shm_settings[i];
@@ -48,22 +49,18 @@ static void print_settings(const hc_shm_state_t *st, bool json)
 		hc_shm_value_t v;
 		char text[HC_SHM_VALUE_MAX + 64], safe[4 * HC_SHM_VALUE_MAX + 256];
 		hc_shm_setting_get(s, st, &v);
-		if (!json) {
+		if (j == NULL) {
 			printf("%-24s %s\n", s->name, out_safe(setting_human(s, &v, text, sizeof text),
 			    safe, sizeof safe));
 			continue;
 		}
-		printf("  \"%s\": ", s->name);
 		hc_shm_setting_text(s, &v, text, sizeof text);
 		if (s->type == HC_SET_STR || s->type == HC_SET_UNWIND)
-			out_json_str(stdout, text);
+			json_str(j, s->name, text);
 		else
-			fputs(text, stdout);
-		printf(",\n");
+			json_raw(j, s->name, text);       /* a number or true/false */
 	}
 }
-
-static const char *tf(int v) { return v ? "true" : "false"; }
 
 /* ---- list -------------------------------------------------------------- */
 
@@ -84,8 +81,10 @@ int cmd_list(cli_args_t *a)
 		free(pids);
 		return cli_err(HC_EXIT_FAILED, "cannot read /proc");
 	}
+	json_t j;
+	json_begin(&j, stdout, JSON_PRETTY);
 	if (a->json)
-		printf("[");
+		json_arr(&j, NULL);
 	else
 		printf("%-8s %-6s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "NSPID", "PROF", "SAMPLE",
 		    "ALLOCATED", "MAPPED", "HIGH-WATER", "DUMPS", "COMMAND");
@@ -110,14 +109,17 @@ int cmd_list(cli_args_t *a)
 		char cmd[256], b1[32], b2[32], b3[32], rate[32];
 		out_cmdline(t.pid, t.seg, cmd, sizeof cmd);
 		if (a->json) {
-			printf("%s\n  {\"pid\": %d, \"nspid\": %d, \"command\": ", shown ? "," : "",
-			    t.pid, t.nspid);
-			out_json_str(stdout, cmd);
-			printf(", \"prof_active\": %s, \"lg_sample\": %u, \"allocated\": %llu, "
-			    "\"mapped\": %llu, \"highwater\": %llu, \"dumps\": %llu}",
-			    tf(st.active), st.lg_sample, (unsigned long long)st.allocated,
-			    (unsigned long long)st.mapped, (unsigned long long)st.highwater,
-			    (unsigned long long)st.dumps);
+			json_obj(&j, NULL);
+			json_i64(&j, "pid", t.pid);
+			json_i64(&j, "nspid", t.nspid);
+			json_str(&j, "command", cmd);
+			json_bool(&j, "prof_active", st.active);
+			json_u64(&j, "lg_sample", st.lg_sample);
+			json_u64(&j, "allocated", st.allocated);
+			json_u64(&j, "mapped", st.mapped);
+			json_u64(&j, "highwater", st.highwater);
+			json_u64(&j, "dumps", st.dumps);
+			json_end(&j);
 		} else {
 			snprintf(rate, sizeof rate, "2^%u", st.lg_sample);
 			char nspid[16] = "-";
@@ -135,7 +137,7 @@ int cmd_list(cli_args_t *a)
 	}
 	free(pids);
 	if (a->json)
-		printf("%s]\n", shown ? "\n" : "");
+		json_end(&j);
 	if (denied)
 		fprintf(stderr, "%s: %d more process%s of other users not shown (permission denied)\n",
 		    cli_prog, denied, denied == 1 ? "" : "es");
@@ -143,11 +145,6 @@ int cmd_list(cli_args_t *a)
 }
 
 /* ---- status ------------------------------------------------------------ */
-
-static void json_u(const char *k, uint64_t v, bool comma)
-{
-	printf("  \"%s\": %llu%s\n", k, (unsigned long long)v, comma ? "," : "");
-}
 
 int cmd_status(cli_args_t *a)
 {
@@ -171,34 +168,34 @@ int cmd_status(cli_args_t *a)
 	uint64_t now = hc_shm_now_ns();
 	double age = st.updated_ns && now > st.updated_ns ? (double)(now - st.updated_ns) / 1e9 : 0;
 	if (a->json) {
-		printf("{\n  \"pid\": %d,\n  \"nspid\": %d,\n  \"uid\": %u,\n  \"command\": ", t.pid, t.nspid, t.uid);
-		out_json_str(stdout, cmd);
-		printf(",\n  \"version\": ");
-		out_json_str(stdout, version);
-		printf(",\n  \"abi\": %u,\n  \"segment\": ", HC_SHM_ABI);
-		out_json_str(stdout, t.path);
-		printf(",\n  \"created\": \"%s\",\n  \"updated\": \"%s\",\n  \"control\": %s,\n",
-		    out_time(h->created_ns, when, sizeof when), out_time(st.updated_ns, upd, sizeof upd),
-		    tf(control));
-		printf("  \"opt.prof\": %s,\n", tf(st.prof));
-		print_settings(&st, true);
-		json_u("allocated", st.allocated, true);
-		json_u("active", st.active_bytes, true);
-		json_u("metadata", st.metadata, true);
-		json_u("resident", st.resident, true);
-		json_u("mapped", st.mapped, true);
-		json_u("retained", st.retained, true);
-		json_u("highwater", st.highwater, true);
-		json_u("samples", st.samples, true);
-		json_u("dumps", st.dumps, true);
-		json_u("threads", st.threads, true);
-		json_u("commands", st.commands, true);
-		json_u("events", events, true);
+		json_t j;
+		json_begin(&j, stdout, JSON_PRETTY);
+		json_obj(&j, NULL);
+		json_i64(&j, "pid", t.pid);
+		json_i64(&j, "nspid", t.nspid);
+		json_u64(&j, "uid", t.uid);
+		json_str(&j, "command", cmd);
+		json_str(&j, "version", version);
+		json_u64(&j, "abi", HC_SHM_ABI);
+		json_str(&j, "segment", t.path);
+		json_str(&j, "created", out_time(h->created_ns, when, sizeof when));
+		json_str(&j, "updated", out_time(st.updated_ns, upd, sizeof upd));
+		json_bool(&j, "control", control);
+		json_bool(&j, "opt.prof", st.prof);
+		print_settings(&st, &j);
+		const struct { const char *k; uint64_t v; } counters[] = {
+			{ "allocated", st.allocated }, { "active", st.active_bytes }, { "metadata", st.metadata },
+			{ "resident", st.resident }, { "mapped", st.mapped }, { "retained", st.retained },
+			{ "highwater", st.highwater }, { "samples", st.samples }, { "dumps", st.dumps },
+			{ "threads", st.threads }, { "commands", st.commands }, { "events", events },
+		};
+		for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+			json_u64(&j, counters[i].k, counters[i].v);
 		char last[HC_SHM_PATH_MAX + 64];
 		cli_local_path(&t, st.last_dump, last, sizeof last);
-		printf("  \"last_dump\": ");
-		out_json_str(stdout, last);
-		printf(",\n  \"same_view\": %s\n}\n", tf(cli_same_view(&t)));
+		json_str(&j, "last_dump", last);
+		json_bool(&j, "same_view", cli_same_view(&t));
+		json_end(&j);
 	} else {
 		char b[32], safe[4 * HC_SHM_PATH_MAX + 256];
 		printf("process        %d", t.pid);
@@ -214,7 +211,7 @@ int cmd_status(cli_args_t *a)
 		printf("updated        %.1f s ago\n", age);
 		printf("profiling      %s%s\n", st.active ? "on" : "off",
 		    st.prof ? "" : " (started with prof:false)");
-		print_settings(&st, false);
+		print_settings(&st, NULL);
 		printf("allocated      %s\n", out_bytes(st.allocated, b, sizeof b));
 		printf("active         %s\n", out_bytes(st.active_bytes, b, sizeof b));
 		printf("metadata       %s\n", out_bytes(st.metadata, b, sizeof b));

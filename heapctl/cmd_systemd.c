@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 
 #define DROPIN "50-heapctl.conf"
 #define MARK   "# Written by `heapctl systemd enable"
@@ -798,16 +799,16 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 		snprintf(shown + sl, sizeof shown - sl, "%s%s", sl ? ", " : "", d);
 	}
 	if (a->json) {
-		printf("{\"unit\": ");
-		out_json_str(stdout, u->name);
-		printf(", \"dropin\": ");
-		out_json_str(stdout, file);
-		printf(", \"library\": ");
-		out_json_str(stdout, pl->lib);
-		printf(", \"dumps\": ");
-		out_json_str(stdout, shown);
-		printf(", \"exec_paths_added\": %s, \"restarted\": %s}\n", pl->add_execpaths ? "true" : "false",
-		    restart_it ? "true" : "false");
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_str(&j, "unit", u->name);
+		json_str(&j, "dropin", file);
+		json_str(&j, "library", pl->lib);
+		json_str(&j, "dumps", shown);
+		json_bool(&j, "exec_paths_added", pl->add_execpaths);
+		json_bool(&j, "restarted", restart_it);
+		json_end(&j);
 	} else {
 		printf("wrote %s\n", file);
 		if (pl->pg)
@@ -856,13 +857,13 @@ static int do_disable(cli_args_t *a, unit_t *u, bool restart_it)
 	if (created)
 		*created = 0;
 	if (a->json) {
-		printf("{\"unit\": ");
-		out_json_str(stdout, u->name);
-		printf(", \"removed\": ");
-		out_json_str(stdout, file);
-		printf(", \"dumps\": ");
-		out_json_str(stdout, dumps);
-		printf("}\n");
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_str(&j, "unit", u->name);
+		json_str(&j, "removed", file);
+		json_str(&j, "dumps", dumps);
+		json_end(&j);
 	} else {
 		printf("removed %s\n", file);
 		if (dumps[0])
@@ -881,7 +882,7 @@ static int do_disable(cli_args_t *a, unit_t *u, bool restart_it)
 
 /* ---- status ------------------------------------------------------------------------------- */
 
-static void status_one(cli_args_t *a, bool user, const char *unit, const char *dumps, bool *first)
+static void status_one(cli_args_t *a, bool user, const char *unit, const char *dumps, json_t *j)
 {
 	unit_t u = { .user = user };
 	snprintf(u.name, sizeof u.name, "%.255s", unit);
@@ -921,18 +922,18 @@ static void status_one(cli_args_t *a, bool user, const char *unit, const char *d
 		else
 			snprintf(lib, sizeof lib, "NOT loaded: doctor %d", main_pid);
 		if (a->json) {
-			printf("%s\n  {\"unit\": ", *first ? "" : ",");
-			out_json_str(stdout, names[i]);
-			printf(", \"active\": ");
-			out_json_str(stdout, active);
-			printf(", \"main_pid\": %d, \"main_loaded\": %s, \"processes\": %d, \"loaded\": %d, "
-			    "\"dumps\": ", main_pid, main_has ? "true" : "false", np, with);
-			out_json_str(stdout, dumps);
-			printf("}");
+			json_obj(j, NULL);
+			json_str(j, "unit", names[i]);
+			json_str(j, "active", active);
+			json_i64(j, "main_pid", main_pid);
+			json_bool(j, "main_loaded", main_has);
+			json_i64(j, "processes", np);
+			json_i64(j, "loaded", with);
+			json_str(j, "dumps", dumps);
+			json_end(j);
 		} else {
 			printf("%-32s %-9s %8d  %-26s %s\n", names[i], active, main_pid, lib, dumps);
 		}
-		*first = false;
 	}
 }
 
@@ -947,11 +948,12 @@ static int do_status(cli_args_t *a, bool user)
 	*strrchr(dir, '/') = 0;                 /* the directory of drop-in dirs */
 	snprintf(base, sizeof base, "%s", dir);
 	DIR *d = opendir(base);
+	json_t j;
+	json_begin(&j, stdout, JSON_PRETTY);
 	if (a->json)
-		printf("[");
+		json_arr(&j, NULL);
 	else
 		printf("%-32s %-9s %8s  %-26s %s\n", "UNIT", "ACTIVE", "MAIN-PID", "LIBRARY", "DUMPS");
-	bool first = true;
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL) {
 		size_t l = strlen(e->d_name);
@@ -969,12 +971,12 @@ static int do_status(cli_args_t *a, bool user)
 			}
 		}
 		snprintf(unit, sizeof unit, "%.*s", (int)(l - 2), e->d_name);
-		status_one(a, user, unit, dumps, &first);
+		status_one(a, user, unit, dumps, &j);
 	}
 	if (d)
 		closedir(d);
 	if (a->json)
-		printf("%s]\n", first ? "" : "\n");
+		json_end(&j);
 	return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -27,14 +28,11 @@ static void local_path(const hc_shm_target_t *t, bool same, const char *in, char
 }
 
 /* JSON: "path" as the caller opens it, and "target_path" where it differs. */
-static void json_path(const char *local, const char *raw)
+static void json_path(json_t *j, const char *local, const char *raw)
 {
-	printf(", \"path\": ");
-	out_json_str(stdout, local);
-	if (strcmp(local, raw) != 0) {
-		printf(", \"target_path\": ");
-		out_json_str(stdout, raw);
-	}
+	json_str(j, "path", local);
+	if (strcmp(local, raw) != 0)
+		json_str(j, "target_path", raw);
 }
 
 static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same,
@@ -51,40 +49,41 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 	if (kind == NULL)
 		kind = "unknown";
 	if (a->json) {
-		printf("{\"type\": \"%s\", \"time\": \"%s\", \"pid\": %d", type, when, pid);
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_str(&j, "type", type);
+		json_str(&j, "time", when);
+		json_i64(&j, "pid", pid);
 		switch (e->type) {
 		case HC_EV_GDUMP:
-			printf(", \"mapped\": %llu, \"previous\": %llu",
-			    (unsigned long long)e->value, (unsigned long long)e->value2);
+			json_u64(&j, "mapped", e->value);
+			json_u64(&j, "previous", e->value2);
 			if (e->path[0])
-				json_path(path, e->path);
+				json_path(&j, path, e->path);
 			else
-				printf(", \"path\": null");
+				json_null(&j, "path");
 			break;
 		case HC_EV_DUMP:
-			printf(", \"kind\": \"%s\"", kind);
-			json_path(path, e->path);
-			printf(", \"bytes\": %llu", (unsigned long long)e->value);
+			json_str(&j, "kind", kind);
+			json_path(&j, path, e->path);
+			json_u64(&j, "bytes", e->value);
 			break;
 		case HC_EV_DUMP_FAILED:
-			printf(", \"kind\": \"%s\"", kind);
-			json_path(path, e->path);
-			printf(", \"error\": ");
-			out_json_str(stdout, e->text);
+			json_str(&j, "kind", kind);
+			json_path(&j, path, e->path);
+			json_str(&j, "error", e->text);
 			break;
 		case HC_EV_CONFIG:
-			printf(", \"name\": ");
-			out_json_str(stdout, e->name);
-			printf(", \"value\": ");
-			out_json_str(stdout, e->path);
-			printf(", \"previous\": ");
-			out_json_str(stdout, e->text);
+			json_str(&j, "name", e->name);
+			json_str(&j, "value", e->path);
+			json_str(&j, "previous", e->text);
 			break;
 		case HC_EV_START:
-			printf(", \"parent\": %llu", (unsigned long long)e->value);
+			json_u64(&j, "parent", e->value);
 			break;
 		}
-		printf("}\n");
+		json_end(&j);
 		return;
 	}
 	/* everything in an event is the target's: safe for a terminal */
@@ -122,9 +121,15 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 
 static void print_missed(const cli_args_t *a, int pid, uint64_t n)
 {
-	if (a->json)
-		printf("{\"type\": \"missed\", \"pid\": %d, \"count\": %llu}\n", pid, (unsigned long long)n);
-	else
+	if (a->json) {
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_str(&j, "type", "missed");
+		json_i64(&j, "pid", pid);
+		json_u64(&j, "count", n);
+		json_end(&j);
+	} else
 		printf("missed %llu event%s\n", (unsigned long long)n, n == 1 ? "" : "s");
 }
 
@@ -196,10 +201,16 @@ int cmd_watch(cli_args_t *a)
 		if (done)
 			break;
 		if (!hc_shm_alive(&t)) {
-			if (a->json)
-				printf("{\"type\": \"gone\", \"pid\": %d}\n", t.pid);
-			else
+			if (a->json) {
+				json_t j;
+				json_begin(&j, stdout, JSON_LINE);
+				json_obj(&j, NULL);
+				json_str(&j, "type", "gone");
+				json_i64(&j, "pid", t.pid);
+				json_end(&j);
+			} else {
 				printf("process %d exited\n", t.pid);
+			}
 			break;
 		}
 		hc_shm_futex_wait(&ring->futex, fut, 250000000ull);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../cli.h"
+#include "../json.h"
 #include "report.h"
 #include "rp_internal.h"
 
@@ -597,11 +598,15 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;
 	double running = 0;
 	char b1[64], b2[32], b3[32], b4[64], b5[32];
+	json_t j;
+	json_begin(&j, stdout, JSON_LINE);
 	if (json) {
-		printf("{\"profile\":");
-		out_json_str(stdout, p->path);
-		printf(",\"type\":\"%s\",\"unit\":\"%s\",\"total\":%.0f,\"rows\":[", rp_type_name[o->type],
-		       rp_type_unit[o->type], trunc(total) + 0.0);
+		json_obj(&j, NULL);
+		json_str(&j, "profile", p->path);
+		json_str(&j, "type", rp_type_name[o->type]);
+		json_str(&j, "unit", rp_type_unit[o->type]);
+		json_int(&j, "total", total);
+		json_arr(&j, "rows");
 	} else if (total == 0 && !any_nonzero(&r)) {
 		/* nothing on standard output, as jeprof; but not a silent success */
 		fprintf(stderr, "%s: %s: nothing to show: %s %s\n", cli_prog, p->path,
@@ -619,9 +624,11 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 			continue;
 		shown++;
 		if (json) {
-			printf("%s{\"name\":", shown > 1 ? "," : "");
-			out_json_str(stdout, w->name);
-			printf(",\"flat\":%.0f,\"cum\":%.0f}", trunc(w->flat) + 0.0, trunc(w->cum) + 0.0);
+			json_obj(&j, NULL);
+			json_str(&j, "name", w->name);
+			json_int(&j, "flat", w->flat);
+			json_int(&j, "cum", w->cum);
+			json_end(&j);
 			continue;
 		}
 		char safe[4096];
@@ -630,8 +637,10 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		       unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5),
 		       out_safe(w->name, safe, sizeof safe));
 	}
-	if (json)
-		printf("]}\n");
+	if (json) {
+		json_end(&j);
+		json_end(&j);
+	}
 	size_t rest = 0;
 	for (size_t i = shown; i < r.n; i++)
 		rest += r.v[i].flat != 0 || r.v[i].cum != 0;
@@ -1072,26 +1081,41 @@ static int series_text(const rp_series_t *se, const rp_trend_t *t, size_t nt, co
 	size_t nd = se->ndumps, limit = o->top > 0 && (size_t)o->top < nt ? (size_t)o->top : nt;
 	char b1[64], b2[64], b3[64];
 	if (json) {
-		printf("{\"type\":\"%s\",\"unit\":\"%s\",\"dumps\":[", rp_type_name[o->type], rp_type_unit[o->type]);
+		json_t j;
+		json_begin(&j, stdout, JSON_LINE);
+		json_obj(&j, NULL);
+		json_str(&j, "type", rp_type_name[o->type]);
+		json_str(&j, "unit", rp_type_unit[o->type]);
+		json_arr(&j, "dumps");
 		for (size_t d = 0; d < nd; d++) {
-			printf("%s{\"path\":", d ? "," : "");
-			out_json_str(stdout, se->path[d]);
-			printf(",\"time_ns\":%lld,\"total\":%.0f}", (long long)se->time_ns[d], trunc(se->total[d]) + 0.0);
+			json_obj(&j, NULL);
+			json_str(&j, "path", se->path[d]);
+			json_i64(&j, "time_ns", se->time_ns[d]);
+			json_int(&j, "total", se->total[d]);
+			json_end(&j);
 		}
-		printf("],\"sites\":[");
+		json_end(&j);
+		json_arr(&j, "sites");
 		for (size_t i = 0; i < limit; i++) {
 			const rp_trend_t *r = &t[i];
-			printf("%s{\"name\":", i ? "," : "");
-			out_json_str(stdout, se->site[r->site]);
-			printf(",\"first\":%.0f,\"last\":%.0f,\"growth\":%.0f,\"peak\":%.0f,\"grew\":%u,\"shrank\":%u,"
-			       "\"intervals\":%zu,\"only_grew\":%s,\"values\":[", trunc(r->first) + 0.0, trunc(r->last) + 0.0,
-			       trunc(r->growth) + 0.0, trunc(r->peak) + 0.0, r->grew, r->shrank, nd - 1,
-			       r->only_grew ? "true" : "false");
+			json_obj(&j, NULL);
+			json_str(&j, "name", se->site[r->site]);
+			json_int(&j, "first", r->first);
+			json_int(&j, "last", r->last);
+			json_int(&j, "growth", r->growth);
+			json_int(&j, "peak", r->peak);
+			json_u64(&j, "grew", r->grew);
+			json_u64(&j, "shrank", r->shrank);
+			json_u64(&j, "intervals", nd - 1);
+			json_bool(&j, "only_grew", r->only_grew);
+			json_arr(&j, "values");
 			for (size_t d = 0; d < nd; d++)
-				printf("%s%.0f", d ? "," : "", trunc(se->v[r->site * nd + d]) + 0.0);
-			printf("]}");
+				json_int(&j, NULL, se->v[r->site * nd + d]);
+			json_end(&j);
+			json_end(&j);
 		}
-		printf("]}\n");
+		json_end(&j);
+		json_end(&j);
 		return ferror(stdout) ? cli_err(HC_EXIT_FAILED, "cannot write the report: %s", strerror(errno)) : 0;
 	}
 	char safe[4096];

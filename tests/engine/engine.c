@@ -10,6 +10,7 @@
  *     from its unwind tables, is where the function starts;
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
+ *   - the JSON writer every --json uses: both layouts, escapes, null;
  *   - interned strings: one pointer per string.
  */
 #define _GNU_SOURCE
@@ -24,6 +25,7 @@
 
 #include "../unit/check.h"
 #include "rp_internal.h"
+#include "../../heapctl/json.h"
 
 /* text as a file the reader opens by name */
 static const char *file_of(const char *text, char *path, size_t len)
@@ -195,6 +197,46 @@ static void test_index(void)
 	CHECK(ix.slot == NULL && ix.n == 0, "freed");
 }
 
+/* the JSON writer (heapctl/json.c), which every --json goes through */
+static void test_json(void)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	json_t j;
+	json_begin(&j, f, JSON_LINE);
+	json_obj(&j, NULL);
+	json_str(&j, "s", "a\"b\\c\n\x01");
+	json_i64(&j, "i", -3);
+	json_int(&j, "t", -0.4);
+	json_int(&j, "inf", 1.0 / 0.0);
+	json_null(&j, "n");
+	json_arr(&j, "a");
+	json_u64(&j, NULL, 1);
+	json_obj(&j, NULL);
+	json_bool(&j, "b", true);
+	json_end(&j);
+	json_end(&j);
+	json_end(&j);
+	json_begin(&j, f, JSON_PRETTY);
+	json_obj(&j, NULL);
+	json_str(&j, "k", "v");
+	json_arr(&j, "x");
+	json_u64(&j, NULL, 2);
+	json_end(&j);
+	json_end(&j);
+	json_begin(&j, f, JSON_PRETTY);
+	json_arr(&j, NULL);
+	json_end(&j);
+	fclose(f);
+	const char *want = "{\"s\": \"a\\\"b\\\\c\\n\\u0001\", \"i\": -3, \"t\": 0, \"inf\": null, \"n\": null, "
+	    "\"a\": [1, {\"b\": true}]}\n"
+	    "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
+	    "[]\n";
+	CHECK(!strcmp(out, want), "json:\n%s\nwanted:\n%s", out, want);
+	free(out);
+}
+
 static void test_intern(void)
 {
 	char a[] = "same", b[] = "same";
@@ -209,6 +251,7 @@ int main(void)
 	test_series();
 	test_ehframe();
 	test_index();
+	test_json();
 	test_intern();
 	rp_reset();
 	return hc_check_finish("engine");
