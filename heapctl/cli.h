@@ -123,6 +123,7 @@ int cmd_report(cli_args_t *a);            /* loads the report engine (below) */
  * point, run with the arguments left after the global options: */
 #define HC_REPORT_LIB   "libheapctl-report.so"
 #define HC_REPORT_ENTRY "hc_report_main"
+#define HC_REPORT_HELP  "hc_report_help"      /* void (FILE *): its options' help */
 typedef int hc_report_main_fn(cli_args_t *a);
 /* A file installed with heapctl: next to it (the build tree) or in
  * ../lib; 0 with its real path in out, or an exit code after one line. */

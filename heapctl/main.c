@@ -10,9 +10,11 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -76,6 +78,54 @@ static void usage(FILE *f)
 	    "See heapctl(1).\n");
 }
 
+/* A symbol of the report engine, loaded on first use; NULL (after one
+ * line saying why, unless quiet) when it cannot be. */
+static void *report_engine(bool quiet)
+{
+	static void *h;
+	if (h)
+		return h;
+	char path[4096];
+	if (quiet) {
+		int e = dup(2), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, 2);
+		int rc = cli_find_installed(HC_REPORT_LIB, path, sizeof path);
+		if (e >= 0) {
+			dup2(e, 2);
+			close(e);
+		}
+		if (null >= 0)
+			close(null);
+		if (rc)
+			return NULL;
+	} else if (cli_find_installed(HC_REPORT_LIB, path, sizeof path) != 0) {
+		return NULL;
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL && !quiet)
+		cli_err(HC_EXIT_FAILED, "cannot load the report engine %s: %s", path, dlerror());
+	return h;
+}
+
+static void *report_symbol(const char *name)
+{
+	void *h = report_engine(true);
+	return h ? dlsym(h, name) : NULL;
+}
+
+/* `heapctl report`: the engine is loaded only for it (cli.h). */
+int cmd_report(cli_args_t *a)
+{
+	void *h = report_engine(false);
+	if (h == NULL)
+		return HC_EXIT_FAILED;
+	hc_report_main_fn *run = (hc_report_main_fn *)dlsym(h, HC_REPORT_ENTRY);
+	if (run == NULL)
+		return cli_err(HC_EXIT_FAILED, "the report engine has no %s: %s", HC_REPORT_ENTRY, dlerror());
+	return run(a);
+}
+
 static void usage_of(FILE *f, const cli_cmd_t *c)
 {
 	fprintf(f, "usage: heapctl %s %s\n  %s\n", c->name, c->usage, c->help);
@@ -106,45 +156,17 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "by the library before CMD starts.  --secure: libheapctl-secure.so, with the\n"
 		    "allocator's misuse checks.  Exit status: CMD's own (it is exec'd), or 126/127\n"
 		    "when it cannot be run.\n", f);
-	if (strcmp(c->name, "report") == 0)
+	if (strcmp(c->name, "report") == 0) {
 		fputs("\nPROFILE is a heap_v2 dump (heapctl's or jemalloc's) or a gperftools heap profile;\n"
 		    "its MAPPED_LIBRARIES section says which binaries to read symbols from, unless it\n"
-		    "is a symbolized profile (--symbolize), which carries its own.\n\n"
-		    "what to count (one; default --inuse_space):\n"
-		    "  --inuse_space     bytes in use        --inuse_objects   objects in use\n"
-		    "  --alloc_space     bytes allocated     --alloc_objects   objects allocated\n\n"
-		    "which stacks:\n"
-		    "  --base PROFILE    subtract this earlier profile (growth since then)\n"
-		    "  --thread N        only thread N's allocations\n"
-		    "  --focus RE        only stacks through a function, file:line matching RE\n"
-		    "  --ignore RE       leave out stacks through a match\n"
-		    "  --drop RE         frames whose function matches RE are allocator frames: the\n"
-		    "                    site is their caller (pprof's -drop_frames)\n"
-		    "  --keep-wrappers   show the common allocation wrappers as sites (by default\n"
-		    "                    zmalloc, palloc, g_malloc, xmalloc, PyMem_Malloc, strdup\n"
-		    "                    and their kin count as the allocator, like malloc)\n"
-		    "  --series PROFILE... (or a PREFIX of their names, or a directory)\n"
-		    "                    how each allocation site changed from dump to dump, in\n"
-		    "                    sequence: first, last, growth, in how many intervals it grew\n"
-		    "                    or shrank; sites that only grew (leak suspects) first, marked\n"
-		    "                    *; --svg FILE draws the top 10 over time; --json\n\n"
-		    "output (text top by default):\n"
-		    "  --top N           rows of the text view (default 50, 0: all)\n"
-		    "  --cum             sort by cumulative instead of flat\n"
-		    "  --lines           one row per function and file:line\n"
-		    "  --bytes           bytes instead of MB\n"
-		    "  --json            the text view's rows as JSON\n"
-		    "  --collapsed       folded stacks (flamegraph.pl, speedscope, inferno)\n"
-		    "  --svg FILE        write a flame graph a browser opens\n"
-		    "  --pprof FILE      write a gzipped pprof profile (go tool pprof, Pyroscope)\n"
-		    "  --symbolize -o FILE  write PROFILE with its function names in it (jeprof's\n"
-		    "                    '--- symbol' format): jeprof and heapctl read FILE on a\n"
-		    "                    machine without the binaries\n"
-		    "  --text            the text view as well as --svg/--pprof/--symbolize\n"
-		    "  (FILE - is standard output)\n\n"
-		    "binaries:\n"
-		    "  --sysroot DIR     look binaries and debug files up under DIR\n"
-		    "  -p PID            ... under /proc/PID/root (a container's files)\n", f);
+		    "is a symbolized profile (--symbolize), which carries its own.\n\n", f);
+		/* the options and their help are the engine's (one table) */
+		void (*help)(FILE *) = (void (*)(FILE *))report_symbol(HC_REPORT_HELP);
+		if (help)
+			help(f);
+		else
+			fputs("(its options: the report engine " HC_REPORT_LIB " is not installed)\n", f);
+	}
 }
 
 /* ---- the settings list (shm/hc_settings.def) as help and as man page text ---- */
@@ -292,19 +314,6 @@ static int parse_timeout(const char *s, uint64_t *ns)
 	return 0;
 }
 
-/* `heapctl report`: the engine is loaded only for it (cli.h). */
-int cmd_report(cli_args_t *a)
-{
-	char path[4096];
-	int rc = cli_find_installed(HC_REPORT_LIB, path, sizeof path);
-	if (rc)
-		return rc;
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	hc_report_main_fn *run = h ? (hc_report_main_fn *)dlsym(h, HC_REPORT_ENTRY) : NULL;
-	if (run == NULL)
-		return cli_err(HC_EXIT_FAILED, "cannot load the report engine %s: %s", path, dlerror());
-	return run(a);
-}
 
 int cli_dispatch(int argc, char **argv, int attach_pid)
 {

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <getopt.h>
 #include <glob.h>
 #include <math.h>
 #include <regex.h>
@@ -752,36 +753,6 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 
 /* ---- options --------------------------------------------------------- */
 
-static int need_value(cli_args_t *a, int *i, const char **v)
-{
-	const char *opt = a->argv[*i];
-	const char *eq = strchr(opt, '=');
-	if (opt[0] == '-' && opt[1] == '-' && eq) {
-		*v = eq + 1;
-		return 0;
-	}
-	if (*i + 1 >= a->argc)
-		return cli_err(HC_EXIT_USAGE, "%s needs a value", opt);
-	*v = a->argv[++*i];
-	return 0;
-}
-
-static bool opt_is(const char *arg, const char *name)
-{
-	/* --inuse_space and --inuse-space both; --opt=value too */
-	size_t n = strlen(name);
-	for (size_t i = 0; i < n; i++) {
-		char c = arg[i], d = name[i];
-		if (c == 0)
-			return false;
-		if (c == '-' && d == '_' && i > 2)
-			c = '_';
-		if (c != d)
-			return false;
-	}
-	return arg[n] == 0 || arg[n] == '=';
-}
-
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *v)
 {
 	char *e;
@@ -804,14 +775,101 @@ static int parse_re(const char *opt, const char *s, regex_t *re)
 	return 0;
 }
 
-/* Whether --series comes after argument i: a second profile is then one
- * of the series, not a mistake. */
-static bool series_later(const cli_args_t *a, int i)
+/* Every option of report, with its help: the parser (getopt_long) and
+ * `heapctl help report` are both made from this table.  A name with "_"
+ * is taken with "-" too (--inuse_space, --inuse-space), as jeprof's are. */
+enum {
+	O_INUSE_SPACE = 256, O_INUSE_OBJECTS, O_ALLOC_SPACE, O_ALLOC_OBJECTS, O_BASE, O_THREAD, O_FOCUS,
+	O_IGNORE, O_DROP, O_KEEP, O_SERIES, O_TOP, O_CUM, O_LINES, O_BYTES, O_COLLAPSED, O_SVG, O_PPROF,
+	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT,
+};
+
+typedef struct ropt_s {
+	const char *name;        /* NULL: a heading (help) */
+	int id;
+	const char *arg;         /* NULL: no value */
+	const char *help;
+} ropt_t;
+
+static const ropt_t report_opts[] = {
+	{ NULL, 0, NULL, "what to count (one; default --inuse_space):" },
+	{ "inuse_space", O_INUSE_SPACE, NULL, "bytes in use" },
+	{ "inuse_objects", O_INUSE_OBJECTS, NULL, "objects in use" },
+	{ "alloc_space", O_ALLOC_SPACE, NULL, "bytes allocated (needs prof_accum)" },
+	{ "alloc_objects", O_ALLOC_OBJECTS, NULL, "objects allocated" },
+	{ NULL, 0, NULL, "which stacks:" },
+	{ "base", O_BASE, "PROFILE", "subtract this earlier profile (growth since then)" },
+	{ "thread", O_THREAD, "N", "only thread N's allocations" },
+	{ "focus", O_FOCUS, "RE", "only stacks through a function, file:line matching RE" },
+	{ "ignore", O_IGNORE, "RE", "leave out stacks through a match" },
+	{ "drop", O_DROP, "RE", "frames whose function matches RE are allocator frames: the site is "
+	  "their caller (pprof's -drop_frames; also --drop_frames)" },
+	{ "drop_frames", O_DROP, "RE", NULL },
+	{ "keep_wrappers", O_KEEP, NULL, "show the common allocation wrappers as sites (by default zmalloc, "
+	  "palloc, g_malloc, xmalloc, PyMem_Malloc, strdup and their kin count as the allocator)" },
+	{ "series", O_SERIES, NULL, "PROFILE... (or a PREFIX of their names, or a directory): how each "
+	  "site changed from dump to dump: first, last, growth, intervals it grew and shrank; sites that "
+	  "only grew (leak suspects) first, marked *; --svg FILE draws the top 10 over time" },
+	{ NULL, 0, NULL, "output (text top by default):" },
+	{ "top", O_TOP, "N", "rows of the text view (default 50, 0: all)" },
+	{ "cum", O_CUM, NULL, "sort by cumulative instead of flat" },
+	{ "lines", O_LINES, NULL, "one row per function and file:line" },
+	{ "bytes", O_BYTES, NULL, "bytes instead of MB (also --show_bytes)" },
+	{ "show_bytes", O_BYTES, NULL, NULL },
+	{ "collapsed", O_COLLAPSED, NULL, "folded stacks (flamegraph.pl, speedscope, inferno)" },
+	{ "svg", O_SVG, "FILE", "write a flame graph a browser opens" },
+	{ "pprof", O_PPROF, "FILE", "write a gzipped pprof profile (go tool pprof, Pyroscope)" },
+	{ "symbolize", O_SYMBOLIZE, NULL, "with -o FILE: write PROFILE with its function names in it "
+	  "(jeprof's '--- symbol' format): jeprof and heapctl read FILE on a machine without the binaries" },
+	{ "output", O_OUT, "FILE", "the file --symbolize writes (also -o FILE)" },
+	{ "text", O_TEXT, NULL, "the text view as well as --svg/--pprof/--symbolize" },
+	{ NULL, 0, NULL, "binaries:" },
+	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
+};
+#define NROPTS (sizeof report_opts / sizeof report_opts[0])
+
+/* `heapctl help report`'s option list (heapctl calls it through the engine). */
+__attribute__((visibility("default"))) void hc_report_help(FILE *f);
+
+void hc_report_help(FILE *f)
 {
-	for (int k = i + 1; k < a->argc; k++)
-		if (opt_is(a->argv[k], "--series"))
-			return true;
-	return false;
+	for (size_t i = 0; i < NROPTS; i++) {
+		const ropt_t *r = &report_opts[i];
+		if (r->name == NULL) {
+			fprintf(f, "%s%s\n", i ? "\n" : "", r->help);
+			continue;
+		}
+		if (r->help == NULL)
+			continue;                    /* another name of the one above */
+		char head[64];
+		snprintf(head, sizeof head, "--%s%s%s", r->name, r->arg ? " " : "", r->arg ? r->arg : "");
+		/* the text wrapped at 78 columns, under a 20-column head */
+		fprintf(f, "  %-18s", head);
+		int col = 20;
+		if (strlen(head) > 17) {
+			fputs("\n", f);
+			fprintf(f, "%20s", "");
+		}
+		const char *w = r->help;
+		while (*w) {
+			size_t n = strcspn(w, " ");
+			if (col > 20 && col + 1 + (int)n > 78) {
+				fprintf(f, "\n%20s", "");
+				col = 20;
+			} else if (col > 20) {
+				fputc(' ', f);
+				col++;
+			}
+			fwrite(w, 1, n, f);
+			col += (int)n;
+			w += n;
+			while (*w == ' ')
+				w++;
+		}
+		fputc('\n', f);
+	}
+	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files)\n"
+	    "  (FILE - is standard output)\n", f);
 }
 
 static int parse_opts(cli_args_t *a, ropts_t *o)
@@ -819,83 +877,97 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	*o = (ropts_t){ .type = RP_INUSE_SPACE, .top = 50 };
 	int ntypes = 0, rc = 0;
 	size_t fcap = 0;
-	for (int i = 0; i < a->argc && rc == 0; i++) {
-		const char *s = a->argv[i], *v = NULL;
-		long n;
-		if ((s[0] != '-' || !strcmp(s, "-")) && o->series) {
-			o->files = rp_grow(o->files, &fcap, o->nfiles + 1, sizeof *o->files);
-			o->files[o->nfiles++] = s;
-		} else if (s[0] != '-' || !strcmp(s, "-")) {
-			if (o->profile && series_later(a, i))
-				o->series = true, i--;    /* --series comes later: take it again */
-			else if (o->profile)
-				return cli_err(HC_EXIT_USAGE, "one profile at a time ('%s' and '%s'); use --base for a "
-				               "difference, --series for a trend", o->profile, s);
-			else
-				o->profile = s;
-		} else if (opt_is(s, "--series")) {
-			if (!o->series && o->profile) {
-				o->files = rp_grow(o->files, &fcap, o->nfiles + 1, sizeof *o->files);
-				o->files[o->nfiles++] = o->profile;
-			}
-			o->series = true;
-		} else if (opt_is(s, "--inuse_space")) {
-			o->type = RP_INUSE_SPACE, ntypes++;
-		} else if (opt_is(s, "--inuse_objects")) {
-			o->type = RP_INUSE_OBJECTS, ntypes++;
-		} else if (opt_is(s, "--alloc_space")) {
-			o->type = RP_ALLOC_SPACE, ntypes++;
-		} else if (opt_is(s, "--alloc_objects")) {
-			o->type = RP_ALLOC_OBJECTS, ntypes++;
-		} else if (opt_is(s, "--cum")) {
-			o->cum = true;
-		} else if (opt_is(s, "--lines")) {
-			o->lines = true;
-		} else if (opt_is(s, "--bytes") || opt_is(s, "--show_bytes")) {
-			o->bytes = true;
-		} else if (opt_is(s, "--collapsed")) {
-			o->collapsed = true;
-		} else if (opt_is(s, "--text")) {
-			o->text = true;
-		} else if (opt_is(s, "--base")) {
-			if (!(rc = need_value(a, &i, &v)))
-				o->base = v;
-		} else if (opt_is(s, "--top")) {
-			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_long("--top", v, 0, 1000000000, &n)))
+	/* getopt_long's table: each name, and its "-" spelling */
+	struct option lo[2 * NROPTS + 1];
+	char names[NROPTS][32];
+	size_t nl = 0;
+	for (size_t i = 0; i < NROPTS; i++) {
+		const ropt_t *r = &report_opts[i];
+		if (r->name == NULL)
+			continue;
+		int has = r->arg ? required_argument : no_argument;
+		lo[nl++] = (struct option){ r->name, has, NULL, r->id };
+		if (strchr(r->name, '_')) {
+			snprintf(names[i], sizeof names[i], "%s", r->name);
+			for (char *c = names[i]; *c; c++)
+				if (*c == '_')
+					*c = '-';
+			lo[nl++] = (struct option){ names[i], has, NULL, r->id };
+		}
+	}
+	lo[nl] = (struct option){ 0 };
+	char **argv = rp_alloc(sizeof(char *) * ((size_t)a->argc + 2));
+	argv[0] = (char *)"report";
+	memcpy(argv + 1, a->argv, sizeof(char *) * (size_t)a->argc);
+	int argc = a->argc + 1, c;
+	optind = 0;                      /* a fresh scan (attach runs several) */
+	opterr = 0;
+	const char **pos = rp_alloc(sizeof(char *) * ((size_t)a->argc + 1));
+	size_t npos = 0;
+	long n;
+	/* "-": options and profiles in any order; "-" alone is a profile */
+	while (rc == 0 && (c = getopt_long(argc, argv, "-:o:", lo, NULL)) != -1) {
+		const char *v = optarg;
+		switch (c) {
+		case 1: pos[npos++] = v; break;
+		case O_INUSE_SPACE: o->type = RP_INUSE_SPACE, ntypes++; break;
+		case O_INUSE_OBJECTS: o->type = RP_INUSE_OBJECTS, ntypes++; break;
+		case O_ALLOC_SPACE: o->type = RP_ALLOC_SPACE, ntypes++; break;
+		case O_ALLOC_OBJECTS: o->type = RP_ALLOC_OBJECTS, ntypes++; break;
+		case O_CUM: o->cum = true; break;
+		case O_LINES: o->lines = true; break;
+		case O_BYTES: o->bytes = true; break;
+		case O_COLLAPSED: o->collapsed = true; break;
+		case O_TEXT: o->text = true; break;
+		case O_BASE: o->base = v; break;
+		case O_SVG: o->svg = v; break;
+		case O_PPROF: o->pprof = v; break;
+		case O_SYSROOT: o->root = v; break;
+		case O_SERIES: o->series = true; break;
+		case O_SYMBOLIZE: o->symbolize = true; break;
+		case O_KEEP: o->keep_wrappers = true; break;
+		case O_OUT: o->out = v; break;
+		case O_TOP:
+			if (!(rc = parse_long("--top", v, 0, 1000000000, &n)))
 				o->top = n;
-		} else if (opt_is(s, "--thread")) {
-			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_long("--thread", v, 0, 0x7fffffffffffffffL, &n)))
+			break;
+		case O_THREAD:
+			if (!(rc = parse_long("--thread", v, 0, 0x7fffffffffffffffL, &n)))
 				o->thread = n, o->has_thread = true;
-		} else if (opt_is(s, "--focus")) {
-			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--focus", v, &o->focus)))
+			break;
+		case O_FOCUS:
+			if (!(rc = parse_re("--focus", v, &o->focus)))
 				o->has_focus = true;
-		} else if (opt_is(s, "--ignore")) {
-			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--ignore", v, &o->ignore)))
+			break;
+		case O_IGNORE:
+			if (!(rc = parse_re("--ignore", v, &o->ignore)))
 				o->has_ignore = true;
-		} else if (opt_is(s, "--svg")) {
-			if (!(rc = need_value(a, &i, &v)))
-				o->svg = v;
-		} else if (opt_is(s, "--pprof")) {
-			if (!(rc = need_value(a, &i, &v)))
-				o->pprof = v;
-		} else if (opt_is(s, "--drop") || opt_is(s, "--drop_frames")) {
+			break;
+		case O_DROP:
 			if (o->ndrop == 8)
 				return cli_err(HC_EXIT_USAGE, "--drop: 8 at most (join them with |)");
-			if (!(rc = need_value(a, &i, &v)) && !(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
+			if (!(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
 				o->ndrop++;
-		} else if (opt_is(s, "--keep_wrappers")) {
-			o->keep_wrappers = true;
-		} else if (opt_is(s, "--symbolize")) {
-			o->symbolize = true;
-		} else if (!strcmp(s, "-o") || opt_is(s, "--output")) {
-			if (!(rc = need_value(a, &i, &v)))
-				o->out = v;
-		} else if (opt_is(s, "--sysroot")) {
-			if (!(rc = need_value(a, &i, &v)))
-				o->root = v;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "report: unknown option '%s' (try 'heapctl help report')", s);
+			break;
+		case ':':
+			return cli_err(HC_EXIT_USAGE, "%s needs a value", argv[optind - 1]);
+		default:
+			return cli_err(HC_EXIT_USAGE, "report: unknown option '%s' (try 'heapctl help report')",
+			               argv[optind - 1]);
 		}
+	}
+	if (rc)
+		return rc;
+	if (o->series) {
+		for (size_t i = 0; i < npos; i++) {
+			o->files = rp_grow(o->files, &fcap, o->nfiles + 1, sizeof *o->files);
+			o->files[o->nfiles++] = pos[i];
+		}
+	} else if (npos > 1) {
+		return cli_err(HC_EXIT_USAGE, "one profile at a time ('%s' and '%s'); use --base for a "
+		               "difference, --series for a trend", pos[0], pos[1]);
+	} else if (npos == 1) {
+		o->profile = pos[0];
 	}
 	if (rc)
 		return rc;

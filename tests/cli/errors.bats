@@ -231,3 +231,33 @@ echo "pids $a $b"
 	run "$T/inst/bin/heapctl" report "$T/p.heap"
 	[ "$status" -eq 0 ] || [[ "$output" == *"nothing to show"* ]]
 }
+
+@test "report's options (getopt_long over one table that also makes its help): both spellings, --opt=value, errors in one line" {
+	printf 'heap_v2/1\n  t*: 1: 64 [1: 64]\n@ 0x10\n  t*: 1: 64 [1: 64]\n\nMAPPED_LIBRARIES:\n' >"$T/p.heap"
+	run --separate-stderr "$HEAPCTL" report "$T/p.heap" --inuse-objects --show_bytes --top=5
+	[ "$status" -eq 0 ]
+	[[ "$output" == "Total: 1 objects"* ]]
+	run --separate-stderr "$HEAPCTL" report --inuse_objects "$T/p.heap"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "Total: 1 objects"* ]]
+	run --separate-stderr "$HEAPCTL" report "$T/p.heap" --bogus
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "heapctl: report: unknown option '--bogus' (try 'heapctl help report')" ]
+	run --separate-stderr "$HEAPCTL" report "$T/p.heap" --top
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "heapctl: --top needs a value" ]
+	run --separate-stderr "$HEAPCTL" report "$T/p.heap" --top=x
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "heapctl: --top 'x' is not a whole number from 0 to 1000000000" ]
+	run --separate-stderr "$HEAPCTL" report "$T/p.heap" "$T/p.heap"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "heapctl: one profile at a time"*"--series for a trend" ]]
+	# every option of the table is in the help, and in heapctl(1)
+	run "$HEAPCTL" help report
+	for o in inuse_space inuse_objects alloc_space alloc_objects base thread focus ignore drop keep_wrappers \
+	    series top cum lines bytes collapsed svg pprof symbolize text sysroot; do
+		[[ "$output" == *"--$o"* ]] || { echo "help report lacks --$o"; return 1; }
+		man -l "$BATS_TEST_DIRNAME/../../man/heapctl.1" 2>/dev/null | grep -q -- "--${o//_/.}" ||
+			{ echo "heapctl(1) lacks --$o"; return 1; }
+	done
+}
