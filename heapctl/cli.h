@@ -6,6 +6,7 @@
 #ifndef HC_CLI_H
 #define HC_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -116,6 +117,39 @@ int cmd_reset(cli_args_t *a);
 int cmd_watch(cli_args_t *a);
 int cmd_attach(cli_args_t *a);
 int cmd_report(cli_args_t *a);            /* loads the report engine (below) */
+
+/* opts.c: a command's options, one table for the parser and the help.
+ * The table ends with an entry of all NULLs; an entry with no name but a
+ * help is a heading; one with no help another name of the one before. */
+typedef struct cli_opt_s {
+	const char *name;          /* the long name, without "--"              */
+	int id;                    /* what the scan returns (> 1); a printable
+	                            * character is the short option as well    */
+	const char *arg;           /* the value's name, NULL: takes none        */
+	const char *help;
+} cli_opt_t;
+
+enum { CLI_OPERAND = 1 };
+typedef struct cli_scan_s {
+	const char *cmd;
+	int argc;
+	char **argv;
+	struct option *lo;
+	char (*names)[48];
+	char shorts[96];
+} cli_scan_t;
+
+/* getopt_long over a's arguments and the table.  in_order: options first,
+ * the rest (cli_scan_rest) left as it is.  cli_scan_next gives an option's
+ * id (its value in *val), CLI_OPERAND (in *val), 0 at the end, or -code
+ * after one line on stderr.  Returns 0 or an exit code. */
+int cli_scan_begin(cli_scan_t *s, const cli_args_t *a, const char *cmd, const cli_opt_t *opts, bool in_order);
+int cli_scan_next(cli_scan_t *s, const char **val);
+char **cli_scan_rest(cli_scan_t *s, int *n);
+void cli_scan_end(cli_scan_t *s);
+void cli_opts_help(FILE *f, const cli_opt_t *opts);
+bool cli_opts_takes_value(const cli_opt_t *opts, const char *arg);   /* "--name" or "-c" */
+extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], systemd_opts[];
 
 /* The report engine (heapctl/report/) is libheapctl-report.so, loaded by
  * `heapctl report` alone, so that the control commands need neither libdw

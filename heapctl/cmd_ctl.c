@@ -124,28 +124,34 @@ static int on_off(cli_args_t *a, bool on)
 int cmd_on(cli_args_t *a) { return on_off(a, true); }
 int cmd_off(cli_args_t *a) { return on_off(a, false); }
 
+const cli_opt_t reset_opts[] = {
+	{ "lg-sample", 256, "N", "and sample every 2^N bytes on average from now on" },
+	{ 0 },
+};
+
 int cmd_reset(cli_args_t *a)
 {
 	hc_shm_req_t req = { .cmd = HC_CMD_RESET, .arg = -1 };
-	for (int i = 0; i < a->argc; i++) {
-		const char *s = a->argv[i], *v = NULL;
-		if (!strcmp(s, "--lg-sample")) {
-			if (i + 1 >= a->argc)
-				return cli_err(HC_EXIT_USAGE, "reset: --lg-sample needs a value");
-			v = a->argv[++i];
-		} else if (!strncmp(s, "--lg-sample=", 12)) {
-			v = s + 12;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "reset: unexpected argument '%s'", s);
-		}
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "reset", reset_opts, false);
+	const char *v;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
 		hc_shm_value_t val;
 		char why[256];
-		if (!hc_shm_setting_parse(hc_shm_setting_find("prof.lg_sample"), v, &val, why, sizeof why))
-			return cli_err(HC_EXIT_USAGE, "reset: --lg-sample: %s", why);
-		req.arg = (int)val.u;
+		if (id == CLI_OPERAND)
+			code = cli_err(HC_EXIT_USAGE, "reset: unexpected argument '%s'", v);
+		else if (id < 0)
+			code = -id;
+		else if (!hc_shm_setting_parse(hc_shm_setting_find("prof.lg_sample"), v, &val, why, sizeof why))
+			code = cli_err(HC_EXIT_USAGE, "reset: --lg-sample: %s", why);
+		else
+			req.arg = (int)val.u;
 	}
+	cli_scan_end(&sc);
+	if (code)
+		return code;
 	hc_shm_target_t t;
-	int code = cli_target(a, &t);
+	code = cli_target(a, &t);
 	if (code)
 		return code;
 	hc_shm_rep_t rep;

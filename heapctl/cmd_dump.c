@@ -160,29 +160,34 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	return code;
 }
 
+enum { D_PEAK = 256, D_FETCH, D_PREFIX };
+const cli_opt_t dump_opts[] = {
+	{ "prefix", D_PREFIX, "P", "write the dump as P.<pid>.<seq>.m<n>.heap (the target writes it)" },
+	{ "output", 'o', "FILE", "write it to FILE (- standard output), fetched by heapctl" },
+	{ "fetch", D_FETCH, NULL, "fetch it into the current directory (a target that cannot write "
+	  "where you can read)" },
+	{ "peak", D_PEAK, NULL, "the samples of the high-water mark (prof.peak) instead of now" },
+	{ 0 },
+};
+
 static int parse(cli_args_t *a, dump_opts_t *o)
 {
-	for (int i = 0; i < a->argc; i++) {
-		const char *s = a->argv[i];
-		if (!strcmp(s, "--peak")) {
-			o->peak = true;
-		} else if (!strcmp(s, "--fetch")) {
-			o->fetch = true;
-		} else if (!strcmp(s, "--prefix") || !strcmp(s, "-o") || !strcmp(s, "--output")) {
-			if (i + 1 >= a->argc)
-				return cli_err(HC_EXIT_USAGE, "dump: %s needs a value", s);
-			if (strcmp(s, "--prefix") != 0)
-				o->file = a->argv[++i];
-			else
-				o->prefix = a->argv[++i];
-		} else if (!strncmp(s, "--prefix=", 9)) {
-			o->prefix = s + 9;
-		} else if (!strncmp(s, "--output=", 9)) {
-			o->file = s + 9;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "dump: unexpected argument '%s'", s);
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "dump", dump_opts, false);
+	const char *v;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
+		switch (id) {
+		case D_PEAK: o->peak = true; break;
+		case D_FETCH: o->fetch = true; break;
+		case D_PREFIX: o->prefix = v; break;
+		case 'o': o->file = v; break;
+		case CLI_OPERAND: code = cli_err(HC_EXIT_USAGE, "dump: unexpected argument '%s'", v); break;
+		default: code = -id;
 		}
 	}
+	cli_scan_end(&sc);
+	if (code)
+		return code;
 	if (o->prefix && o->file)
 		return cli_err(HC_EXIT_USAGE, "dump: give --prefix or -o, not both");
 	/* paths below are used with a tail appended by the target: keep room */

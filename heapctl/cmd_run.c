@@ -44,32 +44,43 @@ char *cli_preload_with(const char *lib, const char *old)
 	return v;
 }
 
+enum { R_OFF = 256, R_SECURE, R_CONF };
+const cli_opt_t run_opts[] = {
+	{ "conf", R_CONF, "CONF", "settings added to HEAPCTL_CONF, checked by the library before CMD starts" },
+	{ "off", R_OFF, NULL, "profiling compiled in but off (heapctl on PID later)" },
+	{ "secure", R_SECURE, NULL, "libheapctl-secure.so, with the allocator's misuse checks" },
+	{ 0 },
+};
+
 int cmd_run(cli_args_t *a)
 {
 	const char *conf = NULL;
 	bool off = false, secure = false;
-	int i = 0;
-	for (; i < a->argc && a->argv[i][0] == '-'; i++) {
-		const char *s = a->argv[i];
-		if (!strcmp(s, "--off")) {
-			off = true;
-		} else if (!strcmp(s, "--secure")) {
-			secure = true;
-		} else if (!strcmp(s, "--conf") && i + 1 < a->argc) {
-			conf = a->argv[++i];
-		} else if (!strncmp(s, "--conf=", 7)) {
-			conf = s + 7;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "run: unknown option '%s' (the command goes after --)", s);
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "run", run_opts, true);
+	const char *v;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
+		switch (id) {
+		case R_OFF: off = true; break;
+		case R_SECURE: secure = true; break;
+		case R_CONF: conf = v; break;
+		default: code = -id;
 		}
 	}
-	if (i >= a->argc)
-		return cli_err(HC_EXIT_USAGE, "run: say which program to run: heapctl run [--conf CONF] -- CMD [ARGS...]");
-	if (a->pid)
-		return cli_err(HC_EXIT_USAGE, "run: starts a program; it takes no PID (put the command after --)");
-	char **cmd = a->argv + i;
+	int ncmd = 0;
+	char **cmd = code ? NULL : cli_scan_rest(&sc, &ncmd);
+	if (code == 0 && ncmd == 0)
+		code = cli_err(HC_EXIT_USAGE, "run: say which program to run: heapctl run [--conf CONF] -- CMD [ARGS...]");
+	if (code == 0 && a->pid)
+		code = cli_err(HC_EXIT_USAGE, "run: starts a program; it takes no PID (put the command after --)");
+	/* the command stays in a's arguments; the scan's copy goes */
+	if (cmd)
+		cmd = a->argv + (a->argc - ncmd);
+	cli_scan_end(&sc);
+	if (code)
+		return code;
 	char lib[PATH_MAX];
-	int code = cli_find_library(secure ? "libheapctl-secure.so" : "libheapctl.so", lib, sizeof lib);
+	code = cli_find_library(secure ? "libheapctl-secure.so" : "libheapctl.so", lib, sizeof lib);
 	if (code)
 		return code;
 

@@ -1074,6 +1074,18 @@ int cli_doctor_unit(cli_args_t *a, const char *name)
 
 /* ---- the command ------------------------------------------------------------------------------ */
 
+enum { SD_OFF = 256, SD_SECURE, SD_CONF, SD_DUMP_DIR, SD_USER, SD_RESTART };
+const cli_opt_t systemd_opts[] = {
+	{ "conf", SD_CONF, "CONF", "enable: settings for the library (HEAPCTL_CONF), checked before "
+	  "anything is written" },
+	{ "dump-dir", SD_DUMP_DIR, "DIR", "enable: where dumps go (made writable for the unit)" },
+	{ "off", SD_OFF, NULL, "enable: profiling compiled in but off (heapctl on PID later)" },
+	{ "secure", SD_SECURE, NULL, "enable: libheapctl-secure.so, with the allocator's misuse checks" },
+	{ "user", SD_USER, NULL, "a user unit (systemctl --user)" },
+	{ "restart", SD_RESTART, NULL, "restart the unit, and check the new process carries the library" },
+	{ 0 },
+};
+
 int cmd_systemd(cli_args_t *a)
 {
 	if (a->argc == 0)
@@ -1082,42 +1094,46 @@ int cmd_systemd(cli_args_t *a)
 	plan_t pl = { 0 };
 	bool user = false, restart_it = false;
 	const char *unit = NULL;
-	for (int i = 1; i < a->argc; i++) {
-		const char *s = a->argv[i];
-		const char *val = NULL;
-		if (!strcmp(s, "--user")) {
-			user = true;
-		} else if (!strcmp(s, "--restart")) {
-			restart_it = true;
-		} else if (!strcmp(s, "--off")) {
-			pl.off = true;
-		} else if (!strcmp(s, "--secure")) {
-			pl.secure = true;
-		} else if ((!strcmp(s, "--conf") || !strcmp(s, "--dump-dir")) && i + 1 < a->argc) {
-			val = a->argv[++i];
-		} else if (!strncmp(s, "--conf=", 7) || !strncmp(s, "--dump-dir=", 11)) {
-			val = strchr(s, '=') + 1;
-		} else if (s[0] == '-') {
-			return cli_err(HC_EXIT_USAGE, "systemd %s: unknown option '%s'", verb, s);
-		} else if (unit == NULL) {
-			unit = s;
-			continue;
-		} else {
-			return cli_err(HC_EXIT_USAGE, "systemd %s: one unit at a time ('%s')", verb, s);
-		}
-		if (val && !strncmp(s, "--conf", 6)) {
+	cli_args_t rest = *a;            /* after the verb */
+	rest.argc--;
+	rest.argv++;
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, &rest, "systemd", systemd_opts, false);
+	const char *val;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &val)) != 0;) {
+		switch (id) {
+		case SD_USER: user = true; break;
+		case SD_RESTART: restart_it = true; break;
+		case SD_OFF: pl.off = true; break;
+		case SD_SECURE: pl.secure = true; break;
+		case SD_CONF:
 			if (strlen(val) >= sizeof pl.conf)
-				return cli_err(HC_EXIT_USAGE, "systemd: --conf is too long");
-			snprintf(pl.conf, sizeof pl.conf, "%s", val);
-		} else if (val) {
-			if (strlen(val) >= sizeof pl.dump_dir)
-				return cli_err(HC_EXIT_USAGE, "systemd: --dump-dir is too long");
+				code = cli_err(HC_EXIT_USAGE, "systemd: --conf is too long");
+			else
+				snprintf(pl.conf, sizeof pl.conf, "%s", val);
+			break;
+		case SD_DUMP_DIR:
+			if (strlen(val) >= sizeof pl.dump_dir) {
+				code = cli_err(HC_EXIT_USAGE, "systemd: --dump-dir is too long");
+				break;
+			}
 			snprintf(pl.dump_dir, sizeof pl.dump_dir, "%s", val);
-			size_t l = strlen(pl.dump_dir);
-			while (l > 1 && pl.dump_dir[l - 1] == '/')
+			for (size_t l = strlen(pl.dump_dir); l > 1 && pl.dump_dir[l - 1] == '/';)
 				pl.dump_dir[--l] = 0;
+			break;
+		case CLI_OPERAND:
+			if (unit == NULL)
+				unit = val;
+			else
+				code = cli_err(HC_EXIT_USAGE, "systemd %s: one unit at a time ('%s')", verb, val);
+			break;
+		default:
+			code = -id;
 		}
 	}
+	cli_scan_end(&sc);
+	if (code)
+		return code;
 	bool is_enable = !strcmp(verb, "enable"), is_disable = !strcmp(verb, "disable");
 	if (!strcmp(verb, "status")) {
 		if (unit)
@@ -1131,7 +1147,7 @@ int cmd_systemd(cli_args_t *a)
 	if (is_disable && (pl.conf[0] || pl.dump_dir[0] || pl.off || pl.secure))
 		return cli_err(HC_EXIT_USAGE, "systemd disable: takes only UNIT, --user and --restart");
 	unit_t u;
-	int code = unit_load(&u, unit, user);
+	code = unit_load(&u, unit, user);
 	if (code == 0)
 		code = is_enable ? do_enable(a, &u, &pl, restart_it) : do_disable(a, &u, restart_it);
 	free(u.show);

@@ -133,24 +133,34 @@ static void print_missed(const cli_args_t *a, int pid, uint64_t n)
 		printf("missed %llu event%s\n", (unsigned long long)n, n == 1 ? "" : "s");
 }
 
+const cli_opt_t watch_opts[] = {
+	{ "count", 256, "N", "stop after N events" },
+	{ 0 },
+};
+
 int cmd_watch(cli_args_t *a)
 {
 	long count = 0;
-	for (int i = 0; i < a->argc; i++) {
-		const char *s = a->argv[i], *v = NULL;
-		if (!strcmp(s, "--count") && i + 1 < a->argc)
-			v = a->argv[++i];
-		else if (!strncmp(s, "--count=", 8))
-			v = s + 8;
-		else
-			return cli_err(HC_EXIT_USAGE, "watch: unexpected argument '%s'", s);
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "watch", watch_opts, false);
+	const char *v;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
 		char *end;
-		count = strtol(v, &end, 10);
-		if (*v == 0 || *end || count <= 0)
-			return cli_err(HC_EXIT_USAGE, "watch: --count '%s' is not a positive number", v);
+		if (id == CLI_OPERAND) {
+			code = cli_err(HC_EXIT_USAGE, "watch: unexpected argument '%s'", v);
+		} else if (id < 0) {
+			code = -id;
+		} else {
+			count = strtol(v, &end, 10);
+			if (*v == 0 || *end || count <= 0)
+				code = cli_err(HC_EXIT_USAGE, "watch: --count '%s' is not a positive number", v);
+		}
 	}
+	cli_scan_end(&sc);
+	if (code)
+		return code;
 	hc_shm_target_t t;
-	int code = cli_target(a, &t);
+	code = cli_target(a, &t);
 	if (code)
 		return code;
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;

@@ -24,37 +24,34 @@
 
 static int cmd_help(cli_args_t *a);
 
-/* valopts: the command's own options that take a value (so their value is
- * not mistaken for the PID). */
+/* Each command and its options' table (cli_opt_t, next to the command;
+ * report's is in the engine): the parser's and the help's. */
 static const struct {
 	cli_cmd_t c;
-	const char *valopts;
+	const cli_opt_t *opts;
 } commands[] = {
-	{ { "list", cmd_list, "[--json]", "list the processes running libheapctl.so", true }, "" },
-	{ { "status", cmd_status, "[PID] [--json]", "show one process's settings and counters", true }, "" },
-	{ { "set", cmd_set, "[PID] NAME=VALUE...", "change settings (see 'heapctl help set')", true }, "" },
-	{ { "on", cmd_on, "[PID]", "start sampling (prof.active=true)", true }, "" },
-	{ { "off", cmd_off, "[PID]", "stop sampling (prof.active=false)", true }, "" },
+	{ { "list", cmd_list, "[--json]", "list the processes running libheapctl.so", true }, NULL },
+	{ { "status", cmd_status, "[PID] [--json]", "show one process's settings and counters", true }, NULL },
+	{ { "set", cmd_set, "[PID] NAME=VALUE...", "change settings (see 'heapctl help set')", true }, NULL },
+	{ { "on", cmd_on, "[PID]", "start sampling (prof.active=true)", true }, NULL },
+	{ { "off", cmd_off, "[PID]", "stop sampling (prof.active=false)", true }, NULL },
 	{ { "dump", cmd_dump, "[PID] [--prefix P | -o FILE | --fetch] [--peak] [--json]",
-	    "write a heap profile now and print a path you can open", true }, " --prefix -o --output " },
+	    "write a heap profile now and print a path you can open", true }, dump_opts },
 	{ { "reset", cmd_reset, "[PID] [--lg-sample N]", "forget all samples (optionally change the rate)", true },
-	  " --lg-sample " },
+	  reset_opts },
 	{ { "watch", cmd_watch, "[PID] [--json] [--count N]",
-	    "print events (high-water, dumps, settings) as they happen", true }, " --count " },
-	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, "" },
+	    "print events (high-water, dumps, settings) as they happen", true }, watch_opts },
+	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, NULL },
 	{ { "report", cmd_report,
 	    "PROFILE [--base PROFILE] [OPTIONS] | --series PROFILE...|PREFIX [OPTIONS]",
-	    "symbolized top, flame graph or pprof file of a heap profile; trends over a series", false },
-	  " --base --top --thread --focus --ignore --svg --pprof --sysroot -o --output --drop --drop-frames "
-	  "--drop_frames " },
+	    "symbolized top, flame graph or pprof file of a heap profile; trends over a series", false }, NULL },
 	{ { "run", cmd_run, "[--conf CONF] [--off] [--secure] -- CMD [ARGS...]",
-	    "start a program under libheapctl.so, sampling from the start", false }, " --conf " },
+	    "start a program under libheapctl.so, sampling from the start", false }, run_opts },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
-	    "run a service under the library: one drop-in that fits its hardening", false },
-	  " --conf --dump-dir " },
+	    "run a service under the library: one drop-in that fits its hardening", false }, systemd_opts },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
-	    "why a process is not in 'list' or refuses commands, and the fix", false }, "" },
-	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, "" },
+	    "why a process is not in 'list' or refuses commands, and the fix", false }, NULL },
+	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, NULL },
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -129,6 +126,11 @@ int cmd_report(cli_args_t *a)
 static void usage_of(FILE *f, const cli_cmd_t *c)
 {
 	fprintf(f, "usage: heapctl %s %s\n  %s\n", c->name, c->usage, c->help);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (commands[i].c.run == c->run && commands[i].opts) {
+			fputs("\noptions:\n", f);
+			cli_opts_help(f, commands[i].opts);
+		}
 	if (strcmp(c->name, "set") == 0) {
 		fprintf(f, "\nsettings (names as jemalloc's mallctls):\n");
 		for (unsigned i = 0; i < HC_NSETTINGS; i++)
@@ -140,11 +142,10 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 	if (strcmp(c->name, "systemd") == 0)
 		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart]\n"
 		    "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
-		    "      from the start (--off: not), CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps\n"
-		    "      in /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
+		    "      from the start, CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps in\n"
+		    "      /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
 		    "      forbids executing the library; refuses, with the fix, where the preload\n"
-		    "      cannot work; --restart restarts it and checks the new process; --secure\n"
-		    "      preloads libheapctl-secure.so (with the allocator's misuse checks)\n"
+		    "      cannot work\n"
 		    "  disable UNIT [--user] [--restart]\n"
 		    "      remove exactly what enable wrote\n"
 		    "  status [--user] [--json]\n"
@@ -374,11 +375,10 @@ int cli_dispatch(int argc, char **argv, int attach_pid)
 					code = parse_timeout(val, &a.timeout_ns);
 				continue;
 			}
-			/* the command's own option; keep its value with it */
+			/* the command's own option; keep its value with it (a
+			 * value is not the PID) */
 			rest[a.argc++] = argv[i];
-			char key[48];
-			snprintf(key, sizeof key, " %s ", s);
-			if (strstr(commands[ci].valopts, key) && i + 1 < argc)
+			if (commands[ci].opts && cli_opts_takes_value(commands[ci].opts, s) && i + 1 < argc)
 				rest[a.argc++] = argv[++i];
 			continue;
 		}

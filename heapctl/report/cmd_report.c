@@ -784,14 +784,7 @@ enum {
 	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT,
 };
 
-typedef struct ropt_s {
-	const char *name;        /* NULL: a heading (help) */
-	int id;
-	const char *arg;         /* NULL: no value */
-	const char *help;
-} ropt_t;
-
-static const ropt_t report_opts[] = {
+static const cli_opt_t report_opts[] = {
 	{ NULL, 0, NULL, "what to count (one; default --inuse_space):" },
 	{ "inuse_space", O_INUSE_SPACE, NULL, "bytes in use" },
 	{ "inuse_objects", O_INUSE_OBJECTS, NULL, "objects in use" },
@@ -805,7 +798,7 @@ static const ropt_t report_opts[] = {
 	{ "drop", O_DROP, "RE", "frames whose function matches RE are allocator frames: the site is "
 	  "their caller (pprof's -drop_frames; also --drop_frames)" },
 	{ "drop_frames", O_DROP, "RE", NULL },
-	{ "keep_wrappers", O_KEEP, NULL, "show the common allocation wrappers as sites (by default zmalloc, "
+	{ "keep-wrappers", O_KEEP, NULL, "show the common allocation wrappers as sites (by default zmalloc, "
 	  "palloc, g_malloc, xmalloc, PyMem_Malloc, strdup and their kin count as the allocator)" },
 	{ "series", O_SERIES, NULL, "PROFILE... (or a PREFIX of their names, or a directory): how each "
 	  "site changed from dump to dump: first, last, growth, intervals it grew and shrank; sites that "
@@ -821,53 +814,19 @@ static const ropt_t report_opts[] = {
 	{ "pprof", O_PPROF, "FILE", "write a gzipped pprof profile (go tool pprof, Pyroscope)" },
 	{ "symbolize", O_SYMBOLIZE, NULL, "with -o FILE: write PROFILE with its function names in it "
 	  "(jeprof's '--- symbol' format): jeprof and heapctl read FILE on a machine without the binaries" },
-	{ "output", O_OUT, "FILE", "the file --symbolize writes (also -o FILE)" },
+	{ "output", O_OUT, "FILE", "the file --symbolize writes" },
 	{ "text", O_TEXT, NULL, "the text view as well as --svg/--pprof/--symbolize" },
 	{ NULL, 0, NULL, "binaries:" },
 	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
+	{ 0 },
 };
-#define NROPTS (sizeof report_opts / sizeof report_opts[0])
 
 /* `heapctl help report`'s option list (heapctl calls it through the engine). */
 __attribute__((visibility("default"))) void hc_report_help(FILE *f);
 
 void hc_report_help(FILE *f)
 {
-	for (size_t i = 0; i < NROPTS; i++) {
-		const ropt_t *r = &report_opts[i];
-		if (r->name == NULL) {
-			fprintf(f, "%s%s\n", i ? "\n" : "", r->help);
-			continue;
-		}
-		if (r->help == NULL)
-			continue;                    /* another name of the one above */
-		char head[64];
-		snprintf(head, sizeof head, "--%s%s%s", r->name, r->arg ? " " : "", r->arg ? r->arg : "");
-		/* the text wrapped at 78 columns, under a 20-column head */
-		fprintf(f, "  %-18s", head);
-		int col = 20;
-		if (strlen(head) > 17) {
-			fputs("\n", f);
-			fprintf(f, "%20s", "");
-		}
-		const char *w = r->help;
-		while (*w) {
-			size_t n = strcspn(w, " ");
-			if (col > 20 && col + 1 + (int)n > 78) {
-				fprintf(f, "\n%20s", "");
-				col = 20;
-			} else if (col > 20) {
-				fputc(' ', f);
-				col++;
-			}
-			fwrite(w, 1, n, f);
-			col += (int)n;
-			w += n;
-			while (*w == ' ')
-				w++;
-		}
-		fputc('\n', f);
-	}
+	cli_opts_help(f, report_opts);
 	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files)\n"
 	    "  (FILE - is standard output)\n", f);
 }
@@ -877,39 +836,15 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	*o = (ropts_t){ .type = RP_INUSE_SPACE, .top = 50 };
 	int ntypes = 0, rc = 0;
 	size_t fcap = 0;
-	/* getopt_long's table: each name, and its "-" spelling */
-	struct option lo[2 * NROPTS + 1];
-	char names[NROPTS][32];
-	size_t nl = 0;
-	for (size_t i = 0; i < NROPTS; i++) {
-		const ropt_t *r = &report_opts[i];
-		if (r->name == NULL)
-			continue;
-		int has = r->arg ? required_argument : no_argument;
-		lo[nl++] = (struct option){ r->name, has, NULL, r->id };
-		if (strchr(r->name, '_')) {
-			snprintf(names[i], sizeof names[i], "%s", r->name);
-			for (char *c = names[i]; *c; c++)
-				if (*c == '_')
-					*c = '-';
-			lo[nl++] = (struct option){ names[i], has, NULL, r->id };
-		}
-	}
-	lo[nl] = (struct option){ 0 };
-	char **argv = rp_alloc(sizeof(char *) * ((size_t)a->argc + 2));
-	argv[0] = (char *)"report";
-	memcpy(argv + 1, a->argv, sizeof(char *) * (size_t)a->argc);
-	int argc = a->argc + 1, c;
-	optind = 0;                      /* a fresh scan (attach runs several) */
-	opterr = 0;
 	const char **pos = rp_alloc(sizeof(char *) * ((size_t)a->argc + 1));
 	size_t npos = 0;
 	long n;
-	/* "-": options and profiles in any order; "-" alone is a profile */
-	while (rc == 0 && (c = getopt_long(argc, argv, "-:o:", lo, NULL)) != -1) {
-		const char *v = optarg;
+	cli_scan_t sc;
+	rc = cli_scan_begin(&sc, a, "report", report_opts, false);
+	const char *v;
+	for (int c; rc == 0 && (c = cli_scan_next(&sc, &v)) != 0;) {
 		switch (c) {
-		case 1: pos[npos++] = v; break;
+		case CLI_OPERAND: pos[npos++] = v; break;
 		case O_INUSE_SPACE: o->type = RP_INUSE_SPACE, ntypes++; break;
 		case O_INUSE_OBJECTS: o->type = RP_INUSE_OBJECTS, ntypes++; break;
 		case O_ALLOC_SPACE: o->type = RP_ALLOC_SPACE, ntypes++; break;
@@ -945,17 +880,15 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 			break;
 		case O_DROP:
 			if (o->ndrop == 8)
-				return cli_err(HC_EXIT_USAGE, "--drop: 8 at most (join them with |)");
-			if (!(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
+				rc = cli_err(HC_EXIT_USAGE, "--drop: 8 at most (join them with |)");
+			else if (!(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
 				o->ndrop++;
 			break;
-		case ':':
-			return cli_err(HC_EXIT_USAGE, "%s needs a value", argv[optind - 1]);
 		default:
-			return cli_err(HC_EXIT_USAGE, "report: unknown option '%s' (try 'heapctl help report')",
-			               argv[optind - 1]);
+			rc = -c;
 		}
 	}
+	cli_scan_end(&sc);
 	if (rc)
 		return rc;
 	if (o->series) {

@@ -271,7 +271,7 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	[ "$output" = "heapctl: dump: give --prefix or -o, not both" ]
 	run "$HEAPCTL" dump "$TPID" --bogus
 	[ "$status" -eq 2 ]
-	[ "$output" = "heapctl: dump: unexpected argument '--bogus'" ]
+	[ "$output" = "heapctl: dump: unknown option '--bogus' (try 'heapctl help dump')" ]
 }
 
 @test "dump: relative -o and --prefix are resolved against heapctl's directory, not the target's" {
@@ -581,7 +581,7 @@ assert last["type"] == "config" and last["value"] == "10" and last["previous"] =
 	[ "$output" = "heapctl: watch: --count '0' is not a positive number" ]
 	run "$HEAPCTL" watch "$TPID" --count
 	[ "$status" -eq 2 ]
-	[ "$output" = "heapctl: watch: unexpected argument '--count'" ]
+	[ "$output" = "heapctl: watch: --count needs a value" ]
 }
 
 # ---- attach -------------------------------------------------------------------------

@@ -103,7 +103,9 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	"$HEAPCTL" dump "$TPID" -o "$T/c.heap" >"$T/c.out" 2>"$T/c.err" &
 	c=$!
 	track "$c"
-	sleep 0.3
+	# until the client is waiting for the answer (a loaded machine takes
+	# longer to get there)
+	sleep 1
 	kill -KILL "$TPID"
 	t0=$(now_ms)
 	wait_status "$c"
