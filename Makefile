@@ -133,7 +133,8 @@ REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
 
-ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o
+ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
+                   $(BUILD)/cli/heapctl/opts.o
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \
