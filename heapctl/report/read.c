@@ -129,8 +129,16 @@ static const char **istr;
 static size_t istr_cap;
 static rp_index_t iix;
 
+static unsigned generation;
+
+unsigned rp_generation(void)
+{
+	return generation;
+}
+
 void rp_reset(void)
 {
+	generation++;
 	while (blocks) {
 		blk_t *b = blocks;
 		blocks = b->next;

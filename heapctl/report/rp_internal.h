@@ -13,6 +13,7 @@
 void *rp_alloc(size_t n);                       /* zeroed */
 void rp_free(void *p);                          /* one block, early */
 void rp_reset(void);                            /* every block, interned strings too */
+unsigned rp_generation(void);                   /* how many rp_reset()s so far */
 void *rp_grow(void *p, size_t *cap, size_t need, size_t elem);
 char *rp_strdup(const char *s);
 const char *rp_intern(const char *s);           /* same string, same pointer:

@@ -89,6 +89,7 @@ static double now_s(void)
 
 static const char *debug_root;   /* <sysroot>/usr/lib/debug */
 static int open_object(const char *file);
+static void inflated(const int *fds, int *out, size_t n);
 
 /* DEBUG_ROOT/.build-id/xx/yyyy.debug, opened; -1 when there is none. */
 static int by_build_id(Dwfl_Module *mod, char **name)
@@ -173,7 +174,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file, debuglink, crc, name);
 	if (fd >= 0) {
 		int copy;
-		rp_inflated_copies(&fd, &copy, 1);
+		inflated(&fd, &copy, 1);
 		if (copy >= 0) {
 			close(fd);
 			fd = copy;
@@ -669,6 +670,65 @@ static bool has_dwarf(Dwfl_Module *mod)
 	return false;
 }
 
+/* Inflated copies already made in this process, by the file they copy: a
+ * series of dumps of one program reads the same debug files again, and
+ * shares one copy (and its memory) by dup. */
+typedef struct copy_s {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	int fd;
+} copy_t;
+static copy_t copies[64];
+static size_t ncopies;
+
+static copy_t *copy_of(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return NULL;
+	for (size_t i = 0; i < ncopies; i++)
+		if (copies[i].dev == st.st_dev && copies[i].ino == st.st_ino && copies[i].size == st.st_size &&
+		    copies[i].mtime.tv_sec == st.st_mtim.tv_sec && copies[i].mtime.tv_nsec == st.st_mtim.tv_nsec)
+			return &copies[i];
+	return NULL;
+}
+
+static void copy_keep(int fd, int copy)
+{
+	struct stat st;
+	int d;
+	if (ncopies == sizeof copies / sizeof copies[0] || fstat(fd, &st) != 0 || (d = dup(copy)) < 0)
+		return;
+	copies[ncopies++] = (copy_t){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, d };
+}
+
+/* For each fds[i] (or -1), its inflated copy in out[i] (or -1): made once
+ * per file, all the new ones together. */
+static void inflated(const int *fds, int *out, size_t n)
+{
+	int *todo = rp_alloc(sizeof(int) * (n + 1));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		copy_t *c = fds[i] >= 0 ? copy_of(fds[i]) : NULL;
+		out[i] = c ? dup(c->fd) : -1;
+		todo[i] = c || fds[i] < 0 ? -1 : fds[i];
+		k += todo[i] >= 0;
+	}
+	if (k) {
+		int *made = rp_alloc(sizeof(int) * (n + 1));
+		rp_inflated_copies(todo, made, n);
+		for (size_t i = 0; i < n; i++)
+			if (todo[i] >= 0 && made[i] >= 0) {
+				copy_keep(todo[i], made[i]);
+				out[i] = made[i];
+			}
+		rp_free(made);
+	}
+	rp_free(todo);
+}
+
 /* The separate debug files of the modules that addresses fall in, found
  * and inflated all together, so that two threads share out every file's
  * sections at once rather than one file after the other. */
@@ -691,8 +751,10 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 		}
 		n += fd[j] >= 0;
 	}
+	for (size_t j = 0; j < nobj; j++)
+		out[j] = -1;
 	if (n)
-		rp_inflated_copies(fd, out, nobj);
+		inflated(fd, out, nobj);
 	for (size_t j = 0; j < nobj; j++) {
 		if (fd[j] < 0)
 			continue;
@@ -704,6 +766,32 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 			free(name[j]);    /* found again, and read as it is, when needed */
 		}
 	}
+}
+
+/* The modules of the last profile symbolized.  The next one with the very
+ * same mappings (a series of one process's dumps) uses them again: the same
+ * Dwfl, symbol tables and debug files, not one more of each per dump. */
+static struct {
+	Dwfl *dwfl;
+	unsigned gen;              /* rp_generation() when made */
+	const char *root;
+	rp_map_t *maps;
+	size_t nmaps, nobj;
+	object_t *obj;
+	int *obj_of_map;
+} last;
+
+static bool same_maps(const rp_profile_t *p, const char *root)
+{
+	if (last.dwfl == NULL || last.gen != rp_generation() || last.nmaps != p->nmaps ||
+	    strcmp(last.root, root ? root : "") != 0)
+		return false;
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const rp_map_t *a = &last.maps[i], *b = &p->maps[i];
+		if (a->start != b->start || a->limit != b->limit || a->offset != b->offset || a->path != b->path)
+			return false;
+	}
+	return true;
 }
 
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
@@ -720,15 +808,23 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 			setenv("DEBUGINFOD_RETRY_LIMIT", "0", 1);    /* its default: two more tries */
 	}
 	missing = NULL;
+	object_t *obj;
+	size_t nobj = 0;
+	int *obj_of_map;
+	if (same_maps(p, root)) {
+		obj = last.obj;
+		nobj = last.nobj;
+		obj_of_map = last.obj_of_map;
+		goto named;
+	}
 	Dwfl *dwfl = dwfl_begin(&callbacks);
 	if (dwfl == NULL) {
 		snprintf(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
 		return -1;
 	}
 	/* one module per distinct file */
-	object_t *obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
-	size_t nobj = 0;
-	int *obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
+	obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
+	obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
 	dwfl_report_begin(dwfl);
 	for (size_t i = 0; i < p->nmaps; i++) {
 		rp_map_t *m = &p->maps[i];
@@ -770,7 +866,17 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 			used[obj_of_map[m]] = true;
 	}
 	prepare_debug(obj, nobj, used);
-
+	last.dwfl = dwfl;
+	last.gen = rp_generation();
+	last.root = rp_strdup(root ? root : "");
+	last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
+	if (p->nmaps)
+		memcpy(last.maps, p->maps, sizeof *last.maps * p->nmaps);
+	last.nmaps = p->nmaps;
+	last.obj = obj;
+	last.nobj = nobj;
+	last.obj_of_map = obj_of_map;
+named:
 	for (size_t i = 0; i < p->nmaps; i++) {
 		Dwfl_Module *mod = obj[obj_of_map[i]].mod;
 		if (mod)
