@@ -160,8 +160,9 @@ extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], syst
 #define HC_REPORT_HELP  "hc_report_help"      /* void (FILE *): its options' help */
 typedef int hc_report_main_fn(cli_args_t *a);
 /* A file installed with heapctl: next to it (the build tree) or in
- * ../lib; 0 with its real path in out, or an exit code after one line. */
-int cli_find_installed(const char *name, char *out, size_t len);
+ * ../lib; 0 with its real path in out, or an exit code (after one line
+ * unless quiet). */
+int cli_find_installed(const char *name, char *out, size_t len, bool quiet);
 int cmd_run(cli_args_t *a);
 int cmd_systemd(cli_args_t *a);
 int cmd_doctor(cli_args_t *a);

@@ -10,11 +10,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -83,22 +81,8 @@ static void *report_engine(bool quiet)
 	if (h)
 		return h;
 	char path[4096];
-	if (quiet) {
-		int e = dup(2), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-		if (null >= 0)
-			dup2(null, 2);
-		int rc = cli_find_installed(HC_REPORT_LIB, path, sizeof path);
-		if (e >= 0) {
-			dup2(e, 2);
-			close(e);
-		}
-		if (null >= 0)
-			close(null);
-		if (rc)
-			return NULL;
-	} else if (cli_find_installed(HC_REPORT_LIB, path, sizeof path) != 0) {
+	if (cli_find_installed(HC_REPORT_LIB, path, sizeof path, quiet) != 0)
 		return NULL;
-	}
 	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL && !quiet)
 		cli_err(HC_EXIT_FAILED, "cannot load the report engine %s: %s", path, dlerror());

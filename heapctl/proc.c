@@ -59,15 +59,16 @@ int cli_find_library(const char *name, char *out, size_t len)
 			return cli_err(HC_EXIT_USAGE, "HEAPCTL_LIB=%s: %s", env, strerror(errno));
 		return 0;
 	}
-	return cli_find_installed(name, out, len);
+	return cli_find_installed(name, out, len, false);
 }
 
-int cli_find_installed(const char *name, char *out, size_t len)
+int cli_find_installed(const char *name, char *out, size_t len, bool quiet)
 {
 	char exe[PATH_MAX], cand[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	if (n <= 0)
-		return cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
+		return quiet ? HC_EXIT_FAILED :
+		    cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
 	exe[n] = 0;
 	char *slash = strrchr(exe, '/');
 	*slash = 0;
@@ -81,6 +82,8 @@ int cli_find_installed(const char *name, char *out, size_t len)
 			return 0;
 		}
 	}
+	if (quiet)
+		return HC_EXIT_FAILED;
 	return cli_err(HC_EXIT_FAILED, "%s is neither next to %s/heapctl nor in %s/../lib%s", name, exe, exe,
 	    strcmp(name, "libheapctl.so") ? "" : " (set HEAPCTL_LIB=/path/to/libheapctl.so)");
 }
