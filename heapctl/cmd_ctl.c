@@ -96,6 +96,17 @@ int cmd_set(cli_args_t *a)
 	return code;
 }
 
+/* on/off and reset's answer as JSON: {"pid": N, "KEY": true|false} */
+static void json_pid_flag(int pid, const char *key, bool v)
+{
+	json_t j;
+	json_begin(&j, stdout, JSON_LINE);
+	json_obj(&j, NULL);
+	json_i64(&j, "pid", pid);
+	json_bool(&j, key, v);
+	json_end(&j);
+}
+
 static int on_off(cli_args_t *a, bool on)
 {
 	if (a->argc)
@@ -105,18 +116,10 @@ static int on_off(cli_args_t *a, bool on)
 	if (code)
 		return code;
 	code = set_one(a, &t, "prof.active", on ? "true" : "false");
-	if (code == 0) {
-		if (a->json) {
-			json_t j;
-			json_begin(&j, stdout, JSON_LINE);
-			json_obj(&j, NULL);
-			json_i64(&j, "pid", t.pid);
-			json_bool(&j, "prof.active", on);
-			json_end(&j);
-		}
-		else
-			printf("%d: profiling %s\n", t.pid, on ? "on" : "off");
-	}
+	if (code == 0 && a->json)
+		json_pid_flag(t.pid, "prof.active", on);
+	else if (code == 0)
+		printf("%d: profiling %s\n", t.pid, on ? "on" : "off");
 	hc_shm_close(&t);
 	return code;
 }
@@ -157,14 +160,8 @@ int cmd_reset(cli_args_t *a)
 	hc_shm_rep_t rep;
 	code = cli_call(a, &t, &req, &rep);
 	if (code == 0) {
-		if (a->json) {
-			json_t j;
-			json_begin(&j, stdout, JSON_LINE);
-			json_obj(&j, NULL);
-			json_i64(&j, "pid", t.pid);
-			json_bool(&j, "reset", true);
-			json_end(&j);
-		}
+		if (a->json)
+			json_pid_flag(t.pid, "reset", true);
 		else if (req.arg >= 0)
 			printf("%d: profile reset, prof.lg_sample=%d\n", t.pid, req.arg);
 		else

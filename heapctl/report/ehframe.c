@@ -101,27 +101,33 @@ static uint64_t pointer(cursor_t *c, unsigned enc, uint64_t base)
 	return v;
 }
 
-static bool section(Elf *elf, const char *want, const unsigned char **data, size_t *size, uint64_t *addr)
+Elf_Scn *rp_elf_section(Elf *elf, const char *want, GElf_Shdr *sh)
 {
 	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return false;
+	if (elf == NULL || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return NULL;
 	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type == SHT_NOBITS)
-			continue;
-		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name == NULL || strcmp(name, want) != 0)
-			continue;
-		Elf_Data *d = elf_rawdata(scn, NULL);
-		if (d == NULL || d->d_buf == NULL)
-			return false;
-		*data = d->d_buf;
-		*size = d->d_size;
-		*addr = sh.sh_addr;
-		return true;
+		const char *name = gelf_getshdr(scn, sh) ? elf_strptr(elf, shstrndx, sh->sh_name) : NULL;
+		if (name && strcmp(name, want) == 0)
+			return scn;
 	}
-	return false;
+	return NULL;
+}
+
+/* A section's bytes and address; false when it is not there or holds none. */
+static bool section(Elf *elf, const char *want, const unsigned char **data, size_t *size, uint64_t *addr)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = rp_elf_section(elf, want, &sh);
+	if (scn == NULL || sh.sh_type == SHT_NOBITS)
+		return false;
+	Elf_Data *d = elf_rawdata(scn, NULL);
+	if (d == NULL || d->d_buf == NULL)
+		return false;
+	*data = d->d_buf;
+	*size = d->d_size;
+	*addr = sh.sh_addr;
+	return true;
 }
 
 void rp_eh_build(Elf *elf, rp_ehtab_t *t)

@@ -157,14 +157,6 @@ static int64_t ht_intern(htab_t *t, uint64_t h, const void *key, bool (*same)(co
 	return id;
 }
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
-}
-
 /* The profile's strings live until exit, so only pointers are kept. */
 typedef struct {
 	const char *s;
@@ -197,12 +189,8 @@ typedef struct {
 static uint32_t intern(writer_t *w, const char *s)
 {
 	str_t k = { s ? s : "", 0 };
-	uint64_t h = 0xcbf29ce484222325ULL;     /* FNV-1a */
-	const char *c = k.s;
-	for (; *c; c++)
-		h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
-	k.len = (size_t)(c - k.s);
-	int64_t id = ht_intern(&w->str, mix(h), &k, same_str);
+	k.len = strlen(k.s);
+	int64_t id = ht_intern(&w->str, rp_hash_bytes(k.s, k.len), &k, same_str);
 	if (id < 0)
 		w->err = ENOMEM;
 	return id < 0 ? 0 : (uint32_t)id;
@@ -212,7 +200,7 @@ static uint32_t intern(writer_t *w, const char *s)
 static uint64_t function_id(writer_t *w, const rp_frame_t *f)
 {
 	uint32_t k[3] = { intern(w, f->func), intern(w, f->sys ? f->sys : f->func), intern(w, f->file) };
-	int64_t id = ht_intern(&w->fn, mix(k[0] ^ mix(k[1] ^ mix(k[2]))), k, same_fn);
+	int64_t id = ht_intern(&w->fn, rp_hash_u64(k[0] ^ rp_hash_u64(k[1] ^ rp_hash_u64(k[2]))), k, same_fn);
 	if (id < 0)
 		w->err = ENOMEM;
 	return id < 0 ? 1 : (uint64_t)id + 1;

@@ -6,6 +6,8 @@
 #ifndef HC_RP_INTERNAL_H
 #define HC_RP_INTERNAL_H
 
+#include <elf.h>
+
 #include "report.h"
 
 /* Memory and strings for the life of the process.  Out of memory is fatal
@@ -141,6 +143,8 @@ typedef struct rp_ehtab_s {
 } rp_ehtab_t;
 struct Elf;
 void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
+/* The first section named name (its header in *sh), or NULL. */
+struct Elf_Scn *rp_elf_section(struct Elf *elf, const char *name, Elf64_Shdr *sh);   /* GElf_Shdr */
 bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
 
 /* inflate.c: for each debug file open at fds[i] (or -1), a copy in

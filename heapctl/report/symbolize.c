@@ -60,7 +60,8 @@ typedef struct object_s {
 	symtab_t syms;
 	rp_ehtab_t eh;           /* built when an address has no symbol */
 	const char *file;        /* the file opened for it */
-	int pre_fd;              /* its debug file, made ready (or -1) */
+	int pre_fd;              /* its debug file, found up front: the inflated
+	                          * copy, or the file itself (or -1) */
 	char *pre_name;
 } object_t;
 
@@ -159,7 +160,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	 * here to be given inflated (inflate.c) */
 	bool alt = debuglink && crc == 0;       /* a dwz file: libdwfl's lookup */
 	object_t *o = userdata ? *userdata : NULL;
-	if (!alt && o && o->pre_fd >= 0) {      /* inflated up front (prepare_debug) */
+	if (!alt && o && o->pre_fd >= 0) {      /* found up front (prepare_debug) */
 		int fd = o->pre_fd;
 		o->pre_fd = -1;
 		*name = o->pre_name;
@@ -657,17 +658,9 @@ int rp_map_of(const rp_profile_t *p, uint64_t a)
 static bool has_dwarf(Dwfl_Module *mod)
 {
 	GElf_Addr bias;
+	GElf_Shdr sh;
 	Elf *e = dwfl_module_getelf(mod, &bias);
-	size_t shstrndx;
-	if (e == NULL || elf_getshdrstrndx(e, &shstrndx) != 0)
-		return false;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
-		GElf_Shdr sh;
-		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
-		if (n && (!strcmp(n, ".debug_info") || !strcmp(n, ".zdebug_info")))
-			return true;
-	}
-	return false;
+	return rp_elf_section(e, ".debug_info", &sh) || rp_elf_section(e, ".zdebug_info", &sh);
 }
 
 /* Inflated copies already made in this process, by the file they copy: a
@@ -758,13 +751,11 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 	for (size_t j = 0; j < nobj; j++) {
 		if (fd[j] < 0)
 			continue;
-		close(fd[j]);
-		if (out[j] >= 0) {
-			obj[j].pre_fd = out[j];
-			obj[j].pre_name = name[j];
-		} else {
-			free(name[j]);    /* found again, and read as it is, when needed */
-		}
+		/* the copy, or the file itself when it has nothing to inflate */
+		if (out[j] >= 0)
+			close(fd[j]);
+		obj[j].pre_fd = out[j] >= 0 ? out[j] : fd[j];
+		obj[j].pre_name = name[j];
 	}
 }
 
@@ -811,7 +802,8 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	object_t *obj;
 	size_t nobj = 0;
 	int *obj_of_map;
-	if (same_maps(p, root)) {
+	bool reused = same_maps(p, root);
+	if (reused) {
 		obj = last.obj;
 		nobj = last.nobj;
 		obj_of_map = last.obj_of_map;
@@ -861,9 +853,10 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 			*ud = &obj[j];
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
-		int m = rp_map_of(p, p->locs[i].addr);
-		if (m >= 0)
-			used[obj_of_map[m]] = true;
+		rp_loc_t *loc = &p->locs[i];
+		loc->map = rp_map_of(p, loc->addr);
+		if (loc->map >= 0)
+			used[obj_of_map[loc->map]] = true;
 	}
 	prepare_debug(obj, nobj, used);
 	last.dwfl = dwfl;
@@ -884,7 +877,8 @@ named:
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
 		rp_loc_t *loc = &p->locs[i];
-		loc->map = rp_map_of(p, loc->addr);
+		if (reused)
+			loc->map = rp_map_of(p, loc->addr);     /* new modules set it above */
 		if (loc->map < 0)
 			continue;
 		object_t *o = &obj[obj_of_map[loc->map]];
