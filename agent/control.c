@@ -84,25 +84,19 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
 /* A file at our name is ours to replace only when it is provably a segment
  * of ours that nobody uses: a regular file of our user, with our magic, our
  * PID namespace and our pid (so a process that had our pid before, or this
- * one before an exec), or a file of our user that was never given a header
- * and is over a second old (its creator was killed while starting).
- * Anything else someone else made, and is left alone. */
+ * one before an exec), or a file of our user whose header was never finished
+ * (empty, or zeros or our magic with ready still 0) and that is over a second
+ * old: its creator was killed while starting, between creating the file and
+ * publishing it.  Anything else someone else made, and is left alone. */
 static bool own_stale(int dfd, const char *name)
 {
 	hc_shm_header_t h;
 	struct stat st;
 	int err = hc_shm_header_at(dfd, name, &h, &st);
-	if (err == EINVAL && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    st.st_size < (off_t)sizeof h) {
-		/* never initialised: its creator died between creating and sizing
-		 * it (killed at start-up).  One that is still being created is
-		 * microseconds old; this one must be older than a second. */
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		return st.st_mtim.tv_sec + 1 < now.tv_sec;
-	}
-	return err == 0 && st.st_uid == geteuid() &&
-	    h.magic == HC_SHM_MAGIC && h.pidns == pidns && pidns != 0 && h.pid == getpid();
+	/* one still being created is microseconds old */
+	if (hc_shm_unfinished_own(err, &h, &st, 1))
+		return true;
+	return err == 0 && st.st_uid == geteuid() && h.magic == HC_SHM_MAGIC && h.pidns == pidns && pidns != 0 && h.pid == getpid();
 }
 
 /* Create our segment file in /dev/shm (dfd), exclusively: heapctl.<pid>, or

@@ -326,6 +326,12 @@ int hc_shm_name_pid(const char *name);
  * and O_NONBLOCK, regular files only (else EPROTOTYPE).  0 or an errno. */
 struct stat;
 int hc_shm_header_at(int dfd, const char *name, hc_shm_header_t *h, struct stat *st);
+/* Whether hc_shm_header_at's answer (err, h, st) is a file of our own user
+ * whose header was never finished (empty or short, or zeros or our magic
+ * with ready still 0), unchanged for over age_s seconds: its creator was
+ * killed between creating the file and publishing it (that takes a live
+ * process microseconds).  Another user's file is never one. */
+bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat *st, int age_s);
 
 /* A slot's {state, gen} word (see hc_shm_slot_t). */
 #define HC_SLOT_WORD(state, gen) ((uint64_t)(state) | (uint64_t)(gen) << 32)

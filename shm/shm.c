@@ -554,10 +554,22 @@ int hc_shm_header_at(int dfd, const char *name, hc_shm_header_t *h, struct stat 
 	return err;
 }
 
+bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat *st, int age_s)
+{
+	if ((err != 0 && err != EINVAL) || !S_ISREG(st->st_mode) || st->st_uid != geteuid())
+		return false;
+	if (err == EINVAL ? st->st_size >= (off_t)sizeof *h :
+	    h->ready != 0 || (h->magic != 0 && h->magic != HC_SHM_MAGIC))
+		return false;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	return st->st_mtim.tv_sec + age_s < now.tv_sec;
+}
+
 /* A segment is stale when it says it belongs to this PID namespace and the
  * process it names is gone, or its pid now belongs to a later process.  A
  * segment of another PID namespace is never judged from here: the same pid
- * means another process there. */
+ * means another process there.  Unfinished files of our own go too. */
 int hc_shm_clean_stale(void)
 {
 	uint64_t pidns = hc_shm_pidns();
@@ -584,8 +596,13 @@ int hc_shm_clean_stale(void)
 				continue;
 			hc_shm_header_t h;
 			struct stat st;
-			if (hc_shm_header_at(dfd, name, &h, &st) != 0 || h.magic != HC_SHM_MAGIC ||
-			    h.pidns != pidns || h.pid != pid)
+			int err = hc_shm_header_at(dfd, name, &h, &st);
+			if (hc_shm_unfinished_own(err, &h, &st, 10)) {
+				if (unlinkat(dfd, name, 0) == 0)
+					removed++;
+				continue;
+			}
+			if (err != 0 || h.magic != HC_SHM_MAGIC || h.pidns != pidns || h.pid != pid)
 				continue;
 			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 			if (!gone) {

@@ -547,7 +547,7 @@ assert all(e["kind"] == "gdump" for e in d), d' "$T/w" "$T" "$TPID"
 	track "$w"
 	wait_for 5 maps_segment "$w" "$TPID"
 	sleep 0.2
-	kill -STOP "$w"
+	stop_target "$w"
 	# 200 config events while the watcher sleeps
 	for i in $(seq 200); do echo "set prof.lg_sample=$((10 + i % 2))"; done |
 	    "$HEAPCTL" attach "$TPID" >/dev/null

@@ -221,7 +221,7 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 
 @test "doctor: a stopped process is exit 7 'stopped', fix kill -CONT" {
 	start_target
-	kill -STOP "$TPID"
+	stop_target "$TPID"
 	wait_for 5 eval '[ "$(awk "/^State:/{print \$2}" /proc/$TPID/status)" = T ]'
 	doctor "$TPID"
 	[ "$status" -eq 7 ]

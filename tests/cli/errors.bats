@@ -150,7 +150,7 @@ load helpers
 
 @test "a stopped target: exit 7 'did not answer' within the timeout; fine again after SIGCONT" {
 	start_target
-	kill -STOP "$TPID"
+	stop_target "$TPID"
 	t0=$(now_ms)
 	run "$HEAPCTL" set "$TPID" prof.active=true --timeout 0.5
 	t1=$(now_ms)

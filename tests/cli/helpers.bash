@@ -179,6 +179,23 @@ with open(sys.argv[1], "r+b") as f:
 # the mapped segment of process W mentions PID's segment (W has opened it)
 maps_segment() { grep -q "heapctl\.$2\b" "/proc/$1/maps" 2>/dev/null; }
 
+# all_stopped PID: every thread of PID is in a group stop (state T).  kill
+# -STOP only queues the signal: until a thread of the target has taken it,
+# the others (the control thread) still run and answer, which a loaded
+# machine shows.
+all_stopped() {
+	local st
+	for st in /proc/"$1"/task/*/stat; do
+		[ "$(awk '{ sub(/^.*\) /, ""); print $1 }' "$st" 2>/dev/null)" = T ] || return 1
+	done
+}
+
+# stop_target PID: SIGSTOP, then wait until it has taken effect
+stop_target() {
+	kill -STOP "$1"
+	wait_for 5 all_stopped "$1"
+}
+
 # need_root: skip the test unless we are root (other users, namespaces)
 need_root() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root"

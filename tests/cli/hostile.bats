@@ -18,6 +18,7 @@ plant() {
 	junk) head -c 65536 /dev/urandom >"$2" ;;
 	empty-old) : >"$2" && touch -d "1 hour ago" "$2" ;;
 	empty-new) : >"$2" ;;
+	unfinished-old) head -c 4096 /dev/zero >"$2" && touch -d "1 hour ago" "$2" ;;
 	esac
 }
 
@@ -139,6 +140,28 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"\"segment\": \"/proc/$TPID/root/dev/shm/heapctl.$TPID\""* ]]
 	[ "$(stat -c %s "$PLANT")" -gt 0 ]
+}
+
+@test "a sized file of its own user with no header, an hour old: reclaimed (a start-up killed after sizing it)" {
+	start_planted unfinished-old
+	PLANTS+=("$PLANT")
+	[ ! -s "$TERR" ]
+	run "$HEAPCTL" status "$TPID" --json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"\"segment\": \"/proc/$TPID/root/dev/shm/heapctl.$TPID\""* ]]
+	[ "$(head -c 8 "$PLANT" | od -An -tx1 | tr -d ' ')" != 0000000000000000 ]
+}
+
+@test "heapctl list removes unfinished files of its own user over 10 s old, and nobody else's" {
+	local mine=/dev/shm/heapctl.999991 young=/dev/shm/heapctl.999992 theirs=/dev/shm/heapctl.999993
+	PLANTS+=("$mine" "$young" "$theirs")
+	head -c 4096 /dev/zero >"$mine" && touch -d "1 minute ago" "$mine"
+	: >"$young"
+	: >"$theirs" && chown nobody:nogroup "$theirs" && touch -d "1 hour ago" "$theirs"
+	run "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"removed 1 stale segment"* ]]
+	[ ! -e "$mine" ] && [ -e "$young" ] && [ -e "$theirs" ]
 }
 
 @test "an empty file of its own user made just now: it may be another process's start-up, so left alone" {

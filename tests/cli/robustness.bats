@@ -74,7 +74,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 
 @test "b. eight clients killed with SIGKILL mid-command: their slots come back, 20 sets then succeed" {
 	start_target
-	kill -STOP "$TPID"
+	stop_target "$TPID"
 	for i in $(seq 8); do
 		"$HEAPCTL" dump "$TPID" -o "$T/k$i.heap" >/dev/null 2>&1 &
 		c=$!
@@ -99,7 +99,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 
 @test "c. target killed mid-command: the client ends at once with exit 3 'exited'" {
 	start_target
-	kill -STOP "$TPID"
+	stop_target "$TPID"
 	"$HEAPCTL" dump "$TPID" -o "$T/c.heap" >"$T/c.out" 2>"$T/c.err" &
 	c=$!
 	track "$c"
@@ -130,7 +130,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	w=$!
 	track "$w"
 	wait_for 5 maps_segment "$w" "$TPID"
-	kill -STOP "$TPID"
+	stop_target "$TPID"
 	"$HEAPCTL" dump "$TPID" -o "$T/z.heap" >"$T/c.out" 2>"$T/c.err" &
 	c=$!
 	track "$c"
