@@ -59,11 +59,16 @@ LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h) shm/hc_settings.def
 # The command: its own files and the client half of the segment library.
 CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
 CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
-CLI_HDR := $(wildcard heapctl/*.h heapctl/report/*.h) shm/heapctl_shm.h shm/hc_settings.def
+CLI_HDR := $(wildcard heapctl/*.h heapctl/report/*.h heapctl/serve/*.h) shm/heapctl_shm.h shm/hc_settings.def
 # The report engine (heapctl/report/): a library heapctl loads for `report`
 # alone, so the control commands need none of libdw, libelf, zlib, libstdc++.
 REPORT_SRC := $(wildcard heapctl/report/*.c)
 REPORT_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(REPORT_SRC))
+
+# The daemon (heapctl/serve/): a library heapctl loads for `serve` alone,
+# with libmicrohttpd.
+SERVE_SRC := $(wildcard heapctl/serve/*.c)
+SERVE_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(SERVE_SRC))
 
 TEST_C   := $(filter-out tests/unit/agent_stub.c,$(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c))
 TEST_CC  := $(wildcard tests/unit/*.cc)
@@ -91,7 +96,7 @@ DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
-     $(BUILD)/libheapctl-report.so
+     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
@@ -132,6 +137,9 @@ REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm
 
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
+
+$(BUILD)/libheapctl-serve.so: $(SERVE_OBJ)
+	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(SERVE_OBJ) -lmicrohttpd
 
 ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
                    $(BUILD)/cli/heapctl/opts.o
@@ -257,6 +265,7 @@ install: all
 	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
 	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
 	install -m 0755 $(BUILD)/libheapctl-report.so $(LIBDIR)/libheapctl-report.so
+	install -m 0755 $(BUILD)/libheapctl-serve.so $(LIBDIR)/libheapctl-serve.so
 	install -m 0644 allocator/heapctl.h $(INCDIR)/heapctl.h
 	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
 	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
@@ -267,7 +276,7 @@ install: all
 
 uninstall:
 	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so \
-	    $(INCDIR)/heapctl.h \
+	    $(LIBDIR)/libheapctl-serve.so $(INCDIR)/heapctl.h \
 	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
 	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null

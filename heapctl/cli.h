@@ -159,6 +159,12 @@ extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], syst
 #define HC_REPORT_ENTRY "hc_report_main"
 #define HC_REPORT_HELP  "hc_report_help"      /* void (FILE *): its options' help */
 typedef int hc_report_main_fn(cli_args_t *a);
+/* The daemon (heapctl/serve/) is libheapctl-serve.so, loaded by `heapctl
+ * serve` alone (libmicrohttpd), the same way, with an entry of that type. */
+#define HC_SERVE_LIB   "libheapctl-serve.so"
+#define HC_SERVE_ENTRY "hc_serve_main"
+#define HC_SERVE_HELP  "hc_serve_help"       /* void (FILE *) */
+int cmd_serve(cli_args_t *a);
 /* A file installed with heapctl: next to it (the build tree) or in
  * ../lib; 0 with its real path in out, or an exit code (after one line
  * unless quiet). */

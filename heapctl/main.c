@@ -47,6 +47,8 @@ static const struct {
 	    "start a program under libheapctl.so, sampling from the start", false }, run_opts },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
 	    "run a service under the library: one drop-in that fits its hardening", false }, systemd_opts },
+	{ { "serve", cmd_serve, "[--listen ADDR] [--token-file FILE]",
+	    "the daemon: /metrics, /targets and /debug/pprof/heap over HTTP for every process", false }, NULL },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
 	    "why a process is not in 'list' or refuses commands, and the fix", false }, NULL },
 	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, NULL },
@@ -73,38 +75,57 @@ static void usage(FILE *f)
 	    "See heapctl(1).\n");
 }
 
-/* A symbol of the report engine, loaded on first use; NULL (after one
- * line saying why, unless quiet) when it cannot be. */
-static void *report_engine(bool quiet)
+/* A library of heapctl's loaded on first use (the report engine, the
+ * daemon); NULL (after one line saying why, unless quiet) when it cannot
+ * be. */
+static void *engine(const char *lib, bool quiet)
 {
-	static void *h;
-	if (h)
-		return h;
+	static struct { const char *lib; void *h; } loaded[2];
+	unsigned i = 0;
+	for (; i < 2 && loaded[i].lib; i++)
+		if (strcmp(loaded[i].lib, lib) == 0)
+			return loaded[i].h;
 	char path[4096];
-	if (cli_find_installed(HC_REPORT_LIB, path, sizeof path, quiet) != 0)
+	if (cli_find_installed(lib, path, sizeof path, quiet) != 0)
 		return NULL;
-	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL && !quiet)
-		cli_err(HC_EXIT_FAILED, "cannot load the report engine %s: %s", path, dlerror());
+		cli_err(HC_EXIT_FAILED, "cannot load %s: %s", path, dlerror());
+	if (h && i < 2) {
+		loaded[i].lib = lib;
+		loaded[i].h = h;
+	}
 	return h;
 }
 
-static void *report_symbol(const char *name)
+static void *engine_symbol(const char *lib, const char *name)
 {
-	void *h = report_engine(true);
+	void *h = engine(lib, true);
 	return h ? dlsym(h, name) : NULL;
 }
 
-/* `heapctl report`: the engine is loaded only for it (cli.h). */
-int cmd_report(cli_args_t *a)
+/* Run a command whose code is in lib (cli.h). */
+static int engine_run(const char *lib, const char *entry, cli_args_t *a)
 {
-	void *h = report_engine(false);
+	void *h = engine(lib, false);
 	if (h == NULL)
 		return HC_EXIT_FAILED;
-	hc_report_main_fn *run = (hc_report_main_fn *)dlsym(h, HC_REPORT_ENTRY);
+	hc_report_main_fn *run = (hc_report_main_fn *)dlsym(h, entry);
 	if (run == NULL)
-		return cli_err(HC_EXIT_FAILED, "the report engine has no %s: %s", HC_REPORT_ENTRY, dlerror());
+		return cli_err(HC_EXIT_FAILED, "%s has no %s: %s", lib, entry, dlerror());
 	return run(a);
+}
+
+/* `heapctl report` and `heapctl serve`: their libraries are loaded for
+ * them alone (cli.h). */
+int cmd_report(cli_args_t *a)
+{
+	return engine_run(HC_REPORT_LIB, HC_REPORT_ENTRY, a);
+}
+
+int cmd_serve(cli_args_t *a)
+{
+	return engine_run(HC_SERVE_LIB, HC_SERVE_ENTRY, a);
 }
 
 static void usage_of(FILE *f, const cli_cmd_t *c)
@@ -146,11 +167,18 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "its MAPPED_LIBRARIES section says which binaries to read symbols from, unless it\n"
 		    "is a symbolized profile (--symbolize), which carries its own.\n\n", f);
 		/* the options and their help are the engine's (one table) */
-		void (*help)(FILE *) = (void (*)(FILE *))report_symbol(HC_REPORT_HELP);
+		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_REPORT_LIB, HC_REPORT_HELP);
 		if (help)
 			help(f);
 		else
 			fputs("(its options: the report engine " HC_REPORT_LIB " is not installed)\n", f);
+	}
+	if (strcmp(c->name, "serve") == 0) {
+		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_SERVE_LIB, HC_SERVE_HELP);
+		if (help)
+			help(f);
+		else
+			fputs("(its options: the daemon's library " HC_SERVE_LIB " is not installed)\n", f);
 	}
 }
 

@@ -1286,7 +1286,7 @@ int hc_report_main(cli_args_t *a)
 		rp_profile_t q = merge(&raw, &ta, o.base ? &braw : NULL, &tb);
 		filter(&q, ln, &o);    /* merge lays out the locations the same way each time */
 		char err[512];
-		if (rp_pprof_write(&q, o.pprof, err, sizeof err) != 0)
+		if (rp_pprof_write(&q, o.type, o.pprof, err, sizeof err) != 0)
 			return cli_err(HC_EXIT_FAILED, "%s", err);
 		if (!show_text && !o.collapsed && strcmp(o.pprof, "-"))
 			printf("wrote pprof profile %s\n", o.pprof);

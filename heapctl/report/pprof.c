@@ -401,7 +401,7 @@ static bool write_locations(writer_t *w, const rp_profile_t *p)
  *           function = 5, string_table = 6, time_nanos = 9,
  *           period_type = 11, period = 12, comment = 13 (packed),
  *           default_sample_type = 14 } */
-static void encode(writer_t *w, const rp_profile_t *p)
+static void encode(writer_t *w, const rp_profile_t *p, int type)
 {
 	intern(w, "");          /* string_table[0] must be "" */
 	for (int i = 0; i < RP_NTYPES; i++)
@@ -420,7 +420,7 @@ static void encode(writer_t *w, const rp_profile_t *p)
 	}
 	uint64_t id = intern(w, strcat(strcpy(comment, "heapctl report "), path));
 	put_packed(&w->out, 13, &id, 1);
-	put_uint(&w->out, 14, intern(w, "inuse_space"));
+	put_uint(&w->out, 14, intern(w, rp_type_name[type]));
 
 	const str_t *s = (const void *)w->str.keys;
 	for (size_t i = 0; i < w->str.ix.n && flush(w, false); i++)
@@ -429,7 +429,7 @@ static void encode(writer_t *w, const rp_profile_t *p)
 	free(comment);
 }
 
-int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t errlen)
+int rp_pprof_write(const rp_profile_t *p, int type, const char *path, char *err, size_t errlen)
 {
 	rp_out_t out;
 	if (rp_out_open(&out, path, err, errlen) != 0)
@@ -440,7 +440,7 @@ int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t er
 	if (deflateInit2(&w.z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		w.err = ENOMEM;
 	else {
-		encode(&w, p);
+		encode(&w, p, type);
 		deflateEnd(&w.z);
 	}
 	if (close(w.fd) < 0 && !w.err)

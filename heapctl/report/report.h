@@ -99,11 +99,11 @@ typedef struct rp_stack_s {
 #include "../outfile.h"     /* rp_out_*: writing a file (heapctl/outfile.c) */
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
- * (alloc_objects, alloc_space, inuse_objects, inuse_space; default
- * inuse_space), values rounded to integers, the thread as a numeric label
+ * (alloc_objects, alloc_space, inuse_objects, inuse_space; the default
+ * is type, RP_INUSE_SPACE unless the user chose another), values rounded to integers, the thread as a numeric label
  * "thread" when sample.thread >= 0.  Returns 0, or -1 with a one-line
  * reason in err. */
-int rp_pprof_write(const rp_profile_t *p, const char *path, char *err, size_t errlen);
+int rp_pprof_write(const rp_profile_t *p, int type, const char *path, char *err, size_t errlen);
 
 /* svg.c: write a self-contained flame graph (root at the bottom, widths
  * proportional to value; stacks with value <= 0 are left out).  unit is

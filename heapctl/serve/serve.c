@@ -1,0 +1,911 @@
+/*
+ * heapctl/serve/serve.c - `heapctl serve`: the control daemon.  It finds
+ * every process that runs the library (as `heapctl list` does, every
+ * half second) and serves, over HTTP (libmicrohttpd):
+ *
+ *   /metrics               the segments' counters for every target, in the
+ *                          Prometheus text format or OpenMetrics (by Accept)
+ *   /targets               the same as JSON
+ *   /debug/pprof/heap      a profile taken now, symbolized, as gzipped
+ *   /debug/pprof/allocs    profile.proto (Go's net/http/pprof conventions:
+ *                          ?pid=N, ?seconds=S for a delta, ?debug=1 text)
+ *
+ * A profile is `heapctl dump PID -o FILE` and `heapctl report FILE -p PID`
+ * run as children of the daemon: the target writes the dump on its control
+ * thread (it is never stopped), and a symbolizer that fails or runs out of
+ * memory takes down one request, not the daemon.
+ *
+ * Built as libheapctl-serve.so, which heapctl loads for `serve` alone (the
+ * other commands need no HTTP library).  Nothing here runs in a target.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../cli.h"
+#include "../json.h"
+
+#define POLL_MS 500
+#define MAX_TARGETS 4096
+#define MAX_SECONDS 600          /* ?seconds= at most, as a delta          */
+
+typedef struct target_s {
+	hc_shm_target_t t;
+	char command[256];
+	char unit[128];            /* systemd unit from /proc/PID/cgroup, or "" */
+	char container[128];       /* machine, docker or podman id, or ""       */
+	uint64_t next_ev;          /* the next ring event to read               */
+	uint64_t gdumps, dumps_failed;   /* events seen since it was found     */
+	bool seen;                 /* in this round's scan                      */
+} target_t;
+
+static struct {
+	pthread_mutex_t lock;      /* targets, ntargets                          */
+	target_t *targets;
+	size_t ntargets;
+	char token[256];           /* "" when none is needed                     */
+	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
+	char work[PATH_MAX];       /* private directory for profiles in flight   */
+	uint64_t timeout_ns;       /* for the target's answers                   */
+	unsigned requests;         /* for unique work file names                 */
+} S = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ---- finding targets ----------------------------------------------------- */
+
+/* The unit and container of pid from its cgroup path (cgroup v2 "0::/..."
+ * or the systemd hierarchy of v1). */
+static void cgroup_labels(int pid, char *unit, size_t ulen, char *cont, size_t clen)
+{
+	char path[64], buf[4096];
+	unit[0] = cont[0] = 0;
+	snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
+	if (cli_read_file(path, buf, sizeof buf) <= 0)
+		return;
+	char *line = strstr(buf, "0::/");
+	if (line == NULL)
+		line = strstr(buf, "name=systemd:/");
+	if (line == NULL)
+		return;
+	line = strchr(line, '/');
+	char *end = strchr(line, '\n');
+	if (end)
+		*end = 0;
+	for (char *c = strtok(line, "/"); c; c = strtok(NULL, "/")) {
+		size_t n = strlen(c);
+		const char *id = NULL;
+		if (strncmp(c, "machine-", 8) == 0 && n > 14 && strcmp(c + n - 6, ".scope") == 0) {
+			c[n - 6] = 0;
+			id = c + 8;
+		} else if ((strncmp(c, "docker-", 7) == 0 || strncmp(c, "libpod-", 7) == 0) && n > 19) {
+			c[19] = 0;         /* the short id: 12 hex digits */
+			id = c + 7;
+		}
+		if (id) {
+			snprintf(cont, clen, "%s", id);
+			unit[0] = 0;       /* a unit inside the container is its own */
+			continue;
+		}
+		if ((n > 8 && strcmp(c + n - 8, ".service") == 0) || (n > 6 && strcmp(c + n - 6, ".scope") == 0))
+			snprintf(unit, ulen, "%s", c);
+	}
+}
+
+static target_t *find_locked(int pid)
+{
+	for (size_t i = 0; i < S.ntargets; i++)
+		if (S.targets[i].t.pid == pid)
+			return &S.targets[i];
+	return NULL;
+}
+
+static void drop_locked(size_t i)
+{
+	hc_shm_close(&S.targets[i].t);
+	S.targets[i] = S.targets[--S.ntargets];
+}
+
+/* Read a target's new events: the ones the metrics count. */
+static void read_events_locked(target_t *x)
+{
+	const hc_shm_ring_t *r = &x->t.seg->ring;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (head - x->next_ev > HC_SHM_EVENTS)       /* more than the ring holds */
+		x->next_ev = head - HC_SHM_EVENTS;
+	for (; x->next_ev < head; x->next_ev++) {
+		hc_shm_event_t e;
+		int got = hc_shm_event_read(r, x->next_ev, &e);
+		if (got == 0)
+			break;
+		if (got < 0)
+			continue;
+		if (e.type == HC_EV_GDUMP)
+			x->gdumps++;
+		else if (e.type == HC_EV_DUMP_FAILED)
+			x->dumps_failed++;
+	}
+}
+
+/* One round: add new processes, drop gone ones, read events. */
+static void scan_once(void)
+{
+	static int pids[MAX_TARGETS];
+	int n = hc_shm_scan(pids, MAX_TARGETS);
+	pthread_mutex_lock(&S.lock);
+	for (size_t i = 0; i < S.ntargets; i++)
+		S.targets[i].seen = false;
+	for (int i = 0; i < n; i++) {
+		if (pids[i] == getpid())
+			continue;
+		target_t *x = find_locked(pids[i]);
+		if (x) {
+			x->seen = true;
+			continue;
+		}
+		if (S.ntargets == MAX_TARGETS)
+			continue;
+		target_t nt = { 0 };
+		char err[512];
+		if (hc_shm_open(pids[i], &nt.t, err, sizeof err) != 0)
+			continue;        /* gone, stale, another user's, not a segment */
+		out_cmdline(nt.t.pid, nt.t.seg, nt.command, sizeof nt.command);
+		cgroup_labels(nt.t.pid, nt.unit, sizeof nt.unit, nt.container, sizeof nt.container);
+		if (nt.container[0] == 0 && nt.t.nspid != nt.t.pid)
+			snprintf(nt.container, sizeof nt.container, "pid %d in its namespace", nt.t.nspid);
+		nt.next_ev = __atomic_load_n(&nt.t.seg->ring.head, __ATOMIC_ACQUIRE);
+		nt.seen = true;
+		S.targets[S.ntargets++] = nt;
+	}
+	for (size_t i = 0; i < S.ntargets;) {
+		target_t *x = &S.targets[i];
+		if (!x->seen || !hc_shm_alive(&x->t)) {
+			drop_locked(i);
+			continue;
+		}
+		read_events_locked(x);
+		i++;
+	}
+	pthread_mutex_unlock(&S.lock);
+}
+
+static void *poller(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		scan_once();
+		struct timespec ts = { 0, POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* ---- responses ----------------------------------------------------------- */
+
+static enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type,
+    const void *body, size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (r == NULL)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ok = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* An error: its status and one line of text. */
+static enum MHD_Result respond_err(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result respond_err(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(msg, sizeof msg - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof msg - 2)
+		n = (int)sizeof msg - 2;
+	msg[n++] = '\n';
+	msg[n] = 0;
+	return respond_buf(c, status, "text/plain; charset=utf-8", msg, (size_t)n);
+}
+
+/* Respond with what a memstream built (and free it): buf and len are the
+ * ones given to open_memstream, set when f is closed. */
+static enum MHD_Result respond_stream(struct MHD_Connection *c, const char *type, FILE *f, char **buf,
+    size_t *len)
+{
+	if (fclose(f) != 0 || *buf == NULL) {
+		free(*buf);
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	enum MHD_Result ok = respond_buf(c, MHD_HTTP_OK, type, *buf, *len);
+	free(*buf);
+	return ok;
+}
+
+/* ---- /metrics -------------------------------------------------------------- */
+
+/* A label value: valid UTF-8 (out_safe's rendering of anything else),
+ * with \ " and newlines escaped. */
+static void put_label(FILE *f, const char *name, const char *v, bool *first)
+{
+	if (v == NULL || *v == 0)
+		return;
+	char safe[1024];
+	v = out_safe(v, safe, sizeof safe);
+	fprintf(f, "%s%s=\"", *first ? "" : ",", name);
+	*first = false;
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', f);
+		if (*v == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*v, f);
+	}
+	fputc('"', f);
+}
+
+typedef struct metric_s {
+	const char *name;          /* without _total                            */
+	bool counter;
+	const char *unit;          /* OpenMetrics UNIT, or NULL                  */
+	const char *help;
+} metric_t;
+
+static const metric_t metrics[] = {
+	{ "heapctl_allocated_bytes", false, "bytes", "Bytes in allocated objects (stats.allocated)." },
+	{ "heapctl_active_bytes", false, "bytes", "Bytes in pages holding objects (stats.active)." },
+	{ "heapctl_resident_bytes", false, "bytes", "Allocator bytes resident in memory (stats.resident)." },
+	{ "heapctl_mapped_bytes", false, "bytes", "Bytes the allocator has mapped (stats.mapped)." },
+	{ "heapctl_metadata_bytes", false, "bytes", "Allocator and profiler metadata (stats.metadata)." },
+	{ "heapctl_retained_bytes", false, "bytes", "Address space kept but given back (stats.retained)." },
+	{ "heapctl_highwater_bytes", false, "bytes", "Highest stats.mapped so far (the high-water mark)." },
+	{ "heapctl_threads", false, NULL, "Thread heaps in use." },
+	{ "heapctl_prof_active", false, NULL, "1 while sampling is on (prof.active)." },
+	{ "heapctl_sample_period_bytes", false, "bytes", "Mean bytes between samples (2^prof.lg_sample)." },
+	{ "heapctl_samples", true, NULL, "Sampled allocations." },
+	{ "heapctl_dumps", true, NULL, "Heap profiles written." },
+	{ "heapctl_commands", true, NULL, "Control commands executed." },
+	{ "heapctl_highwater_events", true, NULL, "High-water (gdump) events seen by this daemon." },
+	{ "heapctl_dump_failures", true, NULL, "Failed dumps seen by this daemon." },
+};
+#define NMETRICS (sizeof metrics / sizeof metrics[0])
+
+static double metric_value(unsigned i, const target_t *x, const hc_shm_state_t *st)
+{
+	switch (i) {
+	case 0: return (double)st->allocated;
+	case 1: return (double)st->active_bytes;
+	case 2: return (double)st->resident;
+	case 3: return (double)st->mapped;
+	case 4: return (double)st->metadata;
+	case 5: return (double)st->retained;
+	case 6: return (double)st->highwater;
+	case 7: return (double)st->threads;
+	case 8: return st->active ? 1 : 0;
+	case 9: return st->lg_sample < 63 ? (double)((uint64_t)1 << st->lg_sample) : 0;
+	case 10: return (double)st->samples;
+	case 11: return (double)st->dumps;
+	case 12: return (double)st->commands;
+	case 13: return (double)x->gdumps;
+	default: return (double)x->dumps_failed;
+	}
+}
+
+static enum MHD_Result serve_metrics(struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+	bool om = accept && strstr(accept, "application/openmetrics-text");
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	pthread_mutex_lock(&S.lock);
+	hc_shm_state_t *st = calloc(S.ntargets ? S.ntargets : 1, sizeof *st);
+	bool *ok = calloc(S.ntargets ? S.ntargets : 1, sizeof *ok);
+	for (size_t k = 0; st && ok && k < S.ntargets; k++)
+		ok[k] = hc_shm_state_read(&S.targets[k].t.seg->state, &st[k]);
+	for (unsigned i = 0; st && ok && i < NMETRICS; i++) {
+		const metric_t *m = &metrics[i];
+		/* the text format names a counter with its _total; OpenMetrics
+		 * names the family without it and the sample with it */
+		const char *sfx = m->counter ? "_total" : "";
+		const char *fam_sfx = om ? "" : sfx;
+		fprintf(f, "# HELP %s%s %s\n", m->name, fam_sfx, m->help);
+		fprintf(f, "# TYPE %s%s %s\n", m->name, fam_sfx, m->counter ? "counter" : "gauge");
+		if (om && m->unit)
+			fprintf(f, "# UNIT %s %s\n", m->name, m->unit);
+		for (size_t k = 0; k < S.ntargets; k++) {
+			if (!ok[k])
+				continue;
+			const target_t *x = &S.targets[k];
+			char pid[16];
+			snprintf(pid, sizeof pid, "%d", x->t.pid);
+			bool first = true;
+			fprintf(f, "%s%s{", m->name, sfx);
+			put_label(f, "pid", pid, &first);
+			put_label(f, "command", x->command, &first);
+			put_label(f, "unit", x->unit, &first);
+			put_label(f, "container", x->container, &first);
+			fprintf(f, "} %.17g\n", metric_value(i, x, &st[k]));
+		}
+	}
+	size_t n = S.ntargets;
+	pthread_mutex_unlock(&S.lock);
+	bool oom = st == NULL || ok == NULL;
+	free(st);
+	free(ok);
+	if (oom) {
+		fclose(f);
+		free(buf);
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
+	    "# TYPE heapctl_targets gauge\nheapctl_targets %zu\n", n);
+	if (om)
+		fputs("# EOF\n", f);
+	return respond_stream(c, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" :
+	    "text/plain; version=0.0.4; charset=utf-8", f, &buf, &len);
+}
+
+/* ---- /targets ---------------------------------------------------------------- */
+
+static enum MHD_Result serve_targets(struct MHD_Connection *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	json_t j;
+	json_begin(&j, f, JSON_PRETTY);
+	json_arr(&j, NULL);
+	pthread_mutex_lock(&S.lock);
+	for (size_t k = 0; k < S.ntargets; k++) {
+		const target_t *x = &S.targets[k];
+		hc_shm_state_t st;
+		if (!hc_shm_state_read(&x->t.seg->state, &st))
+			continue;
+		json_obj(&j, NULL);
+		json_i64(&j, "pid", x->t.pid);
+		json_i64(&j, "nspid", x->t.nspid);
+		json_u64(&j, "uid", x->t.uid);
+		json_str(&j, "command", x->command);
+		json_str(&j, "unit", x->unit[0] ? x->unit : NULL);
+		json_str(&j, "container", x->container[0] ? x->container : NULL);
+		char ver[sizeof x->t.seg->hdr.version + 1];
+		memcpy(ver, x->t.seg->hdr.version, sizeof ver - 1);
+		ver[sizeof ver - 1] = 0;
+		json_str(&j, "version", ver);
+		json_bool(&j, "prof_active", st.active);
+		json_u64(&j, "lg_sample", st.lg_sample);
+		json_u64(&j, "allocated", st.allocated);
+		json_u64(&j, "resident", st.resident);
+		json_u64(&j, "mapped", st.mapped);
+		json_u64(&j, "highwater", st.highwater);
+		json_u64(&j, "samples", st.samples);
+		json_u64(&j, "dumps", st.dumps);
+		json_u64(&j, "threads", st.threads);
+		json_end(&j);
+	}
+	pthread_mutex_unlock(&S.lock);
+	json_end(&j);
+	return respond_stream(c, "application/json", f, &buf, &len);
+}
+
+/* ---- /debug/pprof/heap and allocs ------------------------------------------- */
+
+/* The HTTP status for a failed `heapctl` child's exit code. */
+static unsigned child_status(int code)
+{
+	switch (code) {
+	case HC_EXIT_USAGE: return MHD_HTTP_BAD_REQUEST;
+	case HC_EXIT_NOPROC:
+	case HC_EXIT_NOLIB: return MHD_HTTP_NOT_FOUND;
+	case HC_EXIT_PERM: return MHD_HTTP_FORBIDDEN;
+	case HC_EXIT_TIMEOUT: return MHD_HTTP_GATEWAY_TIMEOUT;
+	default: return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	}
+}
+
+/* Run this heapctl with args; its stdout into out (may be NULL).  0, or
+ * the exit code with the child's first line of stderr in err. */
+static int run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms)
+{
+	char *argv[16];
+	int n = 0;
+	argv[n++] = S.exe;
+	for (; *args && n < 15; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	char junk[256];
+	err[0] = 0;
+	int rc = cli_spawn(argv, NULL, out ? out : junk, out ? outlen : sizeof junk, err, errlen,
+	    (int)timeout_ms);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot run %.200s: %s", S.exe, strerror(errno));
+		return HC_EXIT_FAILED;
+	}
+	char *nl = strchr(err, '\n');
+	if (nl)
+		*nl = 0;
+	if (rc >= 128 && err[0] == 0)
+		snprintf(err, errlen, "heapctl %s did not finish in %llu ms", argv[1],
+		    (unsigned long long)timeout_ms);
+	return rc;
+}
+
+/* A number parameter: digits only, at most max.  -1 if absent, -2 if bad. */
+static long num_arg(struct MHD_Connection *c, const char *name, long max)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	if (v == NULL)
+		return -1;
+	if (*v == 0 || strlen(v) > 9 || strspn(v, "0123456789") != strlen(v))
+		return -2;
+	long n = strtol(v, NULL, 10);
+	return n > max ? -2 : n;
+}
+
+/* The pid a profile request is for: ?pid=N, or the only target. */
+static int request_pid(struct MHD_Connection *c, unsigned *status, char *why, size_t len)
+{
+	long pid = num_arg(c, "pid", INT_MAX);
+	pthread_mutex_lock(&S.lock);
+	size_t n = S.ntargets;
+	int only = n == 1 ? S.targets[0].t.pid : 0;
+	bool known = pid > 0 && find_locked((int)pid) != NULL;
+	pthread_mutex_unlock(&S.lock);
+	*status = MHD_HTTP_BAD_REQUEST;
+	if (pid == -2 || pid == 0) {
+		snprintf(why, len, "pid must be a process id");
+		return -1;
+	}
+	if (pid > 0 && !known) {
+		*status = MHD_HTTP_NOT_FOUND;
+		snprintf(why, len, "process %ld is not running libheapctl.so (see /targets)", pid);
+		return -1;
+	}
+	if (pid > 0)
+		return (int)pid;
+	if (n == 1)
+		return only;
+	*status = n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND;
+	snprintf(why, len, n ? "%zu processes run libheapctl.so: say which with ?pid=N (see /targets)" :
+	    "no process runs libheapctl.so", n);
+	return -1;
+}
+
+static void remove_work(const char *dir)
+{
+	static const char *const names[] = { "a.heap", "b.heap", "out.pb.gz" };
+	char p[PATH_MAX + 96];
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
+{
+	char why[1024];
+	unsigned status;
+	int pid = request_pid(c, &status, why, sizeof why);
+	if (pid < 0)
+		return respond_err(c, status, "%s", why);
+	long seconds = num_arg(c, "seconds", MAX_SECONDS);
+	long debug = num_arg(c, "debug", 9);
+	if (seconds == -2)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "seconds must be a whole number from 0 to %d",
+		    MAX_SECONDS);
+	if (debug == -2)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "debug must be a small number");
+
+	char dir[PATH_MAX + 64];
+	snprintf(dir, sizeof dir, "%s/req.%u.XXXXXX", S.work, __atomic_add_fetch(&S.requests, 1, __ATOMIC_RELAXED));
+	if (mkdtemp(dir) == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot make a work directory in %s: %s",
+		    S.work, strerror(errno));
+	char a[PATH_MAX + 96], b[PATH_MAX + 96], out[PATH_MAX + 96], pids[16], tmo[32];
+	snprintf(a, sizeof a, "%s/a.heap", dir);
+	snprintf(b, sizeof b, "%s/b.heap", dir);
+	snprintf(out, sizeof out, "%s/out.pb.gz", dir);
+	snprintf(pids, sizeof pids, "%d", pid);
+	snprintf(tmo, sizeof tmo, "%.3f", (double)S.timeout_ns / 1e9);
+	uint64_t dump_ms = S.timeout_ns / 1000000 + 30000;
+	char err[1024];
+	int rc = 0;
+	enum MHD_Result res;
+
+	/* with seconds, the first dump is the base and the profile the delta */
+	if (seconds > 0) {
+		char *d1[] = { "dump", pids, "-o", a, "--timeout", tmo, NULL };
+		if ((rc = run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
+			goto failed;
+		struct timespec ts = { seconds, 0 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
+	if ((rc = run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
+		goto failed;
+
+	char *rep[16];
+	int n = 0;
+	rep[n++] = "report";
+	rep[n++] = b;
+	if (seconds > 0) {
+		rep[n++] = "--base";
+		rep[n++] = a;
+	}
+	rep[n++] = "-p";
+	rep[n++] = pids;
+	if (allocs)
+		rep[n++] = "--alloc_space";
+	if (debug > 0) {
+		rep[n] = NULL;
+		enum { TEXT_MAX = 1 << 20 };
+		char *text = malloc(TEXT_MAX);
+		if (text == NULL) {
+			remove_work(dir);
+			return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		}
+		text[0] = 0;
+		rc = run_self(rep, text, TEXT_MAX, err, sizeof err, 300000);
+		if (rc == 0)
+			res = respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text));
+		free(text);
+		if (rc != 0)
+			goto failed;
+		remove_work(dir);
+		return res;
+	}
+	rep[n++] = "--pprof";
+	rep[n++] = out;
+	rep[n] = NULL;
+	if ((rc = run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0)
+		goto failed;
+	int fd = open(out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		snprintf(err, sizeof err, "cannot read the profile: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		remove_work(dir);
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
+	}
+	remove_work(dir);          /* the open fd keeps the file */
+	struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)sb.st_size, fd);
+	if (r == NULL) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(r, "Content-Disposition",
+	    allocs ? "attachment; filename=\"allocs\"" : "attachment; filename=\"heap\"");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	res = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return res;
+
+failed:
+	remove_work(dir);
+	return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
+}
+
+/* ---- requests -------------------------------------------------------------- */
+
+static bool token_ok(struct MHD_Connection *c)
+{
+	if (S.token[0] == 0)
+		return true;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+		return false;
+	h += 7;
+	size_t n = strlen(S.token), m = strlen(h);
+	unsigned char diff = (unsigned char)(n != m);
+	for (size_t i = 0; i < n; i++)      /* the same time whatever matches */
+		diff |= (unsigned char)(S.token[i] ^ (i < m ? h[i] : 0));
+	return diff == 0;
+}
+
+static const char index_text[] =
+    "heapctl serve\n\n"
+    "/metrics                    counters of every process (Prometheus text or OpenMetrics)\n"
+    "/targets                    the processes, as JSON\n"
+    "/debug/pprof/heap?pid=N     a heap profile taken now (gzipped profile.proto);\n"
+    "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
+    "/debug/pprof/allocs?pid=N   the same, alloc_space first\n";
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+    const char *version, const char *upload, size_t *upload_size, void **state)
+{
+	(void)cls; (void)version; (void)upload;
+	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && !head) {
+		if (*upload_size) {          /* take the body; answer at its end */
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "only GET\n" - 1,
+		    (void *)"only GET\n", MHD_RESPMEM_PERSISTENT);
+		if (r == NULL)
+			return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+		MHD_destroy_response(r);
+		return ok;
+	}
+	if (*state == NULL) {            /* headers only so far */
+		*state = (void *)1;
+		return MHD_YES;
+	}
+	if (!token_ok(c)) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "a bearer token is needed\n" - 1,
+		    (void *)"a bearer token is needed\n", MHD_RESPMEM_PERSISTENT);
+		if (r == NULL)
+			return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+		MHD_destroy_response(r);
+		return ok;
+	}
+	if (strcmp(url, "/metrics") == 0)
+		return serve_metrics(c);
+	if (strcmp(url, "/targets") == 0)
+		return serve_targets(c);
+	if (strcmp(url, "/debug/pprof/heap") == 0)
+		return serve_profile(c, false);
+	if (strcmp(url, "/debug/pprof/allocs") == 0)
+		return serve_profile(c, true);
+	if (strcmp(url, "/") == 0 || strcmp(url, "/debug/pprof/") == 0)
+		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
+	return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
+}
+
+/* ---- listening --------------------------------------------------------------- */
+
+static bool is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+	return false;
+}
+
+/* A listening socket for "HOST:PORT", "[V6]:PORT" or "unix:PATH"; its
+ * address for people in shown; *loopback says whether only this host can
+ * reach it.  -1 after one line on stderr. */
+static int listen_on(const char *spec, char *shown, size_t len, bool *loopback)
+{
+	if (strncmp(spec, "unix:", 5) == 0) {
+		const char *path = spec + 5;
+		struct sockaddr_un su = { .sun_family = AF_UNIX };
+		if (*path != '/' || strlen(path) >= sizeof su.sun_path)
+			return cli_err(HC_EXIT_USAGE, "serve: --listen unix:PATH needs an absolute path of at most %zu bytes",
+			    sizeof su.sun_path - 1), -1;
+		strcpy(su.sun_path, path);
+		struct stat sb;
+		if (lstat(path, &sb) == 0) {
+			/* a socket of ours left by an earlier run; anything else stays */
+			if (!S_ISSOCK(sb.st_mode) || sb.st_uid != geteuid())
+				return cli_err(HC_EXIT_USAGE, "serve: %s exists and is not a socket of ours", path), -1;
+			unlink(path);
+		}
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		mode_t old = umask(0077);      /* the owner only: no token needed */
+		int ok = fd >= 0 && bind(fd, (struct sockaddr *)&su, sizeof su) == 0 && listen(fd, 64) == 0;
+		umask(old);
+		if (!ok) {
+			cli_err(HC_EXIT_FAILED, "serve: cannot listen on %s: %s", path, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		snprintf(shown, len, "unix:%s", path);
+		*loopback = true;
+		return fd;
+	}
+	char host[256];
+	const char *colon = strrchr(spec, ':');
+	if (colon == NULL || colon == spec || (size_t)(colon - spec) >= sizeof host || !colon[1])
+		return cli_err(HC_EXIT_USAGE, "serve: --listen %s: want HOST:PORT, [IPV6]:PORT or unix:PATH", spec), -1;
+	memcpy(host, spec, (size_t)(colon - spec));
+	host[colon - spec] = 0;
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		memmove(host, host + 1, strlen(host));
+		host[strlen(host) - 1] = 0;
+	}
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
+		.ai_socktype = SOCK_STREAM }, *ai;
+	int e = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (e)
+		return cli_err(HC_EXIT_USAGE, "serve: --listen %s: %s (an IP address and a port number)", spec,
+		    gai_strerror(e)), -1;
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+		cli_err(HC_EXIT_FAILED, "serve: cannot listen on %s: %s", spec, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	*loopback = is_loopback(ai->ai_addr);
+	freeaddrinfo(ai);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	char ip[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET) {
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip);
+			port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+			snprintf(shown, len, "http://%s:%u", ip, port);
+		} else {
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip);
+			port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+			snprintf(shown, len, "http://[%s]:%u", ip, port);
+		}
+	}
+	return fd;
+}
+
+/* The token: the file's first line, at least 16 bytes; the file must not
+ * be readable by others. */
+static int read_token(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return cli_err(HC_EXIT_USAGE, "serve: --token-file %s: %s", path, strerror(e));
+	}
+	if (!S_ISREG(sb.st_mode) || (sb.st_mode & 0077)) {
+		close(fd);
+		return cli_err(HC_EXIT_USAGE, "serve: --token-file %s must be a regular file only its owner can read "
+		    "(chmod 600)", path);
+	}
+	ssize_t n = read(fd, S.token, sizeof S.token - 1);
+	close(fd);
+	S.token[n > 0 ? n : 0] = 0;
+	S.token[strcspn(S.token, "\r\n")] = 0;
+	if (strlen(S.token) < 16 || strspn(S.token, "\t ") || strchr(S.token, ' ')) {
+		S.token[0] = 0;
+		return cli_err(HC_EXIT_USAGE, "serve: the token in %s must be one line of at least 16 characters "
+		    "and no spaces", path);
+	}
+	return 0;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+enum { O_LISTEN = 256, O_TOKEN };
+static const cli_opt_t serve_opts[] = {
+	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
+	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
+	  "line); needed to listen beyond loopback" },
+	{ NULL, 0, NULL, NULL }
+};
+
+void hc_serve_help(FILE *f);
+void hc_serve_help(FILE *f)
+{
+	fputs("\noptions:\n", f);
+	cli_opts_help(f, serve_opts);
+	fprintf(f, "\nendpoints:\n%s", index_text + sizeof "heapctl serve\n");
+}
+
+int hc_serve_main(cli_args_t *a);
+int hc_serve_main(cli_args_t *a)
+{
+	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL;
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
+	if (code)
+		return code;
+	const char *v;
+	int id;
+	while ((id = cli_scan_next(&sc, &v)) > 0) {
+		if (id == O_LISTEN)
+			listen_spec = v;
+		else if (id == O_TOKEN)
+			token_file = v;
+		else {
+			cli_scan_end(&sc);
+			return cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'", v);
+		}
+	}
+	cli_scan_end(&sc);
+	if (id < 0)
+		return -id;
+	if (a->pid)
+		return cli_err(HC_EXIT_USAGE, "serve: it serves every process; ask for one with ?pid=N");
+	if (token_file && (code = read_token(token_file)) != 0)
+		return code;
+	S.timeout_ns = a->timeout_ns;
+	ssize_t n = readlink("/proc/self/exe", S.exe, sizeof S.exe - 1);
+	if (n <= 0)
+		return cli_err(HC_EXIT_FAILED, "serve: cannot tell where heapctl is: %s", strerror(errno));
+	S.exe[n] = 0;
+	const char *rt = getenv("RUNTIME_DIRECTORY");     /* systemd's, else /tmp */
+	snprintf(S.work, sizeof S.work, "%s/heapctl-serve.XXXXXX", rt && *rt == '/' ? rt : "/tmp");
+	if (mkdtemp(S.work) == NULL)
+		return cli_err(HC_EXIT_FAILED, "serve: cannot make a work directory: %s", strerror(errno));
+
+	char shown[PATH_MAX + 16];
+	bool loopback = false;
+	int fd = listen_on(listen_spec, shown, sizeof shown, &loopback);
+	if (fd < 0) {
+		rmdir(S.work);
+		return HC_EXIT_USAGE;
+	}
+	if (!loopback && S.token[0] == 0) {
+		close(fd);
+		rmdir(S.work);
+		return cli_err(HC_EXIT_USAGE, "serve: --listen %s reaches beyond this host: give --token-file FILE",
+		    listen_spec);
+	}
+	S.targets = calloc(MAX_TARGETS, sizeof *S.targets);
+	if (S.targets == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+
+	/* signals go to sigwait below, not to the server's threads */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	scan_once();
+	pthread_t th;
+	if (pthread_create(&th, NULL, poller, NULL) != 0)
+		return cli_err(HC_EXIT_FAILED, "serve: cannot start a thread");
+	struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+	    MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, NULL,
+	    MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_CONNECTION_LIMIT, 256u,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(MAX_SECONDS + 120),
+	    MHD_OPTION_END);
+	if (d == NULL) {
+		close(fd);
+		rmdir(S.work);
+		return cli_err(HC_EXIT_FAILED, "serve: libmicrohttpd would not start on %s", shown);
+	}
+	printf("heapctl serve: listening on %s\n", shown);
+	fflush(stdout);
+	int sig = 0;
+	sigwait(&sigs, &sig);
+	MHD_stop_daemon(d);
+	if (strncmp(listen_spec, "unix:", 5) == 0)
+		unlink(listen_spec + 5);
+	rmdir(S.work);
+	return 0;
+}

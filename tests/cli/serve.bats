@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# tests/cli/serve.bats - heapctl serve, the daemon, against the real clients:
+# promtool and a Prometheus server for /metrics, go tool pprof for
+# /debug/pprof/heap, curl for everything else (status codes, a stopped
+# target, an exiting one, tokens, a Unix socket).
+
+load helpers
+
+# start_serve [ARGS...]: the daemon on a free loopback port; sets URL, SPID
+start_serve() {
+	"$HEAPCTL" serve --listen 127.0.0.1:0 "$@" >"$T/serve.out" 2>"$T/serve.err" &
+	SPID=$!
+	track "$SPID"
+	wait_for 5 grep -q "listening on http://" "$T/serve.out" || { cat "$T/serve.err" >&2; return 1; }
+	URL=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+}
+
+# code URL...: curl's HTTP status, the body in $T/body
+code() { curl -s -o "$T/body" -w '%{http_code}' --max-time 30 "$@"; }
+
+# in_metrics PID: the daemon has found PID
+in_metrics() { curl -s --max-time 5 "$URL/metrics" | grep -q "^heapctl_allocated_bytes{pid=\"$1\""; }
+
+# metric NAME PID: its value for PID in the text format
+metric() { curl -s --max-time 5 "$URL/metrics" | awk -v n="$1" -v p="pid=\"$2\"" 'index($0, n "{" p) == 1 { print $NF }'; }
+
+need_go() {
+	(cd "$T" && HOME=$T go tool pprof -h >/dev/null 2>&1) || skip "go tool pprof does not run"
+}
+
+@test "serve: /metrics passes promtool check metrics and carries every target's counters and labels" {
+	start_target
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	curl -s "$URL/metrics" >"$T/m.txt"
+	run promtool check metrics <"$T/m.txt"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=60\"} 1$" "$T/m.txt"
+	grep -q "^# TYPE heapctl_samples_total counter$" "$T/m.txt"
+	[ "$(metric heapctl_samples_total "$TPID")" -gt 0 ]
+	[ "$(metric heapctl_dumps_total "$TPID")" = 0 ]
+	"$HEAPCTL" dump "$TPID" -o "$T/x.heap" >/dev/null
+	[ "$(metric heapctl_dumps_total "$TPID")" = 1 ]
+	grep -q '^heapctl_targets [1-9]' "$T/m.txt"
+	[ "$(curl -s -o /dev/null -w '%{content_type}' "$URL/metrics")" = "text/plain; version=0.0.4; charset=utf-8" ]
+}
+
+@test "serve: OpenMetrics when the client asks for it: counter families without _total, units, # EOF last" {
+	start_target
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	curl -s -H 'Accept: application/openmetrics-text; version=1.0.0' "$URL/metrics" >"$T/om.txt"
+	[ "$(tail -n1 "$T/om.txt")" = "# EOF" ]
+	grep -q '^# TYPE heapctl_samples counter$' "$T/om.txt"
+	grep -q "^heapctl_samples_total{pid=\"$TPID\"," "$T/om.txt"
+	grep -q '^# UNIT heapctl_allocated_bytes bytes$' "$T/om.txt"
+	[ "$(grep -c '^# EOF' "$T/om.txt")" = 1 ]
+}
+
+@test "serve: a real Prometheus server scrapes it and answers a query for a target's counter" {
+	command -v prometheus >/dev/null || skip "prometheus is not installed"
+	start_target
+	start_serve
+	local port
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	cat >"$T/prom.yml" <<-EOF
+	global:
+	  scrape_interval: 1s
+	scrape_configs:
+	  - job_name: heapctl
+	    static_configs:
+	      - targets: ['${URL#http://}']
+	EOF
+	prometheus --config.file="$T/prom.yml" --storage.tsdb.path="$T/tsdb" \
+	    --web.listen-address="127.0.0.1:$port" >"$T/prom.log" 2>&1 &
+	track $!
+	local q="http://127.0.0.1:$port/api/v1/query?query=heapctl_samples_total%7Bpid%3D%22$TPID%22%7D"
+	got() { curl -s --max-time 5 "$q" >"$T/q.json" && grep -q '"result":\[{' "$T/q.json"; }
+	wait_for 30 got || { tail -5 "$T/prom.log" >&2; cat "$T/q.json" >&2; return 1; }
+	python3 - "$T/q.json" "$TPID" <<-'EOF'
+	import json, sys
+	d = json.load(open(sys.argv[1]))
+	r = d["data"]["result"][0]
+	assert r["metric"]["pid"] == sys.argv[2], r
+	assert r["metric"]["job"] == "heapctl", r
+	assert float(r["value"][1]) > 0, r
+	EOF
+	# and it scraped the OpenMetrics form (no "unsupported" complaints, target up)
+	curl -s "http://127.0.0.1:$port/api/v1/query?query=up" | grep -q '"value":\[[0-9.]*,"1"\]'
+}
+
+@test "serve: go tool pprof -top reads /debug/pprof/heap; its total agrees with heapctl report on a dump" {
+	need_go
+	# nothing changes after start-up: the churn runs once in 5 s
+	start_target -c prof:true,lg_prof_sample:0,control_refresh_ms:100 grow=0 stacks=2000 tick_ms=5000
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	run env HOME="$T" PPROF_TMPDIR="$T" go tool pprof -top -unit=B "$URL/debug/pprof/heap?pid=$TPID"
+	echo "$output" | head -12
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Type: inuse_space"* ]]
+	[[ "$output" == *"deep_"* ]]
+	pp=$(echo "$output" | sed -n 's/.* of \([0-9]*\)B total.*/\1/p')
+	"$HEAPCTL" dump "$TPID" -o "$T/d.heap" >/dev/null
+	hc=$("$HEAPCTL" report "$T/d.heap" --bytes | sed -n 's/^Total: \([0-9]*\) B$/\1/p')
+	echo "pprof $pp, report $hc"
+	[ -n "$pp" ] && [ -n "$hc" ]
+	python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 0.02 * b)' "$pp" "$hc"
+	# the response is what Go's handler sends
+	curl -s -D "$T/h" -o "$T/p.gz" "$URL/debug/pprof/heap?pid=$TPID&gc=1"
+	grep -qi '^content-type: application/octet-stream' "$T/h"
+	[ "$(head -c2 "$T/p.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ]
+}
+
+@test "serve: ?debug=1 is the text top; /debug/pprof/allocs defaults to alloc_space; ?seconds=S is the growth" {
+	need_go
+	start_target -c prof:true,prof_accum:true,lg_prof_sample:14,control_refresh_ms:100 grow=65536 tick_ms=10
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	grep -q '^Total: ' "$T/body"
+	grep -q 'main' "$T/body"
+	[ "$(code "$URL/debug/pprof/allocs?pid=$TPID")" = 200 ]
+	cp "$T/body" "$T/allocs.gz"
+	run env HOME="$T" PPROF_TMPDIR="$T" go tool pprof -top "$T/allocs.gz"
+	[[ "$output" == *"Type: alloc_space"* ]]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&seconds=1")" = 200 ]
+	cp "$T/body" "$T/delta.gz"
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 200 ]
+	cp "$T/body" "$T/full.gz"
+	total() { HOME="$T" PPROF_TMPDIR="$T" go tool pprof -top -unit=B "$1" | sed -n 's/.* of \([0-9]*\)B total.*/\1/p'; }
+	full=$(total "$T/full.gz")
+	delta=$(total "$T/delta.gz")
+	echo "full $full, delta over 1 s $delta"
+	# 64 KiB every 10 ms: up to 6 MiB a second, less than all of it since start
+	[ "$delta" -gt 1000000 ] && [ "$delta" -lt "$full" ]
+}
+
+@test "serve: bad requests get their status and one line: unknown pid, bad pid, no pid among two, POST, unknown path" {
+	start_target
+	local first=$TPID
+	start_target
+	start_serve
+	wait_for 3 in_metrics "$first"
+	wait_for 3 in_metrics "$TPID"
+	[ "$(code "$URL/debug/pprof/heap?pid=1")" = 404 ]
+	[ "$(cat "$T/body")" = "process 1 is not running libheapctl.so (see /targets)" ]
+	[ "$(code "$URL/debug/pprof/heap?pid=12x")" = 400 ]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&seconds=100000")" = 400 ]
+	[ "$(code "$URL/debug/pprof/heap")" = 400 ]
+	[[ "$(cat "$T/body")" == *"processes run libheapctl.so: say which with ?pid=N (see /targets)" ]]
+	[ "$(code -X POST "$URL/metrics")" = 405 ]
+	[ "$(code -X POST --data x=1 "$URL/debug/pprof/heap")" = 405 ]
+	[ "$(code "$URL/nothing")" = 404 ]
+	[ "$(code "$URL/targets")" = 200 ]
+	python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+pids = {x["pid"] for x in t}
+assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPID"
+}
+
+@test "serve: a stopped target: its profile request ends in the timeout with 504, /metrics answers meanwhile" {
+	start_target
+	start_serve --timeout 1
+	wait_for 3 in_metrics "$TPID"
+	stop_target "$TPID"
+	code "$URL/debug/pprof/heap?pid=$TPID" >"$T/status" &
+	local c=$!
+	sleep 0.2
+	t0=$(now_ms)
+	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$URL/metrics")" = 200 ]
+	echo "metrics took $(($(now_ms) - t0)) ms"
+	[ $(($(now_ms) - t0)) -lt 900 ]
+	wait "$c"
+	[ "$(cat "$T/status")" = 504 ]
+	[ "$(cat "$T/body")" = "heapctl: process $TPID did not answer within 1 s" ]
+	kill -CONT "$TPID"
+}
+
+@test "serve: a target that exits leaves /targets and /metrics within a second" {
+	start_target
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	kill -TERM "$TPID"
+	wait "$TPID" 2>/dev/null || true
+	t0=$(now_ms)
+	wait_for 3 eval '! in_metrics $TPID'
+	echo "gone after $(($(now_ms) - t0)) ms"
+	[ $(($(now_ms) - t0)) -lt 1500 ]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 404 ]
+}
+
+@test "serve: beyond loopback only with a token file; then every request needs the bearer token" {
+	run "$HEAPCTL" serve --listen 0.0.0.0:0
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: serve: --listen 0.0.0.0:0 reaches beyond this host: give --token-file FILE" ]
+	echo "0123456789abcdef0123" >"$T/token"
+	chmod 644 "$T/token"
+	run "$HEAPCTL" serve --listen 0.0.0.0:0 --token-file "$T/token"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"must be a regular file only its owner can read (chmod 600)" ]]
+	chmod 600 "$T/token"
+	"$HEAPCTL" serve --listen 0.0.0.0:0 --token-file "$T/token" >"$T/serve.out" 2>&1 &
+	track $!
+	wait_for 5 grep -q "listening on http://0.0.0.0:" "$T/serve.out"
+	local port
+	port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$T/serve.out")
+	[ "$(code "http://127.0.0.1:$port/metrics")" = 401 ]
+	[ "$(code -H "Authorization: Bearer wrong-token-wrong-token" "http://127.0.0.1:$port/metrics")" = 401 ]
+	[ "$(code -H "Authorization: Bearer 0123456789abcdef0123" "http://127.0.0.1:$port/metrics")" = 200 ]
+}
+
+@test "serve: a Unix socket, its owner's only" {
+	start_target
+	"$HEAPCTL" serve --listen "unix:$T/s.sock" >"$T/serve.out" 2>&1 &
+	track $!
+	wait_for 5 grep -q "listening on unix:$T/s.sock" "$T/serve.out"
+	[ "$(stat -c %a "$T/s.sock")" = 700 ]
+	[ "$(code --unix-socket "$T/s.sock" http://localhost/targets)" = 200 ]
+	grep -q "\"pid\": $TPID" "$T/body"
+	# a file that is not a socket is never replaced
+	echo keep >"$T/f"
+	run "$HEAPCTL" serve --listen "unix:$T/f"
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: serve: $T/f exists and is not a socket of ours" ]
+	[ "$(cat "$T/f")" = keep ]
+}
