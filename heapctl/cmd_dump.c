@@ -92,26 +92,7 @@ static int copy_out(const hc_shm_target_t *t, const char *staged, const char *de
 		close(in);
 		return cli_err(HC_EXIT_FAILED, "%s", err);
 	}
-	char buf[65536];
-	int e = 0;
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			e = n < 0 ? errno : 0;
-			break;
-		}
-		for (ssize_t off = 0; off < n && !e;) {
-			ssize_t w = write(out.fd, buf + off, (size_t)(n - off));
-			if (w < 0 && errno != EINTR)
-				e = errno;
-			else if (w > 0)
-				off += w;
-		}
-		if (e)
-			break;
-	}
+	int e = rp_copy_fd(in, out.fd);
 	close(in);
 	if (close(out.fd) != 0 && e == 0)
 		e = errno;

@@ -47,7 +47,7 @@ static const struct {
 	    "start a program under libheapctl.so, sampling from the start", false }, run_opts },
 	{ { "systemd", cmd_systemd, "enable|disable UNIT [OPTIONS] | status",
 	    "run a service under the library: one drop-in that fits its hardening", false }, systemd_opts },
-	{ { "serve", cmd_serve, "[--listen ADDR] [--token-file FILE]",
+	{ { "serve", cmd_serve, "[--listen ADDR] [--token-file FILE] [--archive DIR]",
 	    "the daemon: /metrics, /targets and /debug/pprof/heap over HTTP for every process", false }, NULL },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
 	    "why a process is not in 'list' or refuses commands, and the fix", false }, NULL },

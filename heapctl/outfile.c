@@ -190,3 +190,22 @@ int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), cons
 		e = errno;
 	return rp_out_finish(&out, e, NULL, err, errlen);
 }
+
+int rp_copy_fd(int in, int out)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : 0;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno != EINTR)
+				return errno;
+			if (w > 0)
+				off += w;
+		}
+	}
+}

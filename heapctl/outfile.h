@@ -41,4 +41,8 @@ int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t err
 int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
                   char *err, size_t errlen);
 
+/* Copy what is left of in to out, retrying short writes and EINTR.
+ * Returns 0 or the errno of the read or write that failed. */
+int rp_copy_fd(int in, int out);
+
 #endif

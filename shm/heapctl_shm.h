@@ -307,6 +307,10 @@ bool hc_shm_state_read(const hc_shm_state_t *st, hc_shm_state_t *out);
 
 /* Publish an event (the caller serialises publishers). */
 void hc_shm_event_publish(hc_shm_ring_t *r, const hc_shm_event_t *ev);
+/* A byte count: 4096, 512K, 1G, 1GiB, 64MB (binary multiples); false if
+ * it is not one or does not fit. */
+bool hc_shm_parse_bytes(const char *s, uint64_t *out);
+
 /* Read event number n.  Returns 1 and copies it if it is there, 0 if not
  * yet published, -1 if it has been overwritten (missed). */
 int hc_shm_event_read(const hc_shm_ring_t *r, uint64_t n, hc_shm_event_t *out);

@@ -124,7 +124,7 @@ static bool parse_u64(const char *s, uint64_t *out, const char **end)
 }
 
 /* 4096, 512K, 1G, 1GiB, 64MB: binary multiples */
-static bool parse_bytes(const char *s, uint64_t *out)
+bool hc_shm_parse_bytes(const char *s, uint64_t *out)
 {
 	const char *p;
 	uint64_t v;
@@ -244,7 +244,7 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_BYTES:
-		if (!parse_bytes(v, &out->u))
+		if (!hc_shm_parse_bytes(v, &out->u))
 			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_POW2:
@@ -254,7 +254,7 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 			out->u = x < 0 ? UINT64_MAX : (uint64_t)x;
 			return true;
 		}
-		if (!parse_bytes(v, &out->u)) {
+		if (!hc_shm_parse_bytes(v, &out->u)) {
 			say(err, errlen, "'", v, "' is not a byte count (like 1G, or 0 for off)");
 			return false;
 		}

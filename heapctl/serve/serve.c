@@ -38,20 +38,13 @@
 
 #include "../cli.h"
 #include "../json.h"
+#include "serve.h"
 
 #define POLL_MS 500
 #define MAX_TARGETS 4096
 #define MAX_SECONDS 600          /* ?seconds= at most, as a delta          */
 
-typedef struct target_s {
-	hc_shm_target_t t;
-	char command[256];
-	char unit[128];            /* systemd unit from /proc/PID/cgroup, or "" */
-	char container[128];       /* machine, docker or podman id, or ""       */
-	uint64_t next_ev;          /* the next ring event to read               */
-	uint64_t gdumps, dumps_failed;   /* events seen since it was found     */
-	bool seen;                 /* in this round's scan                      */
-} target_t;
+typedef serve_target_t target_t;
 
 static struct {
 	pthread_mutex_t lock;      /* targets, ntargets                          */
@@ -118,11 +111,19 @@ static void drop_locked(size_t i)
 	S.targets[i] = S.targets[--S.ntargets];
 }
 
-/* Read a target's new events: the ones the metrics count. */
-static void read_events_locked(target_t *x)
+/* Dumps announced in this round, archived once the lock is dropped. */
+typedef struct pending_s {
+	target_t x;
+	hc_shm_event_t ev;
+} pending_t;
+
+/* Read a target's new events: counted for the metrics, dumps kept in p
+ * (up to max) for the archive.  Returns how many were kept. */
+static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 {
 	const hc_shm_ring_t *r = &x->t.seg->ring;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	size_t kept = 0;
 	if (head - x->next_ev > HC_SHM_EVENTS)       /* more than the ring holds */
 		x->next_ev = head - HC_SHM_EVENTS;
 	for (; x->next_ev < head; x->next_ev++) {
@@ -136,13 +137,24 @@ static void read_events_locked(target_t *x)
 			x->gdumps++;
 		else if (e.type == HC_EV_DUMP_FAILED)
 			x->dumps_failed++;
+		else if (e.type == HC_EV_DUMP && kept < max && e.path[0] == '/' &&
+		    hc_shm_strvalid(e.path, sizeof e.path)) {
+			p[kept].x = *x;
+			p[kept].ev = e;
+			kept++;
+		}
 	}
+	return kept;
 }
 
-/* One round: add new processes, drop gone ones, read events. */
+/* One round: add new processes, read every target's events (also those of
+ * one that has just exited: its final dump), drop the gone, archive. */
 static void scan_once(void)
 {
 	static int pids[MAX_TARGETS];
+	enum { PENDING = 256 };
+	static pending_t pend[PENDING];
+	size_t npend = 0;
 	int n = hc_shm_scan(pids, MAX_TARGETS);
 	pthread_mutex_lock(&S.lock);
 	for (size_t i = 0; i < S.ntargets; i++)
@@ -165,20 +177,23 @@ static void scan_once(void)
 		cgroup_labels(nt.t.pid, nt.unit, sizeof nt.unit, nt.container, sizeof nt.container);
 		if (nt.container[0] == 0 && nt.t.nspid != nt.t.pid)
 			snprintf(nt.container, sizeof nt.container, "pid %d in its namespace", nt.t.nspid);
+		nt.same_view = cli_same_view(&nt.t);
 		nt.next_ev = __atomic_load_n(&nt.t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nt.seen = true;
 		S.targets[S.ntargets++] = nt;
 	}
 	for (size_t i = 0; i < S.ntargets;) {
 		target_t *x = &S.targets[i];
+		npend += read_events_locked(x, pend + npend, PENDING - npend);
 		if (!x->seen || !hc_shm_alive(&x->t)) {
 			drop_locked(i);
 			continue;
 		}
-		read_events_locked(x);
 		i++;
 	}
 	pthread_mutex_unlock(&S.lock);
+	for (size_t i = 0; i < npend; i++)
+		arch_dump(&pend[i].x, &pend[i].ev);
 }
 
 static void *poller(void *arg)
@@ -361,6 +376,16 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
 	}
 	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
 	    "# TYPE heapctl_targets gauge\nheapctl_targets %zu\n", n);
+	if (arch_enabled()) {
+		uint64_t archived, failed;
+		arch_counts(&archived, &failed);
+		fprintf(f, "# HELP heapctl_archived_dumps%s Dumps copied into the archive.\n"
+		    "# TYPE heapctl_archived_dumps%s counter\nheapctl_archived_dumps_total %llu\n",
+		    om ? "" : "_total", om ? "" : "_total", (unsigned long long)archived);
+		fprintf(f, "# HELP heapctl_archive_failures%s Dumps that could not be archived.\n"
+		    "# TYPE heapctl_archive_failures%s counter\nheapctl_archive_failures_total %llu\n",
+		    om ? "" : "_total", om ? "" : "_total", (unsigned long long)failed);
+	}
 	if (om)
 		fputs("# EOF\n", f);
 	return respond_stream(c, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" :
@@ -412,6 +437,88 @@ static enum MHD_Result serve_targets(struct MHD_Connection *c)
 	return respond_stream(c, "application/json", f, &buf, &len);
 }
 
+/* ---- /archive ------------------------------------------------------------------ */
+
+static enum MHD_Result serve_archive_list(struct MHD_Connection *c)
+{
+	if (!arch_enabled())
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no archive: start serve with --archive DIR");
+	size_t n;
+	arch_entry_t *v = arch_scan(&n);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL) {
+		free(v);
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	json_t j;
+	json_begin(&j, f, JSON_PRETTY);
+	json_arr(&j, NULL);
+	for (size_t i = n; i-- > 0;) {          /* newest first */
+		const arch_entry_t *e = &v[i];
+		char path[600], pb[620], when[32] = "", kind[32] = "";
+		int pid = 0;
+		/* NAME is TIME.PID.KIND */
+		sscanf(e->name, "%31[^.].%*[^.].%d.%31s", when, &pid, kind);
+		snprintf(path, sizeof path, "%s/%s.heap", e->group, e->name);
+		snprintf(pb, sizeof pb, "%s/%s/%s.pb.gz", arch_dir(), e->group, e->name);
+		json_obj(&j, NULL);
+		json_str(&j, "group", e->group);
+		json_str(&j, "file", path);
+		json_i64(&j, "pid", pid);
+		json_str(&j, "kind", kind);
+		json_u64(&j, "bytes", e->bytes);
+		if (access(pb, R_OK) == 0) {
+			snprintf(pb, sizeof pb, "%s/%s.pb.gz", e->group, e->name);
+			json_str(&j, "pprof", pb);
+		} else
+			json_null(&j, "pprof");
+		json_end(&j);
+	}
+	json_end(&j);
+	free(v);
+	return respond_stream(c, "application/json", f, &buf, &len);
+}
+
+/* /archive/GROUP/FILE: one archived dump or its pprof. */
+static enum MHD_Result serve_archive_file(struct MHD_Connection *c, const char *rel)
+{
+	char group[256], name[256];
+	const char *slash = strchr(rel, '/');
+	size_t glen = slash ? (size_t)(slash - rel) : 0;
+	if (!arch_enabled() || slash == NULL || glen == 0 || glen >= sizeof group || strlen(slash + 1) >= sizeof name)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	memcpy(group, rel, glen);
+	group[glen] = 0;
+	strcpy(name, slash + 1);
+	size_t nl = strlen(name);
+	bool heap = nl > 5 && strcmp(name + nl - 5, ".heap") == 0;
+	bool pb = nl > 6 && strcmp(name + nl - 6, ".pb.gz") == 0;
+	if (!arch_name_ok(group) || !arch_name_ok(name) || (!heap && !pb))
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	char path[PATH_MAX + 600];
+	snprintf(path, sizeof path, "%s/%s/%s", arch_dir(), group, name);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	}
+	struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)sb.st_size, fd);
+	if (r == NULL) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, heap ? "text/plain; charset=utf-8" :
+	    "application/octet-stream");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
 /* ---- /debug/pprof/heap and allocs ------------------------------------------- */
 
 /* The HTTP status for a failed `heapctl` child's exit code. */
@@ -427,9 +534,7 @@ static unsigned child_status(int code)
 	}
 }
 
-/* Run this heapctl with args; its stdout into out (may be NULL).  0, or
- * the exit code with the child's first line of stderr in err. */
-static int run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms)
+int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms)
 {
 	char *argv[16];
 	int n = 0;
@@ -540,14 +645,14 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
 	/* with seconds, the first dump is the base and the profile the delta */
 	if (seconds > 0) {
 		char *d1[] = { "dump", pids, "-o", a, "--timeout", tmo, NULL };
-		if ((rc = run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
+		if ((rc = serve_run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
 			goto failed;
 		struct timespec ts = { seconds, 0 };
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 	}
 	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
-	if ((rc = run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
+	if ((rc = serve_run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
 		goto failed;
 
 	char *rep[16];
@@ -571,7 +676,7 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
 			return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 		}
 		text[0] = 0;
-		rc = run_self(rep, text, TEXT_MAX, err, sizeof err, 300000);
+		rc = serve_run_self(rep, text, TEXT_MAX, err, sizeof err, 300000);
 		if (rc == 0)
 			res = respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text));
 		free(text);
@@ -583,7 +688,7 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
 	rep[n++] = "--pprof";
 	rep[n++] = out;
 	rep[n] = NULL;
-	if ((rc = run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0)
+	if ((rc = serve_run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0)
 		goto failed;
 	int fd = open(out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat sb;
@@ -636,7 +741,9 @@ static const char index_text[] =
     "/targets                    the processes, as JSON\n"
     "/debug/pprof/heap?pid=N     a heap profile taken now (gzipped profile.proto);\n"
     "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
-    "/debug/pprof/allocs?pid=N   the same, alloc_space first\n";
+    "/debug/pprof/allocs?pid=N   the same, alloc_space first\n"
+    "/archive                    the archived dumps (--archive), newest first, as JSON\n"
+    "/archive/GROUP/FILE         one of them, or the pprof beside it\n";
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload, size_t *upload_size, void **state)
@@ -679,6 +786,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return serve_profile(c, false);
 	if (strcmp(url, "/debug/pprof/allocs") == 0)
 		return serve_profile(c, true);
+	if (strcmp(url, "/archive") == 0)
+		return serve_archive_list(c);
+	if (strncmp(url, "/archive/", 9) == 0)
+		return serve_archive_file(c, url + 9);
 	if (strcmp(url, "/") == 0 || strcmp(url, "/debug/pprof/") == 0)
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
 	return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
@@ -806,11 +917,44 @@ static int read_token(const char *path)
 
 /* ---- the command ---------------------------------------------------------- */
 
-enum { O_LISTEN = 256, O_TOKEN };
+static bool parse_count(const char *v, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*v < '0' || *v > '9' || *end || errno || n > UINT_MAX)
+		return false;
+	*out = n;
+	return true;
+}
+
+/* 90s, 30m, 12h, 7d, or seconds */
+static bool parse_age(const char *v, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (*v < '0' || *v > '9' || errno || (end[0] && end[1]))
+		return false;
+	unsigned long long unit = *end == 0 || *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 :
+	    *end == 'd' ? 86400 : 0;
+	if (unit == 0 || n > UINT64_MAX / unit)
+		return false;
+	*out = n * unit;
+	return true;
+}
+
+enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE };
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
 	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
 	  "line); needed to listen beyond loopback" },
+	{ NULL, 0, NULL, "the archive:" },
+	{ "archive", O_ARCHIVE, "DIR", "copy every dump of every process into DIR/GROUP/ (GROUP: its systemd unit, "
+	  "else its program), with a symbolized pprof beside it" },
+	{ "keep", O_KEEP, "N", "keep the newest N dumps of each group (default 50, 0: all)" },
+	{ "max-bytes", O_MAX_BYTES, "SIZE", "keep the archive under SIZE, oldest out first (default 1G, 0: no limit)" },
+	{ "max-age", O_MAX_AGE, "AGE", "remove dumps older than AGE: 90s, 30m, 12h, 7d (default: none)" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -825,7 +969,8 @@ void hc_serve_help(FILE *f)
 int hc_serve_main(cli_args_t *a);
 int hc_serve_main(cli_args_t *a)
 {
-	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL;
+	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL, *archive = NULL;
+	uint64_t keep = 50, max_bytes = (uint64_t)1 << 30, max_age = 0;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
 	if (code)
@@ -837,7 +982,19 @@ int hc_serve_main(cli_args_t *a)
 			listen_spec = v;
 		else if (id == O_TOKEN)
 			token_file = v;
-		else {
+		else if (id == O_ARCHIVE)
+			archive = v;
+		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE) {
+			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : &max_age;
+			bool ok = id == O_KEEP ? parse_count(v, dst) : id == O_MAX_BYTES ? hc_shm_parse_bytes(v, dst) :
+			    parse_age(v, dst);
+			if (!ok) {
+				cli_scan_end(&sc);
+				return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want %s", id == O_KEEP ? "keep" :
+				    id == O_MAX_BYTES ? "max-bytes" : "max-age", v, id == O_KEEP ? "a whole number" :
+				    id == O_MAX_BYTES ? "a size like 500M or 2G" : "an age like 90s, 30m, 12h or 7d");
+			}
+		} else {
 			cli_scan_end(&sc);
 			return cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'", v);
 		}
@@ -849,11 +1006,16 @@ int hc_serve_main(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "serve: it serves every process; ask for one with ?pid=N");
 	if (token_file && (code = read_token(token_file)) != 0)
 		return code;
+	if (!archive && (keep != 50 || max_bytes != (uint64_t)1 << 30 || max_age))
+		return cli_err(HC_EXIT_USAGE, "serve: --keep, --max-bytes and --max-age are for --archive DIR");
 	S.timeout_ns = a->timeout_ns;
 	ssize_t n = readlink("/proc/self/exe", S.exe, sizeof S.exe - 1);
 	if (n <= 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot tell where heapctl is: %s", strerror(errno));
 	S.exe[n] = 0;
+	if (archive && (code = arch_init(archive, keep > UINT_MAX ? UINT_MAX : (unsigned)keep, max_bytes,
+	    max_age)) != 0)
+		return code;
 	const char *rt = getenv("RUNTIME_DIRECTORY");     /* systemd's, else /tmp */
 	snprintf(S.work, sizeof S.work, "%s/heapctl-serve.XXXXXX", rt && *rt == '/' ? rt : "/tmp");
 	if (mkdtemp(S.work) == NULL)

@@ -6,6 +6,13 @@
 
 load helpers
 
+# the helpers' teardown, after unmounting what a test mounted
+eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
+teardown() {
+	[ -z "${MOUNTED:-}" ] || umount -l "$MOUNTED" || true
+	helpers_teardown
+}
+
 # start_serve [ARGS...]: the daemon on a free loopback port; sets URL, SPID
 start_serve() {
 	"$HEAPCTL" serve --listen 127.0.0.1:0 "$@" >"$T/serve.out" 2>"$T/serve.err" &
@@ -38,7 +45,8 @@ need_go() {
 	[ "$status" -eq 0 ]
 	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=60\"} 1$" "$T/m.txt"
 	grep -q "^# TYPE heapctl_samples_total counter$" "$T/m.txt"
-	[ "$(metric heapctl_samples_total "$TPID")" -gt 0 ]
+	sampled() { [ "$(metric heapctl_samples_total "$TPID")" -gt 0 ]; }
+	wait_for 5 sampled
 	[ "$(metric heapctl_dumps_total "$TPID")" = 0 ]
 	"$HEAPCTL" dump "$TPID" -o "$T/x.heap" >/dev/null
 	[ "$(metric heapctl_dumps_total "$TPID")" = 1 ]
@@ -226,4 +234,104 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$status" -eq 2 ]
 	[ "$output" = "heapctl: serve: $T/f exists and is not a socket of ours" ]
 	[ "$(cat "$T/f")" = keep ]
+}
+
+# ---- the archive ---------------------------------------------------------------
+
+@test "serve --archive: manual, high-water and final dumps copied with a pprof beside; /archive lists them; they outlive the process" {
+	need_go
+	start_serve --archive "$T/arch"
+	start_target -c prof:true,lg_prof_sample:12,prof_final:true,prof_gdump:true,prof_prefix:$T/jp,control_refresh_ms:100 \
+	    grow=1000000 seconds=2
+	local pid=$TPID
+	wait_for 3 in_metrics "$pid"
+	"$HEAPCTL" dump "$pid" >/dev/null
+	wait "$pid"
+	wait_for 10 eval 'ls "$T"/arch/target/*.final.pb.gz >/dev/null 2>&1'
+	ls -R "$T/arch"
+	local final gdump manual
+	final=$(ls "$T"/arch/target/*."$pid".final.heap)
+	gdump=$(ls "$T"/arch/target/*."$pid".gdump.heap | head -n1)
+	manual=$(ls "$T"/arch/target/*."$pid".manual.heap)
+	# byte for byte what the process wrote
+	cmp "$final" "$T/jp.$pid".*.f.heap
+	cmp "$manual" "$(ls "$T/jp.$pid".*.m*.heap)"
+	[ -s "$gdump" ]
+	# read after the process is gone: heapctl report, and go tool pprof on the pprof beside it
+	run "$HEAPCTL" report "$final"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Total: "* ]]
+	run env HOME="$T" PPROF_TMPDIR="$T" go tool pprof -top "${final%.heap}.pb.gz"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Type: inuse_space"* ]]
+	# /archive: newest first, with the kinds; a file by its name
+	[ "$(code "$URL/archive")" = 200 ]
+	python3 - "$T/body" "$pid" <<-'PY'
+	import json, sys
+	a = json.load(open(sys.argv[1]))
+	kinds = {e["kind"] for e in a if e["pid"] == int(sys.argv[2])}
+	assert {"final", "gdump", "manual"} <= kinds, a
+	assert a[0]["kind"] == "final", a[0]
+	assert all(e["pprof"] for e in a), a
+	PY
+	[ "$(code "$URL/archive/target/$(basename "$final")")" = 200 ]
+	cmp "$T/body" "$final"
+	[ "$(code "$URL/archive/target/..%2F..%2Fetc%2Fpasswd")" = 404 ]
+	[ "$(code "$URL/archive/../x.heap")" = 404 ]
+	[ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archived_dumps_total //p')" -ge 3 ]
+}
+
+@test "serve --archive: retention keeps the newest --keep of a group and stays under --max-bytes, newest never removed" {
+	start_serve --archive "$T/arch" --keep 3
+	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
+	wait_for 3 in_metrics "$TPID"
+	for i in 1 2 3 4 5 6; do "$HEAPCTL" dump "$TPID" >/dev/null; sleep 0.02; done
+	wait_for 5 eval '[ "$(ls "$T"/arch/target/*.heap 2>/dev/null | wc -l)" -eq 3 ] && [ "$(ls "$T"/jp.* | wc -l)" -eq 6 ]'
+	sleep 1
+	[ "$(ls "$T"/arch/target/*.heap | wc -l)" -eq 3 ]
+	# the three kept are the last three written
+	local newest
+	newest=$(ls "$T"/jp."$TPID".5.m5.heap)
+	cmp "$(ls "$T"/arch/target/*.heap | tail -n1)" "$newest"
+	kill -TERM "$SPID"
+	wait "$SPID" || true
+	# a limit in bytes below one dump: only the newest stays
+	start_serve --archive "$T/arch" --max-bytes 1K
+	"$HEAPCTL" dump "$TPID" >/dev/null
+	same() { [ "$(ls "$T"/arch/target/*.heap | wc -l)" -eq 1 ] && cmp -s "$(ls "$T"/arch/target/*.heap)" "$1"; }
+	wait_for 5 same "$T/jp.$TPID.6.m6.heap"
+	run "$HEAPCTL" serve --archive "$T/arch" --max-age 3x
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: serve: --max-age 3x: want an age like 90s, 30m, 12h or 7d" ]
+	run "$HEAPCTL" serve --keep 3
+	[ "$status" -eq 2 ]
+}
+
+@test "serve --archive on a full file system: the dump is counted as lost, the older ones stay, every request is answered" {
+	need_root
+	mkdir "$T/small"
+	mount -t tmpfs -o size=64k tmpfs "$T/small" || skip "cannot mount a tmpfs"
+	MOUNTED=$T/small
+	start_serve --archive "$T/small/arch"
+	start_target -c prof:true,lg_prof_sample:10,prof_prefix:$T/jp,control_refresh_ms:100
+	wait_for 3 in_metrics "$TPID"
+	local i
+	for i in $(seq 30); do "$HEAPCTL" dump "$TPID" >/dev/null; done
+	failed() { [ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archive_failures_total //p')" -ge 1 ]; }
+	wait_for 10 failed
+	local kept
+	kept=$(ls "$T"/small/arch/target/*.heap | wc -l)
+	echo "kept $kept, $(df -k "$T/small" | tail -n1)"
+	[ "$kept" -ge 1 ]
+	# every dump the daemon archived is still there (none removed to make room)
+	[ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archived_dumps_total //p')" -eq "$kept" ]
+	# what was archived is whole: each is byte for byte one of the dumps
+	for f in "$T"/small/arch/target/*.heap; do
+		"$HEAPCTL" report "$f" >/dev/null
+	done
+	grep -q "not archived: No space left on device" "$T/serve.err"
+	[ "$(code "$URL/metrics")" = 200 ]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	kill -TERM "$SPID"
+	wait "$SPID" || true
 }
