@@ -95,6 +95,10 @@ void cli_diag_print(const cli_diag_t *d, bool json, const char *indent);
 /* cmd_systemd.c: doctor for a unit's main process */
 int cli_doctor_unit(cli_args_t *a, const char *unit);
 
+/* cmd_watch.c: one event as `heapctl watch --json` prints it, a line on f
+ * (same: the target sees our files at our paths). */
+void cli_event_json(FILE *f, const hc_shm_target_t *t, bool same, const hc_shm_event_t *e);
+
 /* Dispatch argv[0] as a command (used by main and attach). */
 int cli_dispatch(int argc, char **argv, int attach_pid);
 

@@ -35,57 +35,63 @@ static void json_path(json_t *j, const char *local, const char *raw)
 		json_str(j, "target_path", raw);
 }
 
-static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same,
-    const hc_shm_event_t *e)
+void cli_event_json(FILE *f, const hc_shm_target_t *t, bool same, const hc_shm_event_t *e)
 {
-	char when[40], b1[32], b2[32], path[HC_SHM_PATH_MAX + 64];
-	int pid = t->pid;
+	char when[40], path[HC_SHM_PATH_MAX + 64];
 	local_path(t, same, e->path, path, sizeof path);
 	const char *type = hc_shm_event_name(e->type);
 	const char *kind = hc_shm_dump_kind_name(e->kind);
 	out_time(e->time_ns, when, sizeof when);
-	if (type == NULL)
-		type = "unknown";
-	if (kind == NULL)
-		kind = "unknown";
+	json_t j;
+	json_begin(&j, f, JSON_LINE);
+	json_obj(&j, NULL);
+	json_str(&j, "type", type ? type : "unknown");
+	json_str(&j, "time", when);
+	json_i64(&j, "pid", t->pid);
+	switch (e->type) {
+	case HC_EV_GDUMP:
+		json_u64(&j, "mapped", e->value);
+		json_u64(&j, "previous", e->value2);
+		if (e->path[0])
+			json_path(&j, path, e->path);
+		else
+			json_null(&j, "path");
+		break;
+	case HC_EV_DUMP:
+		json_str(&j, "kind", kind ? kind : "unknown");
+		json_path(&j, path, e->path);
+		json_u64(&j, "bytes", e->value);
+		break;
+	case HC_EV_DUMP_FAILED:
+		json_str(&j, "kind", kind ? kind : "unknown");
+		json_path(&j, path, e->path);
+		json_str(&j, "error", e->text);
+		break;
+	case HC_EV_CONFIG:
+		json_str(&j, "name", e->name);
+		json_str(&j, "value", e->path);
+		json_str(&j, "previous", e->text);
+		break;
+	case HC_EV_START:
+		json_u64(&j, "parent", e->value);
+		break;
+	}
+	json_end(&j);
+}
+
+static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same,
+    const hc_shm_event_t *e)
+{
 	if (a->json) {
-		json_t j;
-		json_begin(&j, stdout, JSON_LINE);
-		json_obj(&j, NULL);
-		json_str(&j, "type", type);
-		json_str(&j, "time", when);
-		json_i64(&j, "pid", pid);
-		switch (e->type) {
-		case HC_EV_GDUMP:
-			json_u64(&j, "mapped", e->value);
-			json_u64(&j, "previous", e->value2);
-			if (e->path[0])
-				json_path(&j, path, e->path);
-			else
-				json_null(&j, "path");
-			break;
-		case HC_EV_DUMP:
-			json_str(&j, "kind", kind);
-			json_path(&j, path, e->path);
-			json_u64(&j, "bytes", e->value);
-			break;
-		case HC_EV_DUMP_FAILED:
-			json_str(&j, "kind", kind);
-			json_path(&j, path, e->path);
-			json_str(&j, "error", e->text);
-			break;
-		case HC_EV_CONFIG:
-			json_str(&j, "name", e->name);
-			json_str(&j, "value", e->path);
-			json_str(&j, "previous", e->text);
-			break;
-		case HC_EV_START:
-			json_u64(&j, "parent", e->value);
-			break;
-		}
-		json_end(&j);
+		cli_event_json(stdout, t, same, e);
 		return;
 	}
+	char when[40], b1[32], b2[32], path[HC_SHM_PATH_MAX + 64];
+	local_path(t, same, e->path, path, sizeof path);
+	const char *kind = hc_shm_dump_kind_name(e->kind);
+	out_time(e->time_ns, when, sizeof when);
+	if (kind == NULL)
+		kind = "unknown";
 	/* everything in an event is the target's: safe for a terminal */
 	char name[4 * HC_SHM_NAME_MAX], value[4 * HC_SHM_PATH_MAX], text[4 * 128];
 	out_safe(path, value, sizeof value);

@@ -252,8 +252,20 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 		return fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (never ready)",
 		    t->path, pid);
 	}
-	if (h->pid == t->nspid && h->start_time == t->start_time && (in_maps || !readable))
-		return HC_EXIT_OK;
+	if (h->pid == t->nspid && h->start_time == t->start_time) {
+		if (in_maps || !readable)
+			return HC_EXIT_OK;
+		/* the maps were read before the segment was ready: a process that
+		 * was creating it then (a fork child publishing its own, one that
+		 * is starting) has mapped it by now.  Read them again before
+		 * calling it stale: a daemon that looks every half second would
+		 * otherwise delete the segment of every new process it catches in
+		 * that moment. */
+		char now[64];
+		bool again;
+		if (maps_segment(pid, t->nspid, now, sizeof now, &again) && strcmp(now, name) == 0)
+			return HC_EXIT_OK;
+	}
 	/* not this process's: an earlier process with this pid, this one before
 	 * an exec, a copy claiming another pid, or a process of another PID
 	 * namespace sharing /dev/shm.  Removed only when it claims this

@@ -57,6 +57,68 @@ static struct {
 	unsigned requests;         /* for unique work file names                 */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* ---- the event log (/events) -------------------------------------------- */
+
+/* The last EVLOG events of every target, as the lines `heapctl watch
+ * --json` prints, numbered: a stream reader keeps its own position. */
+#define EVLOG 1024
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char *line[EVLOG];
+	uint64_t head;             /* lines ever added                           */
+	bool stopping;
+} E = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+/* Add a line (malloc'd, ending in a newline; taken over). */
+static void evlog_add(char *line)
+{
+	if (line == NULL)
+		return;
+	pthread_mutex_lock(&E.lock);
+	free(E.line[E.head % EVLOG]);
+	E.line[E.head % EVLOG] = line;
+	E.head++;
+	pthread_cond_broadcast(&E.cond);
+	pthread_mutex_unlock(&E.lock);
+}
+
+static void evlog_event(const target_t *x, const hc_shm_event_t *e)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL)
+		return;
+	cli_event_json(f, &x->t, x->same_view, e);
+	if (fclose(f) == 0)
+		evlog_add(buf);
+	else
+		free(buf);
+}
+
+/* found and gone, which no ring has: the daemon's own */
+static void evlog_target(const target_t *x, const char *type)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL)
+		return;
+	json_t j;
+	json_begin(&j, f, JSON_LINE);
+	json_obj(&j, NULL);
+	json_str(&j, "type", type);
+	json_i64(&j, "pid", x->t.pid);
+	if (strcmp(type, "found") == 0)
+		json_str(&j, "command", x->command);
+	json_end(&j);
+	if (fclose(f) == 0)
+		evlog_add(buf);
+	else
+		free(buf);
+}
+
 /* ---- finding targets ----------------------------------------------------- */
 
 /* The unit and container of pid from its cgroup path (cgroup v2 "0::/..."
@@ -133,6 +195,7 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 			break;
 		if (got < 0)
 			continue;
+		evlog_event(x, &e);
 		if (e.type == HC_EV_GDUMP)
 			x->gdumps++;
 		else if (e.type == HC_EV_DUMP_FAILED)
@@ -147,45 +210,89 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 	return kept;
 }
 
-/* One round: add new processes, read every target's events (also those of
+/* Processes that have a segment file but could not be opened (another
+ * user's, stale, not finished): tried again after NOPE_S seconds, not at
+ * every round. */
+#define NOPE_S 2
+static struct { int pid; uint64_t start; time_t until; } nope[256];
+
+static bool nope_skip(int pid, time_t now)
+{
+	bool ended;
+	uint64_t st = hc_shm_proc_start_time(pid, &ended);
+	for (unsigned i = 0; i < sizeof nope / sizeof nope[0]; i++)
+		if (nope[i].pid == pid && nope[i].start == st)
+			return now < nope[i].until;
+	return false;
+}
+
+static void nope_add(int pid, time_t now)
+{
+	static unsigned next;
+	bool ended;
+	unsigned i = next++ % (sizeof nope / sizeof nope[0]);
+	nope[i].pid = pid;
+	nope[i].start = hc_shm_proc_start_time(pid, &ended);
+	nope[i].until = now + NOPE_S;
+}
+
+/* One round: open new processes (without the lock: a segment that is not
+ * ready makes hc_shm_open wait), read every target's events (also those of
  * one that has just exited: its final dump), drop the gone, archive. */
 static void scan_once(void)
 {
 	static int pids[MAX_TARGETS];
-	enum { PENDING = 256 };
+	enum { PENDING = 256, NEW = 64 };
 	static pending_t pend[PENDING];
-	size_t npend = 0;
+	static target_t fresh[NEW];
+	size_t npend = 0, nfresh = 0;
 	int n = hc_shm_scan(pids, MAX_TARGETS);
+	time_t now = time(NULL);
+	for (int i = 0; i < n && nfresh < NEW; i++) {
+		if (pids[i] == getpid())
+			continue;
+		pthread_mutex_lock(&S.lock);
+		bool known = find_locked(pids[i]) != NULL;
+		pthread_mutex_unlock(&S.lock);
+		if (known || nope_skip(pids[i], now))
+			continue;
+		target_t *nt = &fresh[nfresh];
+		memset(nt, 0, sizeof *nt);
+		char err[512];
+		if (hc_shm_open(pids[i], &nt->t, err, sizeof err) != 0) {
+			nope_add(pids[i], now);   /* gone, stale, another user's, not a segment */
+			continue;
+		}
+		out_cmdline(nt->t.pid, nt->t.seg, nt->command, sizeof nt->command);
+		cgroup_labels(nt->t.pid, nt->unit, sizeof nt->unit, nt->container, sizeof nt->container);
+		if (nt->container[0] == 0 && nt->t.nspid != nt->t.pid)
+			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
+		nt->same_view = cli_same_view(&nt->t);
+		nt->next_ev = __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
+		nfresh++;
+	}
 	pthread_mutex_lock(&S.lock);
 	for (size_t i = 0; i < S.ntargets; i++)
 		S.targets[i].seen = false;
 	for (int i = 0; i < n; i++) {
-		if (pids[i] == getpid())
-			continue;
 		target_t *x = find_locked(pids[i]);
-		if (x) {
+		if (x)
 			x->seen = true;
+	}
+	for (size_t i = 0; i < nfresh; i++) {
+		if (S.ntargets == MAX_TARGETS) {
+			hc_shm_close(&fresh[i].t);
 			continue;
 		}
-		if (S.ntargets == MAX_TARGETS)
-			continue;
-		target_t nt = { 0 };
-		char err[512];
-		if (hc_shm_open(pids[i], &nt.t, err, sizeof err) != 0)
-			continue;        /* gone, stale, another user's, not a segment */
-		out_cmdline(nt.t.pid, nt.t.seg, nt.command, sizeof nt.command);
-		cgroup_labels(nt.t.pid, nt.unit, sizeof nt.unit, nt.container, sizeof nt.container);
-		if (nt.container[0] == 0 && nt.t.nspid != nt.t.pid)
-			snprintf(nt.container, sizeof nt.container, "pid %d in its namespace", nt.t.nspid);
-		nt.same_view = cli_same_view(&nt.t);
-		nt.next_ev = __atomic_load_n(&nt.t.seg->ring.head, __ATOMIC_ACQUIRE);
-		nt.seen = true;
-		S.targets[S.ntargets++] = nt;
+		fresh[i].seen = true;
+		S.targets[S.ntargets++] = fresh[i];
+		evlog_target(&fresh[i], "found");
 	}
 	for (size_t i = 0; i < S.ntargets;) {
 		target_t *x = &S.targets[i];
 		npend += read_events_locked(x, pend + npend, PENDING - npend);
 		if (!x->seen || !hc_shm_alive(&x->t)) {
+			evlog_target(x, "gone");
 			drop_locked(i);
 			continue;
 		}
@@ -536,10 +643,10 @@ static unsigned child_status(int code)
 
 int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms)
 {
-	char *argv[16];
+	char *argv[48];
 	int n = 0;
 	argv[n++] = S.exe;
-	for (; *args && n < 15; args++)
+	for (; *args && n < 47; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
 	char junk[256];
@@ -718,6 +825,161 @@ failed:
 	return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
 }
 
+/* ---- /events ------------------------------------------------------------------- */
+
+typedef struct reader_s {
+	uint64_t next;             /* the next line of the log to send           */
+	bool sse;                  /* text/event-stream: "data: LINE" blocks      */
+	char *pending;             /* a line not yet sent in full                 */
+	size_t off, len;
+} reader_t;
+
+/* libmicrohttpd asks for more of the stream: the next lines, waiting for
+ * them (a connection has its own thread).  A server-sent-events reader
+ * gets a comment every 15 s, so a browser that went away is noticed. */
+static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	reader_t *r = cls;
+	if (r->pending == NULL) {
+		pthread_mutex_lock(&E.lock);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 15;
+		while (r->next == E.head && !E.stopping)
+			if (pthread_cond_timedwait(&E.cond, &E.lock, &until) == ETIMEDOUT)
+				break;
+		if (E.stopping) {
+			pthread_mutex_unlock(&E.lock);
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		if (r->next == E.head) {
+			pthread_mutex_unlock(&E.lock);
+			if (!r->sse)
+				return 0;                /* asked again */
+			static const char keep[] = ": keepalive\n\n";
+			size_t n = sizeof keep - 1 < max ? sizeof keep - 1 : max;
+			memcpy(buf, keep, n);
+			return (ssize_t)n;
+		}
+		if (E.head - r->next > EVLOG)        /* fell a whole log behind */
+			r->next = E.head - EVLOG;
+		const char *line = E.line[r->next++ % EVLOG];
+		size_t n = strlen(line);
+		r->pending = malloc(n + 16);
+		if (r->pending) {
+			r->len = (size_t)sprintf(r->pending, "%s%s%s", r->sse ? "data: " : "", line, r->sse ? "\n" : "");
+			r->off = 0;
+		}
+		pthread_mutex_unlock(&E.lock);
+		if (r->pending == NULL)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	size_t n = r->len - r->off < max ? r->len - r->off : max;
+	memcpy(buf, r->pending + r->off, n);
+	r->off += n;
+	if (r->off == r->len) {
+		free(r->pending);
+		r->pending = NULL;
+	}
+	return (ssize_t)n;
+}
+
+static void events_free(void *cls)
+{
+	reader_t *r = cls;
+	free(r->pending);
+	free(r);
+}
+
+static enum MHD_Result serve_events(struct MHD_Connection *c)
+{
+	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+	reader_t *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	r->sse = accept && strstr(accept, "text/event-stream");
+	/* ?since=0 gives what the log still holds, else only what comes next */
+	long since = num_arg(c, "since", LONG_MAX);
+	pthread_mutex_lock(&E.lock);
+	r->next = since >= 0 ? (uint64_t)since : E.head;
+	if (r->next > E.head)
+		r->next = E.head;
+	pthread_mutex_unlock(&E.lock);
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_read, r,
+	    events_free);
+	if (resp == NULL) {
+		free(r);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? "text/event-stream" :
+	    "application/x-ndjson");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ok;
+}
+
+/* ---- POST /control/{on,off,set,dump}?pid=N ------------------------------------ */
+
+typedef struct set_args_s {
+	char *argv[40];
+	char store[32][HC_SHM_VALUE_MAX + 64];
+	int n;
+	bool bad;
+} set_args_t;
+
+/* Every query argument but pid is a setting: NAME=VALUE for heapctl set. */
+static enum MHD_Result set_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	set_args_t *a = cls;
+	if (strcmp(key, "pid") == 0)
+		return MHD_YES;
+	if (value == NULL || a->n >= 32 || strchr(key, '=') || key[0] == '-' ||
+	    (size_t)snprintf(a->store[a->n], sizeof a->store[0], "%s=%s", key, value) >= sizeof a->store[0]) {
+		a->bad = true;
+		return MHD_NO;
+	}
+	a->n++;
+	return MHD_YES;
+}
+
+static enum MHD_Result serve_control(struct MHD_Connection *c, const char *what)
+{
+	if (S.token[0] == 0)
+		return respond_err(c, MHD_HTTP_FORBIDDEN, "control over HTTP needs serve --token-file FILE");
+	char why[1024];
+	unsigned status;
+	int pid = request_pid(c, &status, why, sizeof why);
+	if (pid < 0)
+		return respond_err(c, status, "%s", why);
+	char pids[16], tmo[32], out[4096], err[1024];
+	snprintf(pids, sizeof pids, "%d", pid);
+	snprintf(tmo, sizeof tmo, "%.3f", (double)S.timeout_ns / 1e9);
+	/* heapctl WHAT PID [NAME=VALUE...] --timeout T */
+	set_args_t a = { .n = 0 };
+	int n = 0;
+	a.argv[n++] = (char *)what;
+	a.argv[n++] = pids;
+	if (strcmp(what, "set") == 0) {
+		MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, set_arg, &a);
+		if (a.bad || a.n == 0)
+			return respond_err(c, MHD_HTTP_BAD_REQUEST,
+			    "set takes NAME=VALUE query arguments (see heapctl help set)");
+		for (int i = 0; i < a.n; i++)
+			a.argv[n++] = a.store[i];
+	}
+	a.argv[n++] = "--timeout";
+	a.argv[n++] = tmo;
+	a.argv[n] = NULL;
+	out[0] = 0;
+	int rc = serve_run_self(a.argv, out, sizeof out, err, sizeof err, S.timeout_ns / 1000000 + 30000);
+	if (rc != 0)
+		return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
+	return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", out, strlen(out));
+}
+
 /* ---- requests -------------------------------------------------------------- */
 
 static bool token_ok(struct MHD_Connection *c)
@@ -735,6 +997,18 @@ static bool token_ok(struct MHD_Connection *c)
 	return diff == 0;
 }
 
+static enum MHD_Result respond_unauthorized(struct MHD_Connection *c)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "a bearer token is needed\n" - 1,
+	    (void *)"a bearer token is needed\n", MHD_RESPMEM_PERSISTENT);
+	if (r == NULL)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
 static const char index_text[] =
     "heapctl serve\n\n"
     "/metrics                    counters of every process (Prometheus text or OpenMetrics)\n"
@@ -743,13 +1017,43 @@ static const char index_text[] =
     "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
     "/debug/pprof/allocs?pid=N   the same, alloc_space first\n"
     "/archive                    the archived dumps (--archive), newest first, as JSON\n"
-    "/archive/GROUP/FILE         one of them, or the pprof beside it\n";
+    "/archive/GROUP/FILE         one of them, or the pprof beside it\n"
+    "/events                     every process's events as heapctl watch --json prints them\n"
+    "                            (text/event-stream when asked; ?since=0: the last 1024 too)\n"
+    "POST /control/on?pid=N      sampling on; also off, dump (to its prof.prefix, so\n"
+    "                            archived), set?pid=N&NAME=VALUE; with --token-file only\n";
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload, size_t *upload_size, void **state)
 {
 	(void)cls; (void)version; (void)upload;
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+	const char *control = strncmp(url, "/control/", 9) == 0 ? url + 9 : NULL;
+	if (control && (strcmp(control, "on") == 0 || strcmp(control, "off") == 0 || strcmp(control, "set") == 0 ||
+	    strcmp(control, "dump") == 0) && post) {
+		if (*upload_size) {          /* a body is not read: arguments are in the query */
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		if (*state == NULL) {
+			*state = (void *)1;
+			return MHD_YES;
+		}
+		if (!token_ok(c))
+			return respond_unauthorized(c);
+		return serve_control(c, control);
+	}
+	if (control) {
+		struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "control is POST only\n" - 1,
+		    (void *)"control is POST only\n", MHD_RESPMEM_PERSISTENT);
+		if (r == NULL)
+			return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+		MHD_destroy_response(r);
+		return ok;
+	}
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && !head) {
 		if (*upload_size) {          /* take the body; answer at its end */
 			*upload_size = 0;
@@ -768,16 +1072,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*state = (void *)1;
 		return MHD_YES;
 	}
-	if (!token_ok(c)) {
-		struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "a bearer token is needed\n" - 1,
-		    (void *)"a bearer token is needed\n", MHD_RESPMEM_PERSISTENT);
-		if (r == NULL)
-			return MHD_NO;
-		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
-		MHD_destroy_response(r);
-		return ok;
-	}
+	if (!token_ok(c))
+		return respond_unauthorized(c);
+	if (strcmp(url, "/events") == 0)
+		return serve_events(c);
 	if (strcmp(url, "/metrics") == 0)
 		return serve_metrics(c);
 	if (strcmp(url, "/targets") == 0)
@@ -1065,6 +1363,10 @@ int hc_serve_main(cli_args_t *a)
 	fflush(stdout);
 	int sig = 0;
 	sigwait(&sigs, &sig);
+	pthread_mutex_lock(&E.lock);
+	E.stopping = true;            /* /events readers end their streams */
+	pthread_cond_broadcast(&E.cond);
+	pthread_mutex_unlock(&E.lock);
 	MHD_stop_daemon(d);
 	if (strncmp(listen_spec, "unix:", 5) == 0)
 		unlink(listen_spec + 5);

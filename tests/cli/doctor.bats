@@ -210,6 +210,8 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 @test "doctor: a process that has exited but is not reaped (a zombie) is exit 3" {
 	# the child sleep exits at once; its parent became a sleep that never waits
 	spawn bash -c 'sleep 0 & exec sleep 60'
+	# (the shell may not have forked yet when spawn returns)
+	wait_for 5 eval '[ -n "$(cat /proc/$SPID/task/$SPID/children)" ]'
 	z=$(cat "/proc/$SPID/task/$SPID/children")
 	z=${z% }
 	[ -n "$z" ]

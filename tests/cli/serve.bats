@@ -299,7 +299,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	start_serve --archive "$T/arch" --max-bytes 1K
 	"$HEAPCTL" dump "$TPID" >/dev/null
 	same() { [ "$(ls "$T"/arch/target/*.heap | wc -l)" -eq 1 ] && cmp -s "$(ls "$T"/arch/target/*.heap)" "$1"; }
-	wait_for 5 same "$T/jp.$TPID.6.m6.heap"
+	wait_for 5 same "$T/jp.$TPID.6.m6.heap" || { ls -R "$T/arch"; cat "$T/serve.err"; false; }
 	run "$HEAPCTL" serve --archive "$T/arch" --max-age 3x
 	[ "$status" -eq 2 ]
 	[ "$output" = "heapctl: serve: --max-age 3x: want an age like 90s, 30m, 12h or 7d" ]
@@ -318,10 +318,11 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	local i
 	for i in $(seq 30); do "$HEAPCTL" dump "$TPID" >/dev/null; done
 	failed() { [ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archive_failures_total //p')" -ge 1 ]; }
-	wait_for 10 failed
+	wait_for 10 failed || { cat "$T/serve.err"; false; }
 	local kept
 	kept=$(ls "$T"/small/arch/target/*.heap | wc -l)
 	echo "kept $kept, $(df -k "$T/small" | tail -n1)"
+	cat "$T/serve.err"
 	[ "$kept" -ge 1 ]
 	# every dump the daemon archived is still there (none removed to make room)
 	[ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archived_dumps_total //p')" -eq "$kept" ]
@@ -334,4 +335,70 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
 	kill -TERM "$SPID"
 	wait "$SPID" || true
+}
+
+# ---- /events and control -------------------------------------------------------
+
+@test "serve: /events streams what heapctl watch --json prints, for every process, plus found and gone" {
+	start_serve
+	curl -s -N --max-time 20 "$URL/events" >"$T/ev" &
+	local reader=$!
+	track "$reader"
+	sleep 0.3
+	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
+	wait_for 3 in_metrics "$TPID"
+	"$HEAPCTL" set "$TPID" prof.lg_sample=14 >/dev/null
+	"$HEAPCTL" dump "$TPID" >/dev/null
+	kill -TERM "$TPID"
+	wait "$TPID" 2>/dev/null || true
+	wait_for 5 grep -q "\"type\": \"gone\", \"pid\": $TPID}" "$T/ev"
+	cat "$T/ev"
+	python3 - "$T/ev" "$TPID" "$T/jp.$TPID.0.m0.heap" <<-'PY'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	pid = int(sys.argv[2])
+	mine = [e for e in ev if e["pid"] == pid]
+	types = [e["type"] for e in mine]
+	assert types[0] == "found" and types[-1] == "gone", types
+	assert {"config", "dump", "exit"} <= set(types), types
+	c = next(e for e in mine if e["type"] == "config")
+	assert (c["name"], c["value"], c["previous"]) == ("prof.lg_sample", "14", "12"), c
+	d = next(e for e in mine if e["type"] == "dump")
+	assert d["kind"] == "manual" and d["path"] == sys.argv[3], d
+	PY
+	# the same lines as heapctl watch --json, as server-sent events, and the backlog with ?since=0
+	curl -s --max-time 2 -H 'Accept: text/event-stream' "$URL/events?since=0" >"$T/sse" || true
+	grep -q "^data: {\"type\": \"dump\", .*\"pid\": $TPID, \"kind\": \"manual\"" "$T/sse"
+}
+
+@test "serve: POST /control/{on,off,set,dump} with the token only; never by GET" {
+	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
+	start_serve
+	wait_for 3 in_metrics "$TPID"
+	# without a token file there is no control at all
+	[ "$(code -X POST "$URL/control/off?pid=$TPID")" = 403 ]
+	[ "$(cat "$T/body")" = "control over HTTP needs serve --token-file FILE" ]
+	kill -TERM "$SPID"
+	echo "0123456789abcdef0123" >"$T/token"
+	chmod 600 "$T/token"
+	start_serve --token-file "$T/token"
+	local auth="Authorization: Bearer 0123456789abcdef0123"
+	[ "$(code -X POST "$URL/control/off?pid=$TPID")" = 401 ]
+	[ "$(status_field "$TPID" prof.active)" = true ]
+	[ "$(code -H "$auth" "$URL/control/off?pid=$TPID")" = 405 ]
+	[ "$(code -X POST -H "$auth" "$URL/control/off?pid=$TPID")" = 200 ]
+	[ "$(cat "$T/body")" = "$TPID: profiling off" ]
+	[ "$(status_field "$TPID" prof.active)" = false ]
+	[ "$(code -X POST -H "$auth" "$URL/control/on?pid=$TPID")" = 200 ]
+	[ "$(status_field "$TPID" prof.active)" = true ]
+	[ "$(code -X POST -H "$auth" "$URL/control/set?pid=$TPID&prof.lg_sample=16&prof.gdump=true")" = 200 ]
+	[ "$(status_field "$TPID" prof.lg_sample)" = 16 ]
+	[ "$(status_field "$TPID" prof.gdump)" = true ]
+	[ "$(code -X POST -H "$auth" "$URL/control/set?pid=$TPID&prof.lg_sample=99")" = 400 ]
+	[[ "$(cat "$T/body")" == "heapctl: "*"prof.lg_sample"* ]]
+	[ "$(code -X POST -H "$auth" "$URL/control/set?pid=$TPID")" = 400 ]
+	[ "$(code -X POST -H "$auth" "$URL/control/dump?pid=$TPID")" = 200 ]
+	[ "$(cat "$T/body")" = "$T/jp.$TPID.0.m0.heap" ]
+	[[ "$(head -n1 "$T/jp.$TPID.0.m0.heap")" == heap_v2/* ]]
+	[ "$(code -X POST -H "$auth" "$URL/control/reset?pid=$TPID")" = 405 ]
 }

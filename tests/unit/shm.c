@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -420,6 +421,55 @@ static void test_client(void)
 	CHECK(code == HC_EXIT_NOPROC && strstr(err, "no process with PID"), "noproc: %d %s", code, err);
 }
 
+/* A process caught publishing its segment: the file is there but not yet
+ * mapped or ready when the client reads its maps, and both are a moment
+ * later (a fork child starting its own segment looks like this to a daemon
+ * that scans every half second).  The client must take it, not delete it
+ * as a stale file. */
+static void test_publishing(void)
+{
+	int go[2], done[2];
+	CHECK(pipe(go) == 0 && pipe(done) == 0, "pipes");
+	pid_t child = fork();
+	if (child == 0) {
+		char path[64];
+		hc_shm_path(path, sizeof path, NULL, getpid());
+		unlink(path);
+		int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+		hc_shm_header_t h = { .magic = HC_SHM_MAGIC, .abi = HC_SHM_ABI, .size = sizeof(hc_shm_t),
+			.pid = getpid(), .uid = getuid(), .pidns = hc_shm_pidns(), .control = 1 };
+		bool ended;
+		h.start_time = hc_shm_proc_start_time(getpid(), &ended);
+		if (fd < 0 || ftruncate(fd, sizeof(hc_shm_t)) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h)
+			_exit(2);
+		char b = 1;
+		if (write(go[1], &b, 1) != 1)
+			_exit(2);
+		usleep(100000);            /* the client reads our maps meanwhile */
+		hc_shm_t *m = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED)
+			_exit(2);
+		__atomic_store_n(&m->hdr.ready, 1, __ATOMIC_RELEASE);
+		if (read(done[0], &b, 1) != 1)
+			_exit(2);
+		unlink(path);
+		_exit(0);
+	}
+	char b, path[64], err[512];
+	CHECK(read(go[0], &b, 1) == 1, "the child created its file");
+	hc_shm_path(path, sizeof path, NULL, child);
+	hc_shm_target_t t;
+	int code = hc_shm_open(child, &t, err, sizeof err);
+	CHECK(code == HC_EXIT_OK, "a segment published while we looked: %d %s", code, err);
+	CHECK(access(path, F_OK) == 0, "and its file is still there");
+	if (code == HC_EXIT_OK)
+		hc_shm_close(&t);
+	b = 1;
+	CHECK(write(done[1], &b, 1) == 1, "tell the child");
+	int st;
+	CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+}
+
 int main(void)
 {
 	test_settings();
@@ -428,5 +478,6 @@ int main(void)
 	test_ring();
 	munmap(mem, sizeof(hc_shm_t));
 	test_client();
+	test_publishing();
 	return hc_check_finish("shm");
 }
