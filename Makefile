@@ -93,6 +93,7 @@ LIBDIR  := $(DESTDIR)$(PREFIX)/lib
 INCDIR  := $(DESTDIR)$(PREFIX)/include
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
+UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
@@ -273,12 +274,15 @@ install: all
 	sed 's|@LIBDIR@|$(PREFIX)/lib|' man/50-heapctl.conf.example \
 	    > $(DOCDIR)/examples/50-heapctl.conf
 	chmod 0644 $(DOCDIR)/examples/50-heapctl.conf
+	install -d $(UNITDIR)
+	sed 's|@BINDIR@|$(PREFIX)/bin|' man/heapctl-serve.service > $(UNITDIR)/heapctl-serve.service
+	chmod 0644 $(UNITDIR)/heapctl-serve.service
 
 uninstall:
 	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so \
 	    $(LIBDIR)/libheapctl-serve.so $(INCDIR)/heapctl.h \
 	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
-	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf
+	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf $(UNITDIR)/heapctl-serve.service
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null
 
 clean:

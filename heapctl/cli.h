@@ -110,6 +110,11 @@ const char *out_bytes_f(double v, char *buf, size_t len);    /* the same, for es
 const char *out_time(uint64_t ns, char *buf, size_t len);    /* ISO 8601 UTC, ms */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len);
 
+/* cmd_dump.c: a dump the target cannot write where heapctl reads (-o,
+ * --fetch) is staged in its /dev/shm under this name, copied out and
+ * removed: transient, never archived. */
+#define CLI_STAGE_BASE "heapctl-fetch."
+
 /* Commands */
 int cmd_list(cli_args_t *a);
 int cmd_status(cli_args_t *a);

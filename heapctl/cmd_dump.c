@@ -32,7 +32,6 @@
 #include "json.h"
 #include "outfile.h"
 
-#define STAGE_BASE "heapctl-fetch."
 
 typedef struct {
 	bool peak, fetch;
@@ -109,7 +108,7 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
 		return cli_err(HC_EXIT_FAILED, "dump: no random bytes: %s", strerror(errno));
 	char stage[96];
-	int n = snprintf(stage, sizeof stage, "%s/" STAGE_BASE, HC_SHM_DIR);
+	int n = snprintf(stage, sizeof stage, "%s/" CLI_STAGE_BASE, HC_SHM_DIR);
 	for (unsigned i = 0; i < sizeof rnd; i++)
 		n += snprintf(stage + n, sizeof stage - (size_t)n, "%02x", rnd[i]);
 	hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o->peak };

@@ -34,6 +34,7 @@
 
 static struct {
 	char dir[PATH_MAX];        /* "" when there is no archive                */
+	char skip[PATH_MAX + 1];   /* dumps under this are the daemon's own     */
 	unsigned keep;             /* per group, 0: no limit                     */
 	uint64_t max_bytes;        /* over all, 0: no limit                      */
 	uint64_t max_age_s;        /* 0: no limit                                */
@@ -225,6 +226,11 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 	else
 		cli_local_path(&x->t, path, local, sizeof local);
 	int in = open(local, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* gone, with its /proc/PID/root: its final dump may be where a
+	 * directory it shared with us (a StateDirectory=, a daemon in a mount
+	 * namespace of its own) has it on our side; checked as any other */
+	if (in < 0 && errno == ENOENT && !x->same_view && strcmp(local, path) != 0 && !hc_shm_alive(&x->t))
+		in = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0)
 		return errno;
 	struct stat st;
@@ -254,9 +260,20 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 	return e;
 }
 
+void arch_skip(const char *dir)
+{
+	snprintf(A.skip, sizeof A.skip, "%s/", dir);
+}
+
 void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 {
 	if (!arch_enabled())
+		return;
+	/* the daemon's own dumps for /debug/pprof (in its work directory, or
+	 * staged by heapctl dump -o and already gone): a scrape is not kept */
+	const char *staged = HC_SHM_DIR "/" CLI_STAGE_BASE;
+	if ((A.skip[0] && strncmp(ev->path, A.skip, strlen(A.skip)) == 0) ||
+	    strncmp(ev->path, staged, strlen(staged)) == 0)
 		return;
 	char group[128], dir[PATH_MAX + 160], dest[PATH_MAX + 400], path[sizeof ev->path + 1];
 	memcpy(path, ev->path, sizeof ev->path);

@@ -51,6 +51,7 @@ static struct {
 	target_t *targets;
 	size_t ntargets;
 	char token[256];           /* "" when none is needed                     */
+	bool open_reads;           /* loopback: GETs need no token (POSTs do)    */
 	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
 	char work[PATH_MAX];       /* private directory for profiles in flight   */
 	uint64_t timeout_ns;       /* for the target's answers                   */
@@ -170,7 +171,25 @@ static target_t *find_locked(int pid)
 static void drop_locked(size_t i)
 {
 	hc_shm_close(&S.targets[i].t);
+	free(S.targets[i].hist);
 	S.targets[i] = S.targets[--S.ntargets];
+}
+
+/* A point of the page's plot every HIST_STEP_S seconds. */
+static void hist_add_locked(target_t *x, int64_t now)
+{
+	serve_hist_t *h = x->hist;
+	hc_shm_state_t st;
+	if (h == NULL || (h->n && now - h->last < HIST_STEP_S) || !hc_shm_state_read(&x->t.seg->state, &st))
+		return;
+	h->p[h->head].t = now;
+	h->p[h->head].allocated = st.allocated;
+	h->p[h->head].resident = st.resident;
+	h->p[h->head].highwater = st.highwater;
+	h->head = (h->head + 1) % HIST_N;
+	if (h->n < HIST_N)
+		h->n++;
+	h->last = now;
 }
 
 /* Dumps announced in this round, archived once the lock is dropped. */
@@ -268,6 +287,7 @@ static void scan_once(void)
 		if (nt->container[0] == 0 && nt->t.nspid != nt->t.pid)
 			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
 		nt->same_view = cli_same_view(&nt->t);
+		nt->hist = calloc(1, sizeof *nt->hist);     /* no plot if NULL */
 		nt->next_ev = __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nfresh++;
 	}
@@ -282,6 +302,7 @@ static void scan_once(void)
 	for (size_t i = 0; i < nfresh; i++) {
 		if (S.ntargets == MAX_TARGETS) {
 			hc_shm_close(&fresh[i].t);
+			free(fresh[i].hist);
 			continue;
 		}
 		fresh[i].seen = true;
@@ -296,6 +317,7 @@ static void scan_once(void)
 			drop_locked(i);
 			continue;
 		}
+		hist_add_locked(x, now);
 		i++;
 	}
 	pthread_mutex_unlock(&S.lock);
@@ -709,72 +731,54 @@ static int request_pid(struct MHD_Connection *c, unsigned *status, char *why, si
 
 static void remove_work(const char *dir)
 {
-	static const char *const names[] = { "a.heap", "b.heap", "out.pb.gz" };
+	static const char *const names[] = { "a.heap", "b.heap", "out.pb.gz", "out.svg" };
 	char p[PATH_MAX + 96];
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < sizeof names / sizeof names[0]; i++) {
 		snprintf(p, sizeof p, "%s/%s", dir, names[i]);
 		unlink(p);
 	}
 	rmdir(dir);
 }
 
-static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
+enum { OUT_PPROF, OUT_TEXT, OUT_SVG };
+
+/* A work directory of this request's own under S.work; false after the
+ * error response was queued (in *res). */
+static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_Result *res)
 {
-	char why[1024];
-	unsigned status;
-	int pid = request_pid(c, &status, why, sizeof why);
-	if (pid < 0)
-		return respond_err(c, status, "%s", why);
-	long seconds = num_arg(c, "seconds", MAX_SECONDS);
-	long debug = num_arg(c, "debug", 9);
-	if (seconds == -2)
-		return respond_err(c, MHD_HTTP_BAD_REQUEST, "seconds must be a whole number from 0 to %d",
-		    MAX_SECONDS);
-	if (debug == -2)
-		return respond_err(c, MHD_HTTP_BAD_REQUEST, "debug must be a small number");
+	snprintf(dir, len, "%s/req.%u.XXXXXX", S.work, __atomic_add_fetch(&S.requests, 1, __ATOMIC_RELAXED));
+	if (mkdtemp(dir) != NULL)
+		return true;
+	*res = respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot make a work directory in %s: %s", S.work,
+	    strerror(errno));
+	return false;
+}
 
-	char dir[PATH_MAX + 64];
-	snprintf(dir, sizeof dir, "%s/req.%u.XXXXXX", S.work, __atomic_add_fetch(&S.requests, 1, __ATOMIC_RELAXED));
-	if (mkdtemp(dir) == NULL)
-		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot make a work directory in %s: %s",
-		    S.work, strerror(errno));
-	char a[PATH_MAX + 96], b[PATH_MAX + 96], out[PATH_MAX + 96], pids[16], tmo[32];
-	snprintf(a, sizeof a, "%s/a.heap", dir);
-	snprintf(b, sizeof b, "%s/b.heap", dir);
-	snprintf(out, sizeof out, "%s/out.pb.gz", dir);
+/* Report on file (less base if not NULL; binaries under /proc/pid/root if
+ * pid > 0) into the response: pprof, text or SVG.  dir is the request's
+ * work directory, removed here. */
+static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
+    const char *base, int pid, int out_kind, bool allocs)
+{
+	char out[PATH_MAX + 96], pids[16], err[1024];
+	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
 	snprintf(pids, sizeof pids, "%d", pid);
-	snprintf(tmo, sizeof tmo, "%.3f", (double)S.timeout_ns / 1e9);
-	uint64_t dump_ms = S.timeout_ns / 1000000 + 30000;
-	char err[1024];
-	int rc = 0;
-	enum MHD_Result res;
-
-	/* with seconds, the first dump is the base and the profile the delta */
-	if (seconds > 0) {
-		char *d1[] = { "dump", pids, "-o", a, "--timeout", tmo, NULL };
-		if ((rc = serve_run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
-			goto failed;
-		struct timespec ts = { seconds, 0 };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
-	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
-	if ((rc = serve_run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
-		goto failed;
-
 	char *rep[16];
-	int n = 0;
+	int n = 0, rc;
+	enum MHD_Result res;
 	rep[n++] = "report";
-	rep[n++] = b;
-	if (seconds > 0) {
+	rep[n++] = (char *)file;
+	if (base) {
 		rep[n++] = "--base";
-		rep[n++] = a;
+		rep[n++] = (char *)base;
 	}
-	rep[n++] = "-p";
-	rep[n++] = pids;
+	if (pid > 0) {
+		rep[n++] = "-p";
+		rep[n++] = pids;
+	}
 	if (allocs)
 		rep[n++] = "--alloc_space";
-	if (debug > 0) {
+	if (out_kind == OUT_TEXT) {
 		rep[n] = NULL;
 		enum { TEXT_MAX = 1 << 20 };
 		char *text = malloc(TEXT_MAX);
@@ -784,19 +788,21 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
 		}
 		text[0] = 0;
 		rc = serve_run_self(rep, text, TEXT_MAX, err, sizeof err, 300000);
-		if (rc == 0)
-			res = respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text));
+		if (rc == 0 && text[0] == 0)     /* "nothing to show: ..." is said on stderr */
+			snprintf(text, TEXT_MAX, "%s\n", err);
+		res = rc == 0 ? respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text)) :
+		    respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl report failed");
 		free(text);
-		if (rc != 0)
-			goto failed;
 		remove_work(dir);
 		return res;
 	}
-	rep[n++] = "--pprof";
+	rep[n++] = out_kind == OUT_SVG ? "--svg" : "--pprof";
 	rep[n++] = out;
 	rep[n] = NULL;
-	if ((rc = serve_run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0)
-		goto failed;
+	if ((rc = serve_run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0) {
+		remove_work(dir);
+		return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl report failed");
+	}
 	int fd = open(out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat sb;
 	if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -812,17 +818,108 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs)
 		close(fd);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
-	MHD_add_response_header(r, "Content-Disposition",
-	    allocs ? "attachment; filename=\"allocs\"" : "attachment; filename=\"heap\"");
+	if (out_kind == OUT_SVG) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "image/svg+xml");
+		/* the flame graph's own script, and nothing from elsewhere */
+		MHD_add_response_header(r, "Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+		    "style-src 'unsafe-inline'");
+	} else {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+		MHD_add_response_header(r, "Content-Disposition",
+		    allocs ? "attachment; filename=\"allocs\"" : "attachment; filename=\"heap\"");
+	}
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	res = MHD_queue_response(c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return res;
+}
 
+/* /debug/pprof/heap and allocs (pprof, or text with debug), /flame?pid=N */
+static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool svg)
+{
+	char why[1024];
+	unsigned status;
+	int pid = request_pid(c, &status, why, sizeof why);
+	if (pid < 0)
+		return respond_err(c, status, "%s", why);
+	long seconds = num_arg(c, "seconds", MAX_SECONDS);
+	long debug = num_arg(c, "debug", 9);
+	if (seconds == -2)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "seconds must be a whole number from 0 to %d",
+		    MAX_SECONDS);
+	if (debug == -2)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "debug must be a small number");
+
+	char dir[PATH_MAX + 64];
+	enum MHD_Result res;
+	if (!work_dir(c, dir, sizeof dir, &res))
+		return res;
+	char a[PATH_MAX + 96], b[PATH_MAX + 96], pids[16], tmo[32], err[1024];
+	snprintf(a, sizeof a, "%s/a.heap", dir);
+	snprintf(b, sizeof b, "%s/b.heap", dir);
+	snprintf(pids, sizeof pids, "%d", pid);
+	snprintf(tmo, sizeof tmo, "%.3f", (double)S.timeout_ns / 1e9);
+	uint64_t dump_ms = S.timeout_ns / 1000000 + 30000;
+	int rc = 0;
+	/* with seconds, the first dump is the base and the profile the delta */
+	if (seconds > 0) {
+		char *d1[] = { "dump", pids, "-o", a, "--timeout", tmo, NULL };
+		if ((rc = serve_run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
+			goto failed;
+		struct timespec ts = { seconds, 0 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
+	if ((rc = serve_run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
+		goto failed;
+	return respond_report(c, dir, b, seconds > 0 ? a : NULL, pid, svg ? OUT_SVG : debug > 0 ? OUT_TEXT : OUT_PPROF,
+	    allocs);
 failed:
 	remove_work(dir);
 	return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
+}
+
+/* An archived file named by query argument arg ("GROUP/NAME.heap") as a
+ * path; false if absent (*given false) or not one. */
+static bool archived_arg(struct MHD_Connection *c, const char *arg, char *path, size_t len, bool *given)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, arg);
+	*given = v != NULL;
+	if (v == NULL || !arch_enabled())
+		return false;
+	const char *slash = strchr(v, '/');
+	char group[256], name[256];
+	size_t gl = slash ? (size_t)(slash - v) : 0, nl = slash ? strlen(slash + 1) : 0;
+	if (!slash || gl == 0 || gl >= sizeof group || nl < 6 || nl >= sizeof name)
+		return false;
+	memcpy(group, v, gl);
+	group[gl] = 0;
+	strcpy(name, slash + 1);
+	if (!arch_name_ok(group) || !arch_name_ok(name) || strcmp(name + nl - 5, ".heap") != 0)
+		return false;
+	snprintf(path, len, "%s/%s/%s", arch_dir(), group, name);
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* /top?file=GROUP/NAME.heap[&base=...] (text), /flame?file=... (SVG):
+ * an archived dump, or the difference of two. */
+static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg)
+{
+	char file[PATH_MAX + 600], base[PATH_MAX + 600];
+	bool given, base_given;
+	if (!archived_arg(c, "file", file, sizeof file, &given))
+		return respond_err(c, given ? MHD_HTTP_NOT_FOUND : MHD_HTTP_BAD_REQUEST,
+		    given ? "no such archived dump" : "file=GROUP/NAME.heap (see /archive)");
+	bool has_base = archived_arg(c, "base", base, sizeof base, &base_given);
+	if (base_given && !has_base)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived dump (base)");
+	char dir[PATH_MAX + 64];
+	enum MHD_Result res;
+	if (!work_dir(c, dir, sizeof dir, &res))
+		return res;
+	return respond_report(c, dir, file, has_base ? base : NULL, 0, svg ? OUT_SVG : OUT_TEXT, false);
 }
 
 /* ---- /events ------------------------------------------------------------------- */
@@ -980,6 +1077,68 @@ static enum MHD_Result serve_control(struct MHD_Connection *c, const char *what)
 	return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", out, strlen(out));
 }
 
+/* ---- the page ---------------------------------------------------------------- */
+
+serve_row_t *serve_rows(size_t *n)
+{
+	pthread_mutex_lock(&S.lock);
+	serve_row_t *r = S.ntargets ? calloc(S.ntargets, sizeof *r) : NULL;
+	*n = 0;
+	for (size_t i = 0; r && i < S.ntargets; i++) {
+		const target_t *x = &S.targets[i];
+		serve_row_t *w = &r[*n];
+		if (!hc_shm_state_read(&x->t.seg->state, &w->st))
+			continue;
+		w->pid = x->t.pid;
+		snprintf(w->command, sizeof w->command, "%s", x->command);
+		snprintf(w->unit, sizeof w->unit, "%s", x->unit);
+		snprintf(w->container, sizeof w->container, "%s", x->container);
+		(*n)++;
+	}
+	pthread_mutex_unlock(&S.lock);
+	return r;
+}
+
+static enum MHD_Result serve_page(struct MHD_Connection *c)
+{
+	size_t len;
+	char *html = page_html(&len);
+	if (html == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, html, MHD_RESPMEM_MUST_FREE);
+	if (r == NULL) {
+		free(html);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+	/* the page's own style and script, requests to this daemon, nothing else */
+	MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; "
+	    "style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+static enum MHD_Result serve_plot(struct MHD_Connection *c)
+{
+	long pid = num_arg(c, "pid", INT_MAX);
+	if (pid <= 0)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
+	pthread_mutex_lock(&S.lock);
+	const target_t *x = find_locked((int)pid);
+	size_t len = 0;
+	char *svg = x ? page_plot(x->hist, (int)pid, &len) : NULL;
+	pthread_mutex_unlock(&S.lock);
+	if (x == NULL)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
+	if (svg == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	enum MHD_Result ok = respond_buf(c, MHD_HTTP_OK, "image/svg+xml", svg, len);
+	free(svg);
+	return ok;
+}
+
 /* ---- requests -------------------------------------------------------------- */
 
 static bool token_ok(struct MHD_Connection *c)
@@ -1011,11 +1170,15 @@ static enum MHD_Result respond_unauthorized(struct MHD_Connection *c)
 
 static const char index_text[] =
     "heapctl serve\n\n"
+    "/                           the web page: processes, plots, profiles, buttons, the archive\n"
     "/metrics                    counters of every process (Prometheus text or OpenMetrics)\n"
     "/targets                    the processes, as JSON\n"
     "/debug/pprof/heap?pid=N     a heap profile taken now (gzipped profile.proto);\n"
     "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
     "/debug/pprof/allocs?pid=N   the same, alloc_space first\n"
+    "/flame?pid=N                its flame graph (SVG); /flame?file=GROUP/NAME.heap: an archived one's\n"
+    "/top?file=GROUP/NAME.heap   an archived dump's text top; &base=GROUP/NAME.heap: the difference\n"
+    "/plot?pid=N                 allocated, resident and high-water over the last hour (SVG)\n"
     "/archive                    the archived dumps (--archive), newest first, as JSON\n"
     "/archive/GROUP/FILE         one of them, or the pprof beside it\n"
     "/events                     every process's events as heapctl watch --json prints them\n"
@@ -1072,7 +1235,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*state = (void *)1;
 		return MHD_YES;
 	}
-	if (!token_ok(c))
+	if (!S.open_reads && !token_ok(c))
 		return respond_unauthorized(c);
 	if (strcmp(url, "/events") == 0)
 		return serve_events(c);
@@ -1081,14 +1244,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (strcmp(url, "/targets") == 0)
 		return serve_targets(c);
 	if (strcmp(url, "/debug/pprof/heap") == 0)
-		return serve_profile(c, false);
+		return serve_profile(c, false, false);
 	if (strcmp(url, "/debug/pprof/allocs") == 0)
-		return serve_profile(c, true);
+		return serve_profile(c, true, false);
+	if (strcmp(url, "/flame") == 0)
+		return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file") ? serve_archived(c, true) :
+		    serve_profile(c, false, true);
+	if (strcmp(url, "/top") == 0)
+		return serve_archived(c, false);
+	if (strcmp(url, "/plot") == 0)
+		return serve_plot(c);
+	if (strcmp(url, "/") == 0)
+		return serve_page(c);
 	if (strcmp(url, "/archive") == 0)
 		return serve_archive_list(c);
 	if (strncmp(url, "/archive/", 9) == 0)
 		return serve_archive_file(c, url + 9);
-	if (strcmp(url, "/") == 0 || strcmp(url, "/debug/pprof/") == 0)
+	if (strcmp(url, "/debug/pprof/") == 0)
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
 	return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
 }
@@ -1318,6 +1490,7 @@ int hc_serve_main(cli_args_t *a)
 	snprintf(S.work, sizeof S.work, "%s/heapctl-serve.XXXXXX", rt && *rt == '/' ? rt : "/tmp");
 	if (mkdtemp(S.work) == NULL)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot make a work directory: %s", strerror(errno));
+	arch_skip(S.work);
 
 	char shown[PATH_MAX + 16];
 	bool loopback = false;
@@ -1326,6 +1499,7 @@ int hc_serve_main(cli_args_t *a)
 		rmdir(S.work);
 		return HC_EXIT_USAGE;
 	}
+	S.open_reads = loopback;
 	if (!loopback && S.token[0] == 0) {
 		close(fd);
 		rmdir(S.work);

@@ -22,12 +22,38 @@ typedef struct serve_target_s {
 	bool same_view;            /* it sees our files at our paths (its mount
 	                            * namespace and root are ours): known while
 	                            * it lived, for the final dump after it     */
+	struct serve_hist_s *hist;  /* the last hour, for the page's plot      */
 } serve_target_t;
+
+/* A target's counters every HIST_STEP_S seconds over the last hour. */
+#define HIST_STEP_S 5
+#define HIST_N (3600 / HIST_STEP_S)
+typedef struct serve_hist_s {
+	unsigned n, head;          /* points kept; the next to write           */
+	int64_t last;              /* time of the newest                        */
+	struct { int64_t t; uint64_t allocated, resident, highwater; } p[HIST_N];
+} serve_hist_t;
 
 /* Run this heapctl with args (NULL-terminated, without argv[0]); its
  * stdout into out (may be NULL).  0, or the exit code with the child's
  * first line of stderr in err. */
 int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms);
+
+/* One target as the page shows it: a copy, read under the targets' lock. */
+typedef struct serve_row_s {
+	int pid;
+	char command[256], unit[128], container[128];
+	hc_shm_state_t st;
+} serve_row_t;
+/* serve.c: every target's row (free it); NULL and *n 0 when there are none */
+serve_row_t *serve_rows(size_t *n);
+
+/* page.c: the web page at / (HTML that needs no JavaScript to be read;
+ * its script refreshes the counters and drives the buttons), and the plot
+ * of one target's last hour as SVG (for the caller, who holds the lock).
+ * Both malloc'd, NULL when memory runs out. */
+char *page_html(size_t *len);
+char *page_plot(const serve_hist_t *h, int pid, size_t *len);
 
 /* archive.c */
 typedef struct arch_entry_s {
@@ -39,6 +65,8 @@ typedef struct arch_entry_s {
 int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s);
 bool arch_enabled(void);
 const char *arch_dir(void);
+/* Dumps written under dir (the daemon's work directory) are not archived. */
+void arch_skip(const char *dir);
 /* Copy the dump that event ev of target x announced into the archive. */
 void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev);
 /* Every archived dump, oldest first, *n of them (free it); NULL if none. */

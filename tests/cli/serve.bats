@@ -285,6 +285,12 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	start_serve --archive "$T/arch" --keep 3
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
 	wait_for 3 in_metrics "$TPID"
+	# scrapes are not kept: the daemon's own dumps, direct or staged
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 200 ]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	sleep 1
+	[ "$(ls "$T"/arch/*/*.heap 2>/dev/null | wc -l)" -eq 0 ]
+	! grep -q "not archived" "$T/serve.err"
 	for i in 1 2 3 4 5 6; do "$HEAPCTL" dump "$TPID" >/dev/null; sleep 0.02; done
 	wait_for 5 eval '[ "$(ls "$T"/arch/target/*.heap 2>/dev/null | wc -l)" -eq 3 ] && [ "$(ls "$T"/jp.* | wc -l)" -eq 6 ]'
 	sleep 1
@@ -401,4 +407,66 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(cat "$T/body")" = "$T/jp.$TPID.0.m0.heap" ]
 	[[ "$(head -n1 "$T/jp.$TPID.0.m0.heap")" == heap_v2/* ]]
 	[ "$(code -X POST -H "$auth" "$URL/control/reset?pid=$TPID")" = 405 ]
+}
+
+# ---- the web page -----------------------------------------------------------------
+
+@test "serve: the page in headless Chromium: the targets in its DOM, a screenshot, and its on button switches sampling on" {
+	command -v chromium >/dev/null || skip "chromium is not installed"
+	start_target -c prof:true,prof_active:false,lg_prof_sample:12,control_refresh_ms:100
+	echo "0123456789abcdef0123" >"$T/token"
+	chmod 600 "$T/token"
+	start_serve --token-file "$T/token"
+	wait_for 3 in_metrics "$TPID"
+	[ "$(status_field "$TPID" prof.active)" = false ]
+	run timeout 120 python3 "$BATS_TEST_DIRNAME/cdp.py" "$URL/" --shot "$T/page.png" \
+	    "[...document.querySelectorAll('#targets tr[data-pid]')].map(r => r.dataset.pid).join(' ')" \
+	    "document.querySelector('tr[data-pid=\"$TPID\"] .prof').textContent" \
+	    "document.querySelector('img.plot').complete && document.querySelector('img.plot').naturalWidth" \
+	    "(async () => { document.getElementById('token').value = '0123456789abcdef0123';
+	        document.querySelector('button[data-act=on][data-pid=\"$TPID\"]').click();
+	        const s = document.getElementById('status');
+	        for (let i = 0; i < 100 && !s.dataset.code; i++) await new Promise(r => setTimeout(r, 100));
+	        return s.dataset.code + ' ' + s.textContent })()"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == *"$TPID"* ]]
+	[ "${lines[1]}" = '"off"' ]
+	[ "${lines[2]}" = 720 ]
+	[ "${lines[3]}" = "\"200 $TPID: profiling on\"" ]
+	[ "$(status_field "$TPID" prof.active)" = true ]
+	# the screenshot is a PNG of the page, not an empty one
+	[ "$(head -c 8 "$T/page.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]
+	[ "$(stat -c %s "$T/page.png")" -gt 10000 ]
+}
+
+@test "serve: the page without JavaScript: the table, a plot as SVG, an archived dump's top, flame graph and a difference" {
+	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
+	start_serve --archive "$T/arch"
+	wait_for 3 in_metrics "$TPID"
+	"$HEAPCTL" dump "$TPID" >/dev/null
+	sleep 0.3
+	"$HEAPCTL" dump "$TPID" >/dev/null
+	wait_for 5 eval '[ "$(ls "$T"/arch/target/*.pb.gz 2>/dev/null | wc -l)" -eq 2 ]'
+	[ "$(code "$URL/")" = 200 ]
+	grep -q "<tr data-pid=\"$TPID\"><td class=\"n\">$TPID</td>" "$T/body"
+	grep -q '<table id="archive">' "$T/body"
+	[ "$(grep -c '<a href="/top?file=target/' "$T/body")" -eq 2 ]
+	[ "$(code "$URL/plot?pid=$TPID")" = 200 ]
+	grep -q '<polyline class="allocated"' "$T/body"
+	local new old
+	new=$(cd "$T/arch" && ls target/*.heap | tail -n1)
+	old=$(cd "$T/arch" && ls target/*.heap | head -n1)
+	[ "$(code "$URL/top?file=$new")" = 200 ]
+	grep -q '^Total: ' "$T/body"
+	[ "$(code "$URL/top?file=$new&base=$old")" = 200 ]
+	[ -s "$T/body" ]
+	[ "$(code "$URL/flame?file=$new")" = 200 ]
+	grep -q '<svg' "$T/body"
+	[ "$(code "$URL/flame?pid=$TPID")" = 200 ]
+	grep -q '<svg' "$T/body"
+	[ "$(code "$URL/top?file=../../etc/passwd")" = 404 ]
+	[ "$(code "$URL/top?file=target/nothing.heap")" = 404 ]
+	[ "$(code "$URL/top")" = 400 ]
+	[ "$(code "$URL/plot?pid=1")" = 404 ]
 }

@@ -44,7 +44,7 @@
 # real services for the tests that profile them, ps/pgrep, and what a
 # user's service manager needs (user@UID.service fails without them: "PAM
 # unable to dlopen(pam_systemd.so)", "XDG_RUNTIME_DIR is not set").
-SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g redis-server postgresql procps libpam-systemd dbus-user-session"
+SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g libmicrohttpd12 redis-server postgresql procps libpam-systemd dbus-user-session"
 SD_SUITE=bookworm
 SD_VARIANT=minbase
 SD_CACHE=${HEAPCTL_TEST_CACHE:-/var/cache/heapctl-test}

@@ -92,6 +92,7 @@ no_dropin() { [ ! -e "$CT/etc/systemd/system/$1.d/50-heapctl.conf" ]; }
 # ---- 1. installed like a package ------------------------------------------------
 
 for f in bin/heapctl lib/libheapctl.so lib/libheapctl-secure.so include/heapctl.h \
+    lib/libheapctl-report.so lib/libheapctl-serve.so lib/systemd/system/heapctl-serve.service \
     share/man/man1/heapctl.1 share/man/man3/libheapctl.3 share/man/man5/heapctl-shm.5 \
     share/doc/heapctl/examples/50-heapctl.conf; do
 	[ -f "$CT/usr/local/$f" ] || fail "install: /usr/local/$f missing in the container"
@@ -131,6 +132,54 @@ if [ -n "$rp" ] && path=$(host_dump "$rp" redis); then
 	    fail "redis: the dump is not in /var/lib/heapctl/redis-server inside: $path"
 	report_names "$WORK/redis.heap" "$rp" redis 'zmalloc|createStringObject|sdsnew|dictAdd|redis' /usr/bin/redis-server
 fi
+# ---- 2b. the daemon as a unit, scraping the hardened redis ----------------------------
+# heapctl-serve.service as make install put it, under the container's
+# systemd with its own hardening; the container has a network of its own,
+# so the requests go from inside, through bash's /dev/tcp.
+
+# ct_http PATH: GET http://127.0.0.1:9447PATH inside; the response, headers first
+ct_http() {
+	ct_t 120 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9447 || exit 1
+printf "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" "$1" >&3; cat <&3' _ "$1"
+}
+
+note "heapctl-serve.service: the daemon under systemd, scraping redis"
+if [ ! -f "$CT/usr/local/lib/systemd/system/heapctl-serve.service" ]; then
+	fail "install: /usr/local/lib/systemd/system/heapctl-serve.service missing"
+elif ! ct systemctl daemon-reload || ! ct systemctl start heapctl-serve; then
+	fail "serve: systemctl start heapctl-serve: $(ct systemctl status heapctl-serve 2>&1 | tail -5 | tr '\n' '|')"
+else
+	rcp=$(mainpid redis-server)
+	got=""
+	for _ in $(seq 50); do
+		got=$(ct_http /metrics 2>/dev/null) && [[ $got == *"heapctl_allocated_bytes{pid=\"$rcp\""* ]] && break
+		sleep 0.2
+	done
+	[[ $got == *"heapctl_allocated_bytes{pid=\"$rcp\",command=\""*'",unit="redis-server.service"} '* ]] ||
+	    fail "serve: /metrics has no line for redis ($rcp) with its unit: $(head -c 800 <<<"$got" | tr '\n' '|')"
+	top=$(ct_http "/debug/pprof/heap?pid=$rcp&debug=1")
+	{ [[ $top == "HTTP/1."?" 200"* ]] && grep -qE 'zmalloc|createStringObject|sdsnew|dictAdd' <<<"$top"; } ||
+	    fail "serve: /debug/pprof/heap?debug=1 for redis: $(head -c 800 <<<"$top" | tr '\n' '|')"
+	ct_http "/debug/pprof/heap?pid=$rcp" >"$WORK/serve.pprof.http" 2>&1
+	head -c 12 "$WORK/serve.pprof.http" | grep -q '^HTTP/1.. 200' && [ "$(wc -c <"$WORK/serve.pprof.http")" -gt 500 ] ||
+	    fail "serve: /debug/pprof/heap for redis: $(head -c 300 "$WORK/serve.pprof.http" | tr '\n' '|')"
+	# a dump of redis's lands in the archive, under its unit
+	ct "$HC" dump "$rcp" >"$WORK/serve.dump" 2>&1 || fail "serve: heapctl dump $rcp inside: $(cat "$WORK/serve.dump")"
+	for _ in $(seq 50); do
+		ls "$CT"/var/lib/heapctl/archive/redis-server.service/*.manual.pb.gz >/dev/null 2>&1 && break
+		sleep 0.2
+	done
+	ls "$CT"/var/lib/heapctl/archive/redis-server.service/*.manual.heap >/dev/null 2>&1 ||
+	    fail "serve: no archived redis dump: $(ls -R "$CT/var/lib/heapctl/archive" 2>&1 | tr '\n' ' ')"
+	ls "$CT"/var/lib/heapctl/archive/redis-server.service/*.manual.pb.gz >/dev/null 2>&1 ||
+	    fail "serve: no pprof beside the archived redis dump: $(ct journalctl -u heapctl-serve --no-pager 2>&1 | tail -5 | tr '\n' '|')"
+	[ "$(ct systemctl is-active heapctl-serve)" = active ] || fail "serve: the daemon is not active after all that"
+	if ct journalctl -u heapctl-serve --no-pager 2>&1 | grep -qiE 'SIGSYS|core-dump|not archived|no pprof'; then
+		fail "serve: its journal: $(ct journalctl -u heapctl-serve --no-pager | tail -5 | tr '\n' '|')"
+	fi
+	ct systemctl stop heapctl-serve
+fi
+
 note "redis: disable"
 ct "$HC" systemd disable redis-server --restart >"$WORK/redis.disable" 2>&1 ||
     fail "redis: disable: $(cat "$WORK/redis.disable")"

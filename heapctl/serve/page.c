@@ -1,0 +1,231 @@
+/*
+ * heapctl/serve/page.c - the daemon's web page: every process with its
+ * counters and a plot of its last hour, links to its profile (text top,
+ * flame graph, pprof), buttons for on, off and dump, and the archive with
+ * the difference between two of its dumps.  Everything is in the page (no
+ * file from elsewhere: a production host reaches nothing outside), the
+ * tables and plots are there without JavaScript, and the script only
+ * refreshes the counters and sends the buttons' POSTs with the token.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve.h"
+
+/* Text for HTML: <>&"' escaped, and only valid UTF-8 (out_safe). */
+static void esc(FILE *f, const char *s)
+{
+	char safe[2048];
+	for (s = out_safe(s, safe, sizeof safe); *s; s++)
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		case '\'': fputs("&#39;", f); break;
+		default: fputc(*s, f);
+		}
+}
+
+static const char style[] =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
+    "h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.5em 0 .4em}"
+    "table{border-collapse:collapse;margin:.5em 0}th,td{padding:.25em .6em;text-align:left;"
+    "border-bottom:1px solid #ddd;vertical-align:top}th{background:#f3f3f3}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "tr.plot td{border-bottom:2px solid #bbb}button{margin-right:.3em}"
+    "#status{margin-left:1em;color:#06c}.off{color:#a00}.on{color:#080}"
+    "code{font-size:.95em}";
+
+/* The script: the token kept for this tab, the buttons' POSTs, the
+ * counters refreshed from /targets every 2 s and the plots every 30 s. */
+static const char script[] =
+    "const tok=document.getElementById('token'),st=document.getElementById('status');"
+    "tok.value=sessionStorage.getItem('heapctl-token')||'';"
+    "tok.addEventListener('input',()=>sessionStorage.setItem('heapctl-token',tok.value));"
+    "function fmt(v){const u=['B','KiB','MiB','GiB','TiB'];let i=0;"
+    "while(v>=1024&&i<4){v/=1024;i++}return (i?v.toFixed(1):v)+' '+u[i]}"
+    "for(const b of document.querySelectorAll('button[data-act]'))"
+    "b.addEventListener('click',async()=>{st.textContent=b.dataset.act+' '+b.dataset.pid+'...';"
+    "try{const r=await fetch('/control/'+b.dataset.act+'?pid='+b.dataset.pid,{method:'POST',"
+    "headers:tok.value?{Authorization:'Bearer '+tok.value}:{}});"
+    "st.textContent=(await r.text()).trim();st.dataset.code=r.status;refresh()}"
+    "catch(e){st.textContent=String(e)}});"
+    "async function refresh(){try{const t=await(await fetch('/targets')).json();"
+    "for(const x of t){const r=document.querySelector('tr[data-pid=\"'+x.pid+'\"]');if(!r)continue;"
+    "const p=r.querySelector('.prof');p.textContent=x.prof_active?'on':'off';p.className='prof '+p.textContent;"
+    "for(const k of ['allocated','resident','highwater'])r.querySelector('.'+k).textContent=fmt(x[k]);"
+    "for(const k of ['samples','dumps'])r.querySelector('.'+k).textContent=x[k]}}catch(e){}}"
+    "setInterval(refresh,2000);"
+    "setInterval(()=>{for(const i of document.querySelectorAll('img.plot'))"
+    "i.src=i.src.replace(/&t=.*|$/,'&t='+Date.now())},30000);";
+
+static void target_rows(FILE *f, const serve_row_t *r, size_t n)
+{
+	fputs("<table id=\"targets\"><thead><tr><th>PID</th><th>Command</th><th>Unit</th><th>Sampling</th>"
+	    "<th>Allocated</th><th>Resident</th><th>High-water</th><th>Samples</th><th>Dumps</th>"
+	    "<th>Profile now</th><th>Control</th></tr></thead><tbody>\n", f);
+	for (size_t i = 0; i < n; i++) {
+		char b1[32], b2[32], b3[32];
+		const hc_shm_state_t *st = &r[i].st;
+		fprintf(f, "<tr data-pid=\"%d\"><td class=\"n\">%d</td><td><code>", r[i].pid, r[i].pid);
+		esc(f, r[i].command);
+		fputs("</code></td><td>", f);
+		esc(f, r[i].unit[0] ? r[i].unit : r[i].container);
+		fprintf(f, "</td><td class=\"prof %s\">%s</td>"
+		    "<td class=\"n allocated\">%s</td><td class=\"n resident\">%s</td><td class=\"n highwater\">%s</td>"
+		    "<td class=\"n samples\">%llu</td><td class=\"n dumps\">%llu</td>",
+		    st->active ? "on" : "off", st->active ? "on" : "off",
+		    out_bytes(st->allocated, b1, sizeof b1), out_bytes(st->resident, b2, sizeof b2),
+		    out_bytes(st->highwater, b3, sizeof b3), (unsigned long long)st->samples,
+		    (unsigned long long)st->dumps);
+		fprintf(f, "<td><a href=\"/debug/pprof/heap?pid=%d&amp;debug=1\">top</a> "
+		    "<a href=\"/flame?pid=%d\">flame graph</a> <a href=\"/debug/pprof/heap?pid=%d\">pprof</a></td>"
+		    "<td><button data-act=\"on\" data-pid=\"%d\">on</button><button data-act=\"off\" data-pid=\"%d\">off"
+		    "</button><button data-act=\"dump\" data-pid=\"%d\">dump</button></td></tr>\n",
+		    r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid);
+		fprintf(f, "<tr class=\"plot\"><td colspan=\"11\"><img class=\"plot\" src=\"/plot?pid=%d&amp;t=0\" "
+		    "width=\"720\" height=\"150\" alt=\"allocated, resident and high-water of process %d over the "
+		    "last hour\"></td></tr>\n", r[i].pid, r[i].pid);
+	}
+	fputs("</tbody></table>\n", f);
+}
+
+static void archive_rows(FILE *f)
+{
+	if (!arch_enabled()) {
+		fputs("<p>No archive: start <code>heapctl serve --archive DIR</code> to keep every dump.</p>\n", f);
+		return;
+	}
+	size_t n;
+	arch_entry_t *v = arch_scan(&n);
+	if (n == 0) {
+		fputs("<p>The archive is empty.</p>\n", f);
+		free(v);
+		return;
+	}
+	/* two dumps' difference: a form, so it needs no script */
+	fputs("<form action=\"/top\" method=\"get\">Difference: <select name=\"file\" id=\"diff-file\">", f);
+	for (size_t i = n; i-- > 0;) {
+		fputs("<option>", f);
+		esc(f, v[i].group);
+		fputc('/', f);
+		esc(f, v[i].name);
+		fputs(".heap</option>", f);
+	}
+	fputs("</select> minus <select name=\"base\" id=\"diff-base\">", f);
+	for (size_t i = n; i-- > 0;) {
+		fprintf(f, "<option%s>", i + 2 == n ? " selected" : "");
+		esc(f, v[i].group);
+		fputc('/', f);
+		esc(f, v[i].name);
+		fputs(".heap</option>", f);
+	}
+	fputs("</select> <button type=\"submit\">show</button></form>\n", f);
+	fputs("<table id=\"archive\"><thead><tr><th>Dump</th><th>Group</th><th>Size</th><th>Read it</th></tr>"
+	    "</thead><tbody>\n", f);
+	size_t shown = 0;
+	for (size_t i = n; i-- > 0 && shown < 200; shown++) {
+		char b[32], rel[600];
+		snprintf(rel, sizeof rel, "%s/%s.heap", v[i].group, v[i].name);
+		fputs("<tr><td><code>", f);
+		esc(f, v[i].name);
+		fputs("</code></td><td>", f);
+		esc(f, v[i].group);
+		fprintf(f, "</td><td class=\"n\">%s</td><td>", out_bytes(v[i].bytes, b, sizeof b));
+		/* names are [A-Za-z0-9._@-] (arch_name_ok): safe in a URL and in HTML */
+		fprintf(f, "<a href=\"/top?file=%s\">top</a> <a href=\"/flame?file=%s\">flame graph</a> "
+		    "<a href=\"/archive/%s\">heap</a> <a href=\"/archive/%s/%s.pb.gz\">pprof</a></td></tr>\n",
+		    rel, rel, rel, v[i].group, v[i].name);
+	}
+	fputs("</tbody></table>\n", f);
+	free(v);
+}
+
+char *page_html(size_t *len)
+{
+	char *buf = NULL;
+	*len = 0;
+	FILE *f = open_memstream(&buf, len);
+	if (f == NULL)
+		return NULL;
+	size_t n;
+	serve_row_t *r = serve_rows(&n);
+	fprintf(f, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	    "<meta name=\"viewport\" content=\"width=device-width\"><title>heapctl serve</title>"
+	    "<style>%s</style></head><body>\n<h1>heapctl serve</h1>\n", style);
+	fprintf(f, "<p id=\"summary\">%zu process%s run%s libheapctl.so. "
+	    "<a href=\"/metrics\">metrics</a> · <a href=\"/targets\">targets</a> · <a href=\"/events\">events</a> · "
+	    "<a href=\"/archive\">archive</a> (JSON)</p>\n", n, n == 1 ? "" : "es", n == 1 ? "s" : "");
+	fputs("<p><label>Token for the buttons <input type=\"password\" id=\"token\" autocomplete=\"off\" "
+	    "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n", f);
+	target_rows(f, r, n);
+	free(r);
+	fputs("<h2>Archive</h2>\n", f);
+	archive_rows(f);
+	fprintf(f, "<script>%s</script>\n</body></html>\n", script);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* ---- the plot ------------------------------------------------------------ */
+
+char *page_plot(const serve_hist_t *h, int pid, size_t *len)
+{
+	enum { W = 720, H = 150, L = 70, R = 10, T = 10, B = 24 };
+	char *buf = NULL;
+	*len = 0;
+	FILE *f = open_memstream(&buf, len);
+	if (f == NULL)
+		return NULL;
+	int64_t now = time(NULL), t0 = now - 3600;
+	uint64_t max = 1;
+	unsigned n = h ? h->n : 0;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = (h->head + HIST_N - n + i) % HIST_N;
+		uint64_t v[3] = { h->p[k].allocated, h->p[k].resident, h->p[k].highwater };
+		for (int j = 0; j < 3; j++)
+			if (v[j] > max)
+				max = v[j];
+	}
+	char b[32];
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	    "font-family=\"sans-serif\" font-size=\"11\"><title>process %d, the last hour</title>"
+	    "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", W, H, W, H, pid, W, H);
+	fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", L, H - B, W - R, H - B);
+	fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", L, T, L, H - B);
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 4, T + 8, out_bytes(max, b, sizeof b));
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", L - 4, H - B);
+	fprintf(f, "<text x=\"%d\" y=\"%d\">an hour ago</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">now</text>",
+	    L, H - 8, W - R, H - 8);
+	static const char *const name[3] = { "allocated", "resident", "high-water" };
+	static const char *const color[3] = { "#1f77b4", "#2ca02c", "#d62728" };
+	for (int j = 0; j < 3; j++) {
+		fprintf(f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", name[j],
+		    color[j]);
+		for (unsigned i = 0; i < n; i++) {
+			unsigned k = (h->head + HIST_N - n + i) % HIST_N;
+			uint64_t v = j == 0 ? h->p[k].allocated : j == 1 ? h->p[k].resident : h->p[k].highwater;
+			double x = L + (double)(h->p[k].t - t0) * (W - L - R) / 3600.0;
+			double y = (H - B) - (double)v * (H - B - T) / (double)max;
+			fprintf(f, "%s%.1f,%.1f", i ? " " : "", x < L ? L : x, y);
+		}
+		fprintf(f, "\"/><text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", L + 10 + j * 90, T + 10, color[j],
+		    name[j]);
+	}
+	if (n < 2)
+		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\">collecting: a point every "
+		    "%d s</text>", (L + W) / 2, H / 2, HIST_STEP_S);
+	fputs("</svg>\n", f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
