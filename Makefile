@@ -217,6 +217,7 @@ bench: all
 	@tests/bench/prof.sh $(BUILD)
 	@tests/bench/ctl.sh $(BUILD)
 	@tests/bench/report.sh $(BUILD)
+	@tests/bench/serve.sh $(BUILD)
 
 # Fuzzing (clang's libFuzzer, with ASan and UBSan): the profile reader and
 # the segment as the command sees it, FUZZ_SECONDS each (default 60), from

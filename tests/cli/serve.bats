@@ -470,3 +470,37 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(code "$URL/top")" = 400 ]
 	[ "$(code "$URL/plot?pid=1")" = 404 ]
 }
+
+# ---- faults ------------------------------------------------------------------------
+
+@test "serve: a target that exits mid-scrape gets its request a clear error; a client that hangs up is no harm; nothing is left behind" {
+	start_target
+	local first=$TPID
+	start_target
+	mkdir "$T/rt"
+	RUNTIME_DIRECTORY=$T/rt start_serve
+	wait_for 3 in_metrics "$first"
+	wait_for 3 in_metrics "$TPID"
+	# the delta's second dump finds the process gone
+	code "$URL/debug/pprof/heap?pid=$first&seconds=2" >"$T/status" &
+	local c=$!
+	sleep 0.5
+	kill -TERM "$first"
+	wait "$c"
+	echo "status $(cat "$T/status"): $(cat "$T/body")"
+	[ "$(cat "$T/status")" = 404 ]
+	[[ "$(cat "$T/body")" == "heapctl: "*"$first"* ]]
+	# clients that go away mid-request and mid-stream
+	curl -s --max-time 0.5 "$URL/debug/pprof/heap?pid=$TPID&seconds=2" >/dev/null || true
+	curl -s --max-time 0.5 "$URL/events" >/dev/null || true
+	sleep 2
+	[ "$(code "$URL/metrics")" = 200 ]
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 200 ]
+	kill -0 "$SPID"
+	# no work files left from any of it, and the work directory goes with the daemon
+	ls -A "$T"/rt/heapctl-serve.*
+	[ -z "$(ls -A "$T"/rt/heapctl-serve.*)" ]
+	kill -TERM "$SPID"
+	wait "$SPID" || true
+	[ -z "$(ls -A "$T/rt")" ]
+}

@@ -254,12 +254,13 @@ hp=$(sd_host_pid "$(mainpid hc-hard)")
 if [ -n "$hp" ] && carries "$hp"; then
 	"$H" on "$hp" >/dev/null 2>&1 || fail "hardened: heapctl on $hp from the host"
 	sleep 1.5
-	# the service keeps little: about one dump in twenty this early holds no
-	# live sampled object, so dump again (a second apart) until one does
+	# the service keeps little: this early a dump may hold no live sampled
+	# object, or only main's own array of kept blocks, so dump again (a
+	# second apart) until one holds the service's functions
 	path=
 	for _ in $(seq 10); do
 		path=$(host_dump "$hp" hard) || break
-		sed -n 2p "$WORK/hard.heap" | grep -q '^  t\*: 0: 0 ' || break
+		"$H" report "$WORK/hard.heap" -p "$hp" --top 0 2>/dev/null | grep -qE 'svc_keep|svc_churn|svc_worker' && break
 		sleep 1
 	done
 	if [ -n "$path" ]; then

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The daemon's numbers for `make bench` (heapctl serve): a scrape of a
+# 10,000-stack profile end to end against `heapctl report` on the same kind
+# of dump, /metrics with 50 targets (latency, and the daemon's RSS then and
+# with an archive of 200 dumps), and a target's run time while it is
+# scraped every second against not scraped.  Prints Markdown.
+set -uo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out="$root/$build/bench"
+mkdir -p "$out"
+reps=${BENCH_REPS:-5}
+H="$root/$build/heapctl"
+target="$root/$build/tests/cli/target"
+[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
+[ -x "$out/runstat" ] || gcc -O2 -o "$out/runstat" "$root/tests/bench/runstat.c" || exit 1
+[ -x "$out/st_churn" ] || gcc -O2 -g -pthread -o "$out/st_churn" "$root/tests/bench/st_churn.c" -lm || exit 1
+tmp=$(mktemp -d)
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+ms() { awk -v s="$1" 'BEGIN{printf "%.1f", s * 1000}'; }
+
+start() {  # conf args... -> sets $pid once the target is ready
+	HEAPCTL_CONF=$1 "$target" "${@:2}" >"$tmp/t.$#.$RANDOM" 2>&1 &
+	pids+=($!)
+	pid=$!
+	for _ in $(seq 200); do "$H" status "$pid" >/dev/null 2>&1 && return 0; sleep 0.05; done
+	echo "target did not start"; exit 1
+}
+serve() {  # args... -> $url, $spid
+	"$H" serve --listen 127.0.0.1:0 "$@" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+	spid=$!
+	pids+=($spid)
+	for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.out" && break; sleep 0.05; done
+	url=$(sed -n 's/.*listening on //p' "$tmp/serve.out")
+}
+rss_kib() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+echo
+echo "| measure | median | note |"
+echo "| --- | ---: | --- |"
+
+# ---- a scrape of 10,000 stacks ---------------------------------------------------
+start "prof:true,lg_prof_sample:0" grow=0 tick_ms=1000 stacks=10000
+big=$pid
+serve
+sleep 0.6
+scrape=$(for ((i = 0; i < reps; i++)); do
+	curl -s -o "$tmp/s.pb.gz" -w '%{time_total}\n' "$url/debug/pprof/heap?pid=$big"
+done | median)
+"$H" dump "$big" -o "$tmp/d.heap" >/dev/null
+nstk=$(grep -c '^@' "$tmp/d.heap")
+rep=$(for ((i = 0; i < reps; i++)); do
+	t0=$(date +%s%N)
+	"$H" report "$tmp/d.heap" -p "$big" --pprof "$tmp/r.pb.gz" >/dev/null
+	echo "$(( $(date +%s%N) - t0 ))"
+done | median)
+dump=$(for ((i = 0; i < reps; i++)); do
+	t0=$(date +%s%N)
+	"$H" dump "$big" -o "$tmp/e.heap" >/dev/null
+	echo "$(( $(date +%s%N) - t0 ))"
+done | median)
+printf '| /debug/pprof/heap, %s stacks, end to end (%d runs) | %s ms | dump + symbolized pprof |\n' "$nstk" "$reps" \
+    "$(ms "$scrape")"
+printf '| heapctl dump -o of the same process | %s ms | |\n' "$(awk -v n="$dump" 'BEGIN{printf "%.1f", n/1e6}')"
+printf '| heapctl report --pprof on that dump | %s ms | the scrape runs both, as children |\n' \
+    "$(awk -v n="$rep" 'BEGIN{printf "%.1f", n/1e6}')"
+kill "$spid" "$big"
+
+# ---- 50 targets ------------------------------------------------------------------
+for i in $(seq 50); do start "prof:true" grow=0 tick_ms=1000; done
+serve --archive "$tmp/arch" --keep 0 --max-bytes 0
+for _ in $(seq 100); do
+	[ "$(curl -s "$url/metrics" | sed -n 's/^heapctl_targets //p')" = 50 ] && break
+	sleep 0.1
+done
+n=$(curl -s "$url/metrics" | sed -n 's/^heapctl_targets //p')
+lat=$(for i in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$url/metrics"; done | median)
+lines=$(curl -s "$url/metrics" | grep -vc '^#')
+printf '| /metrics with %s targets (%s samples), 50 requests | %s ms | |\n' "$n" "$lines" "$(ms "$lat")"
+printf '| the daemon'"'"'s RSS with %s targets | %s MiB | |\n' "$n" "$(awk -v k="$(rss_kib "$spid")" 'BEGIN{printf "%.1f", k/1024}')"
+# 200 dumps of the 50 targets, every one archived with its pprof
+tp=("${pids[@]: -51:50}")
+for i in $(seq 200); do "$H" dump "${tp[$((i % 50))]}" >/dev/null 2>&1; done
+for _ in $(seq 600); do
+	[ "$(ls "$tmp"/arch/*/*.pb.gz 2>/dev/null | wc -l)" -ge 200 ] && break
+	sleep 0.1
+done
+printf '| the daemon'"'"'s RSS with %s targets and %s archived dumps | %s MiB | |\n' "$n" \
+    "$(ls "$tmp"/arch/*/*.heap | wc -l)" "$(awk -v k="$(rss_kib "$spid")" 'BEGIN{printf "%.1f", k/1024}')"
+kill "$spid" "${tp[@]}"
+wait 2>/dev/null
+
+# ---- a target scraped every second ----------------------------------------------
+serve
+scraper() {
+	while :; do
+		p=$(pgrep -n -f "$out/st_churn ops=") && curl -s -o /dev/null "$url/debug/pprof/heap?pid=$p"
+		sleep 1
+	done
+}
+plain=() scraped=()
+for ((i = 0; i < reps; i++)); do
+	plain+=("$(HEAPCTL_CONF=prof:true "$out/runstat" -p "$root/$build/libheapctl.so" -t 120 -o /dev/null -- \
+	    "$out/st_churn" ops=150000000 | cut -d' ' -f1)")
+	scraper &
+	sc=$!
+	scraped+=("$(HEAPCTL_CONF=prof:true "$out/runstat" -p "$root/$build/libheapctl.so" -t 120 -o /dev/null -- \
+	    "$out/st_churn" ops=150000000 | cut -d' ' -f1)")
+	kill "$sc"
+	wait "$sc" 2>/dev/null
+done
+a=$(printf '%s\n' "${plain[@]}" | median)
+b=$(printf '%s\n' "${scraped[@]}" | median)
+printf '| st_churn (prof:true) wall time, not scraped (%d runs) | %s s | |\n' "$reps" "$a"
+printf '| the same, /debug/pprof/heap every second | %s s | ratio %s |\n' "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", b/a}')"
