@@ -504,3 +504,21 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	wait "$SPID" || true
 	[ -z "$(ls -A "$T/rt")" ]
 }
+
+@test "serve: 50 targets at once: all in /targets and /metrics within seconds, promtool accepts it, each one's profile answers" {
+	local i p all=()
+	for i in $(seq 50); do
+		HEAPCTL_CONF=prof:true,lg_prof_sample:14 "$TARGET" grow=0 tick_ms=500 seconds=120 >/dev/null 2>&1 &
+		track $!
+		all+=($!)
+	done
+	start_serve
+	count() { [ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_targets //p')" -ge 50 ]; }
+	wait_for 15 count
+	curl -s "$URL/metrics" >"$T/m.txt"
+	promtool check metrics <"$T/m.txt"
+	for p in "${all[@]}"; do grep -q "^heapctl_allocated_bytes{pid=\"$p\"," "$T/m.txt"; done
+	[ "$(code "$URL/targets")" = 200 ]
+	python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); assert len(t) >= 50, len(t)' "$T/body"
+	for p in "${all[@]:0:5}"; do [ "$(code "$URL/debug/pprof/heap?pid=$p&debug=1")" = 200 ]; done
+}
