@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -52,6 +53,7 @@ static struct {
 	size_t ntargets;
 	char token[256];           /* "" when none is needed                     */
 	bool open_reads;           /* loopback: GETs need no token (POSTs do)    */
+	bool check_host;           /* loopback TCP: the Host must be loopback    */
 	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
 	char work[PATH_MAX];       /* private directory for profiles in flight   */
 	uint64_t timeout_ns;       /* for the target's answers                   */
@@ -1168,6 +1170,33 @@ static enum MHD_Result respond_unauthorized(struct MHD_Connection *c)
 	return ok;
 }
 
+/* On a loopback address, the Host a request names must be a loopback one:
+ * a web page whose name was made to resolve to 127.0.0.1 (DNS rebinding)
+ * would otherwise read every profile through the visitor's browser. */
+static bool host_ok(struct MHD_Connection *c)
+{
+	if (!S.check_host)
+		return true;
+	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+	if (h == NULL)
+		return true;              /* HTTP/1.0 without one: not a browser */
+	char name[256];
+	size_t n;
+	if (h[0] == '[') {
+		const char *e = strchr(h, ']');
+		n = e ? (size_t)(e - h - 1) : 0;
+		h++;
+	} else
+		n = strcspn(h, ":");
+	if (n == 0 || n >= sizeof name)
+		return false;
+	memcpy(name, h, n);
+	name[n] = 0;
+	struct in_addr a4;
+	return strcasecmp(name, "localhost") == 0 || strcmp(name, "::1") == 0 ||
+	    (inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127);
+}
+
 static const char index_text[] =
     "heapctl serve\n\n"
     "/                           the web page: processes, plots, profiles, buttons, the archive\n"
@@ -1190,6 +1219,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     const char *version, const char *upload, size_t *upload_size, void **state)
 {
 	(void)cls; (void)version; (void)upload;
+	if (!host_ok(c))
+		return respond_err(c, MHD_HTTP_FORBIDDEN, "this daemon answers to a loopback Host only (127.0.0.1, "
+		    "localhost, [::1])");
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	const char *control = strncmp(url, "/control/", 9) == 0 ? url + 9 : NULL;
@@ -1500,6 +1532,7 @@ int hc_serve_main(cli_args_t *a)
 		return HC_EXIT_USAGE;
 	}
 	S.open_reads = loopback;
+	S.check_host = loopback && strncmp(listen_spec, "unix:", 5) != 0;
 	if (!loopback && S.token[0] == 0) {
 		close(fd);
 		rmdir(S.work);

@@ -220,6 +220,16 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(code -H "Authorization: Bearer 0123456789abcdef0123" "http://127.0.0.1:$port/metrics")" = 200 ]
 }
 
+@test "serve: on loopback, a request whose Host is not a loopback name is refused (DNS rebinding)" {
+	start_serve
+	[ "$(code -H 'Host: evil.example:9447' "$URL/metrics")" = 403 ]
+	[ "$(cat "$T/body")" = "this daemon answers to a loopback Host only (127.0.0.1, localhost, [::1])" ]
+	[ "$(code -H 'Host: localhost:9447' "$URL/metrics")" = 200 ]
+	[ "$(code -H 'Host: [::1]:9447' "$URL/metrics")" = 200 ]
+	[ "$(code -H 'Host: 127.0.0.2' "$URL/metrics")" = 200 ]
+	[ "$(code "$URL/metrics")" = 200 ]
+}
+
 @test "serve: a Unix socket, its owner's only" {
 	start_target
 	"$HEAPCTL" serve --listen "unix:$T/s.sock" >"$T/serve.out" 2>&1 &
