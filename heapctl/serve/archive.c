@@ -141,9 +141,17 @@ arch_entry_t *arch_scan(size_t *n)
 			continue;
 		}
 		struct dirent *f;
+		time_t now = time(NULL);
 		while ((f = readdir(gd))) {
 			size_t len = strlen(f->d_name);
 			struct stat st;
+			/* a copy the daemon was making when it was stopped */
+			if (f->d_name[0] == '.' && len > 4 && strcmp(f->d_name + len - 4, ".tmp") == 0 &&
+			    fstatat(dirfd(gd), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+			    st.st_uid == geteuid() && st.st_mtim.tv_sec + 60 < now) {
+				unlinkat(dirfd(gd), f->d_name, 0);
+				continue;
+			}
 			if (!arch_name_ok(f->d_name) || len < 6 || strcmp(f->d_name + len - 5, ".heap") ||
 			    len - 5 >= sizeof v->name || fstatat(dirfd(gd), f->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 			    !S_ISREG(st.st_mode))

@@ -311,8 +311,12 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	cmp "$(ls "$T"/arch/target/*.heap | tail -n1)" "$newest"
 	kill -TERM "$SPID"
 	wait "$SPID" || true
-	# a limit in bytes below one dump: only the newest stays
+	# a limit in bytes below one dump: only the newest stays; a copy that a
+	# stopped daemon left half made is cleared away
+	echo partial >"$T/arch/target/.20260101T000000.000Z.1.manual.heap.1.0.tmp"
+	touch -d "1 hour ago" "$T/arch/target/.20260101T000000.000Z.1.manual.heap.1.0.tmp"
 	start_serve --archive "$T/arch" --max-bytes 1K
+	[ ! -e "$T/arch/target/.20260101T000000.000Z.1.manual.heap.1.0.tmp" ]
 	"$HEAPCTL" dump "$TPID" >/dev/null
 	same() { [ "$(ls "$T"/arch/target/*.heap | wc -l)" -eq 1 ] && cmp -s "$(ls "$T"/arch/target/*.heap)" "$1"; }
 	wait_for 5 same "$T/jp.$TPID.6.m6.heap" || { ls -R "$T/arch"; cat "$T/serve.err"; false; }
