@@ -24,7 +24,8 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 ms() { awk -v s="$1" 'BEGIN{printf "%.1f", s * 1000}'; }
 
 start() {  # conf args... -> sets $pid once the target is ready
-	HEAPCTL_CONF=$1 "$target" "${@:2}" >"$tmp/t.$#.$RANDOM" 2>&1 &
+	# in tmp: dumps without a prefix land in the current directory
+	(cd "$tmp" && HEAPCTL_CONF=$1 exec "$target" "${@:2}") >"$tmp/t.$#.$RANDOM" 2>&1 &
 	pids+=($!)
 	pid=$!
 	for _ in $(seq 200); do "$H" status "$pid" >/dev/null 2>&1 && return 0; sleep 0.05; done
