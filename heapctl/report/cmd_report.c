@@ -781,7 +781,7 @@ static int parse_re(const char *opt, const char *s, regex_t *re)
 enum {
 	O_INUSE_SPACE = 256, O_INUSE_OBJECTS, O_ALLOC_SPACE, O_ALLOC_OBJECTS, O_BASE, O_THREAD, O_FOCUS,
 	O_IGNORE, O_DROP, O_KEEP, O_SERIES, O_TOP, O_CUM, O_LINES, O_BYTES, O_COLLAPSED, O_SVG, O_PPROF,
-	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT,
+	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE,
 };
 
 static const cli_opt_t report_opts[] = {
@@ -818,6 +818,8 @@ static const cli_opt_t report_opts[] = {
 	{ "text", O_TEXT, NULL, "the text view as well as --svg/--pprof/--symbolize" },
 	{ NULL, 0, NULL, "binaries:" },
 	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
+	{ "symcache", O_SYMCACHE, "DIR", "keep what each module's addresses came to in DIR, per build id, "
+	  "and read it from there the next time (made if missing; yours, writable by you alone)" },
 	{ 0 },
 };
 
@@ -858,6 +860,12 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		case O_SVG: o->svg = v; break;
 		case O_PPROF: o->pprof = v; break;
 		case O_SYSROOT: o->root = v; break;
+		case O_SYMCACHE: {
+			char err[4096 + 256];
+			if (rp_symcache_use(v, err, sizeof err) != 0)
+				rc = cli_err(HC_EXIT_USAGE, "%s", err);
+			break;
+		}
 		case O_SERIES: o->series = true; break;
 		case O_SYMBOLIZE: o->symbolize = true; break;
 		case O_KEEP: o->keep_wrappers = true; break;

@@ -154,6 +154,23 @@ bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
  * it is).  The files' sections are shared out between two threads. */
 void rp_inflated_copies(const int *fds, int *out, size_t n);
 
+/* symcache.c: the frames found for each address of a module, kept per
+ * build id in a directory (--symcache).  rp_symcache_use() opens DIR
+ * (made if missing; it must be the user's and writable by nobody else):
+ * 0, or -1 with err.  rp_symcache_load() gives a module's cache (NULL when
+ * caching is off or the build id is not one); what says what its frames
+ * come from (the debug file), and a file made from anything else is not
+ * used.  Keys are offsets into the module.  rp_symcache_save() writes the
+ * entries put since it was loaded. */
+enum { RP_SC_LINES = 1, RP_SC_INLINES = 2, RP_SC_FUNCTION = 4 };
+typedef struct rp_symcache_s rp_symcache_t;
+int rp_symcache_use(const char *dir, char *err, size_t errlen);
+bool rp_symcache_on(void);
+rp_symcache_t *rp_symcache_load(const char *build_id, const char *what);
+bool rp_symcache_get(const rp_symcache_t *c, uint64_t key, rp_loc_t *loc, unsigned *flags);
+void rp_symcache_put(rp_symcache_t *c, uint64_t key, const rp_loc_t *loc, unsigned flags);
+void rp_symcache_save(rp_symcache_t *c);
+
 /* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);
  * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by

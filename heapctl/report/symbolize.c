@@ -63,6 +63,10 @@ typedef struct object_s {
 	int pre_fd;              /* its debug file, found up front: the inflated
 	                          * copy, or the file itself (or -1) */
 	char *pre_name;
+	int fd;                  /* the file, until libdwfl is given it */
+	GElf_Addr bias;          /* where its addresses are (0 for ET_EXEC) */
+	const char *build_id;    /* read with --symcache, lowercase hex */
+	rp_symcache_t *cache;    /* --symcache: its frames kept on disk */
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
@@ -564,19 +568,20 @@ static const char *unnamed_function(Dwfl_Module *mod, rp_ehtab_t *eh, const rp_m
 	return rp_intern(buf);
 }
 
-static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
-                      rp_loc_t *loc)
+static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
+                          rp_loc_t *loc)
 {
 	rp_frame_t fr[64];
 	int n = 0;
 	const char *file = NULL;
 	int line = 0;
+	unsigned found = 0;      /* RP_SC_*: what this address had */
 
 	Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
 	if (l) {
 		file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 		if (file)
-			m->has_lines = true;
+			found |= RP_SC_LINES;
 	}
 
 	Dwarf_Addr dbias;
@@ -594,7 +599,7 @@ static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t
 		const char *name = die_name(&scopes[i]);
 		if (name == NULL)
 			continue;
-		m->has_inlines = true;
+		found |= RP_SC_INLINES;
 		frame_set(&fr[n++], name, file, line);
 		/* the caller's position is where this inlined call was made */
 		Dwarf_Attribute at;
@@ -629,14 +634,22 @@ static void frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t
 	if (name == NULL)
 		name = unnamed_function(mod, eh, m, pc);
 	if (name == NULL && n == 0)
-		return;
+		return found;
 	if (name) {
-		m->has_functions = true;
+		found |= RP_SC_FUNCTION;
 		frame_set(&fr[n++], name, file, line);
 	}
 	loc->nframes = n;
 	loc->frames = rp_alloc(sizeof(rp_frame_t) * (size_t)n);
 	memcpy(loc->frames, fr, sizeof(rp_frame_t) * (size_t)n);
+	return found;
+}
+
+static void map_found(rp_map_t *m, unsigned found)
+{
+	m->has_lines |= (found & RP_SC_LINES) != 0;
+	m->has_inlines |= (found & RP_SC_INLINES) != 0;
+	m->has_functions |= (found & RP_SC_FUNCTION) != 0;
 }
 
 int rp_map_of(const rp_profile_t *p, uint64_t a)
@@ -785,6 +798,97 @@ static bool same_maps(const rp_profile_t *p, const char *root)
 	return true;
 }
 
+/* ---- --symcache ------------------------------------------------------------
+ * What a module's frames come from besides the module itself (which its
+ * build id names): its debug file, found as find_debuginfo finds it (by
+ * build id, by .gnu_debuglink, or from a debuginfod server's client cache),
+ * with its size and time, so that one installed or changed since makes the
+ * cached frames stale.  Paths are left out: the same module in another
+ * process's root (-p) shares the cache. */
+static bool stat_file(const char *path, struct stat *st)
+{
+	return stat(path, st) == 0 && S_ISREG(st->st_mode);
+}
+
+static bool debug_source(Elf *e, const object_t *o, const char *hex, char *what, size_t len)
+{
+	struct stat st;
+	char path[4096];
+	snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_root, hex, hex + 2);
+	if (stat_file(path, &st)) {
+		snprintf(what, len, "debug file by build id: %lld bytes, %lld.%09ld", (long long)st.st_size,
+		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		return true;
+	}
+	GElf_Word crc = 0;
+	const char *link = dwelf_elf_gnu_debuglink(e, &crc);
+	const char *slash = strrchr(o->file, '/');
+	if (link && *link && !strchr(link, '/') && slash) {
+		int dl = (int)(slash - o->file);
+		for (int k = 0; k < 3; k++) {
+			if (k == 0)
+				snprintf(path, sizeof path, "%.*s/%s", dl, o->file, link);
+			else if (k == 1)
+				snprintf(path, sizeof path, "%.*s/.debug/%s", dl, o->file, link);
+			else
+				snprintf(path, sizeof path, "%s%.*s/%s", debug_root, dl, o->file, link);
+			if (strcmp(path, o->file) != 0 && stat_file(path, &st)) {
+				snprintf(what, len, "debuglink %.200s %08x: %lld bytes, %lld.%09ld", link, (unsigned)crc,
+				    (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+				return true;
+			}
+		}
+	}
+	const char *u = getenv("DEBUGINFOD_URLS");
+	if (u == NULL || *u == 0) {
+		snprintf(what, len, "no debug file");
+		return true;
+	}
+	/* where elfutils' client keeps what servers sent */
+	const char *c = getenv("DEBUGINFOD_CACHE_PATH"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	char dir[2048] = "";
+	if (c && *c)
+		snprintf(dir, sizeof dir, "%s", c);
+	else if (x && *x)
+		snprintf(dir, sizeof dir, "%s/debuginfod_client", x);
+	else if (h && *h)
+		snprintf(dir, sizeof dir, "%s/.cache/debuginfod_client", h);
+	snprintf(path, sizeof path, "%s/%s/debuginfo", dir, hex);
+	if (dir[0] && stat_file(path, &st)) {
+		snprintf(what, len, "debuginfod: %lld bytes, %lld.%09ld", (long long)st.st_size,
+		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+		return true;
+	}
+	return false;       /* a server may still send one: not cached */
+}
+
+/* The object's build id, and its cache where it can have one. */
+static void cache_open(object_t *o)
+{
+	Elf *e = elf_begin(o->fd, ELF_C_READ_MMAP, NULL);
+	const void *id;
+	ssize_t len = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
+	if (len >= 2 && len <= 64) {
+		char hex[129], what[600];
+		for (ssize_t i = 0; i < len; i++) {
+			hex[2 * i] = "0123456789abcdef"[((const unsigned char *)id)[i] >> 4];
+			hex[2 * i + 1] = "0123456789abcdef"[((const unsigned char *)id)[i] & 15];
+		}
+		hex[2 * len] = 0;
+		o->build_id = rp_intern(hex);
+		if (debug_source(e, o, hex, what, sizeof what))
+			o->cache = rp_symcache_load(hex, what);
+	}
+	if (e)
+		elf_end(e);
+}
+
+/* A location's key in its module's cache: where it is in the module. */
+static uint64_t cache_key(const object_t *o, const rp_loc_t *loc)
+{
+	return (loc->addr ? loc->addr - 1 : 0) - o->bias;
+}
+
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 {
 	elf_version(EV_CURRENT);
@@ -802,7 +906,9 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	object_t *obj;
 	size_t nobj = 0;
 	int *obj_of_map;
-	bool reused = same_maps(p, root);
+	bool cached = rp_symcache_on();
+	bool reused = !cached && same_maps(p, root);
+	bool *from_cache = NULL;   /* locations the cache named */
 	if (reused) {
 		obj = last.obj;
 		nobj = last.nobj;
@@ -817,7 +923,6 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	/* one module per distinct file */
 	obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
 	obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
-	dwfl_report_begin(dwfl);
 	for (size_t i = 0; i < p->nmaps; i++) {
 		rp_map_t *m = &p->maps[i];
 		size_t j;
@@ -828,7 +933,8 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		if (j < nobj)
 			continue;
 		const char *file = under_root(root, file_of(m->path));
-		obj[nobj++] = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1 };
+		object_t *o = &obj[nobj++];
+		*o = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1, .fd = -1 };
 		GElf_Addr bias = 0;
 		bool is_exec = false;
 		int fd = open_object(file);
@@ -838,54 +944,90 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 			close(fd);
 			continue;
 		}
-		/* libdwfl rejects modules that overlap; a bad line must not
-		 * take the others down, so failures here just leave it bare.
-		 * On success libdwfl owns fd. */
-		obj[j].mod = dwfl_report_elf(dwfl, m->path, file, fd, is_exec ? 0 : bias, true);
-		if (obj[j].mod == NULL)
+		o->fd = fd;
+		o->bias = is_exec ? 0 : bias;
+		if (cached)
+			cache_open(o);
+	}
+	/* the addresses: named from the cache, or their module is needed */
+	bool *used = rp_alloc(nobj + 1);
+	from_cache = rp_alloc(p->nlocs + 1);
+	for (size_t i = 0; i < p->nlocs; i++) {
+		rp_loc_t *loc = &p->locs[i];
+		loc->map = rp_map_of(p, loc->addr);
+		if (loc->map < 0)
+			continue;
+		object_t *o = &obj[obj_of_map[loc->map]];
+		unsigned found;
+		if (o->cache && rp_symcache_get(o->cache, cache_key(o, loc), loc, &found)) {
+			from_cache[i] = true;
+			map_found(&p->maps[loc->map], found);
+		} else {
+			used[obj_of_map[loc->map]] = true;
+		}
+	}
+	/* libdwfl rejects modules that overlap; a bad line must not take the
+	 * others down, so failures here just leave it bare.  On success
+	 * libdwfl owns fd.  With the cache, only modules it lacks an address
+	 * of are opened. */
+	dwfl_report_begin(dwfl);
+	for (size_t j = 0; j < nobj; j++) {
+		object_t *o = &obj[j];
+		int fd = o->fd;
+		o->fd = -1;
+		if (fd < 0)
+			continue;
+		if (cached && !used[j]) {
+			close(fd);
+			continue;
+		}
+		o->mod = dwfl_report_elf(dwfl, o->path, o->file, fd, o->bias, true);
+		if (o->mod == NULL)
 			close(fd);
 	}
 	dwfl_report_end(dwfl, NULL, NULL);
-	bool *used = rp_alloc(nobj + 1);
 	for (size_t j = 0; j < nobj; j++) {
 		void **ud;
 		if (obj[j].mod && dwfl_module_info(obj[j].mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
 			*ud = &obj[j];
 	}
-	for (size_t i = 0; i < p->nlocs; i++) {
-		rp_loc_t *loc = &p->locs[i];
-		loc->map = rp_map_of(p, loc->addr);
-		if (loc->map >= 0)
-			used[obj_of_map[loc->map]] = true;
-	}
 	prepare_debug(obj, nobj, used);
-	last.dwfl = dwfl;
-	last.gen = rp_generation();
-	last.root = rp_strdup(root ? root : "");
-	last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
-	if (p->nmaps)
-		memcpy(last.maps, p->maps, sizeof *last.maps * p->nmaps);
-	last.nmaps = p->nmaps;
-	last.obj = obj;
-	last.nobj = nobj;
-	last.obj_of_map = obj_of_map;
+	if (!cached) {
+		last.dwfl = dwfl;
+		last.gen = rp_generation();
+		last.root = rp_strdup(root ? root : "");
+		last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
+		if (p->nmaps)
+			memcpy(last.maps, p->maps, sizeof *last.maps * p->nmaps);
+		last.nmaps = p->nmaps;
+		last.obj = obj;
+		last.nobj = nobj;
+		last.obj_of_map = obj_of_map;
+	}
 named:
 	for (size_t i = 0; i < p->nmaps; i++) {
-		Dwfl_Module *mod = obj[obj_of_map[i]].mod;
-		if (mod)
-			set_build_id(mod, &p->maps[i]);
+		object_t *o = &obj[obj_of_map[i]];
+		if (o->mod)
+			set_build_id(o->mod, &p->maps[i]);
+		else if (o->build_id)
+			p->maps[i].build_id = o->build_id;
 	}
 	for (size_t i = 0; i < p->nlocs; i++) {
 		rp_loc_t *loc = &p->locs[i];
 		if (reused)
 			loc->map = rp_map_of(p, loc->addr);     /* new modules set it above */
-		if (loc->map < 0)
+		if (loc->map < 0 || (from_cache && from_cache[i]))
 			continue;
 		object_t *o = &obj[obj_of_map[loc->map]];
 		if (o->mod == NULL)
 			continue;
-		frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
+		unsigned found = frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0,
+		    loc);
+		map_found(&p->maps[loc->map], found);
+		rp_symcache_put(o->cache, cache_key(o, loc), loc, found);
 	}
+	for (size_t j = 0; cached && j < nobj; j++)
+		rp_symcache_save(obj[j].cache);
 	/* keep the per-map flags consistent across a file's mappings */
 	for (size_t i = 0; i < p->nmaps; i++) {
 		rp_map_t *f = &p->maps[obj[obj_of_map[i]].first_map];

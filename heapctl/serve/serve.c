@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -56,6 +57,8 @@ static struct {
 	bool check_host;           /* loopback TCP: the Host must be loopback    */
 	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
 	char work[PATH_MAX];       /* private directory for profiles in flight   */
+	char symcache[PATH_MAX];   /* report --symcache for every report, or ""  */
+	bool own_symcache;         /* symcache is in work: removed at exit       */
 	uint64_t timeout_ns;       /* for the target's answers                   */
 	unsigned requests;         /* for unique work file names                 */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -327,11 +330,77 @@ static void scan_once(void)
 		arch_dump(&pend[i].x, &pend[i].ev);
 }
 
+/* ---- the symbol cache ---------------------------------------------------------
+ * Every report the daemon runs is given --symcache DIR: a module's frames
+ * are kept there by build id, and the next scrape of any process that maps
+ * it reads no symbol table or debug file of it (heapctl/report/symcache.c).
+ * Once a minute the directory is held under SYMCACHE_MAX, the files least
+ * recently written going first (a file is written when it gains addresses). */
+#define SYMCACHE_MAX ((uint64_t)256 << 20)
+
+typedef struct { char name[200]; uint64_t bytes; struct timespec mtime; } cfile_t;
+
+static int cfile_older(const void *a, const void *b)
+{
+	const cfile_t *x = a, *y = b;
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : x->mtime.tv_nsec > y->mtime.tv_nsec;
+}
+
+static void symcache_trim(uint64_t max)
+{
+	DIR *d = S.symcache[0] ? opendir(S.symcache) : NULL;
+	if (d == NULL)
+		return;
+	cfile_t *f = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	struct dirent *e;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+		size_t len = strlen(e->d_name);
+		if (len >= sizeof f->name || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* a half-written file of a report that was killed */
+		if (e->d_name[0] == '.' && len > 4 && !strcmp(e->d_name + len - 4, ".tmp")) {
+			if (st.st_mtim.tv_sec + 600 < now.tv_sec)
+				unlinkat(dirfd(d), e->d_name, 0);
+			continue;
+		}
+		if (len < 5 || strcmp(e->d_name + len - 4, ".sym") != 0)
+			continue;
+		if (n == cap) {
+			cfile_t *g = realloc(f, (cap = cap ? cap * 2 : 64) * sizeof *f);
+			if (g == NULL)
+				break;
+			f = g;
+		}
+		memcpy(f[n].name, e->d_name, len + 1);
+		f[n].bytes = (uint64_t)st.st_size;
+		f[n].mtime = st.st_mtim;
+		total += f[n++].bytes;
+	}
+	if (total > max) {
+		qsort(f, n, sizeof *f, cfile_older);
+		for (size_t i = 0; i < n && total > max; i++)
+			if (unlinkat(dirfd(d), f[i].name, 0) == 0)
+				total -= f[i].bytes;
+	}
+	free(f);
+	closedir(d);
+}
+
 static void *poller(void *arg)
 {
 	(void)arg;
-	for (;;) {
+	for (unsigned round = 1;; round++) {
 		scan_once();
+		if (round % (60000 / POLL_MS) == 0)
+			symcache_trim(SYMCACHE_MAX);
 		struct timespec ts = { 0, POLL_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
@@ -670,8 +739,12 @@ int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errl
 	char *argv[48];
 	int n = 0;
 	argv[n++] = S.exe;
-	for (; *args && n < 47; args++)
+	for (; *args && n < 45; args++)
 		argv[n++] = *args;
+	if (S.symcache[0] && !strcmp(argv[1], "report")) {
+		argv[n++] = "--symcache";
+		argv[n++] = S.symcache;
+	}
 	argv[n] = NULL;
 	char junk[256];
 	err[0] = 0;
@@ -1446,7 +1519,7 @@ static bool parse_age(const char *v, uint64_t *out)
 	return true;
 }
 
-enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE };
+enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_SYMCACHE };
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
 	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
@@ -1457,6 +1530,9 @@ static const cli_opt_t serve_opts[] = {
 	{ "keep", O_KEEP, "N", "keep the newest N dumps of each group (default 50, 0: all)" },
 	{ "max-bytes", O_MAX_BYTES, "SIZE", "keep the archive under SIZE, oldest out first (default 1G, 0: no limit)" },
 	{ "max-age", O_MAX_AGE, "AGE", "remove dumps older than AGE: 90s, 30m, 12h, 7d (default: none)" },
+	{ NULL, 0, NULL, "symbols:" },
+	{ "symcache", O_SYMCACHE, "DIR", "keep each module's symbols in DIR by build id between scrapes, "
+	  "256 MiB at most (default: in the work directory, gone at exit; 'off': none)" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -1468,10 +1544,20 @@ void hc_serve_help(FILE *f)
 	fprintf(f, "\nendpoints:\n%s", index_text + sizeof "heapctl serve\n");
 }
 
+/* The work directory at exit, with the symbol cache if it is there. */
+static void work_remove(void)
+{
+	if (S.own_symcache) {
+		symcache_trim(0);
+		rmdir(S.symcache);
+	}
+	rmdir(S.work);
+}
+
 int hc_serve_main(cli_args_t *a);
 int hc_serve_main(cli_args_t *a)
 {
-	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL, *archive = NULL;
+	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL, *archive = NULL, *symcache = NULL;
 	uint64_t keep = 50, max_bytes = (uint64_t)1 << 30, max_age = 0;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
@@ -1486,6 +1572,8 @@ int hc_serve_main(cli_args_t *a)
 			token_file = v;
 		else if (id == O_ARCHIVE)
 			archive = v;
+		else if (id == O_SYMCACHE)
+			symcache = v;
 		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE) {
 			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : &max_age;
 			bool ok = id == O_KEEP ? parse_count(v, dst) : id == O_MAX_BYTES ? hc_shm_parse_bytes(v, dst) :
@@ -1523,19 +1611,46 @@ int hc_serve_main(cli_args_t *a)
 	if (mkdtemp(S.work) == NULL)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot make a work directory: %s", strerror(errno));
 	arch_skip(S.work);
+	if (symcache == NULL) {
+		if (strlen(S.work) + sizeof "/symcache" <= sizeof S.symcache) {
+			memcpy(S.symcache, S.work, strlen(S.work));
+			strcpy(S.symcache + strlen(S.work), "/symcache");
+			S.own_symcache = true;
+		}
+	} else if (strcmp(symcache, "off") != 0 &&
+	    (code = cli_absolute("serve --symcache", symcache, S.symcache, sizeof S.symcache)) != 0) {
+		rmdir(S.work);
+		return code;
+	}
+	/* as report checks it: the names in it are shown as the programs' */
+	if (S.symcache[0]) {
+		struct stat cst;
+		const char *bad = NULL;
+		if (mkdir(S.symcache, 0700) != 0 && errno != EEXIST)
+			bad = strerror(errno);
+		else if (lstat(S.symcache, &cst) != 0)
+			bad = strerror(errno);
+		else if (!S_ISDIR(cst.st_mode) || cst.st_uid != geteuid() || (cst.st_mode & 022))
+			bad = "not a directory of this user's that others cannot write";
+		if (bad) {
+			S.own_symcache = false;
+			work_remove();
+			return cli_err(HC_EXIT_USAGE, "serve: --symcache %s: %s", S.symcache, bad);
+		}
+	}
 
 	char shown[PATH_MAX + 16];
 	bool loopback = false;
 	int fd = listen_on(listen_spec, shown, sizeof shown, &loopback);
 	if (fd < 0) {
-		rmdir(S.work);
+		work_remove();
 		return HC_EXIT_USAGE;
 	}
 	S.open_reads = loopback;
 	S.check_host = loopback && strncmp(listen_spec, "unix:", 5) != 0;
 	if (!loopback && S.token[0] == 0) {
 		close(fd);
-		rmdir(S.work);
+		work_remove();
 		return cli_err(HC_EXIT_USAGE, "serve: --listen %s reaches beyond this host: give --token-file FILE",
 		    listen_spec);
 	}
@@ -1563,7 +1678,7 @@ int hc_serve_main(cli_args_t *a)
 	    MHD_OPTION_END);
 	if (d == NULL) {
 		close(fd);
-		rmdir(S.work);
+		work_remove();
 		return cli_err(HC_EXIT_FAILED, "serve: libmicrohttpd would not start on %s", shown);
 	}
 	printf("heapctl serve: listening on %s\n", shown);
@@ -1577,6 +1692,6 @@ int hc_serve_main(cli_args_t *a)
 	MHD_stop_daemon(d);
 	if (strncmp(listen_spec, "unix:", 5) == 0)
 		unlink(listen_spec + 5);
-	rmdir(S.work);
+	work_remove();
 	return 0;
 }

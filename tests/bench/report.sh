@@ -17,7 +17,8 @@
 # of 4 sites, all built with -O1 -g -fno-omit-frame-pointer; and a driver
 # linked against all of them that walks BENCH_REPORT_WALKS (default 5000)
 # pseudo-random paths 3 to 8 hops long, each ending in an allocation that is
-# kept.  The driver runs under LD_PRELOAD=libheapctl.so with
+# kept (then, given a second argument, it sleeps that many seconds: serve.sh
+# scrapes it).  The driver runs under LD_PRELOAD=libheapctl.so with
 # prof:true,lg_prof_sample:0,prof_final:true, so the final dump holds every
 # stack.  Then, interleaved (the first of the pair alternates), BENCH_REPS
 # (default 5) runs each of
@@ -160,6 +161,7 @@ EOF
 	{
 		echo '#include <stdio.h>'
 		echo '#include <stdlib.h>'
+		echo '#include <unistd.h>'
 		echo '#include "hop.h"'
 		for ((l = 0; l < nlib; l++)); do printf 'void svc%02d_register(hop_fn **slot);\n' "$l"; done
 		echo "#define NLIB $nlib"
@@ -200,6 +202,10 @@ EOF
 		walk_path(&w);
 	}
 	printf("walks=%d kept=%zu\n", walks, w.nkeep);
+	if (argc > 2) {             /* stay alive, for tests/bench/serve.sh to scrape */
+		fflush(stdout);
+		sleep((unsigned)atoi(argv[2]));
+	}
 	return 0;
 }
 EOF

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The daemon's numbers for `make bench` (heapctl serve): a scrape of a
-# 10,000-stack profile end to end against `heapctl report` on the same kind
-# of dump, /metrics with 50 targets (latency, and the daemon's RSS then and
+# 10,000-stack profile end to end, without and with the symbol cache,
+# against `heapctl dump` and `heapctl report` on the same kind of dump (for
+# tests/cli/target and for the report bench's program over 40 libraries
+# with DWARF), /metrics with 50 targets (latency, and the daemon's RSS then and
 # with an archive of 200 dumps), and a target's run time while it is
 # scraped every second against not scraped.  Prints Markdown.
 set -uo pipefail
@@ -45,32 +47,73 @@ echo
 echo "| measure | median | note |"
 echo "| --- | ---: | --- |"
 
-# ---- a scrape of 10,000 stacks ---------------------------------------------------
+# ---- a scrape of 10,000 stacks, without and with the symbol cache ----------------
+# scrape URL PID: the median end-to-end time of $reps scrapes
+scrape() {
+	for ((i = 0; i < reps; i++)); do
+		curl -s -o "$tmp/s.pb.gz" -w '%{time_total}\n' "$1/debug/pprof/heap?pid=$2"
+	done | median
+}
+# report DUMP PID [ARGS]: the median time of heapctl report --pprof on it
+report() {
+	for ((i = 0; i < reps; i++)); do
+		t0=$(date +%s%N)
+		"$H" report "$1" -p "$2" --pprof "$tmp/r.pb.gz" "${@:3}" >/dev/null
+		echo "$(( $(date +%s%N) - t0 ))"
+	done | median
+}
+nsms() { awk -v n="$1" 'BEGIN{printf "%.1f", n/1e6}'; }
+# rows PID WHAT: the rows for one process
+rows() {
+	local p=$1 what=$2 cold warm dump nstk rep repc
+	serve --symcache off
+	sleep 0.6
+	cold=$(scrape "$url" "$p")
+	kill "$spid"
+	serve --symcache "$tmp/sc.$p"
+	sleep 0.6
+	curl -s -o /dev/null "$url/debug/pprof/heap?pid=$p"        # fills the cache
+	warm=$(scrape "$url" "$p")
+	kill "$spid"
+	"$H" dump "$p" -o "$tmp/d.heap" >/dev/null
+	nstk=$(grep -c '^@' "$tmp/d.heap")
+	rep=$(report "$tmp/d.heap" "$p")
+	repc=$(report "$tmp/d.heap" "$p" --symcache "$tmp/sc.$p")
+	dump=$(for ((i = 0; i < reps; i++)); do
+		t0=$(date +%s%N)
+		"$H" dump "$p" -o "$tmp/e.heap" >/dev/null
+		echo "$(( $(date +%s%N) - t0 ))"
+	done | median)
+	printf '| %s: /debug/pprof/heap, %s stacks, end to end (%d runs) | %s ms | dump + symbolized pprof |\n' \
+	    "$what" "$nstk" "$reps" "$(ms "$cold")"
+	printf '| %s: the same with the symbol cache (--symcache, kept per build id) | %s ms | ratio %s |\n' "$what" \
+	    "$(ms "$warm")" "$(awk -v a="$cold" -v b="$warm" 'BEGIN{printf "%.2f", b/a}')"
+	printf '| %s: heapctl dump -o of the same process | %s ms | |\n' "$what" "$(nsms "$dump")"
+	printf '| %s: heapctl report --pprof on that dump | %s ms | the scrape runs dump and report as children |\n' \
+	    "$what" "$(nsms "$rep")"
+	printf '| %s: heapctl report --pprof --symcache on that dump | %s ms | ratio %s |\n' "$what" "$(nsms "$repc")" \
+	    "$(awk -v a="$rep" -v b="$repc" 'BEGIN{printf "%.2f", b/a}')"
+}
 start "prof:true,lg_prof_sample:0" grow=0 tick_ms=1000 stacks=10000
 big=$pid
-serve
-sleep 0.6
-scrape=$(for ((i = 0; i < reps; i++)); do
-	curl -s -o "$tmp/s.pb.gz" -w '%{time_total}\n' "$url/debug/pprof/heap?pid=$big"
-done | median)
-"$H" dump "$big" -o "$tmp/d.heap" >/dev/null
-nstk=$(grep -c '^@' "$tmp/d.heap")
-rep=$(for ((i = 0; i < reps; i++)); do
-	t0=$(date +%s%N)
-	"$H" report "$tmp/d.heap" -p "$big" --pprof "$tmp/r.pb.gz" >/dev/null
-	echo "$(( $(date +%s%N) - t0 ))"
-done | median)
-dump=$(for ((i = 0; i < reps; i++)); do
-	t0=$(date +%s%N)
-	"$H" dump "$big" -o "$tmp/e.heap" >/dev/null
-	echo "$(( $(date +%s%N) - t0 ))"
-done | median)
-printf '| /debug/pprof/heap, %s stacks, end to end (%d runs) | %s ms | dump + symbolized pprof |\n' "$nstk" "$reps" \
-    "$(ms "$scrape")"
-printf '| heapctl dump -o of the same process | %s ms | |\n' "$(awk -v n="$dump" 'BEGIN{printf "%.1f", n/1e6}')"
-printf '| heapctl report --pprof on that dump | %s ms | the scrape runs both, as children |\n' \
-    "$(awk -v n="$rep" 'BEGIN{printf "%.1f", n/1e6}')"
-kill "$spid" "$big"
+rows "$big" "tests/cli/target (libc with its debug file)"
+kill "$big"
+wait "$big" 2>/dev/null
+# the report bench's generated program: 40 libraries with DWARF (built by
+# tests/bench/report.sh, which make bench runs first), 10,000 walks kept
+driver=$root/$build/bench/report/driver
+if [ -x "$driver" ]; then
+	(cd "$tmp" && HEAPCTL_CONF=prof:true,lg_prof_sample:0 LD_PRELOAD="$root/$build/libheapctl.so" \
+	    exec "$driver" 10000 600) >"$tmp/driver.out" 2>&1 &
+	pids+=($!)
+	dpid=$!
+	for _ in $(seq 600); do grep -q '^walks=' "$tmp/driver.out" && break; sleep 0.05; done
+	rows "$dpid" "report bench driver (40 libraries with DWARF)"
+	kill "$dpid"
+	wait "$dpid" 2>/dev/null
+else
+	echo "| report bench driver | not run | $driver is missing: run tests/bench/report.sh first |"
+fi
 
 # ---- 50 targets ------------------------------------------------------------------
 for i in $(seq 50); do start "prof:true" grow=0 tick_ms=1000; done

@@ -511,9 +511,11 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(code "$URL/metrics")" = 200 ]
 	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 200 ]
 	kill -0 "$SPID"
-	# no work files left from any of it, and the work directory goes with the daemon
-	ls -A "$T"/rt/heapctl-serve.*
-	[ -z "$(ls -A "$T"/rt/heapctl-serve.*)" ]
+	# no work files left from any of it (the symbol cache stays while the
+	# daemon runs), and the work directory goes with the daemon
+	ls -A "$T"/rt/heapctl-serve.* "$T"/rt/heapctl-serve.*/symcache
+	[ "$(ls -A "$T"/rt/heapctl-serve.*)" = symcache ]
+	[ -z "$(ls -A "$T"/rt/heapctl-serve.*/symcache | grep -v '^[0-9a-f]*\.sym$')" ]
 	kill -TERM "$SPID"
 	wait "$SPID" || true
 	[ -z "$(ls -A "$T/rt")" ]
@@ -535,4 +537,52 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(code "$URL/targets")" = 200 ]
 	python3 -c 'import json, sys; t = json.load(open(sys.argv[1])); assert len(t) >= 50, len(t)' "$T/body"
 	for p in "${all[@]:0:5}"; do [ "$(code "$URL/debug/pprof/heap?pid=$p&debug=1")" = 200 ]; done
+}
+
+@test "serve --symcache DIR: symbols are kept per build id between scrapes, and the next scrape reads them from there" {
+	start_target -c prof:true,lg_prof_sample:14 grow=65536 tick_ms=10
+	start_serve --symcache "$T/sc"
+	wait_for 3 in_metrics "$TPID"
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	cp "$T/body" "$T/first"
+	grep -q ' main$' "$T/first"
+	local id
+	id=$(readelf -n "$TARGET" | awk '/Build ID/ { print $3 }')
+	[ -n "$id" ]
+	ls -l "$T/sc"
+	[ -f "$T/sc/$id.sym" ]
+	[ "$(stat -c %a "$T/sc")" = 700 ]
+	# the cache holds the target's frames: a name edited there is what the
+	# next scrape shows, so it read no symbols of the target itself
+	python3 - "$T/sc/$id.sym" <<-'EOF'
+	import sys
+	data = open(sys.argv[1], "rb").read()
+	open(sys.argv[1], "wb").write(data.replace(b"main", b"MAIN"))
+	EOF
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	cat "$T/body"
+	grep -q ' MAIN$' "$T/body"
+	! grep -q ' main$' "$T/body"
+	# the pprof endpoint uses it too, and the file outlives the daemon
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID")" = 200 ]
+	zcat "$T/body" | grep -qa MAIN
+	kill -TERM "$SPID"
+	wait "$SPID" || true
+	[ -f "$T/sc/$id.sym" ]
+}
+
+@test "serve --symcache: a directory others can write is refused with one line; 'off' keeps none" {
+	mkdir -m 777 "$T/open"
+	chmod 777 "$T/open"
+	run "$HEAPCTL" serve --listen 127.0.0.1:0 --symcache "$T/open"
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: serve: --symcache $T/open: not a directory of this user's that others cannot write" ]
+	start_target -c prof:true,lg_prof_sample:14 grow=65536 tick_ms=10
+	mkdir "$T/rt"
+	RUNTIME_DIRECTORY=$T/rt start_serve --symcache off
+	wait_for 3 in_metrics "$TPID"
+	[ "$(code "$URL/debug/pprof/heap?pid=$TPID&debug=1")" = 200 ]
+	grep -q ' main$' "$T/body"
+	[ -z "$(ls -A "$T"/rt/heapctl-serve.*)" ]
 }

@@ -165,6 +165,40 @@ int main(void)
 EOF
 }
 
+# fill_prog_dump: $WORK/p.c (fill_a and fill_b allocate through an inlined
+# grab()), built with -O2 -g and a build id as $WORK/bin/p (a copy in
+# $WORK/p.full) and run under the library with every allocation sampled;
+# DUMP= its final dump.
+fill_prog_dump() {
+	cat >"$WORK/p.c" <<'EOF'
+#include <stdlib.h>
+#include <string.h>
+void *keep[5000];
+int nkeep;
+static inline __attribute__((always_inline)) void *grab(size_t n)
+{
+	void *p = malloc(n);
+	memset(p, 1, n);
+	return p;
+}
+__attribute__((noinline)) void fill_a(int n) { for (int i = 0; i < n; i++) keep[nkeep++] = grab(1024); }
+__attribute__((noinline)) void fill_b(int n) { for (int i = 0; i < n; i++) keep[nkeep++] = grab(4096); }
+int main(void)
+{
+	fill_a(1000);
+	fill_b(300);
+	return 0;
+}
+EOF
+	mkdir -p "$WORK/bin" "$WORK/d"
+	gcc -O2 -g -fno-omit-frame-pointer -Wl,--build-id -o "$WORK/bin/p" "$WORK/p.c"
+	cp "$WORK/bin/p" "$WORK/p.full"
+	run prog "$WORK" LD_PRELOAD="$BUILD/libheapctl.so" \
+		HEAPCTL_CONF=prof:true,lg_prof_sample:0,prof_final:true,prof_prefix:"$WORK/d/p" "$WORK/bin/p"
+	check_eq "program exit" "$RC" 0
+	DUMP=$(ls "$WORK"/d/p.*.f.heap | head -1)
+}
+
 # ---- the text view ------------------------------------------------------
 # Rows are "flat flat% sum% cum cum% NAME", NAME possibly with spaces
 # ("inner (inline)", "f /a/b.c:12"), the same columns as jeprof --text.
