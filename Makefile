@@ -134,7 +134,7 @@ $(BUILD)/heapctl: $(CLI_OBJ)
 
 # report: libdw/libelf symbolize, zlib gzips pprof files and inflates debug
 # sections, libstdc++ demangles.
-REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm
+REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm -lunwind-ptrace -lunwind-generic
 
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
@@ -218,6 +218,7 @@ bench: all
 	@tests/bench/ctl.sh $(BUILD)
 	@tests/bench/report.sh $(BUILD)
 	@tests/bench/serve.sh $(BUILD)
+	@tests/bench/stacks.sh $(BUILD)
 
 # Fuzzing (clang's libFuzzer, with ASan and UBSan): the profile reader and
 # the segment as the command sees it, FUZZ_SECONDS each (default 60), from

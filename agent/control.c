@@ -435,7 +435,8 @@ static void serve(hc_shm_slot_t *sl)
 	memset(&rep, 0, sizeof rep);
 	execute(&req, &rep);
 	HC_ASSERT(rep.code <= HC_REP_NOPROF && hc_shm_strvalid(rep.text, sizeof rep.text));
-	commands++;
+	if (req.cmd != HC_CMD_PING)   /* status and doctor ask if it answers */
+		commands++;
 	mirror(false);         /* status after the answer shows the change */
 	memcpy(&sl->rep, &rep, sizeof rep);
 	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);

@@ -166,6 +166,7 @@ extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], syst
  * point, run with the arguments left after the global options: */
 #define HC_REPORT_LIB   "libheapctl-report.so"
 #define HC_REPORT_ENTRY "hc_report_main"
+#define HC_STACKS_ENTRY "hc_stacks_main"       /* heapctl stacks, in the engine */
 #define HC_REPORT_HELP  "hc_report_help"      /* void (FILE *): its options' help */
 typedef int hc_report_main_fn(cli_args_t *a);
 /* The daemon (heapctl/serve/) is libheapctl-serve.so, loaded by `heapctl
@@ -174,6 +175,7 @@ typedef int hc_report_main_fn(cli_args_t *a);
 #define HC_SERVE_ENTRY "hc_serve_main"
 #define HC_SERVE_HELP  "hc_serve_help"       /* void (FILE *) */
 int cmd_serve(cli_args_t *a);
+int cmd_stacks(cli_args_t *a);             /* in the report engine too */
 /* A file installed with heapctl: next to it (the build tree) or in
  * ../lib; 0 with its real path in out, or an exit code (after one line
  * unless quiet). */

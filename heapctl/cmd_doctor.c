@@ -291,7 +291,9 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 			return;
 		}
 	}
-	add(d, CLI_PROBLEM, code, "control", NULL, "%s", err);
+	char fix[96];
+	snprintf(fix, sizeof fix, "see where its threads are: heapctl stacks %d", t->pid);
+	add(d, CLI_PROBLEM, code, "control", code == HC_EXIT_TIMEOUT ? fix : NULL, "%s", err);
 }
 
 /* ---- where dumps go ------------------------------------------------------------------ */

@@ -154,6 +154,35 @@ int cmd_status(cli_args_t *a)
 	int code = cli_target(a, &t);
 	if (code)
 		return code;
+	/* whether the control thread answers (which also refreshes the
+	 * counters), within a second at most */
+	bool control = __atomic_load_n(&t.seg->hdr.control, __ATOMIC_ACQUIRE) == 1, answers = false;
+	char why[600] = "";
+	if (control) {
+		hc_shm_req_t req = { .cmd = HC_CMD_PING };
+		hc_shm_rep_t rep;
+		char err[512], state[64] = "";
+		uint64_t tmo = a->timeout_ns < 1000000000u ? a->timeout_ns : 1000000000u;
+		int rc = hc_shm_call(&t, &req, &rep, tmo, err, sizeof err);
+		answers = rc == 0;
+		if (rc == HC_EXIT_NOPROC) {
+			hc_shm_close(&t);
+			return cli_err(rc, "%s", err);
+		}
+		if (rc != 0)
+			cli_proc_status_field(t.pid, "State", state, sizeof state);
+		if (rc == 0)
+			why[0] = 0;
+		else if (state[0] == 'T')
+			snprintf(why, sizeof why, "the process is stopped: kill -CONT %d", t.pid);
+		else if (state[0] == 't')
+			snprintf(why, sizeof why, "a debugger holds the process");
+		else if (rc == HC_EXIT_TIMEOUT)
+			snprintf(why, sizeof why, "nothing within %.1f s; see where its threads are: heapctl stacks %d",
+			    (double)tmo / 1e9, t.pid);
+		else
+			snprintf(why, sizeof why, "%s", err);
+	}
 	hc_shm_state_t st;
 	if ((code = snapshot(&t, &st)) != 0) {
 		hc_shm_close(&t);
@@ -164,7 +193,6 @@ int cmd_status(cli_args_t *a)
 	out_cmdline(t.pid, t.seg, cmd, sizeof cmd);
 	snprintf(version, sizeof version, "%.*s", (int)sizeof h->version, h->version);
 	uint64_t events = __atomic_load_n(&t.seg->ring.head, __ATOMIC_ACQUIRE);
-	bool control = __atomic_load_n(&h->control, __ATOMIC_ACQUIRE) == 1;
 	uint64_t now = hc_shm_now_ns();
 	double age = st.updated_ns && now > st.updated_ns ? (double)(now - st.updated_ns) / 1e9 : 0;
 	if (a->json) {
@@ -181,6 +209,9 @@ int cmd_status(cli_args_t *a)
 		json_str(&j, "created", out_time(h->created_ns, when, sizeof when));
 		json_str(&j, "updated", out_time(st.updated_ns, upd, sizeof upd));
 		json_bool(&j, "control", control);
+		json_bool(&j, "answers", answers);
+		if (why[0])
+			json_str(&j, "not_answering", why);
 		json_bool(&j, "opt.prof", st.prof);
 		print_settings(&st, &j);
 		const struct { const char *k; uint64_t v; } counters[] = {
@@ -206,8 +237,11 @@ int cmd_status(cli_args_t *a)
 		    HC_SHM_ABI);
 		printf("%s\n", out_safe(t.path, safe, sizeof safe));
 		printf("since          %s\n", out_time(h->created_ns, when, sizeof when));
-		printf("control        %s, %llu commands served\n", control ? "running" : "not running",
-		    (unsigned long long)st.commands);
+		if (control && !answers)
+			printf("control        not answering: %s\n", out_safe(why, safe, sizeof safe));
+		else
+			printf("control        %s, %llu commands served\n", control ? "running" : "not running",
+			    (unsigned long long)st.commands);
 		printf("updated        %.1f s ago\n", age);
 		printf("profiling      %s%s\n", st.active ? "on" : "off",
 		    st.prof ? "" : " (started with prof:false)");

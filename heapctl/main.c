@@ -49,6 +49,8 @@ static const struct {
 	    "run a service under the library: one drop-in that fits its hardening", false }, systemd_opts },
 	{ { "serve", cmd_serve, "[--listen ADDR] [--token-file FILE] [--archive DIR]",
 	    "the daemon: /metrics, /targets and /debug/pprof/heap over HTTP for every process", false }, NULL },
+	{ { "stacks", cmd_stacks, "PID [--json]",
+	    "every thread's stack, symbolized (ptrace; stopped only while they are read)", false }, NULL },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
 	    "why a process is not in 'list' or refuses commands, and the fix", false }, NULL },
 	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, NULL },
@@ -126,6 +128,11 @@ int cmd_report(cli_args_t *a)
 int cmd_serve(cli_args_t *a)
 {
 	return engine_run(HC_SERVE_LIB, HC_SERVE_ENTRY, a);
+}
+
+int cmd_stacks(cli_args_t *a)
+{
+	return engine_run(HC_REPORT_LIB, HC_STACKS_ENTRY, a);
 }
 
 static void usage_of(FILE *f, const cli_cmd_t *c)

@@ -348,6 +348,30 @@ static int cmp_map(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+int rp_map_line(const char *s, rp_map_t *m)
+{
+	unsigned long long lo, hi, off;
+	char perms[8];
+	int pathpos = -1;
+	if (sscanf(s, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &pathpos) < 4 || hi <= lo)
+		return -1;
+	if (pathpos < 0 || s[pathpos] != '/' || strchr(perms, 'x') == NULL)
+		return 0;
+	const char *path = rp_intern(s + pathpos);
+	*m = (rp_map_t){ .start = lo, .limit = hi, .offset = off, .path = path, .allocator = is_allocator(path) };
+	return 1;
+}
+
+int rp_maps_sort(rp_profile_t *p)
+{
+	if (p->nmaps)
+		qsort(p->maps, p->nmaps, sizeof *p->maps, cmp_map);
+	for (size_t i = 1; i < p->nmaps; i++)
+		if (p->maps[i].start < p->maps[i - 1].limit)
+			return -1;
+	return 0;
+}
+
 /* MAPPED_LIBRARIES: keep the executable mappings of files. */
 static int take_maps(reader_t *r)
 {
@@ -357,24 +381,21 @@ static int take_maps(reader_t *r)
 	while ((s = next_line(r)) != NULL) {
 		if (*skip_sp(s) == 0)
 			continue;
-		unsigned long long lo, hi, off;
-		char perms[8];
-		int pathpos = -1;
-		if (sscanf(s, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &pathpos) < 4 || hi <= lo)
+		rp_map_t m;
+		int k = rp_map_line(s, &m);
+		if (k < 0)
 			return bad(r, "not a memory map line: '%.60s'", s);
-		if (pathpos < 0 || s[pathpos] != '/' || strchr(perms, 'x') == NULL)
+		if (k == 0)
 			continue;
 		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
-		const char *path = rp_intern(s + pathpos);
-		p->maps[p->nmaps++] = (rp_map_t){ .start = lo, .limit = hi, .offset = off, .path = path,
-		                                  .allocator = is_allocator(path) };
+		p->maps[p->nmaps++] = m;
 	}
-	if (p->nmaps)
-		qsort(p->maps, p->nmaps, sizeof *p->maps, cmp_map);
-	for (size_t i = 1; i < p->nmaps; i++)
-		if (p->maps[i].start < p->maps[i - 1].limit)
-			return bad(r, "memory map has overlapping mappings at 0x%llx",
-			           (unsigned long long)p->maps[i].start);
+	if (rp_maps_sort(p) != 0) {
+		size_t i = 1;
+		while (p->maps[i].start >= p->maps[i - 1].limit)
+			i++;
+		return bad(r, "memory map has overlapping mappings at 0x%llx", (unsigned long long)p->maps[i].start);
+	}
 	return 0;
 }
 

@@ -180,5 +180,10 @@ void rp_symbols_apply(rp_raw_t *raw);
 int rp_symbols_write(const rp_raw_t *raw, FILE *f);
 void rp_name_frame(rp_frame_t *f, const char *sym);
 int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
+/* read.c: one line of /proc/PID/maps: 1 and *m for an executable mapping
+ * of a file, 0 for any other mapping, -1 for a line that is not one.
+ * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */
+int rp_map_line(const char *s, rp_map_t *m);
+int rp_maps_sort(rp_profile_t *p);
 
 #endif

@@ -157,22 +157,6 @@ in_mountns() {
 	exec unshare -m sh -c "$script"' && while [ "$1" != -- ]; do shift; done && shift && exec "$@"' sh "$@"
 }
 
-# ptrace_stop TID: a tracer (tracked) attaches to thread TID, which then
-# stays in a tracing stop until the tracer goes
-ptrace_stop() {
-	"${DOCTOR_PY:-python3}" -c '
-import ctypes, os, sys, time
-libc = ctypes.CDLL(None, use_errno=True)
-tid = int(sys.argv[1])
-if libc.ptrace(16, tid, None, None) != 0:          # PTRACE_ATTACH
-    sys.exit("PTRACE_ATTACH: " + os.strerror(ctypes.get_errno()))
-os.waitpid(tid, 0x40000000)                         # __WALL
-print("attached", flush=True)
-time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
-	track $!
-	wait_for 5 grep -q '^attached$' "$T/tracer.out" || { cat "$T/tracer.out" >&2; return 1; }
-}
-
 # ---- the process ------------------------------------------------------------------------
 
 @test "doctor: a healthy target is exit 0 with ok for process, library, segment, control and dumps" {
@@ -492,6 +476,7 @@ for f in json.loads(sys.argv[1])["findings"]:
 	[ "$status" -eq 7 ]
 	finding ok process "$TPID (target) runs as root (uid 0), state "
 	[ "$(first_problem)" = "control: process $TPID did not answer within 0.5 s" ]
+	finding problem control "did not answer" "heapctl stacks $TPID"
 	[ $((t1 - t0)) -lt 3000 ]
 }
 

@@ -162,9 +162,10 @@ load helpers
 	run "$HEAPCTL" dump "$TPID" --timeout=0.3
 	[ "$status" -eq 7 ]
 	[ "$output" = "heapctl: process $TPID did not answer within 0.3 s" ]
-	# status needs no round trip
-	run "$HEAPCTL" status "$TPID"
+	# status still shows the process, and why it does not answer
+	run "$HEAPCTL" status "$TPID" --timeout 0.3
 	[ "$status" -eq 0 ]
+	[[ "$output" == *$'\ncontrol        not answering: the process is stopped: kill -CONT '"$TPID"$'\n'* ]]
 
 	kill -CONT "$TPID"
 	run "$HEAPCTL" set "$TPID" prof.lg_sample=8

@@ -239,3 +239,21 @@ wait_status() {
 	status=0
 	wait "$1" || status=$?
 }
+
+# ptrace_stop TID: a tracer (tracked) attaches to thread TID, which then
+# stays in a tracing stop until the tracer goes (the python binary itself
+# runs in the background, so that teardown's kill reaches it; doctor.bats
+# names it in DOCTOR_PY)
+ptrace_stop() {
+	"${DOCTOR_PY:-$(type -P python3)}" -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+tid = int(sys.argv[1])
+if libc.ptrace(16, tid, None, None) != 0:          # PTRACE_ATTACH
+    sys.exit("PTRACE_ATTACH: " + os.strerror(ctypes.get_errno()))
+os.waitpid(tid, 0x40000000)                         # __WALL
+print("attached", flush=True)
+time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
+	track $!
+	wait_for 5 grep -q '^attached$' "$T/tracer.out" || { cat "$T/tracer.out" >&2; return 1; }
+}

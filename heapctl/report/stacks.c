@@ -1,0 +1,501 @@
+/*
+ * heapctl/report/stacks.c - `heapctl stacks PID`: the stack of every thread
+ * of a process, read with ptrace and libunwind-ptrace, and symbolized as
+ * the report symbolizes (symbolize.c, with the process's own files under
+ * /proc/PID/root).  The process need not run the library.
+ *
+ * The process is stopped only while its stacks are read: every thread is
+ * seized (PTRACE_SEIZE, which sends no signal), interrupted, unwound and
+ * detached, and the time from the first interrupt to the last detach is
+ * printed.  A thread that does not stop within --timeout (one in
+ * uninterruptible sleep) is shown without a stack.  A thread that was
+ * already stopped (the process had a SIGSTOP) stays stopped; a signal that
+ * arrived while it was held is delivered on detach.  Signals that would end
+ * heapctl are held off until every thread is detached, and if heapctl dies
+ * anyway the kernel detaches what it had seized.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind-ptrace.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../cli.h"
+#include "../json.h"
+#include "rp_internal.h"
+
+#define MAX_THREADS 4096
+#define MAX_FRAMES 256
+
+typedef struct thr_s {
+	int tid;
+	char name[64];
+	char state;                /* from /proc/PID/task/TID/stat, before       */
+	bool seized, stopped, gone;
+	int deliver;               /* a signal to pass on at detach              */
+	uint64_t ip[MAX_FRAMES];
+	bool exact[MAX_FRAMES];    /* ip is where it is, not a return address    */
+	int n;
+	const char *why;           /* no stack: why                              */
+} thr_t;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static ssize_t slurp(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < len && ((r = read(fd, buf + n, len - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
+		n += r > 0 ? (size_t)r : 0;
+	close(fd);
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+/* The thread's name and its state letter, as it was before we came. */
+static void thread_info(int pid, thr_t *t)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", pid, t->tid);
+	if (slurp(path, t->name, sizeof t->name) > 0)
+		t->name[strcspn(t->name, "\n")] = 0;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, t->tid);
+	t->state = '?';
+	if (slurp(path, buf, sizeof buf) > 0) {
+		char *p = strrchr(buf, ')');
+		if (p && p[1] == ' ' && p[2])
+			t->state = p[2];
+	}
+}
+
+static const char *state_name(char s)
+{
+	switch (s) {
+	case 'R': return "running";
+	case 'S': return "sleeping";
+	case 'D': return "disk sleep";
+	case 'T': return "stopped";
+	case 't': return "tracing stop";
+	case 'Z': return "zombie";
+	case 'X': return "dead";
+	case 'I': return "idle";
+	default: return "unknown";
+	}
+}
+
+/* Why PTRACE_SEIZE of pid was refused, and what to do: one line. */
+static int refused(int pid, int err)
+{
+	char buf[4096];
+	if (err == ESRCH)
+		return cli_err(HC_EXIT_NOPROC, "process %d has exited", pid);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/status", pid);
+	const char *tp = slurp(path, buf, sizeof buf) > 0 ? strstr(buf, "\nTracerPid:\t") : NULL;
+	int tracer = tp ? atoi(tp + 12) : 0;
+	if (tracer > 0 && tracer != getpid())
+		return cli_err(HC_EXIT_PERM, "cannot trace process %d: process %d (a debugger?) traces it already", pid,
+		    tracer);
+	char scope[16] = "";
+	slurp("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
+	int sc = scope[0] ? atoi(scope) : 0;
+	if (sc >= 3)
+		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is 3 (no process may "
+		    "be traced until reboot)", pid);
+	if (geteuid() != 0 && sc >= 1)
+		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is %d; run it as root "
+		    "(CAP_SYS_PTRACE)%s", pid, sc, sc == 1 ? ", or set kernel.yama.ptrace_scope=0" : "");
+	if (geteuid() == 0 || pid == 1)
+		return cli_err(HC_EXIT_PERM, "cannot trace process %d: the kernel refused (%s): init, kernel threads "
+		    "and processes a security module protects (SELinux, AppArmor, lockdown) cannot be traced", pid,
+		    strerror(err));
+	return cli_err(HC_EXIT_PERM, "cannot trace process %d: %s; run it as the process's user or as root "
+	    "(CAP_SYS_PTRACE)", pid, strerror(err));
+}
+
+/* Seize and interrupt every thread of pid not seized yet (*added: there
+ * was one).  Returns 0, or the exit code after the one line (nothing
+ * seized). */
+static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *added)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", pid);
+	*added = false;
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return *nth ? 0 : cli_err(HC_EXIT_NOPROC, "process %d has exited", pid);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		int tid = atoi(e->d_name);
+		if (tid <= 0)
+			continue;
+		size_t i = 0;
+		while (i < *nth && th[i].tid != tid)
+			i++;
+		if (i < *nth || *nth == MAX_THREADS)
+			continue;
+		thr_t *t = &th[(*nth)++];
+		memset(t, 0, sizeof *t);
+		t->tid = tid;
+		thread_info(pid, t);
+		*added = true;
+		if (t->state == 'Z' || t->state == 'X') {
+			t->why = "it has exited";
+			continue;
+		}
+		if (*t_first == 0)
+			*t_first = now_ns();
+		if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+			int err = errno;
+			if (err == ESRCH) {
+				t->why = "it exited";
+				continue;
+			}
+			/* refused before any was held: the whole command is */
+			size_t held = 0;
+			for (size_t k = 0; k < *nth; k++)
+				held += th[k].seized;
+			if (held == 0) {
+				closedir(d);
+				return refused(pid, err);
+			}
+			t->why = strerror(err);
+			char sp[64], buf[2048];
+			snprintf(sp, sizeof sp, "/proc/%d/task/%d/status", pid, tid);
+			const char *tp = slurp(sp, buf, sizeof buf) > 0 ? strstr(buf, "\nTracerPid:\t") : NULL;
+			if (err == EPERM && tp && atoi(tp + 12) > 0) {
+				snprintf(sp, sizeof sp, "process %d (a debugger?) traces it", atoi(tp + 12));
+				t->why = rp_intern(sp);
+			}
+			continue;
+		}
+		t->seized = true;
+		if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0)
+			t->why = "it could not be interrupted";
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Wait until every seized thread stops (or exits), up to the deadline. */
+static void wait_stopped(thr_t *th, size_t nth, uint64_t deadline)
+{
+	for (;;) {
+		size_t left = 0;
+		for (size_t i = 0; i < nth; i++) {
+			thr_t *t = &th[i];
+			if (!t->seized || t->stopped || t->gone)
+				continue;
+			int st;
+			pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+			if (r == t->tid && WIFSTOPPED(st)) {
+				t->stopped = true;
+				/* a signal-delivery stop: the signal goes on at detach */
+				if (st >> 16 == 0 && WSTOPSIG(st) != SIGTRAP)
+					t->deliver = WSTOPSIG(st);
+			} else if (r == t->tid || (r < 0 && errno == ECHILD)) {
+				t->gone = true;
+				t->why = "it exited";
+			} else {
+				left++;
+			}
+		}
+		if (left == 0 || now_ns() >= deadline)
+			break;
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
+	}
+	for (size_t i = 0; i < nth; i++)
+		if (th[i].seized && !th[i].stopped && !th[i].gone)
+			th[i].why = "it did not stop in time (uninterruptible sleep?); it is let go when heapctl exits";
+}
+
+static void unwind(unw_addr_space_t as, thr_t *t)
+{
+	void *ui = _UPT_create(t->tid);
+	unw_cursor_t c;
+	if (ui == NULL || unw_init_remote(&c, as, ui) != 0) {
+		t->why = "libunwind could not read its registers";
+		if (ui)
+			_UPT_destroy(ui);
+		return;
+	}
+	bool exact = true;              /* the innermost frame's pc */
+	do {
+		unw_word_t ip = 0;
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
+			break;
+		t->ip[t->n] = ip;
+		t->exact[t->n++] = exact;
+		exact = unw_is_signal_frame(&c) > 0;   /* the next one was interrupted */
+	} while (t->n < MAX_FRAMES && unw_step(&c) > 0);
+	_UPT_destroy(ui);
+}
+
+/* The process's executable mappings, into p. */
+static void read_maps(int pid, rp_profile_t *p)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return;
+	char *line = NULL;
+	size_t len = 0, cap = 0;
+	while (getline(&line, &len, f) > 0) {
+		line[strcspn(line, "\n")] = 0;
+		rp_map_t m;
+		if (rp_map_line(line, &m) != 1)
+			continue;
+		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
+		p->maps[p->nmaps++] = m;
+	}
+	free(line);
+	fclose(f);
+	if (rp_maps_sort(p) != 0)
+		p->nmaps = 0;            /* /proc never overlaps; if it did, no names */
+}
+
+/* Every distinct address is a location; an exact pc is keyed one past
+ * itself, as a return address after it would be, which symbolize.c takes
+ * one back. */
+static uint64_t loc_key(const thr_t *t, int i)
+{
+	return t->exact[i] ? t->ip[i] + 1 : t->ip[i];
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static rp_loc_t *find_loc(const rp_profile_t *p, uint64_t key)
+{
+	size_t lo = 0, hi = p->nlocs;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (p->locs[mid].addr < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nlocs && p->locs[lo].addr == key ? &p->locs[lo] : NULL;
+}
+
+static const char *module_of(const rp_profile_t *p, const rp_loc_t *l)
+{
+	if (l == NULL || l->map < 0)
+		return NULL;
+	const char *b = strrchr(p->maps[l->map].path, '/');
+	return b ? b + 1 : p->maps[l->map].path;
+}
+
+static void print_text(int pid, const char *cmd, const thr_t *th, size_t nth, const rp_profile_t *p,
+    double stopped_ms)
+{
+	size_t ok = 0;
+	for (size_t i = 0; i < nth; i++)
+		ok += th[i].n > 0;
+	printf("process %d: %s\n%zu thread%s, %zu stack%s read; the process was stopped for %.2f ms\n", pid, cmd,
+	    nth, nth == 1 ? "" : "s", ok, ok == 1 ? "" : "s", stopped_ms);
+	char safe[1024];
+	for (size_t i = 0; i < nth; i++) {
+		const thr_t *t = &th[i];
+		printf("\nthread %d \"%s\", %s (%c)", t->tid, out_safe(t->name, safe, sizeof safe),
+		    state_name(t->state), t->state);
+		if (t->n == 0) {
+			printf(": no stack: %s\n", t->why ? t->why : "libunwind found no frame");
+			continue;
+		}
+		printf(":\n");
+		int k = 0;
+		for (int f = 0; f < t->n; f++) {
+			const rp_loc_t *l = find_loc(p, loc_key(t, f));
+			const char *mod = module_of(p, l);
+			if (l == NULL || l->nframes == 0) {
+				printf("  #%-2d 0x%016llx in ??%s%s%s\n", k++, (unsigned long long)t->ip[f],
+				    mod ? " (" : "", mod ? out_safe(mod, safe, sizeof safe) : "", mod ? ")" : "");
+				continue;
+			}
+			for (int j = 0; j < l->nframes; j++) {
+				const rp_frame_t *fr = &l->frames[j];
+				printf("  #%-2d 0x%016llx in %s%s", k++, (unsigned long long)t->ip[f],
+				    out_safe(fr->func, safe, sizeof safe), j + 1 < l->nframes ? " (inline)" : "");
+				if (fr->file)
+					printf(" at %s:%d", out_safe(fr->file, safe, sizeof safe), fr->line);
+				if (mod)
+					printf(" (%s)", out_safe(mod, safe, sizeof safe));
+				putchar('\n');
+			}
+		}
+	}
+}
+
+static void print_json(int pid, const char *cmd, const thr_t *th, size_t nth, const rp_profile_t *p,
+    uint64_t stopped_ns)
+{
+	json_t j;
+	json_begin(&j, stdout, JSON_PRETTY);
+	json_obj(&j, NULL);
+	json_int(&j, "pid", pid);
+	json_str(&j, "command", cmd);
+	json_u64(&j, "stopped_ns", stopped_ns);
+	json_arr(&j, "threads");
+	char hex[32];
+	for (size_t i = 0; i < nth; i++) {
+		const thr_t *t = &th[i];
+		char st[2] = { t->state, 0 };
+		json_obj(&j, NULL);
+		json_int(&j, "tid", t->tid);
+		json_str(&j, "name", t->name);
+		json_str(&j, "state", st);
+		if (t->n == 0)
+			json_str(&j, "error", t->why ? t->why : "libunwind found no frame");
+		json_arr(&j, "frames");
+		for (int f = 0; f < t->n; f++) {
+			const rp_loc_t *l = find_loc(p, loc_key(t, f));
+			const char *mod = module_of(p, l);
+			snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)t->ip[f]);
+			int nf = l && l->nframes ? l->nframes : 1;
+			for (int k = 0; k < nf; k++) {
+				const rp_frame_t *fr = l && l->nframes ? &l->frames[k] : NULL;
+				json_obj(&j, NULL);
+				json_str(&j, "address", hex);
+				json_str(&j, "function", fr ? fr->func : NULL);
+				json_str(&j, "symbol", fr ? fr->full : NULL);
+				json_str(&j, "file", fr ? fr->file : NULL);
+				if (fr && fr->line)
+					json_int(&j, "line", fr->line);
+				else
+					json_null(&j, "line");
+				json_str(&j, "module", mod);
+				json_bool(&j, "inline", k + 1 < nf);
+				json_end(&j);
+			}
+		}
+		json_end(&j);
+		json_end(&j);
+	}
+	json_end(&j);
+	json_end(&j);
+}
+
+__attribute__((visibility("default"))) int hc_stacks_main(cli_args_t *a);
+
+int hc_stacks_main(cli_args_t *a)
+{
+	if (a->argc > 0)
+		return cli_err(HC_EXIT_USAGE, "stacks: unexpected argument '%s'", a->argv[0]);
+	int pid = a->pid;
+	if (pid <= 0)
+		return cli_err(HC_EXIT_USAGE, "stacks: say which process: heapctl stacks PID");
+	if (pid == getpid())
+		return cli_err(HC_EXIT_USAGE, "stacks: process %d is heapctl itself", pid);
+	char path[64], cmd[4096];
+	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+	ssize_t n = slurp(path, cmd, sizeof cmd);
+	if (n < 0)
+		return cli_err(HC_EXIT_NOPROC, "no process %d", pid);
+	for (ssize_t i = 0; i + 1 < n; i++)
+		if (cmd[i] == 0)
+			cmd[i] = ' ';
+	if (n == 0) {
+		snprintf(path, sizeof path, "/proc/%d/comm", pid);
+		if (slurp(path, cmd, sizeof cmd) > 0)
+			cmd[strcspn(cmd, "\n")] = 0;
+	}
+	thr_t *th = calloc(MAX_THREADS, sizeof *th);
+	if (th == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+	if (as == NULL) {
+		free(th);
+		return cli_err(HC_EXIT_FAILED, "libunwind: cannot make an address space");
+	}
+	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+
+	/* nothing may end heapctl while threads are held */
+	sigset_t hold, old;
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigaddset(&hold, SIGTSTP);
+	sigaddset(&hold, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+	size_t nth = 0;
+	uint64_t t0 = 0;
+	int code = 0;
+	uint64_t deadline = now_ns() + (a->timeout_ns ? a->timeout_ns : 5000000000u);
+	/* until a listing after every thread stopped finds no new one: a
+	 * thread may start another before it stops */
+	bool added = true;
+	for (int round = 0; code == 0 && added && round < 16; round++) {
+		code = seize_new(pid, th, &nth, &t0, &added);
+		if (code == 0 && added)
+			wait_stopped(th, nth, deadline);
+	}
+	rp_profile_t prof = { 0 };
+	uint64_t t1 = t0;
+	if (code == 0) {
+		read_maps(pid, &prof);
+		for (size_t i = 0; i < nth; i++)
+			if (th[i].stopped)
+				unwind(as, &th[i]);
+		for (size_t i = 0; i < nth; i++)
+			if (th[i].stopped)
+				ptrace(PTRACE_DETACH, th[i].tid, 0, (void *)(intptr_t)th[i].deliver);
+		t1 = now_ns();
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	unw_destroy_addr_space(as);
+	if (code != 0) {
+		free(th);
+		return code;
+	}
+
+	/* the addresses, once each, named as the report names them */
+	size_t total = 0;
+	for (size_t i = 0; i < nth; i++)
+		total += (size_t)th[i].n;
+	uint64_t *keys = rp_alloc(sizeof *keys * (total + 1));
+	size_t k = 0;
+	for (size_t i = 0; i < nth; i++)
+		for (int f = 0; f < th[i].n; f++)
+			keys[k++] = loc_key(&th[i], f);
+	qsort(keys, k, sizeof *keys, cmp_u64);
+	prof.locs = rp_alloc(sizeof *prof.locs * (k + 1));
+	for (size_t i = 0; i < k; i++)
+		if (i == 0 || keys[i] != keys[i - 1])
+			prof.locs[prof.nlocs++] = (rp_loc_t){ .addr = keys[i], .map = -1 };
+	char root[64], err[512];
+	snprintf(root, sizeof root, "/proc/%d/root", pid);
+	if (access(root, X_OK) != 0)
+		root[0] = 0;               /* exited since: the paths as they are */
+	if (rp_symbolize(&prof, root[0] ? root : NULL, err, sizeof err) != 0)
+		fprintf(stderr, "%s: %s; addresses only\n", cli_prog, err);
+	if (a->json)
+		print_json(pid, cmd, th, nth, &prof, t1 - t0);
+	else
+		print_text(pid, cmd, th, nth, &prof, (double)(t1 - t0) / 1e6);
+	free(th);
+	return fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# tests/cli/stacks.bats - heapctl stacks PID: every thread's stack through
+# ptrace and libunwind-ptrace, symbolized, for a process started without
+# the library; the process is stopped only while they are read and left as
+# it was; clear refusals; heapctl status points to it when a process does
+# not answer.
+
+load helpers
+
+# prog NAME: $T/NAME built from $T/NAME.c (-O2 -g, no frame pointers), run
+# in the background; PID= once it printed "ready"
+prog() {
+	gcc -O2 -g -fomit-frame-pointer -pthread -o "$T/$1" "$T/$1.c"
+	(cd "$T" && exec env -u LD_PRELOAD "$T/$1") >"$T/$1.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/$1.out"
+	sleep 0.2
+}
+
+# a lock holder sleeping in pause(), a thread waiting for its lock, and
+# main joining that thread
+write_stuck() {
+	cat >"$T/stuck.c" <<-'EOF'
+	#include <pthread.h>
+	#include <stdio.h>
+	#include <unistd.h>
+	static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	__attribute__((noinline)) void waits_for_lock(void) { pthread_mutex_lock(&m); pthread_mutex_unlock(&m); }
+	__attribute__((noinline)) void holds_lock_and_sleeps(void) { pthread_mutex_lock(&m); for (;;) pause(); }
+	static void *worker(void *a) { (void)a; waits_for_lock(); return NULL; }
+	static void *holder(void *a) { (void)a; holds_lock_and_sleeps(); return NULL; }
+	int main(void)
+	{
+		pthread_t t1, t2;
+		pthread_create(&t1, NULL, holder, NULL);
+		usleep(100000);
+		pthread_create(&t2, NULL, worker, NULL);
+		printf("ready\n");
+		fflush(stdout);
+		pthread_join(t2, NULL);
+		return 0;
+	}
+	EOF
+}
+
+# released LINE: the process is not held by anyone after heapctl
+released() {
+	[ "$(awk '/^TracerPid:/ { print $2 }' "/proc/$1/status")" = 0 ]
+	for s in /proc/"$1"/task/*/stat; do
+		st=$(sed 's/.*) \(.\).*/\1/' "$s")
+		[ "$st" != t ]
+	done
+}
+
+@test "stacks: every thread of a program started without the library, with functions, files and lines; it runs on" {
+	write_stuck
+	prog stuck
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == "process $PID: $T/stuck" ]]
+	[[ "${lines[1]}" == "3 threads, 3 stacks read; the process was stopped for "*" ms" ]]
+	[[ "$output" == *" in holds_lock_and_sleeps at $T/stuck.c:6 (stuck)"* ]]
+	[[ "$output" == *" in holder at $T/stuck.c:8 (stuck)"* ]]
+	[[ "$output" == *" in waits_for_lock at $T/stuck.c:5 (stuck)"* ]]
+	[[ "$output" == *" in main at $T/stuck.c:17 (stuck)"* ]]
+	[[ "$output" == *"pthread_mutex_lock"*"(libc.so.6)"* ]]
+	[[ "$output" == *"thread $PID \"stuck\", sleeping (S):"* ]]
+	! grep -q LD_PRELOAD "/proc/$PID/environ"
+	released "$PID"
+	kill -0 "$PID"
+}
+
+@test "stacks --json: one object with every thread's frames; stopped_ns is the pause" {
+	write_stuck
+	prog stuck
+	run "$HEAPCTL" stacks "$PID" --json
+	[ "$status" -eq 0 ]
+	python3 - "$output" "$PID" "$T/stuck.c" <<-'EOF'
+	import json, sys
+	d = json.loads(sys.argv[1])
+	pid, src = int(sys.argv[2]), sys.argv[3]
+	assert d["pid"] == pid, d
+	assert 0 < d["stopped_ns"] < 5e9, d
+	assert len(d["threads"]) == 3, d
+	names = {}
+	for t in d["threads"]:
+	    assert t["frames"], t
+	    for f in t["frames"]:
+	        assert f["address"].startswith("0x"), f
+	        if f["function"]:
+	            names[f["function"]] = f
+	for fn in ("holds_lock_and_sleeps", "waits_for_lock", "main"):
+	    assert names[fn]["file"] == src and names[fn]["line"] > 0 and names[fn]["module"] == "stuck", names[fn]
+	    assert names[fn]["inline"] is False, names[fn]
+	EOF
+	released "$PID"
+}
+
+@test "stacks: through a signal handler into the frame it interrupted" {
+	cat >"$T/sig.c" <<-'EOF'
+	#include <signal.h>
+	#include <stdio.h>
+	#include <unistd.h>
+	__attribute__((noinline)) void in_handler(void) { printf("ready\n"); fflush(stdout); for (;;) pause(); }
+	static void on_usr1(int s) { (void)s; in_handler(); }
+	__attribute__((noinline)) void before_signal(void) { raise(SIGUSR1); __asm__ volatile(""); }
+	int main(void)
+	{
+		signal(SIGUSR1, on_usr1);
+		before_signal();
+		return 0;
+	}
+	EOF
+	prog sig
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# innermost first: in_handler, the handler, the signal frame, raise, before_signal, main
+	order=$(echo "$output" | grep -o ' in \(in_handler\|on_usr1\|before_signal\|main\) ' | tr -d ' ' | tr '\n' ,)
+	[ "$order" = "inin_handler,inon_usr1,inbefore_signal,inmain," ]
+	released "$PID"
+}
+
+@test "stacks: a stopped process (SIGSTOP) has its stacks read and stays stopped" {
+	write_stuck
+	prog stuck
+	kill -STOP "$PID"
+	wait_for 5 eval "grep -q '^State:.*T' /proc/$PID/status"
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"3 stacks read"* ]]
+	[[ "$output" == *" in waits_for_lock at "* ]]
+	sleep 0.2
+	grep '^State:' "/proc/$PID/status"
+	grep -q '^State:.*T (stopped)' "/proc/$PID/status"
+	kill -CONT "$PID"
+	wait_for 5 eval "! grep -q '^State:.*T' /proc/$PID/status"
+	released "$PID"
+}
+
+@test "stacks: refusals are one line with the reason: no process, another user's process, one a debugger holds" {
+	need_root
+	run "$HEAPCTL" stacks 999999999
+	echo "$output"
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 1 ]
+	run "$HEAPCTL" stacks
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: stacks: say which process: heapctl stacks PID" ]
+	write_stuck
+	prog stuck
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == "heapctl: cannot trace process $PID: "*"root (CAP_SYS_PTRACE)"* ]]
+	ptrace_stop "$PID"
+	local tracer
+	tracer=$(awk '/^TracerPid:/ { print $2 }' "/proc/$PID/status")
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	[ "$output" = "heapctl: cannot trace process $PID: process $tracer (a debugger?) traces it already" ]
+}
+
+@test "status points to heapctl stacks when a running process does not answer; stacks shows its other threads" {
+	need_root
+	start_target
+	ctl=$(grep -lx heapctl-ctl /proc/"$TPID"/task/*/comm | cut -d/ -f5)
+	[ -n "$ctl" ]
+	ptrace_stop "$ctl"
+	run "$HEAPCTL" status "$TPID" --timeout 0.5
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *$'\ncontrol        not answering: nothing within 0.5 s; see where its threads are: heapctl stacks '"$TPID"$'\n'* ]]
+	run "$HEAPCTL" on "$TPID" --timeout 0.5
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[ "$output" = "heapctl: process $TPID did not answer within 0.5 s; see where its threads are: heapctl stacks $TPID" ]
+	run "$HEAPCTL" stacks "$TPID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"thread $ctl \"heapctl-ctl\", tracing stop (t): no stack: process "*" (a debugger?) traces it"* ]]
+	[[ "$output" == *" in main at "*"target.c:"* ]]
+}
