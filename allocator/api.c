@@ -548,5 +548,5 @@ void hc_purge_all(void)
 	hc_heap_collect_self();
 	hc_large_purge_now();
 	hc_huge_purge_now();
-	hc_chunk_cache_decay();
+	hc_chunk_cache_purge_now();
 }

@@ -179,6 +179,25 @@ void hc_chunk_put(hc_chunk_t *c)
 	hc_mutex_unlock(&cache_lock);
 }
 
+static void cache_purge(hc_chunk_t *c)
+{
+	size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	hc_os_purge((char *)c + hdr, c->map_size - hdr);
+	c->purged = 1;
+}
+
+/* Purge every cached chunk now, however recently it emptied (arena.<i>.purge,
+ * malloc_trim: jemalloc's purge does not wait for the decay time). */
+void hc_chunk_cache_purge_now(void)
+{
+	hc_mutex_lock(&cache_lock);
+	for (unsigned list = 0; list < 2; list++)
+		for (hc_chunk_t *c = cache_head[list]; c; c = c->next)
+			if (!c->purged)
+				cache_purge(c);
+	hc_mutex_unlock(&cache_lock);
+}
+
 /* Purge cached chunks that have been empty for at least one whole epoch. */
 void hc_chunk_cache_decay(void)
 {
@@ -192,11 +211,8 @@ void hc_chunk_cache_decay(void)
 	cache_epoch = epoch;
 	for (unsigned list = 0; list < 2; list++) {
 		for (hc_chunk_t *c = cache_head[list]; c; c = c->next) {
-			if (!c->purged && epoch - c->decay_epoch >= 2) {
-				size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
-				hc_os_purge((char *)c + hdr, c->map_size - hdr);
-				c->purged = 1;
-			}
+			if (!c->purged && epoch - c->decay_epoch >= 2)
+				cache_purge(c);
 		}
 	}
 	hc_mutex_unlock(&cache_lock);

@@ -138,6 +138,29 @@ static int purge_by_name(size_t i, const char *what)
 	return mallctl(name, NULL, NULL, NULL, 0);
 }
 
+/* stats.resident now (after an epoch refresh), and the process's VmRSS */
+static size_t resident_now(void)
+{
+	uint64_t epoch = 1;
+	size_t v = 0, len = sizeof v;
+	mallctl("epoch", NULL, NULL, &epoch, sizeof epoch);
+	mallctl("stats.resident", &v, &len, NULL, 0);
+	return v;
+}
+
+static long vm_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
 static void test_arena_mallctls(void)
 {
 	unsigned narenas = 0;
@@ -174,7 +197,15 @@ static void test_arena_mallctls(void)
 	}
 	for (int i = 0; i < 64; i++)
 		free(big[i]);
+	size_t before = resident_now();
+	long rss_before = vm_rss_kib();
 	CHECK(purge_by_name(4096, "purge") == 0, "purge after freeing");
+	size_t after = resident_now();
+	long rss_after = vm_rss_kib();
+	/* at once, not after the decay time: jemalloc's purge, redis's MEMORY PURGE */
+	CHECK(before >= after + (48u << 20), "purge: stats.resident %zu -> %zu, not 48 MiB less", before, after);
+	CHECK(rss_before >= rss_after + 48 * 1024, "purge: VmRSS %ld -> %ld KiB, not 48 MiB less", rss_before,
+	    rss_after);
 	/* an arena that does not exist fails the allocation, as in jemalloc */
 	CHECK(mallocx(100, ARENA(0)) != NULL, "mallocx with MALLOCX_ARENA(0) failed");
 	CHECK(mallocx(100, ARENA(narenas + 5)) == NULL, "mallocx with a missing arena did not fail");
