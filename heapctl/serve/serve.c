@@ -365,9 +365,10 @@ static void symcache_trim(uint64_t max)
 		if (len >= sizeof f->name || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
-		/* a half-written file of a report that was killed */
+		/* a half-written file of a report that was killed (at exit,
+		 * max 0, every one: no report runs any more) */
 		if (e->d_name[0] == '.' && len > 4 && !strcmp(e->d_name + len - 4, ".tmp")) {
-			if (st.st_mtim.tv_sec + 600 < now.tv_sec)
+			if (max == 0 || st.st_mtim.tv_sec + 600 < now.tv_sec)
 				unlinkat(dirfd(d), e->d_name, 0);
 			continue;
 		}

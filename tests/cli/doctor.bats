@@ -192,9 +192,12 @@ in_mountns() {
 }
 
 @test "doctor: a process that has exited but is not reaped (a zombie) is exit 3" {
-	# the child sleep exits at once; its parent became a sleep that never waits
-	spawn bash -c 'sleep 0 & exec sleep 60'
-	# (the shell may not have forked yet when spawn returns)
+	# the child exits at once; its parent never waits for it (a shell's
+	# SIGCHLD handler might reap it first, so not a shell)
+	spawn "$DOCTOR_PY" -c 'import os, time
+if os.fork() == 0:
+    os._exit(0)
+time.sleep(60)'
 	wait_for 5 eval '[ -n "$(cat /proc/$SPID/task/$SPID/children)" ]'
 	z=$(cat "/proc/$SPID/task/$SPID/children")
 	z=${z% }
