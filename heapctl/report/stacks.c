@@ -206,8 +206,10 @@ static void wait_stopped(thr_t *th, size_t nth, uint64_t deadline)
 			pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
 			if (r == t->tid && WIFSTOPPED(st)) {
 				t->stopped = true;
-				/* a signal-delivery stop: the signal goes on at detach */
-				if (st >> 16 == 0 && WSTOPSIG(st) != SIGTRAP)
+				/* a signal-delivery stop (not the interrupt's or a
+				 * group stop, which are event stops): the signal goes
+				 * on at detach */
+				if (st >> 16 == 0)
 					t->deliver = WSTOPSIG(st);
 			} else if (r == t->tid || (r < 0 && errno == ECHILD)) {
 				t->gone = true;

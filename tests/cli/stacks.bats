@@ -186,3 +186,78 @@ released() {
 	[[ "$output" == *"thread $ctl \"heapctl-ctl\", tracing stop (t): no stack: process "*" (a debugger?) traces it"* ]]
 	[[ "$output" == *" in main at "*"target.c:"* ]]
 }
+
+@test "stacks: Debian's own programs, stripped, started without the library: redis-server's threads and python3's interpreter" {
+	command -v redis-server >/dev/null || skip "redis-server is not installed"
+	local port
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	(cd "$T" && exec env -u LD_PRELOAD redis-server --port "$port" --bind 127.0.0.1 --save "" \
+	    --appendonly no) >"$T/redis.out" 2>&1 &
+	local rpid=$!
+	track "$rpid"
+	wait_for 5 grep -q 'Ready to accept connections' "$T/redis.out"
+	run "$HEAPCTL" stacks "$rpid"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" in epoll_wait at "*"(libc.so.6)"* ]]
+	[[ "$output" == *" in aeMain ("* ]]
+	[[ "$output" == *"thread "*" \"bio_close_file\", sleeping (S):"* ]]
+	[[ "$output" == *" in ___pthread_cond_wait at "* ]]
+	released "$rpid"
+	[ "$(redis-cli -p "$port" ping)" = PONG ]
+
+	/usr/bin/python3 -c 'import time
+print("ready", flush=True)
+time.sleep(60)' >"$T/py.out" 2>&1 &
+	local ppid=$!
+	track "$ppid"
+	wait_for 5 grep -q ready "$T/py.out"
+	run "$HEAPCTL" stacks "$ppid" --json
+	[ "$status" -eq 0 ]
+	python3 - "$output" <<-'PYEOF'
+	import json, sys
+	d = json.loads(sys.argv[1])
+	names = [f["function"] for t in d["threads"] for f in t["frames"]]
+	assert any(n and "clock_nanosleep" in n for n in names), names
+	assert "_PyEval_EvalFrameDefault" in names and "PyEval_EvalCode" in names, names
+	PYEOF
+	released "$ppid"
+}
+
+@test "stacks: signals sent to the process while its stacks are read all arrive, each once; it never gets a SIGTRAP" {
+	cat >"$T/sigs.c" <<-'EOF2'
+	#include <signal.h>
+	#include <stdio.h>
+	#include <unistd.h>
+	static volatile sig_atomic_t got, report;
+	static void on_rt(int s) { (void)s; got++; }
+	static void on_usr2(int s) { (void)s; report = 1; }
+	int main(void)
+	{
+		signal(SIGRTMIN, on_rt);
+		signal(SIGUSR2, on_usr2);
+		printf("ready\n");
+		fflush(stdout);
+		for (;;) {
+			pause();
+			if (report) {
+				printf("got %d\n", (int)got);
+				fflush(stdout);
+				report = 0;
+			}
+		}
+	}
+	EOF2
+	prog sigs
+	# real-time signals queue, so every one sent must be handled once
+	( for ((i = 0; i < 3000; i++)); do kill -RTMIN "$PID" || exit 1; done ) &
+	local sender=$!
+	for ((j = 0; j < 20; j++)); do "$HEAPCTL" stacks "$PID" >/dev/null; done
+	wait "$sender"
+	sleep 0.3
+	kill -USR2 "$PID"
+	wait_for 5 grep -q '^got ' "$T/sigs.out"
+	cat "$T/sigs.out"
+	[ "$(sed -n 's/^got //p' "$T/sigs.out")" = 3000 ]
+	released "$PID"
+}
