@@ -252,14 +252,27 @@ static bool finish(ifile_t *f)
 	return true;
 }
 
-void rp_inflated_copies(const int *fds, int *out, size_t n)
+/* A set of copies being made: the files, the sections in the order the
+ * workers take them, and the workers. */
+struct rp_inflating_s {
+	ifile_t *f;
+	size_t n;
+	job_t j;
+	pthread_t t[2];
+	int nthreads;
+};
+
+rp_inflating_t *rp_inflated_start(const int *fds, size_t n)
 {
 	ifile_t *f = calloc(n + 1, sizeof *f);
+	rp_inflating_t *in = calloc(1, sizeof *in);
+	if (f == NULL || in == NULL) {
+		free(f);
+		free(in);
+		return NULL;
+	}
 	size_t nsec = 0;
 	for (size_t i = 0; i < n; i++) {
-		out[i] = -1;
-		if (f == NULL)
-			continue;
 		f[i].out_fd = -1;
 		if (fds[i] < 0)
 			continue;
@@ -268,36 +281,50 @@ void rp_inflated_copies(const int *fds, int *out, size_t n)
 		else
 			nsec += f[i].nsec;
 	}
-	if (f == NULL || nsec == 0) {
-		free(f);
-		return;
-	}
-	job_t j = { .f = f, .order = calloc(nsec, sizeof *j.order) };
-	if (j.order == NULL) {
-		for (size_t i = 0; i < n; i++)
-			drop_file(&f[i]);
-		free(f);
-		return;
-	}
+	in->f = f;
+	in->n = n;
+	in->j = (job_t){ .f = f, .order = nsec ? calloc(nsec, sizeof *in->j.order) : NULL };
+	if (in->j.order == NULL)
+		return in;                      /* nothing to do, or no memory: no copies */
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 1; k < f[i].nsec; k++) {
-			j.order[j.n].file = (uint32_t)i;
-			j.order[j.n++].sec = (uint32_t)k;
+			in->j.order[in->j.n].file = (uint32_t)i;
+			in->j.order[in->j.n++].sec = (uint32_t)k;
 		}
-	cmp_job = &j;
-	qsort(j.order, j.n, sizeof *j.order, by_size);
-	pthread_t t;
-	bool threaded = pthread_create(&t, NULL, worker, &j) == 0;
-	worker(&j);
-	if (threaded)
-		pthread_join(t, NULL);
-	for (size_t i = 0; i < n; i++) {
-		if (f[i].out_fd >= 0 && !f[i].failed && finish(&f[i])) {
-			out[i] = f[i].out_fd;
-			f[i].out_fd = -1;
-		}
-		drop_file(&f[i]);
+	cmp_job = &in->j;
+	qsort(in->j.order, in->j.n, sizeof *in->j.order, by_size);
+	/* two workers: the caller goes on with other work meanwhile */
+	for (int k = 0; k < 2; k++)
+		if (pthread_create(&in->t[in->nthreads], NULL, worker, &in->j) == 0)
+			in->nthreads++;
+	return in;
+}
+
+void rp_inflated_wait(rp_inflating_t *in, int *out)
+{
+	for (size_t i = 0; in && i < in->n; i++)
+		out[i] = -1;
+	if (in == NULL)
+		return;
+	if (in->j.order) {
+		worker(&in->j);                 /* what no worker has taken yet */
+		for (int k = 0; k < in->nthreads; k++)
+			pthread_join(in->t[k], NULL);
 	}
-	free(j.order);
-	free(f);
+	for (size_t i = 0; i < in->n; i++) {
+		ifile_t *f = &in->f[i];
+		if (in->j.order && f->out_fd >= 0 && !f->failed && finish(f)) {
+			out[i] = f->out_fd;
+			f->out_fd = -1;
+		}
+		drop_file(f);
+	}
+	free(in->j.order);
+	free(in->f);
+	free(in);
+}
+
+void rp_inflated_copies(const int *fds, int *out, size_t n)
+{
+	rp_inflated_wait(rp_inflated_start(fds, n), out);
 }

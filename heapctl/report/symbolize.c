@@ -63,6 +63,7 @@ typedef struct object_s {
 	int pre_fd;              /* its debug file, found up front: the inflated
 	                          * copy, or the file itself (or -1) */
 	char *pre_name;
+	bool pre_pending;        /* pre_fd is being made (prepare_finish) */
 	int fd;                  /* the file, until libdwfl is given it */
 	GElf_Addr bias;          /* where its addresses are (0 for ET_EXEC) */
 	const char *build_id;    /* read with --symcache, lowercase hex */
@@ -95,6 +96,7 @@ static double now_s(void)
 static const char *debug_root;   /* <sysroot>/usr/lib/debug */
 static int open_object(const char *file);
 static void inflated(const int *fds, int *out, size_t n);
+static void prepare_finish(void);
 
 /* DEBUG_ROOT/.build-id/xx/yyyy.debug, opened; -1 when there is none. */
 static int by_build_id(Dwfl_Module *mod, char **name)
@@ -164,6 +166,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	 * here to be given inflated (inflate.c) */
 	bool alt = debuglink && crc == 0;       /* a dwz file: libdwfl's lookup */
 	object_t *o = userdata ? *userdata : NULL;
+	if (!alt && o && o->pre_pending)
+		prepare_finish();
 	if (!alt && o && o->pre_fd >= 0) {      /* found up front (prepare_debug) */
 		int fd = o->pre_fd;
 		o->pre_fd = -1;
@@ -736,11 +740,23 @@ static void inflated(const int *fds, int *out, size_t n)
 }
 
 /* The separate debug files of the modules that addresses fall in, found
- * and inflated all together, so that two threads share out every file's
- * sections at once rather than one file after the other. */
+ * up front and inflated all together on two threads of their own, so that
+ * every file's sections are shared out at once rather than one file after
+ * the other, and so that the caller goes on naming the addresses of other
+ * modules meanwhile (a few stacks over libc spend most of their time
+ * inflating its .debug_info).  The first module that needs its debug file
+ * waits for them all (prepare_finish). */
+static struct {
+	rp_inflating_t *in;
+	object_t *obj;
+	size_t nobj;
+	int *fd;                   /* per object: its debug file, or -1 */
+	char **name;
+} pending;
+
 static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 {
-	int *fd = rp_alloc(sizeof(int) * (nobj + 1)), *out = rp_alloc(sizeof(int) * (nobj + 1));
+	int *fd = rp_alloc(sizeof(int) * (nobj + 1));
 	char **name = rp_alloc(sizeof(char *) * (nobj + 1));
 	size_t n = 0;
 	for (size_t j = 0; j < nobj; j++) {
@@ -755,21 +771,54 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 			const char *link = e ? dwelf_elf_gnu_debuglink(e, &crc) : NULL;
 			fd[j] = by_debuglink(obj[j].file, link, crc, &name[j]);
 		}
-		n += fd[j] >= 0;
-	}
-	for (size_t j = 0; j < nobj; j++)
-		out[j] = -1;
-	if (n)
-		inflated(fd, out, nobj);
-	for (size_t j = 0; j < nobj; j++) {
 		if (fd[j] < 0)
 			continue;
-		/* the copy, or the file itself when it has nothing to inflate */
-		if (out[j] >= 0)
+		/* inflated before in this process (a series): the same copy */
+		copy_t *c = copy_of(fd[j]);
+		int d = c ? dup(c->fd) : -1;
+		if (d >= 0) {
 			close(fd[j]);
-		obj[j].pre_fd = out[j] >= 0 ? out[j] : fd[j];
-		obj[j].pre_name = name[j];
+			fd[j] = -1;
+			obj[j].pre_fd = d;
+			obj[j].pre_name = name[j];
+			continue;
+		}
+		obj[j].pre_pending = true;
+		n++;
 	}
+	if (n == 0)
+		return;
+	pending.in = rp_inflated_start(fd, nobj);
+	pending.obj = obj;
+	pending.nobj = nobj;
+	pending.fd = fd;
+	pending.name = name;
+}
+
+static void prepare_finish(void)
+{
+	if (pending.obj == NULL)
+		return;
+	int *out = rp_alloc(sizeof(int) * (pending.nobj + 1));
+	for (size_t j = 0; j < pending.nobj; j++)
+		out[j] = -1;
+	rp_inflated_wait(pending.in, out);
+	for (size_t j = 0; j < pending.nobj; j++) {
+		object_t *o = &pending.obj[j];
+		int fd = pending.fd[j];
+		if (fd < 0)
+			continue;
+		/* the copy, or the file itself when it has nothing to inflate */
+		if (out[j] >= 0) {
+			copy_keep(fd, out[j]);
+			close(fd);
+		}
+		o->pre_fd = out[j] >= 0 ? out[j] : fd;
+		o->pre_name = pending.name[j];
+		o->pre_pending = false;
+	}
+	rp_free(out);
+	memset(&pending, 0, sizeof pending);
 }
 
 /* The modules of the last profile symbolized.  The next one with the very
@@ -1026,6 +1075,7 @@ named:
 		map_found(&p->maps[loc->map], found);
 		rp_symcache_put(o->cache, cache_key(o, loc), loc, found);
 	}
+	prepare_finish();          /* when no address needed one after all */
 	for (size_t j = 0; cached && j < nobj; j++)
 		rp_symcache_save(obj[j].cache);
 	/* keep the per-map flags consistent across a file's mappings */
