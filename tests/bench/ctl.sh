@@ -24,10 +24,10 @@ start() {  # conf args... -> sets $pid once the target is ready
 	for _ in $(seq 200); do grep -q '^ready' "$tmp/out" 2>/dev/null && return 0; sleep 0.05; done
 	echo "target did not start"; exit 1
 }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$root/tests/bench/lib.sh"
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+machine_line
 echo
 # An idle target: no allocation beat to compete with (tick of 1 s).
 start "" grow=0 tick_ms=1000

@@ -14,7 +14,7 @@ gcc -O2 -g -o "$out/prof_cost" "$root/tests/bench/prof_cost.c" || exit 1
 gcc -O2 -g -fno-omit-frame-pointer -o "$out/prof_cost_fp" "$root/tests/bench/prof_cost.c" || exit 1
 gcc -O1 -g -fno-omit-frame-pointer -fno-inline -o "$out/dump_cost" "$root/tests/bench/dump_cost.c" -ldl || exit 1
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$root/tests/bench/lib.sh"
 cost() {  # lib conf n binary -> median ns/op
 	local l=$1 c=$2 n=$3 b=$4 i
 	for ((i = 0; i < reps; i++)); do
@@ -22,7 +22,7 @@ cost() {  # lib conf n binary -> median ns/op
 	done | median
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+machine_line
 echo
 echo "| MALLOC_CONF | heapctl ns/op | jemalloc ns/op | jemalloc / heapctl |"
 echo "| --- | ---: | ---: | ---: |"

@@ -256,7 +256,7 @@ ngen=$(sed -n '/^MAPPED_LIBRARIES:/,$p' "$dump" | awk '$2 ~ /x/ && $6 ~ /\/libsv
 has_report=1
 "$heapctl" help report >/dev/null 2>&1 || has_report=0
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$root/tests/bench/lib.sh"
 # timed OUTFILE COMMAND...: wall seconds of one run, appended to OUTFILE.
 timed() {
 	local f=$1 t0 t1; shift
@@ -357,7 +357,7 @@ memrow() {
 		die "$label: the Total: lines differ"
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+machine_line
 echo
 echo "| profile | stacks | libraries | jeprof --text | heapctl report | jeprof / report |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: |"

@@ -22,7 +22,7 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$root/tests/bench/lib.sh"
 ms() { awk -v s="$1" 'BEGIN{printf "%.1f", s * 1000}'; }
 
 start() {  # conf args... -> sets $pid once the target is ready
@@ -37,12 +37,12 @@ serve() {  # args... -> $url, $spid
 	"$H" serve --listen 127.0.0.1:0 "$@" >"$tmp/serve.out" 2>"$tmp/serve.err" &
 	spid=$!
 	pids+=($spid)
-	for _ in $(seq 100); do grep -q 'listening on' "$tmp/serve.out" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qs 'listening on' "$tmp/serve.out" && break; sleep 0.05; done
 	url=$(sed -n 's/.*listening on //p' "$tmp/serve.out")
 }
 rss_kib() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+machine_line
 echo
 echo "| measure | median | note |"
 echo "| --- | ---: | --- |"
@@ -54,11 +54,11 @@ scrape() {
 		curl -s -o "$tmp/s.pb.gz" -w '%{time_total}\n' "$1/debug/pprof/heap?pid=$2"
 	done | median
 }
-# report DUMP PID [ARGS]: the median time of heapctl report --pprof on it
-report() {
+# timed CMD...: the median wall time of $reps runs of CMD, in ns
+timed() {
 	for ((i = 0; i < reps; i++)); do
 		t0=$(date +%s%N)
-		"$H" report "$1" -p "$2" --pprof "$tmp/r.pb.gz" "${@:3}" >/dev/null
+		"$@" >/dev/null
 		echo "$(( $(date +%s%N) - t0 ))"
 	done | median
 }
@@ -77,13 +77,9 @@ rows() {
 	kill "$spid"
 	"$H" dump "$p" -o "$tmp/d.heap" >/dev/null
 	nstk=$(grep -c '^@' "$tmp/d.heap")
-	rep=$(report "$tmp/d.heap" "$p")
-	repc=$(report "$tmp/d.heap" "$p" --symcache "$tmp/sc.$p")
-	dump=$(for ((i = 0; i < reps; i++)); do
-		t0=$(date +%s%N)
-		"$H" dump "$p" -o "$tmp/e.heap" >/dev/null
-		echo "$(( $(date +%s%N) - t0 ))"
-	done | median)
+	rep=$(timed "$H" report "$tmp/d.heap" -p "$p" --pprof "$tmp/r.pb.gz")
+	repc=$(timed "$H" report "$tmp/d.heap" -p "$p" --pprof "$tmp/r.pb.gz" --symcache "$tmp/sc.$p")
+	dump=$(timed "$H" dump "$p" -o "$tmp/e.heap")
 	printf '| %s: /debug/pprof/heap, %s stacks, end to end (%d runs) | %s ms | dump + symbolized pprof |\n' \
 	    "$what" "$nstk" "$reps" "$(ms "$cold")"
 	printf '| %s: the same with the symbol cache (--symcache, kept per build id) | %s ms | ratio %s |\n' "$what" \

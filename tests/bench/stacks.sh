@@ -43,7 +43,7 @@ int main(void)
 EOF
 gcc -O2 -g -fomit-frame-pointer -pthread -o "$tmp/threads" "$tmp/threads.c" || exit 1
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+source "$root/tests/bench/lib.sh"
 
 # measure PID WHAT: the rows for one process
 measure() {
@@ -64,7 +64,7 @@ measure() {
 	    "$(median <"$tmp/wall" | awk '{printf "%.1f", $1/1e6}')"
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
+machine_line
 echo
 echo "| measure | median of $reps | note |"
 echo "| --- | ---: | --- |"
