@@ -143,7 +143,7 @@ $(BUILD)/libheapctl-serve.so: $(SERVE_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(SERVE_OBJ) -lmicrohttpd
 
 ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
-                   $(BUILD)/cli/heapctl/opts.o
+                   $(BUILD)/cli/heapctl/opts.o $(BUILD)/cli/heapctl/proc.o
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \

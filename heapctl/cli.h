@@ -55,12 +55,16 @@ int cli_absolute(const char *what, const char *in, char *out, size_t len);
 
 /* proc.c: processes, programs and helpers (see there) */
 ssize_t cli_read_file(const char *path, char *buf, size_t len);
+int cli_private_dir(const char *dir, char *why, size_t len);   /* fd; -1, -2 (proc.c) */
 /* libheapctl.so or libheapctl-fast.so (HEAPCTL_LIB wins): 0 or exit code, printed */
 int cli_find_library(const char *name, char *out, size_t len);
 bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len);
 bool cli_proc_status_field(int pid, const char *key, char *out, size_t len);
+char cli_proc_state(int pid);              /* its State letter, 0 if unknown */
+/* What to run when a process that is not stopped does not answer (%d: pid). */
+#define CLI_STACKS_HINT "see where its threads are: heapctl stacks %d"
 int cli_proc_secure(int pid);
 bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len);
 bool cli_opt_has(const char *opts, const char *opt);

@@ -292,7 +292,7 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 		}
 	}
 	char fix[96];
-	snprintf(fix, sizeof fix, "see where its threads are: heapctl stacks %d", t->pid);
+	snprintf(fix, sizeof fix, CLI_STACKS_HINT, t->pid);
 	add(d, CLI_PROBLEM, code, "control", code == HC_EXIT_TIMEOUT ? fix : NULL, "%s", err);
 }
 

@@ -161,7 +161,7 @@ int cmd_status(cli_args_t *a)
 	if (control) {
 		hc_shm_req_t req = { .cmd = HC_CMD_PING };
 		hc_shm_rep_t rep;
-		char err[512], state[64] = "";
+		char err[512];
 		uint64_t tmo = a->timeout_ns < 1000000000u ? a->timeout_ns : 1000000000u;
 		int rc = hc_shm_call(&t, &req, &rep, tmo, err, sizeof err);
 		answers = rc == 0;
@@ -169,18 +169,14 @@ int cmd_status(cli_args_t *a)
 			hc_shm_close(&t);
 			return cli_err(rc, "%s", err);
 		}
-		if (rc != 0)
-			cli_proc_status_field(t.pid, "State", state, sizeof state);
-		if (rc == 0)
-			why[0] = 0;
-		else if (state[0] == 'T')
+		char state = answers ? 0 : cli_proc_state(t.pid);
+		if (state == 'T')
 			snprintf(why, sizeof why, "the process is stopped: kill -CONT %d", t.pid);
-		else if (state[0] == 't')
+		else if (state == 't')
 			snprintf(why, sizeof why, "a debugger holds the process");
 		else if (rc == HC_EXIT_TIMEOUT)
-			snprintf(why, sizeof why, "nothing within %.1f s; see where its threads are: heapctl stacks %d",
-			    (double)tmo / 1e9, t.pid);
-		else
+			snprintf(why, sizeof why, "nothing within %.1f s; " CLI_STACKS_HINT, (double)tmo / 1e9, t.pid);
+		else if (rc != 0)
 			snprintf(why, sizeof why, "%s", err);
 	}
 	hc_shm_state_t st;

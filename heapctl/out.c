@@ -125,7 +125,8 @@ const char *out_time(uint64_t ns, char *buf, size_t len)
 	return buf;
 }
 
-/* The command line from /proc (as heapctl sees it), else the segment's. */
+/* The command line from /proc (as heapctl sees it), else the segment's
+ * (seg NULL: the process's name from /proc, or ""). */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
 {
 	char path[64];
@@ -136,8 +137,15 @@ void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
 		n = fread(buf, 1, len - 1, f);
 		fclose(f);
 	}
-	if (n == 0) {
+	if (n == 0 && seg) {
 		snprintf(buf, len, "%.*s", (int)sizeof seg->hdr.comm, seg->hdr.comm);
+		return;
+	}
+	if (n == 0) {              /* a kernel thread, or a zombie */
+		snprintf(path, sizeof path, "/proc/%d/comm", pid);
+		if (cli_read_file(path, buf, len) < 0)
+			buf[0] = 0;
+		buf[strcspn(buf, "\n")] = 0;
 		return;
 	}
 	buf[n] = 0;

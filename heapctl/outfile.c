@@ -191,6 +191,21 @@ int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), cons
 	return rp_out_finish(&out, e, NULL, err, errlen);
 }
 
+int rp_write_all(int fd, const void *p, size_t n)
+{
+	const char *s = p;
+	while (n) {
+		ssize_t w = write(fd, s, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
 int rp_copy_fd(int in, int out)
 {
 	char buf[65536];
@@ -200,12 +215,8 @@ int rp_copy_fd(int in, int out)
 			continue;
 		if (n <= 0)
 			return n < 0 ? errno : 0;
-		for (ssize_t off = 0; off < n;) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-			if (w < 0 && errno != EINTR)
-				return errno;
-			if (w > 0)
-				off += w;
-		}
+		int e = rp_write_all(out, buf, (size_t)n);
+		if (e)
+			return e;
 	}
 }

@@ -44,5 +44,7 @@ int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), cons
 /* Copy what is left of in to out, retrying short writes and EINTR.
  * Returns 0 or the errno of the read or write that failed. */
 int rp_copy_fd(int in, int out);
+/* All n bytes of p to fd: 0, or the errno of the failed write. */
+int rp_write_all(int fd, const void *p, size_t n);
 
 #endif

@@ -51,6 +51,31 @@ ssize_t cli_read_file(const char *path, char *buf, size_t len)
 
 /* ---- the library ----------------------------------------------------------- */
 
+/* DIR made (mode 700) if missing, and opened: it must be a directory (not
+ * a symlink) of this user's that no one else can write, since what is in
+ * it is trusted.  Returns the fd; -1 with why set to the system's reason,
+ * or -2 when DIR breaks that rule. */
+int cli_private_dir(const char *dir, char *why, size_t len)
+{
+	struct stat st;
+	int fd = -1;
+	if ((mkdir(dir, 0700) != 0 && errno != EEXIST) ||
+	    ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 && errno != ENOTDIR &&
+	     errno != ELOOP) || (fd >= 0 && fstat(fd, &st) != 0)) {
+		snprintf(why, len, "%s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (fd < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		snprintf(why, len, "not a directory of this user's that others cannot write");
+		if (fd >= 0)
+			close(fd);
+		return -2;
+	}
+	return fd;
+}
+
 int cli_find_library(const char *name, char *out, size_t len)
 {
 	const char *env = getenv("HEAPCTL_LIB");
@@ -167,6 +192,12 @@ bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
 }
 
 /* AT_SECURE of the process: 1 secure execution, 0 not, -1 unknown. */
+char cli_proc_state(int pid)
+{
+	char v[64];
+	return cli_proc_status_field(pid, "State", v, sizeof v) ? v[0] : 0;
+}
+
 int cli_proc_secure(int pid)
 {
 	char p[64];

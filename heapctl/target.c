@@ -65,11 +65,10 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 {
 	char err[512];
 	int code = hc_shm_call(t, req, rep, a->timeout_ns, err, sizeof err);
-	char state[64] = "";
 	/* a process that runs but does not answer: where are its threads? */
-	if (code == HC_EXIT_TIMEOUT && cli_proc_status_field(t->pid, "State", state, sizeof state) &&
-	    state[0] != 'T' && state[0] != 't')
-		return cli_err(code, "%s; see where its threads are: heapctl stacks %d", err, t->pid);
+	char state = code == HC_EXIT_TIMEOUT ? cli_proc_state(t->pid) : 0;
+	if (state && state != 'T' && state != 't')
+		return cli_err(code, "%s; " CLI_STACKS_HINT, err, t->pid);
 	if (code)
 		return cli_err(code, "%s", err);
 	char text[4 * HC_SHM_PATH_MAX];

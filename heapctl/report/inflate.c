@@ -262,7 +262,7 @@ struct rp_inflating_s {
 	int nthreads;
 };
 
-rp_inflating_t *rp_inflated_start(const int *fds, size_t n)
+rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads)
 {
 	ifile_t *f = calloc(n + 1, sizeof *f);
 	rp_inflating_t *in = calloc(1, sizeof *in);
@@ -293,8 +293,7 @@ rp_inflating_t *rp_inflated_start(const int *fds, size_t n)
 		}
 	cmp_job = &in->j;
 	qsort(in->j.order, in->j.n, sizeof *in->j.order, by_size);
-	/* two workers: the caller goes on with other work meanwhile */
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < threads && k < 2; k++)
 		if (pthread_create(&in->t[in->nthreads], NULL, worker, &in->j) == 0)
 			in->nthreads++;
 	return in;
@@ -322,9 +321,4 @@ void rp_inflated_wait(rp_inflating_t *in, int *out)
 	free(in->j.order);
 	free(in->f);
 	free(in);
-}
-
-void rp_inflated_copies(const int *fds, int *out, size_t n)
-{
-	rp_inflated_wait(rp_inflated_start(fds, n), out);
 }

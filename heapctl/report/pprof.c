@@ -220,14 +220,8 @@ static void deflate_out(writer_t *w, int mode)
 			w->err = EIO;
 			return;
 		}
-		for (size_t off = 0, n = sizeof chunk - w->z.avail_out; off < n;) {
-			ssize_t k = write(w->fd, chunk + off, n - off);
-			if (k < 0 && errno != EINTR) {
-				w->err = errno;
-				return;
-			}
-			off += k > 0 ? (size_t)k : 0;
-		}
+		if ((w->err = rp_write_all(w->fd, chunk, sizeof chunk - w->z.avail_out)) != 0)
+			return;
 	} while (w->z.avail_out == 0 || w->z.avail_in);
 	w->out.n = 0;
 }

@@ -151,12 +151,12 @@ bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
  * memory in out[i], with the DWARF sections a report reads inflated (and
  * the others left out), for libdwfl to read instead; -1 when the file has
  * nothing compressed or is not what it expects (then the file is read as
- * it is).  The files' sections are shared out between two threads. */
-void rp_inflated_copies(const int *fds, int *out, size_t n);
-/* The same in two steps: start the copies on two threads of their own, and
- * go on; wait for them (out[i] as above).  NULL from start: no copies. */
+ * it is).  In two steps: rp_inflated_start() starts the copies on threads
+ * (at most 2) of their own, sharing out the files' sections, and returns;
+ * rp_inflated_wait() works on what is left and waits for them, then fills
+ * out[].  fds[] stay open in between.  NULL from start: no copies. */
 typedef struct rp_inflating_s rp_inflating_t;
-rp_inflating_t *rp_inflated_start(const int *fds, size_t n);
+rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads);
 void rp_inflated_wait(rp_inflating_t *in, int *out);
 
 /* symcache.c: the frames found for each address of a module, kept per

@@ -17,7 +17,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,7 +37,8 @@
 typedef struct thr_s {
 	int tid;
 	char name[64];
-	char state;                /* from /proc/PID/task/TID/stat, before       */
+	char state;                /* from /proc/TID/status, before we came      */
+	char state_name[24];       /* the kernel's name for it                   */
 	bool seized, stopped, gone;
 	int deliver;               /* a signal to pass on at detach              */
 	uint64_t ip[MAX_FRAMES];
@@ -54,66 +54,42 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static ssize_t slurp(const char *path, char *buf, size_t len)
+/* The process (or thread) that traces tid, or 0. */
+static int tracer_of(int tid)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < len && ((r = read(fd, buf + n, len - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-		n += r > 0 ? (size_t)r : 0;
-	close(fd);
-	buf[n] = 0;
-	return (ssize_t)n;
+	char v[32];
+	return cli_proc_status_field(tid, "TracerPid", v, sizeof v) ? atoi(v) : 0;
 }
 
 /* The thread's name and its state letter, as it was before we came. */
 static void thread_info(int pid, thr_t *t)
 {
-	char path[64], buf[512];
+	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", pid, t->tid);
-	if (slurp(path, t->name, sizeof t->name) > 0)
+	if (cli_read_file(path, t->name, sizeof t->name) > 0)
 		t->name[strcspn(t->name, "\n")] = 0;
-	snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, t->tid);
+	char st[64];
 	t->state = '?';
-	if (slurp(path, buf, sizeof buf) > 0) {
-		char *p = strrchr(buf, ')');
-		if (p && p[1] == ' ' && p[2])
-			t->state = p[2];
-	}
-}
-
-static const char *state_name(char s)
-{
-	switch (s) {
-	case 'R': return "running";
-	case 'S': return "sleeping";
-	case 'D': return "disk sleep";
-	case 'T': return "stopped";
-	case 't': return "tracing stop";
-	case 'Z': return "zombie";
-	case 'X': return "dead";
-	case 'I': return "idle";
-	default: return "unknown";
+	snprintf(t->state_name, sizeof t->state_name, "unknown");
+	if (cli_proc_status_field(t->tid, "State", st, sizeof st) && st[0]) {   /* "S (sleeping)" */
+		t->state = st[0];
+		char *o = strchr(st, '('), *c = o ? strchr(o, ')') : NULL;
+		if (c)
+			snprintf(t->state_name, sizeof t->state_name, "%.*s", (int)(c - o - 1), o + 1);
 	}
 }
 
 /* Why PTRACE_SEIZE of pid was refused, and what to do: one line. */
 static int refused(int pid, int err)
 {
-	char buf[4096];
 	if (err == ESRCH)
 		return cli_err(HC_EXIT_NOPROC, "process %d has exited", pid);
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/status", pid);
-	const char *tp = slurp(path, buf, sizeof buf) > 0 ? strstr(buf, "\nTracerPid:\t") : NULL;
-	int tracer = tp ? atoi(tp + 12) : 0;
+	int tracer = tracer_of(pid);
 	if (tracer > 0 && tracer != getpid())
 		return cli_err(HC_EXIT_PERM, "cannot trace process %d: process %d (a debugger?) traces it already", pid,
 		    tracer);
 	char scope[16] = "";
-	slurp("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
+	cli_read_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
 	int sc = scope[0] ? atoi(scope) : 0;
 	if (sc >= 3)
 		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is 3 (no process may "
@@ -176,12 +152,11 @@ static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *a
 				return refused(pid, err);
 			}
 			t->why = strerror(err);
-			char sp[64], buf[2048];
-			snprintf(sp, sizeof sp, "/proc/%d/task/%d/status", pid, tid);
-			const char *tp = slurp(sp, buf, sizeof buf) > 0 ? strstr(buf, "\nTracerPid:\t") : NULL;
-			if (err == EPERM && tp && atoi(tp + 12) > 0) {
-				snprintf(sp, sizeof sp, "process %d (a debugger?) traces it", atoi(tp + 12));
-				t->why = rp_intern(sp);
+			int tracer = err == EPERM ? tracer_of(tid) : 0;
+			if (tracer > 0) {
+				char why[64];
+				snprintf(why, sizeof why, "process %d (a debugger?) traces it", tracer);
+				t->why = rp_intern(why);
 			}
 			continue;
 		}
@@ -320,8 +295,9 @@ static void print_text(int pid, const char *cmd, const thr_t *th, size_t nth, co
 	char safe[1024];
 	for (size_t i = 0; i < nth; i++) {
 		const thr_t *t = &th[i];
+		char sname[sizeof t->state_name * 4];
 		printf("\nthread %d \"%s\", %s (%c)", t->tid, out_safe(t->name, safe, sizeof safe),
-		    state_name(t->state), t->state);
+		    out_safe(t->state_name, sname, sizeof sname), t->state);
 		if (t->n == 0) {
 			printf(": no stack: %s\n", t->why ? t->why : "libunwind found no frame");
 			continue;
@@ -411,18 +387,10 @@ int hc_stacks_main(cli_args_t *a)
 	if (pid == getpid())
 		return cli_err(HC_EXIT_USAGE, "stacks: process %d is heapctl itself", pid);
 	char path[64], cmd[4096];
-	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-	ssize_t n = slurp(path, cmd, sizeof cmd);
-	if (n < 0)
+	snprintf(path, sizeof path, "/proc/%d", pid);
+	if (access(path, F_OK) != 0)
 		return cli_err(HC_EXIT_NOPROC, "no process %d", pid);
-	for (ssize_t i = 0; i + 1 < n; i++)
-		if (cmd[i] == 0)
-			cmd[i] = ' ';
-	if (n == 0) {
-		snprintf(path, sizeof path, "/proc/%d/comm", pid);
-		if (slurp(path, cmd, sizeof cmd) > 0)
-			cmd[strcspn(cmd, "\n")] = 0;
-	}
+	out_cmdline(pid, NULL, cmd, sizeof cmd);
 	thr_t *th = calloc(MAX_THREADS, sizeof *th);
 	if (th == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");

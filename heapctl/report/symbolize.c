@@ -98,44 +98,63 @@ static int open_object(const char *file);
 static void inflated(const int *fds, int *out, size_t n);
 static void prepare_finish(void);
 
+/* A build id's bits as lowercase hex, into hex (2 * len + 1 bytes). */
+static void build_id_hex(const unsigned char *bits, int len, char *hex)
+{
+	for (int i = 0; i < len; i++) {
+		hex[2 * i] = "0123456789abcdef"[bits[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[bits[i] & 15];
+	}
+	hex[2 * len] = 0;
+}
+
+/* Where a debug file is looked up: DEBUG_ROOT/.build-id/xx/yyyy.debug for
+ * a build id (hex); for a .gnu_debuglink of file, the k-th of next to it,
+ * in .debug/ beside it and under DEBUG_ROOT by its directory, as GDB and
+ * libdwfl look.  False when there is no such path. */
+static bool build_id_path(const char *hex, char *path, size_t len)
+{
+	int n = snprintf(path, len, "%s/.build-id/%.2s/%s.debug", debug_root, hex, hex + 2);
+	return strlen(hex) >= 4 && n > 0 && (size_t)n < len;
+}
+
+static bool debuglink_path(const char *file, const char *link, int k, char *path, size_t len)
+{
+	const char *slash = file ? strrchr(file, '/') : NULL;
+	if (link == NULL || *link == 0 || strchr(link, '/') || slash == NULL)
+		return false;
+	int dl = (int)(slash - file);
+	int n = k == 0 ? snprintf(path, len, "%.*s/%s", dl, file, link) :
+	    k == 1 ? snprintf(path, len, "%.*s/.debug/%s", dl, file, link) :
+	    snprintf(path, len, "%s%.*s/%s", debug_root, dl, file, link);
+	return n > 0 && (size_t)n < len && strcmp(path, file) != 0;
+}
+
 /* DEBUG_ROOT/.build-id/xx/yyyy.debug, opened; -1 when there is none. */
 static int by_build_id(Dwfl_Module *mod, char **name)
 {
 	const unsigned char *id;
 	GElf_Addr vaddr;
 	int len = dwfl_module_build_id(mod, &id, &vaddr);
+	char hex[129], path[4096];
 	if (len < 2 || len > 64)
 		return -1;
-	char path[4096];
-	int n = snprintf(path, sizeof path, "%s/.build-id/%02x/", debug_root, id[0]);
-	for (int i = 1; i < len && n > 0 && (size_t)n < sizeof path - 8; i++)
-		n += snprintf(path + n, sizeof path - (size_t)n, "%02x", id[i]);
-	if (n <= 0 || (size_t)n >= sizeof path - 8)
+	build_id_hex(id, len, hex);
+	if (!build_id_path(hex, path, sizeof path))
 		return -1;
-	strcpy(path + n, ".debug");
 	int fd = open_object(path);
 	if (fd >= 0)
 		*name = strdup(path);
 	return fd;
 }
 
-/* The .gnu_debuglink file of file, where GDB and libdwfl look: next to
- * it, in .debug/ beside it, and under DEBUG_ROOT by its directory; it must
- * have the CRC the link gives.  -1 when there is none. */
+/* The .gnu_debuglink file of file (debuglink_path); it must have the CRC
+ * the link gives.  -1 when there is none. */
 static int by_debuglink(const char *file, const char *link, GElf_Word crc, char **name)
 {
-	if (file == NULL || link == NULL || *link == 0 || strchr(link, '/'))
-		return -1;
-	const char *slash = strrchr(file, '/');
-	if (slash == NULL)
-		return -1;
-	int dl = (int)(slash - file);
 	char path[4096];
 	for (int k = 0; k < 3; k++) {
-		int n = k == 0 ? snprintf(path, sizeof path, "%.*s/%s", dl, file, link) :
-		    k == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dl, file, link) :
-		    snprintf(path, sizeof path, "%s%.*s/%s", debug_root, dl, file, link);
-		if (n <= 0 || (size_t)n >= sizeof path || !strcmp(path, file))
+		if (!debuglink_path(file, link, k, path, sizeof path))
 			continue;
 		int fd = open_object(path);
 		if (fd < 0)
@@ -373,11 +392,7 @@ static void set_build_id(Dwfl_Module *mod, rp_map_t *m)
 	if (len <= 0)
 		return;
 	char *hex = rp_alloc((size_t)len * 2 + 1);
-	for (int i = 0; i < len; i++) {
-		hex[2 * i] = "0123456789abcdef"[bits[i] >> 4];
-		hex[2 * i + 1] = "0123456789abcdef"[bits[i] & 15];
-	}
-	hex[2 * len] = 0;
+	build_id_hex(bits, len, hex);
 	m->build_id = hex;
 }
 
@@ -715,10 +730,12 @@ static void copy_keep(int fd, int copy)
 }
 
 /* For each fds[i] (or -1), its inflated copy in out[i] (or -1): made once
- * per file, all the new ones together. */
-static void inflated(const int *fds, int *out, size_t n)
+ * per file, all the new ones together, in two steps.  inflate_start puts
+ * in out[] at once the copies this process made before (a series of dumps
+ * reads the same debug files) and starts the others on that many threads
+ * (todo[] gets their fds); inflate_wait adds them to out[]. */
+static rp_inflating_t *inflate_start(const int *fds, int *out, int *todo, size_t n, int threads)
 {
-	int *todo = rp_alloc(sizeof(int) * (n + 1));
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		copy_t *c = fds[i] >= 0 ? copy_of(fds[i]) : NULL;
@@ -726,16 +743,27 @@ static void inflated(const int *fds, int *out, size_t n)
 		todo[i] = c || fds[i] < 0 ? -1 : fds[i];
 		k += todo[i] >= 0;
 	}
-	if (k) {
-		int *made = rp_alloc(sizeof(int) * (n + 1));
-		rp_inflated_copies(todo, made, n);
-		for (size_t i = 0; i < n; i++)
-			if (todo[i] >= 0 && made[i] >= 0) {
-				copy_keep(todo[i], made[i]);
-				out[i] = made[i];
-			}
-		rp_free(made);
-	}
+	return k ? rp_inflated_start(todo, n, threads) : NULL;
+}
+
+static void inflate_wait(rp_inflating_t *in, const int *todo, int *out, size_t n)
+{
+	if (in == NULL)
+		return;
+	int *made = rp_alloc(sizeof(int) * (n + 1));
+	rp_inflated_wait(in, made);
+	for (size_t i = 0; i < n; i++)
+		if (todo[i] >= 0 && made[i] >= 0) {
+			copy_keep(todo[i], made[i]);
+			out[i] = made[i];
+		}
+	rp_free(made);
+}
+
+static void inflated(const int *fds, int *out, size_t n)
+{
+	int *todo = rp_alloc(sizeof(int) * (n + 1));
+	inflate_wait(inflate_start(fds, out, todo, n, 1), todo, out, n);   /* the caller is the second */
 	rp_free(todo);
 }
 
@@ -750,7 +778,7 @@ static struct {
 	rp_inflating_t *in;
 	object_t *obj;
 	size_t nobj;
-	int *fd;                   /* per object: its debug file, or -1 */
+	int *fd, *todo, *out;      /* per object: see inflate_start */
 	char **name;
 } pending;
 
@@ -771,53 +799,39 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 			const char *link = e ? dwelf_elf_gnu_debuglink(e, &crc) : NULL;
 			fd[j] = by_debuglink(obj[j].file, link, crc, &name[j]);
 		}
-		if (fd[j] < 0)
-			continue;
-		/* inflated before in this process (a series): the same copy */
-		copy_t *c = copy_of(fd[j]);
-		int d = c ? dup(c->fd) : -1;
-		if (d >= 0) {
-			close(fd[j]);
-			fd[j] = -1;
-			obj[j].pre_fd = d;
-			obj[j].pre_name = name[j];
-			continue;
-		}
-		obj[j].pre_pending = true;
-		n++;
+		obj[j].pre_pending = fd[j] >= 0;
+		n += fd[j] >= 0;
 	}
 	if (n == 0)
 		return;
-	pending.in = rp_inflated_start(fd, nobj);
 	pending.obj = obj;
 	pending.nobj = nobj;
 	pending.fd = fd;
 	pending.name = name;
+	pending.todo = rp_alloc(sizeof(int) * (nobj + 1));
+	pending.out = rp_alloc(sizeof(int) * (nobj + 1));
+	pending.in = inflate_start(fd, pending.out, pending.todo, nobj, 2);
 }
 
 static void prepare_finish(void)
 {
 	if (pending.obj == NULL)
 		return;
-	int *out = rp_alloc(sizeof(int) * (pending.nobj + 1));
-	for (size_t j = 0; j < pending.nobj; j++)
-		out[j] = -1;
-	rp_inflated_wait(pending.in, out);
+	inflate_wait(pending.in, pending.todo, pending.out, pending.nobj);
 	for (size_t j = 0; j < pending.nobj; j++) {
 		object_t *o = &pending.obj[j];
-		int fd = pending.fd[j];
+		int fd = pending.fd[j], out = pending.out[j];
 		if (fd < 0)
 			continue;
 		/* the copy, or the file itself when it has nothing to inflate */
-		if (out[j] >= 0) {
-			copy_keep(fd, out[j]);
+		if (out >= 0)
 			close(fd);
-		}
-		o->pre_fd = out[j] >= 0 ? out[j] : fd;
+		o->pre_fd = out >= 0 ? out : fd;
 		o->pre_name = pending.name[j];
 		o->pre_pending = false;
 	}
-	rp_free(out);
+	rp_free(pending.todo);
+	rp_free(pending.out);
 	memset(&pending, 0, sizeof pending);
 }
 
@@ -863,31 +877,19 @@ static bool debug_source(Elf *e, const object_t *o, const char *hex, char *what,
 {
 	struct stat st;
 	char path[4096];
-	snprintf(path, sizeof path, "%s/.build-id/%.2s/%s.debug", debug_root, hex, hex + 2);
-	if (stat_file(path, &st)) {
+	if (build_id_path(hex, path, sizeof path) && stat_file(path, &st)) {
 		snprintf(what, len, "debug file by build id: %lld bytes, %lld.%09ld", (long long)st.st_size,
 		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 		return true;
 	}
 	GElf_Word crc = 0;
 	const char *link = dwelf_elf_gnu_debuglink(e, &crc);
-	const char *slash = strrchr(o->file, '/');
-	if (link && *link && !strchr(link, '/') && slash) {
-		int dl = (int)(slash - o->file);
-		for (int k = 0; k < 3; k++) {
-			if (k == 0)
-				snprintf(path, sizeof path, "%.*s/%s", dl, o->file, link);
-			else if (k == 1)
-				snprintf(path, sizeof path, "%.*s/.debug/%s", dl, o->file, link);
-			else
-				snprintf(path, sizeof path, "%s%.*s/%s", debug_root, dl, o->file, link);
-			if (strcmp(path, o->file) != 0 && stat_file(path, &st)) {
-				snprintf(what, len, "debuglink %.200s %08x: %lld bytes, %lld.%09ld", link, (unsigned)crc,
-				    (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-				return true;
-			}
+	for (int k = 0; k < 3; k++)
+		if (debuglink_path(o->file, link, k, path, sizeof path) && stat_file(path, &st)) {
+			snprintf(what, len, "debuglink %.200s %08x: %lld bytes, %lld.%09ld", link, (unsigned)crc,
+			    (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+			return true;
 		}
-	}
 	const char *u = getenv("DEBUGINFOD_URLS");
 	if (u == NULL || *u == 0) {
 		snprintf(what, len, "no debug file");
@@ -919,11 +921,7 @@ static void cache_open(object_t *o)
 	ssize_t len = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
 	if (len >= 2 && len <= 64) {
 		char hex[129], what[600];
-		for (ssize_t i = 0; i < len; i++) {
-			hex[2 * i] = "0123456789abcdef"[((const unsigned char *)id)[i] >> 4];
-			hex[2 * i + 1] = "0123456789abcdef"[((const unsigned char *)id)[i] & 15];
-		}
-		hex[2 * len] = 0;
+		build_id_hex(id, (int)len, hex);
 		o->build_id = rp_intern(hex);
 		if (debug_source(e, o, hex, what, sizeof what))
 			o->cache = rp_symcache_load(hex, what);

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../cli.h"
 #include "rp_internal.h"
 
 #define SC_MAGIC "HCSYMC\0\1"
@@ -72,22 +73,11 @@ bool rp_symcache_on(void)
 
 int rp_symcache_use(const char *dir, char *err, size_t errlen)
 {
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-		snprintf(err, errlen, "--symcache %s: %s", dir, strerror(errno));
-		return -1;
-	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		snprintf(err, errlen, "--symcache %s: %s", dir, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
-		snprintf(err, errlen, "--symcache %s: not a directory of this user's that others cannot write "
-		    "(its names would be shown as the program's)", dir);
-		close(fd);
+	char why[256];
+	int fd = cli_private_dir(dir, why, sizeof why);
+	if (fd < 0) {
+		snprintf(err, errlen, "--symcache %s: %s%s", dir, why,
+		    fd == -2 ? " (its names would be shown as the program's)" : "");
 		return -1;
 	}
 	if (cache_dfd >= 0)
@@ -297,21 +287,6 @@ void rp_symcache_put(rp_symcache_t *c, uint64_t key, const rp_loc_t *loc, unsign
 	c->nadd++;
 }
 
-static bool write_all(int fd, const void *p, size_t n)
-{
-	const char *s = p;
-	while (n) {
-		ssize_t w = write(fd, s, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		s += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
 /* The file again with the entries put since it was read, if any.  A
  * failure leaves the cache as it was: it is only a cache. */
 void rp_symcache_save(rp_symcache_t *c)
@@ -324,9 +299,9 @@ void rp_symcache_save(rp_symcache_t *c)
 	if (fd < 0)
 		return;
 	uint32_t hl = (uint32_t)strlen(c->key), count = c->nold + c->nadd;
-	bool ok = write_all(fd, SC_MAGIC, 8) && write_all(fd, &hl, 4) && write_all(fd, c->key, hl) &&
-	    write_all(fd, &count, 4) && (c->len == 0 || write_all(fd, c->buf, c->len)) &&
-	    write_all(fd, c->add, c->nadd_bytes);
+	bool ok = !rp_write_all(fd, SC_MAGIC, 8) && !rp_write_all(fd, &hl, 4) && !rp_write_all(fd, c->key, hl) &&
+	    !rp_write_all(fd, &count, 4) && !rp_write_all(fd, c->buf, c->len) &&
+	    !rp_write_all(fd, c->add, c->nadd_bytes);
 	if (close(fd) != 0)
 		ok = false;
 	if (!ok || renameat(cache_dfd, tmp, cache_dfd, c->name) != 0)

@@ -105,6 +105,18 @@ static void group_of(const serve_target_t *x, char *out, size_t len)
 
 /* ---- retention ------------------------------------------------------------ */
 
+bool serve_tmp_file(int dfd, const char *name, time_t age)
+{
+	size_t len = strlen(name);
+	if (name[0] != '.' || len <= 4 || strcmp(name + len - 4, ".tmp") != 0)
+		return false;
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    (age == 0 || st.st_mtim.tv_sec + age < time(NULL)))
+		unlinkat(dfd, name, 0);
+	return true;
+}
+
 static int by_time(const void *a, const void *b)
 {
 	const arch_entry_t *x = a, *y = b;
@@ -141,17 +153,12 @@ arch_entry_t *arch_scan(size_t *n)
 			continue;
 		}
 		struct dirent *f;
-		time_t now = time(NULL);
 		while ((f = readdir(gd))) {
 			size_t len = strlen(f->d_name);
 			struct stat st;
 			/* a copy the daemon was making when it was stopped */
-			if (f->d_name[0] == '.' && len > 4 && strcmp(f->d_name + len - 4, ".tmp") == 0 &&
-			    fstatat(dirfd(gd), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-			    st.st_uid == geteuid() && st.st_mtim.tv_sec + 60 < now) {
-				unlinkat(dirfd(gd), f->d_name, 0);
+			if (serve_tmp_file(dirfd(gd), f->d_name, 60))
 				continue;
-			}
 			if (!arch_name_ok(f->d_name) || len < 6 || strcmp(f->d_name + len - 5, ".heap") ||
 			    len - 5 >= sizeof v->name || fstatat(dirfd(gd), f->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 			    !S_ISREG(st.st_mode))

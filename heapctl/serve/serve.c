@@ -357,22 +357,15 @@ static void symcache_trim(uint64_t max)
 	size_t n = 0, cap = 0;
 	uint64_t total = 0;
 	struct dirent *e;
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
 	while ((e = readdir(d)) != NULL) {
-		struct stat st;
-		size_t len = strlen(e->d_name);
-		if (len >= sizeof f->name || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
 		/* a half-written file of a report that was killed (at exit,
 		 * max 0, every one: no report runs any more) */
-		if (e->d_name[0] == '.' && len > 4 && !strcmp(e->d_name + len - 4, ".tmp")) {
-			if (max == 0 || st.st_mtim.tv_sec + 600 < now.tv_sec)
-				unlinkat(dirfd(d), e->d_name, 0);
+		if (serve_tmp_file(dirfd(d), e->d_name, max == 0 ? 0 : 600))
 			continue;
-		}
-		if (len < 5 || strcmp(e->d_name + len - 4, ".sym") != 0)
+		struct stat st;
+		size_t len = strlen(e->d_name);
+		if (len < 5 || len >= sizeof f->name || strcmp(e->d_name + len - 4, ".sym") != 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 			continue;
 		if (n == cap) {
 			cfile_t *g = realloc(f, (cap = cap ? cap * 2 : 64) * sizeof *f);
@@ -1625,19 +1618,14 @@ int hc_serve_main(cli_args_t *a)
 	}
 	/* as report checks it: the names in it are shown as the programs' */
 	if (S.symcache[0]) {
-		struct stat cst;
-		const char *bad = NULL;
-		if (mkdir(S.symcache, 0700) != 0 && errno != EEXIST)
-			bad = strerror(errno);
-		else if (lstat(S.symcache, &cst) != 0)
-			bad = strerror(errno);
-		else if (!S_ISDIR(cst.st_mode) || cst.st_uid != geteuid() || (cst.st_mode & 022))
-			bad = "not a directory of this user's that others cannot write";
-		if (bad) {
+		char why[256];
+		int dfd = cli_private_dir(S.symcache, why, sizeof why);
+		if (dfd < 0) {
 			S.own_symcache = false;
 			work_remove();
-			return cli_err(HC_EXIT_USAGE, "serve: --symcache %s: %s", S.symcache, bad);
+			return cli_err(HC_EXIT_USAGE, "serve: --symcache %s: %s", S.symcache, why);
 		}
+		close(dfd);
 	}
 
 	char shown[PATH_MAX + 16];

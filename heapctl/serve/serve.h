@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "../cli.h"
 
@@ -54,6 +55,11 @@ serve_row_t *serve_rows(size_t *n);
  * Both malloc'd, NULL when memory runs out. */
 char *page_html(size_t *len);
 char *page_plot(const serve_hist_t *h, int pid, size_t *len);
+
+/* A half-written file (".NAME.tmp") in dfd: true if name is one, which is
+ * removed when it is ours and over age seconds old (age 0: whatever its
+ * age, when no writer can be left). */
+bool serve_tmp_file(int dfd, const char *name, time_t age);
 
 /* archive.c */
 typedef struct arch_entry_s {
