@@ -265,6 +265,11 @@ static void nope_add(int pid, time_t now)
  * one that has just exited: its final dump), drop the gone, archive. */
 static void scan_once(void)
 {
+	/* processes there when the daemon starts are read from now on; one
+	 * found later started since, and its events from its start are read
+	 * (what the ring still holds): the dumps it wrote before the next scan
+	 * found it are archived too */
+	static bool started;
 	static int pids[MAX_TARGETS];
 	enum { PENDING = 256, NEW = 64 };
 	static pending_t pend[PENDING];
@@ -293,7 +298,7 @@ static void scan_once(void)
 			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
 		nt->same_view = cli_same_view(&nt->t);
 		nt->hist = calloc(1, sizeof *nt->hist);     /* no plot if NULL */
-		nt->next_ev = __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
+		nt->next_ev = started ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nfresh++;
 	}
 	pthread_mutex_lock(&S.lock);
@@ -328,6 +333,8 @@ static void scan_once(void)
 	pthread_mutex_unlock(&S.lock);
 	for (size_t i = 0; i < npend; i++)
 		arch_dump(&pend[i].x, &pend[i].ev);
+	if (nfresh < NEW)          /* every process there at start is in */
+		started = true;
 }
 
 /* ---- the symbol cache ---------------------------------------------------------

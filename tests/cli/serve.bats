@@ -586,3 +586,13 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	grep -q ' main$' "$T/body"
 	[ -z "$(ls -A "$T"/rt/heapctl-serve.*)" ]
 }
+
+@test "serve --archive: a dump a new process writes before the daemon's next scan finds it is archived too" {
+	start_serve --archive "$T/arch"
+	sleep 0.6                  # the daemon's first scan is done
+	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/early
+	# at once: the daemon scans every half second
+	"$HEAPCTL" dump "$TPID" >/dev/null
+	wait_for 10 eval 'ls "$T"/arch/target/*."$TPID".manual.pb.gz >/dev/null 2>&1'
+	cmp "$(ls "$T"/arch/target/*."$TPID".manual.heap)" "$(ls "$T/early.$TPID".*.m*.heap)"
+}
