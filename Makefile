@@ -97,7 +97,7 @@ UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
-     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so
+     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so $(BUILD)/libheapctl-trace.so
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
@@ -141,6 +141,30 @@ $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 
 $(BUILD)/libheapctl-serve.so: $(SERVE_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(SERVE_OBJ) -lmicrohttpd
+
+# heapctl trace (heapctl/trace/): libbpf, and libunwind's remote API for
+# the stacks it samples.  The BPF program is built with clang and turned
+# into a skeleton header by bpftool; it declares the few kernel types it
+# uses, so no vmlinux.h (nor BTF on the build machine) is needed.
+BPFTOOL   ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
+TRACE_SRC := $(filter-out %.bpf.c,$(wildcard heapctl/trace/*.c))
+TRACE_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(TRACE_SRC))
+MULTIARCH := $(shell $(CC) -dumpmachine)
+
+$(BUILD)/bpf/trace.bpf.o: heapctl/trace/trace.bpf.c heapctl/trace/trace.h Makefile
+	@mkdir -p $(dir $@)
+	clang -g -O2 -target bpf -D__TARGET_ARCH_x86 -I/usr/include/$(MULTIARCH) -Iheapctl/trace \
+	    -Wall -Werror -c $< -o $@
+
+$(BUILD)/bpf/trace.skel.h: $(BUILD)/bpf/trace.bpf.o
+	$(BPFTOOL) gen skeleton $< name trace_bpf > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -I$(BUILD)/bpf -c $< -o $@
+
+$(BUILD)/libheapctl-trace.so: $(TRACE_OBJ)
+	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(TRACE_OBJ) -lbpf -lelf -lunwind-ptrace -lunwind-generic -lm
 
 ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
                    $(BUILD)/cli/heapctl/opts.o $(BUILD)/cli/heapctl/proc.o

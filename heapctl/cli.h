@@ -179,6 +179,12 @@ typedef int hc_report_main_fn(cli_args_t *a);
 #define HC_SERVE_ENTRY "hc_serve_main"
 #define HC_SERVE_HELP  "hc_serve_help"       /* void (FILE *) */
 int cmd_serve(cli_args_t *a);
+/* heapctl trace (heapctl/trace/) is libheapctl-trace.so (libbpf), loaded
+ * the same way. */
+#define HC_TRACE_LIB   "libheapctl-trace.so"
+#define HC_TRACE_ENTRY "hc_trace_main"
+#define HC_TRACE_HELP  "hc_trace_help"       /* void (FILE *) */
+int cmd_trace(cli_args_t *a);
 int cmd_stacks(cli_args_t *a);             /* in the report engine too */
 /* A file installed with heapctl: next to it (the build tree) or in
  * ../lib; 0 with its real path in out, or an exit code (after one line

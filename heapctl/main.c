@@ -51,6 +51,8 @@ static const struct {
 	    "the daemon: /metrics, /targets and /debug/pprof/heap over HTTP for every process", false }, NULL },
 	{ { "stacks", cmd_stacks, "PID [--json]",
 	    "every thread's stack, symbolized (ptrace; stopped only while they are read)", false }, NULL },
+	{ { "trace", cmd_trace, "PID --malloc|--faults [OPTIONS]",
+	    "a heap profile of any process from eBPF, without touching it (root)", false }, NULL },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
 	    "why a process is not in 'list' or refuses commands, and the fix", false }, NULL },
 	{ { "help", cmd_help, "[COMMAND | conf]", "this text, one command's, or the configuration options", true }, NULL },
@@ -82,9 +84,9 @@ static void usage(FILE *f)
  * be. */
 static void *engine(const char *lib, bool quiet)
 {
-	static struct { const char *lib; void *h; } loaded[2];
+	static struct { const char *lib; void *h; } loaded[3];
 	unsigned i = 0;
-	for (; i < 2 && loaded[i].lib; i++)
+	for (; i < 3 && loaded[i].lib; i++)
 		if (strcmp(loaded[i].lib, lib) == 0)
 			return loaded[i].h;
 	char path[4096];
@@ -93,7 +95,7 @@ static void *engine(const char *lib, bool quiet)
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL && !quiet)
 		cli_err(HC_EXIT_FAILED, "cannot load %s: %s", path, dlerror());
-	if (h && i < 2) {
+	if (h && i < 3) {
 		loaded[i].lib = lib;
 		loaded[i].h = h;
 	}
@@ -128,6 +130,11 @@ int cmd_report(cli_args_t *a)
 int cmd_serve(cli_args_t *a)
 {
 	return engine_run(HC_SERVE_LIB, HC_SERVE_ENTRY, a);
+}
+
+int cmd_trace(cli_args_t *a)
+{
+	return engine_run(HC_TRACE_LIB, HC_TRACE_ENTRY, a);
 }
 
 int cmd_stacks(cli_args_t *a)
@@ -179,6 +186,14 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 			help(f);
 		else
 			fputs("(its options: the report engine " HC_REPORT_LIB " is not installed)\n", f);
+	}
+	if (strcmp(c->name, "trace") == 0) {
+		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_TRACE_LIB, HC_TRACE_HELP);
+		fputs("\noptions:\n", f);
+		if (help)
+			help(f);
+		else
+			fputs("(its options: " HC_TRACE_LIB " is not installed)\n", f);
 	}
 	if (strcmp(c->name, "serve") == 0) {
 		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_SERVE_LIB, HC_SERVE_HELP);
