@@ -92,7 +92,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20);
+	__uint(max_entries, 64 << 20);
 } ring SEC(".maps");
 
 static __always_inline void count(__u32 which)

@@ -291,6 +291,10 @@ static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
  * accessors' ELF reader, which needs no ptrace for this (it reads
  * /proc/PID/maps and maps the files); their reads of memory land in
  * acc_mem above, whatever argument they pass. */
+/* The unwind tables come from the process's files through the ptrace
+ * accessors' ELF reader, which needs no ptrace for this (it reads
+ * /proc/PID/maps and maps the files' .eh_frame_hdr); their reads of
+ * memory land in acc_mem above, whatever argument they pass. */
 static int acc_find(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
 {
 	return _UPT_find_proc_info(as, ip, pi, need, T.upt);
