@@ -1,0 +1,214 @@
+#!/usr/bin/env bats
+# tests/cli/trace.bats - heapctl trace PID --malloc | --faults: heap
+# profiles of processes started without the library, from eBPF.  Known
+# sites of tests/trace/prog.c (dynamic, static, against jemalloc) and of
+# Debian's python3 are checked in the report, against their sizes and the
+# preload profiler's figures for the same program; clear refusals.
+# Needs root and a kernel with BTF, as heapctl trace does.
+
+load helpers
+
+PROG_SRC="$BATS_TEST_DIRNAME/../trace/prog.c"
+
+setup_file() {
+	export TB="$BATS_FILE_TMPDIR"
+	gcc -O2 -g -pthread -o "$TB/prog" "$PROG_SRC"
+	gcc -O2 -g -pthread -static -o "$TB/prog-static" "$PROG_SRC"
+	gcc -O2 -g -pthread -o "$TB/prog-je" "$PROG_SRC" -ljemalloc
+}
+
+# traced PROG OUT TRACE-ARGS...: run PROG (it waits for $T/go), trace it
+# with heapctl trace into OUT, let it go once the probes are in, wait for
+# both.  Sets TRACE_ERR (heapctl's stderr) and status (heapctl's).
+traced() {
+	local prog=$1 out=$2
+	shift 2
+	rm -f "$T/go"
+	env -u LD_PRELOAD "$prog" "$T/go" >"$T/prog.out" 2>&1 &
+	local pid=$!
+	track "$pid"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+	"$HEAPCTL" trace "$pid" "$@" -o "$out" >"$T/trace.out" 2>"$T/trace.err" &
+	local tpid=$!
+	track "$tpid"
+	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+	touch "$T/go"
+	wait "$pid"
+	status=0
+	wait "$tpid" || status=$?
+	TRACE_ERR=$(cat "$T/trace.err")
+	grep -q '^done 18496' "$T/prog.out"
+}
+
+# bytes FILE FUNC [REPORT-ARGS...]: FUNC's flat bytes in heapctl report
+bytes() {
+	local f=$1 fn=$2
+	shift 2
+	"$HEAPCTL" report "$f" --bytes --top 0 "$@" | awk -v fn="$fn" '$NF == fn { print $1; found = 1 } END { if (!found) print 0 }'
+}
+
+# near A B PCT: A within PCT% of B
+near() {
+	awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }' ||
+		{ echo "$1 is not within $3% of $2" >&2; return 1; }
+}
+
+@test "trace --malloc: known sites of a program started without the library, near their sizes and the preload profiler's" {
+	traced "$TB/prog" "$T/t.heap" --malloc --lg-sample 14
+	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" == *"libc.so.6 in process"* ]]
+	[[ "$TRACE_ERR" == *"malloc"*"free"* || "$TRACE_ERR" == *"free"*"malloc"* ]]
+	head -1 "$T/t.heap" | grep -qx 'heap_v2/16384'
+	grep -q '^MAPPED_LIBRARIES:' "$T/t.heap"
+	# the same program under the library, sampling at the same rate
+	rm -f "$T/go"; touch "$T/go"
+	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
+	    HEAPCTL_CONF="prof:true,prof_final:true,lg_prof_sample:14,prof_prefix:$T/pre" "$TB/prog" "$T/go" >/dev/null
+	pre=$(ls "$T"/pre.*.f.heap)
+	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
+		site=${site_size%:*} size=${site_size#*:}
+		t=$(bytes "$T/t.heap" "$site")
+		p=$(bytes "$pre" "$site")
+		near "$t" "$size" 15
+		near "$t" "$p" 15
+	done
+	# calloc (site_d, inlined into main): 4 MiB
+	near "$(bytes "$T/t.heap" main)" 4194304 15
+	# site_c frees each object at once: nothing in use, 64 MiB allocated
+	[ "$(bytes "$T/t.heap" site_c)" -lt 1048576 ]
+	near "$(bytes "$T/t.heap" site_c --alloc_space)" 67108864 15
+	# jeprof reads the dump too
+	run jeprof --text "$TB/prog" "$T/t.heap"
+	[[ "$output" == *site_a* && "$output" == *site_b* ]]
+}
+
+@test "trace --faults: where resident memory grew, with stacks through code without frame pointers" {
+	traced "$TB/prog" "$T/f.heap" --faults --lg-sample 14
+	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" == *"page faults seen"* ]]
+	# site_a and site_b write every byte they allocate
+	near "$(bytes "$T/f.heap" site_a)" 33554432 15
+	near "$(bytes "$T/f.heap" site_b)" 8388608 15
+	# the faults are in libc's memset (no frame pointer): the caller is found
+	run "$HEAPCTL" report "$T/f.heap" --collapsed
+	[[ "$output" == *"thread_a;site_a"* ]]
+}
+
+@test "trace --malloc on a program linked with jemalloc probes jemalloc" {
+	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 14
+	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" == *"libjemalloc.so.2 in process"* ]]
+	[[ "$TRACE_ERR" == *"sdallocx"* ]]
+	near "$(bytes "$T/j.heap" site_a)" 33554432 15
+	near "$(bytes "$T/j.heap" site_b)" 8388608 15
+}
+
+@test "trace on a statically linked program: its own malloc, and its page faults" {
+	traced "$TB/prog-static" "$T/s.heap" --malloc --lg-sample 14
+	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" == *"prog-static in process"* ]]
+	near "$(bytes "$T/s.heap" site_a)" 33554432 15
+	near "$(bytes "$T/s.heap" site_b)" 8388608 15
+	traced "$TB/prog-static" "$T/sf.heap" --faults --lg-sample 14
+	[ "$status" -eq 0 ]
+	total=$("$HEAPCTL" report "$T/sf.heap" --bytes | awk '/^Total:/ { print $2 }')
+	[ "$total" -gt 37748736 ]        # 36 MiB of the 40 written
+	# stripped, it has no malloc to find: the reason and the ways out
+	cp "$TB/prog-static" "$T/stripped"
+	strip "$T/stripped"
+	rm -f "$T/go"
+	"$T/stripped" "$T/go" >"$T/s.out" &
+	track $!
+	wait_for 5 grep -q '^ready' "$T/s.out"
+	run "$HEAPCTL" trace $! --malloc
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"defines malloc and free"*"--symbols"*"--faults"* ]]
+	touch "$T/go"
+}
+
+@test "trace --malloc on Debian's python3: its allocation sites named" {
+	cat >"$T/build.py" <<-EOF
+	import os, time
+	print("ready", flush=True)
+	while not os.path.exists("$T/go"):
+	    time.sleep(0.01)
+	keep = [bytearray(4096) for _ in range(8192)]
+	print("done 18496", flush=True)
+	EOF
+	cat >"$T/py" <<-EOF
+	#!/bin/sh
+	exec python3 "$T/build.py"
+	EOF
+	chmod +x "$T/py"
+	traced "$T/py" "$T/p.heap" --malloc --lg-sample 14
+	[ "$status" -eq 0 ]
+	# python frees it all at exit: what was allocated, by whom
+	near "$(bytes "$T/p.heap" PyByteArray_Resize --alloc_space)" 33554432 15
+}
+
+@test "trace --json: one event per line, and the summary" {
+	traced "$TB/prog" "$T/j.heap" --malloc --lg-sample 18 --json
+	[ "$status" -eq 0 ]
+	python3 - "$T/trace.out" <<-'EOF'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	allocs = [e for e in ev if e["event"] == "alloc"]
+	frees = [e for e in ev if e["event"] == "free"]
+	assert allocs and all(e["frames"] and e["size"] > 0 and e["ptr"].startswith("0x") for e in allocs), ev[:3]
+	assert ev[-2]["event"] == "dump" and ev[-1]["event"] == "summary", ev[-2:]
+	s = ev[-1]
+	assert s["samples"] >= len(allocs) and s["frees"] == len(frees) and s["calls"] > 1000000, s
+	EOF
+}
+
+@test "trace: --duration and Ctrl-C end it with a dump; the process runs on; --interval dumps" {
+	rm -f "$T/go"
+	env -u LD_PRELOAD "$TB/prog" "$T/go" >"$T/prog.out" &
+	pid=$!
+	track "$pid"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+	run "$HEAPCTL" trace "$pid" --malloc --duration 0.5 --interval 0.2 --prefix "$T/d"
+	[ "$status" -eq 0 ]
+	ls "$T"/d."$pid".*.t0.heap "$T"/d."$pid".*.f.heap
+	[[ "$output" == *"$T/d.$pid."*".f.heap"* ]]
+	"$HEAPCTL" trace "$pid" --faults -o "$T/int.heap" 2>"$T/int.err" &
+	tpid=$!
+	wait_for 10 grep -q tracing "$T/int.err"
+	kill -INT "$tpid"
+	wait "$tpid"
+	head -1 "$T/int.heap" | grep -q '^heap_v2/'
+	kill -0 "$pid"
+	touch "$T/go"
+	wait "$pid"
+	grep -q '^done 18496' "$T/prog.out"
+}
+
+@test "trace: the rate limit drops samples and says how many" {
+	traced "$TB/prog" "$T/r.heap" --malloc --lg-sample 0 --limit 100
+	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" =~ dropped\ [0-9]+\ samples\ \(ring\ full\ [0-9]+,\ rate\ limit\ [1-9][0-9]*\) ]]
+}
+
+@test "trace refuses clearly: no mode, both modes, no process, bad options, not root" {
+	run "$HEAPCTL" trace $$
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--malloc or --faults"* ]]
+	run "$HEAPCTL" trace $$ --malloc --faults
+	[ "$status" -eq 2 ]
+	run "$HEAPCTL" trace 999999999 --faults
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"no process 999999999"* ]]
+	run "$HEAPCTL" trace $$ --malloc --symbols frob=x
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"ROLE=NAME"* ]]
+	run "$HEAPCTL" trace $$ --malloc --symbols malloc=no_such_function_here
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"defines no_such_function_here"* ]]
+	run "$HEAPCTL" trace $$ --faults --lg-sample 99
+	[ "$status" -eq 2 ]
+	sleep 30 &
+	track $!
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups "$HEAPCTL" trace $! --faults
+	[ "$status" -eq 5 ]
+	[[ "$output" == *"needs CAP_BPF and CAP_PERFMON"* ]]
+}
