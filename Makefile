@@ -243,6 +243,7 @@ bench: all
 	@tests/bench/report.sh $(BUILD)
 	@tests/bench/serve.sh $(BUILD)
 	@tests/bench/stacks.sh $(BUILD)
+	@tests/bench/trace.sh $(BUILD)
 
 # Fuzzing (clang's libFuzzer, with ASan and UBSan): the profile reader and
 # the segment as the command sees it, FUZZ_SECONDS each (default 60), from
