@@ -218,12 +218,10 @@ static __always_inline void small(__u32 kind, __u32 tid, __u64 ptr, __u64 size)
 
 /* ---- --malloc ------------------------------------------------------------ */
 
-static __always_inline int on_alloc(struct pt_regs *ctx, __u64 size, __u64 memptr)
+/* A call of the process's thread t (from thread()) asking for size bytes. */
+static __always_inline int on_alloc(struct pt_regs *ctx, struct tstate *t, __u32 tid, __u64 size,
+    __u64 memptr)
 {
-	__u32 tid;
-	struct tstate *t = thread(&tid);
-	if (t == NULL)
-		return 0;
 	count(TR_C_CALLS);
 	t->countdown -= (__s64)size;
 	if (t->countdown > 0)
@@ -240,54 +238,60 @@ static __always_inline void on_free(__u32 tid, __u64 ptr)
 	if (ptr == 0 || bpf_map_lookup_elem(&live, &ptr) == NULL)
 		return;
 	bpf_map_delete_elem(&live, &ptr);
-	count(TR_C_FREES);
 	small(TR_FREE, tid, ptr, 0);
 }
+
+/* The entry programs' common start: the calling thread, or return. */
+#define THREAD_OR_RETURN(t, tid)                        \
+	__u32 tid;                                      \
+	struct tstate *t = thread(&tid);                \
+	if (t == NULL)                                  \
+		return 0
 
 SEC("uprobe")
 int malloc_entry(struct pt_regs *ctx)
 {
-	return on_alloc(ctx, ctx->di, 0);
+	THREAD_OR_RETURN(t, tid);
+	return on_alloc(ctx, t, tid, ctx->di, 0);
 }
 
 SEC("uprobe")
 int calloc_entry(struct pt_regs *ctx)
 {
+	THREAD_OR_RETURN(t, tid);
 	__u64 n = ctx->di, m = ctx->si;
 	if ((n >> 32 || m >> 32) && n && m)
 		return 0;               /* too big for this check; fails anyway */
-	return on_alloc(ctx, n * m, 0);
+	return on_alloc(ctx, t, tid, n * m, 0);
 }
 
 SEC("uprobe")
 int memalign_entry(struct pt_regs *ctx)      /* (alignment, size) */
 {
-	return on_alloc(ctx, ctx->si, 0);
+	THREAD_OR_RETURN(t, tid);
+	return on_alloc(ctx, t, tid, ctx->si, 0);
 }
 
 SEC("uprobe")
 int posix_memalign_entry(struct pt_regs *ctx) /* (memptr, alignment, size) */
 {
-	return on_alloc(ctx, ctx->dx, ctx->di);
+	THREAD_OR_RETURN(t, tid);
+	return on_alloc(ctx, t, tid, ctx->dx, ctx->di);
 }
 
 SEC("uprobe")
 int realloc_entry(struct pt_regs *ctx)
 {
-	__u32 tid;
-	struct tstate *t = thread(&tid);
-	if (t == NULL)
-		return 0;
+	THREAD_OR_RETURN(t, tid);
 	on_free(tid, ctx->di);
-	return ctx->si ? on_alloc(ctx, ctx->si, 0) : 0;
+	return ctx->si ? on_alloc(ctx, t, tid, ctx->si, 0) : 0;
 }
 
 SEC("uretprobe")
 int alloc_ret(struct pt_regs *ctx)
 {
-	__u32 tid;
-	struct tstate *t = thread(&tid);
-	if (t == NULL || !t->pending)
+	THREAD_OR_RETURN(t, tid);
+	if (!t->pending)
 		return 0;
 	t->pending = 0;
 	__u64 ptr = ctx->ax;
@@ -326,10 +330,7 @@ static __always_inline int on_fault(unsigned long address, unsigned long error)
 		return 0;
 	if (address >= 0x800000000000ul)     /* not a user address */
 		return 0;
-	__u32 tid;
-	struct tstate *t = thread(&tid);
-	if (t == NULL)
-		return 0;
+	THREAD_OR_RETURN(t, tid);
 	count(TR_C_CALLS);
 	t->countdown -= TR_PAGE;
 	if (t->countdown > 0)

@@ -118,7 +118,6 @@ static struct {
 	uint64_t seq, seq_i, samples, unwound_short, frees;
 	struct trace_bpf *skel;
 	bool json;
-	int alloc_first_frame;     /* frames to drop: the probed function        */
 } T;
 
 static uint64_t hash_frames(const uint64_t *f, unsigned n)
@@ -329,7 +328,7 @@ static unsigned unwind(const struct tr_sample *s, uint64_t *f)
 	unw_cursor_t c;
 	unsigned n = 0;
 	if (unw_init_remote(&c, T.as, NULL) == 0) {
-		int skip = T.alloc_first_frame;
+		int skip = T.o.mode == T_MALLOC;   /* the probed function's frame */
 		do {
 			unw_word_t ip = 0;
 			if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
@@ -342,7 +341,7 @@ static unsigned unwind(const struct tr_sample *s, uint64_t *f)
 	}
 	if (n == 0) {
 		/* no unwind info at all: the one frame we know */
-		f[n++] = T.alloc_first_frame && s->stack_len >= 8 ?
+		f[n++] = T.o.mode == T_MALLOC && s->stack_len >= 8 ?
 		    *(const uint64_t *)s->stack : s->regs.ip;
 		T.unwound_short++;
 	}
@@ -448,9 +447,8 @@ static int dump(char kind)
 	read_maps();
 	if (rp_out_stream(path, write_dump, NULL, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
-	if (T.json)
-		printf("{\"event\":\"dump\",\"path\":");
 	if (T.json) {
+		printf("{\"event\":\"dump\",\"path\":");
 		out_json_str(stdout, path);
 		printf("}\n");
 	} else if (strcmp(path, "-") != 0) {
@@ -719,8 +717,8 @@ static bool has_role(const allocator_t *al, int role)
 	return false;
 }
 
-/* The process's executable objects, its program first, then its
- * libraries with libc last (a library that defines malloc beside libc is
+/* The process's executable objects (from the copy of its maps), its
+ * program first, then its libraries with libc last (a library that defines malloc beside libc is
  * the allocator the process uses: jemalloc, tcmalloc, mimalloc). */
 static size_t mapped_objects(int pid, char (*out)[PATH_MAX], size_t max)
 {
@@ -731,7 +729,6 @@ static size_t mapped_objects(int pid, char (*out)[PATH_MAX], size_t max)
 	size_t n = 0, libc = SIZE_MAX;
 	if (exe[0] && n < max)
 		snprintf(out[n++], PATH_MAX, "%s", exe);
-	read_maps();
 	for (char *l = T.maps, *end = T.maps + T.maps_len; l && l < end;) {
 		char *nl = memchr(l, '\n', (size_t)(end - l));
 		if (nl == NULL)
@@ -1017,7 +1014,6 @@ int hc_trace_main(cli_args_t *a)
 	T.pid = a->pid;
 	T.json = a->json;
 	T.period = (double)(1ull << T.o.lg);
-	T.alloc_first_frame = T.o.mode == T_MALLOC;
 	if (T.pid <= 0)
 		return cli_err(HC_EXIT_USAGE, "trace: say which process: heapctl trace PID --malloc|--faults");
 	if (T.pid == getpid())
@@ -1043,11 +1039,11 @@ int hc_trace_main(cli_args_t *a)
 		return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM,
 		    "trace: cannot read process %d's memory: %s", T.pid, strerror(errno));
 	}
+	read_maps();
 	static allocator_t al;
 	memset(&al, 0, sizeof al);
 	if (T.o.mode == T_MALLOC && (code = find_allocator(T.pid, T.o.symbols, &al)) != 0)
 		goto out;
-	read_maps();
 
 	libbpf_set_print(libbpf_print);
 	T.skel = trace_bpf__open();

@@ -24,7 +24,6 @@ enum {
 	TR_C_RINGFULL,     /* samples lost: the ring was full                    */
 	TR_C_LIMITED,      /* samples dropped by the rate limit                  */
 	TR_C_LIVEFULL,     /* sampled pointers the live map had no room for      */
-	TR_C_FREES,        /* frees of sampled pointers                          */
 	TR_NCOUNTERS
 };
 

@@ -27,43 +27,24 @@ if [ "$(id -u)" -ne 0 ] || ! command -v bpftrace >/dev/null; then
 	exit 0
 fi
 
-cat >"$tmp/loop.c" <<'C'
+# prog GOFILE loop N | grow: prints "ready", waits for GOFILE, runs, prints
+# its own figure (ns per pair, or ms)
+cat >"$tmp/prog.c" <<'C'
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
-int main(int argc, char **argv)
+static void loop(long n)
 {
-	long n = atol(argv[2]);
-	printf("ready\n");
-	fflush(stdout);
-	while (access(argv[1], F_OK) != 0)
-		usleep(1000);
-	struct timespec a, b;
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	for (long i = 0; i < n; i++) {
 		void *p = malloc(64 + (i & 7));
 		__asm__ volatile("" : : "r"(p) : "memory");
 		free(p);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
-	return 0;
 }
-C
-cat >"$tmp/grow.c" <<'C'
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-int main(int argc, char **argv)
+static void grow(void)
 {
-	printf("ready\n");
-	fflush(stdout);
-	while (access(argv[1], F_OK) != 0)
-		usleep(1000);
-	struct timespec a, b;
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	volatile unsigned long sink = 0;
 	for (int i = 0; i < 8192; i++) {              /* 512 MiB */
 		unsigned char *p = malloc(65536);
@@ -75,13 +56,29 @@ int main(int argc, char **argv)
 			sink += h;
 		}
 	}
+}
+int main(int argc, char **argv)
+{
+	int is_loop = strcmp(argv[2], "loop") == 0;
+	long n = is_loop ? atol(argv[3]) : 1;
+	printf("ready\n");
+	fflush(stdout);
+	while (access(argv[1], F_OK) != 0)
+		usleep(1000);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	if (is_loop)
+		loop(n);
+	else
+		grow();
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6));
+	double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+	printf("%.1f\n", is_loop ? ns / n : ns / 1e6);
 	return 0;
 }
 C
-gcc -O2 -g -o "$tmp/loop" "$tmp/loop.c" && gcc -O2 -g -o "$tmp/grow" "$tmp/grow.c" || exit 1
-libc=$(ldd "$tmp/loop" | awk '/libc.so/ { print $3 }')
+gcc -O2 -g -o "$tmp/prog" "$tmp/prog.c" || exit 1
+libc=$(ldd "$tmp/prog" | awk '/libc.so/ { print $3 }')
 cat >"$tmp/memleak.bt" <<BT
 uprobe:$libc:malloc /pid == \$1/ { @size[tid] = arg0; @stack[tid] = ustack; }
 uretprobe:$libc:malloc /pid == \$1/ { @live[retval] = (@size[tid], @stack[tid]); }
@@ -91,11 +88,12 @@ cat >"$tmp/count.bt" <<BT
 uprobe:$libc:malloc /pid == \$1/ { @n = count(); }
 BT
 
-# one PROG N MODE: the program's own figure, with MODE attached first
+# one WHAT N MODE: the program's own figure for WHAT (loop, grow), with
+# MODE attached first
 one() {
-	local prog=$1 n=$2 mode=$3 tpid="" i
+	local what=$1 n=$2 mode=$3 tpid="" i
 	rm -f "$tmp/go" "$tmp/out" "$tmp/err"
-	"$tmp/$prog" "$tmp/go" "$n" >"$tmp/out" &
+	"$tmp/prog" "$tmp/go" "$what" "$n" >"$tmp/out" &
 	local pid=$!
 	for i in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.05; done
 	case $mode in

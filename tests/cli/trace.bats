@@ -17,17 +17,24 @@ setup_file() {
 	gcc -O2 -g -pthread -o "$TB/prog-je" "$PROG_SRC" -ljemalloc
 }
 
-# traced PROG OUT TRACE-ARGS...: run PROG (it waits for $T/go), trace it
-# with heapctl trace into OUT, let it go once the probes are in, wait for
-# both.  Sets TRACE_ERR (heapctl's stderr) and status (heapctl's).
+# started PROG: run PROG without the library in the background, its output
+# in $T/prog.out; PID= once it printed "ready" (it then waits for $T/go)
+started() {
+	rm -f "$T/go"
+	env -u LD_PRELOAD "$1" "$T/go" >"$T/prog.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+}
+
+# traced PROG OUT TRACE-ARGS...: start PROG, trace it with heapctl trace
+# into OUT, let it go once the probes are in, wait for both.  Sets
+# TRACE_ERR (heapctl's stderr) and status (heapctl's).
 traced() {
 	local prog=$1 out=$2
 	shift 2
-	rm -f "$T/go"
-	env -u LD_PRELOAD "$prog" "$T/go" >"$T/prog.out" 2>&1 &
-	local pid=$!
-	track "$pid"
-	wait_for 5 grep -q '^ready' "$T/prog.out"
+	started "$prog"
+	local pid=$PID
 	"$HEAPCTL" trace "$pid" "$@" -o "$out" >"$T/trace.out" 2>"$T/trace.err" &
 	local tpid=$!
 	track "$tpid"
@@ -116,11 +123,8 @@ near() {
 	# stripped, it has no malloc to find: the reason and the ways out
 	cp "$TB/prog-static" "$T/stripped"
 	strip "$T/stripped"
-	rm -f "$T/go"
-	"$T/stripped" "$T/go" >"$T/s.out" &
-	track $!
-	wait_for 5 grep -q '^ready' "$T/s.out"
-	run "$HEAPCTL" trace $! --malloc
+	started "$T/stripped"
+	run "$HEAPCTL" trace "$PID" --malloc
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"defines malloc and free"*"--symbols"*"--faults"* ]]
 	touch "$T/go"
@@ -162,11 +166,8 @@ near() {
 }
 
 @test "trace: --duration and Ctrl-C end it with a dump; the process runs on; --interval dumps" {
-	rm -f "$T/go"
-	env -u LD_PRELOAD "$TB/prog" "$T/go" >"$T/prog.out" &
-	pid=$!
-	track "$pid"
-	wait_for 5 grep -q '^ready' "$T/prog.out"
+	started "$TB/prog"
+	pid=$PID
 	run "$HEAPCTL" trace "$pid" --malloc --duration 0.5 --interval 0.2 --prefix "$T/d"
 	[ "$status" -eq 0 ]
 	ls "$T"/d."$pid".*.t0.heap "$T"/d."$pid".*.f.heap
