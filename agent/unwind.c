@@ -207,8 +207,17 @@ static unsigned redirect_import(void *handle, const char *name, void *fn)
 	return changed;
 }
 
+/*
+ * The first sample loads libunwind (and libgcc_s) with dlopen.  A fork in
+ * the middle of a dlopen that adds a TLS module leaves glibc's TLS slot list
+ * ahead of its generation count in the child, and the child's first
+ * pthread_create (the control thread starts in every child) then stops the
+ * process on an ld.so assertion, exit status 127.  So the loads happen with
+ * the fork lock held as writer: a fork waits until they are done.
+ */
 static void init_once_fn(void)
 {
+	unwind_lock(true);
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)&hc_unwind);
 	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
 	if (h) {
@@ -229,6 +238,7 @@ static void init_once_fn(void)
 	/* backtrace() loads libgcc_s on first use; do it now, not mid-sample */
 	void *dummy[2];
 	backtrace(dummy, 2);
+	unwind_unlock();
 }
 
 void hc_unwind_init(void)

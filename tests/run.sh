@@ -21,8 +21,9 @@ run() {   # name, command...
 	else
 		fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - t0))s)"
 		# what failed first (a bats "not ok" and its diagnostics, a FAIL
-		# line), then how the log ends
+		# line), then how the log begins (a message from ld.so, say) and ends
 		grep -n -m 3 -A 12 -E '^not ok|^FAIL|FAIL:' "$log" | sed 's/^/     ! /'
+		head -n 3 "$log" | sed 's/^/     < /'
 		tail -n 20 "$log" | sed 's/^/     | /'
 	fi
 }

@@ -61,16 +61,20 @@ near() {
 }
 
 @test "trace --malloc: known sites of a program started without the library, near their sizes and the preload profiler's" {
-	traced "$TB/prog" "$T/t.heap" --malloc --lg-sample 14
+	# at lg 13 the sampling error of the smallest site compared (site_b,
+	# ~970 samples) is 3% in each profile: 15% is 3.5 standard deviations
+	# of their difference (lg 14 made it 2.2, and a clean run failed once)
+	traced "$TB/prog" "$T/t.heap" --malloc --lg-sample 13
 	[ "$status" -eq 0 ]
+	[[ "$TRACE_ERR" != *dropped* ]]       # every sample counted
 	[[ "$TRACE_ERR" == *"libc.so.6 in process"* ]]
 	[[ "$TRACE_ERR" == *"malloc"*"free"* || "$TRACE_ERR" == *"free"*"malloc"* ]]
-	head -1 "$T/t.heap" | grep -qx 'heap_v2/16384'
+	head -1 "$T/t.heap" | grep -qx 'heap_v2/8192'
 	grep -q '^MAPPED_LIBRARIES:' "$T/t.heap"
 	# the same program under the library, sampling at the same rate
 	rm -f "$T/go"; touch "$T/go"
 	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
-	    HEAPCTL_CONF="prof:true,prof_final:true,lg_prof_sample:14,prof_prefix:$T/pre" "$TB/prog" "$T/go" >/dev/null
+	    HEAPCTL_CONF="prof:true,prof_final:true,lg_prof_sample:13,prof_prefix:$T/pre" "$TB/prog" "$T/go" >/dev/null
 	pre=$(ls "$T"/pre.*.f.heap)
 	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
 		site=${site_size%:*} size=${site_size#*:}
@@ -102,7 +106,7 @@ near() {
 }
 
 @test "trace --malloc on a program linked with jemalloc probes jemalloc" {
-	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 14
+	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 13
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" == *"libjemalloc.so.2 in process"* ]]
 	[[ "$TRACE_ERR" == *"sdallocx"* ]]
@@ -111,7 +115,7 @@ near() {
 }
 
 @test "trace on a statically linked program: its own malloc, and its page faults" {
-	traced "$TB/prog-static" "$T/s.heap" --malloc --lg-sample 14
+	traced "$TB/prog-static" "$T/s.heap" --malloc --lg-sample 13
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" == *"prog-static in process"* ]]
 	near "$(bytes "$T/s.heap" site_a)" 33554432 15

@@ -284,6 +284,7 @@ static int ctl_remove_dumps(void)
 
 static void child_main(int from_pool, uint64_t seed, int depth)
 {
+    hc_check_failed_count = 0; /* the parent's failures are not the child's */
     hc_rng r;
     hc_rng_init(&r, seed);
     ctl_read();
@@ -330,6 +331,7 @@ static void child_main(int from_pool, uint64_t seed, int depth)
             /* fork a grandchild while the child's thread is allocating */
             pid_t g = fork();
             if (g == 0) {
+                hc_check_failed_count = 0;
                 hc_rng gr;
                 hc_rng_init(&gr, seed + 1);
                 local_work(&gr, 300, 0xe000000);
