@@ -97,7 +97,8 @@ UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
 all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
-     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so $(BUILD)/libheapctl-trace.so
+     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so $(BUILD)/libheapctl-trace.so \
+     $(BUILD)/libheapctl-agent.so
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
@@ -110,6 +111,14 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 $(BUILD)/libheapctl.so: $(LIB_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJ) -ldl
+
+# heapctl inject's agent: agent/ over the process's own malloc
+# (agent/inject/shim.c), with the allocator's formatting and lock checks
+AGENT_OBJ := $(filter $(BUILD)/obj/agent/% $(BUILD)/obj/shm/%,$(LIB_OBJ)) \
+             $(BUILD)/obj/agent/inject/shim.o $(BUILD)/obj/allocator/os.o $(BUILD)/obj/allocator/lock.o
+$(BUILD)/libheapctl-agent.so: $(AGENT_OBJ)
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+	    -o $@ $(AGENT_OBJ) -ldl
 
 $(BUILD)/libheapctl-alone.so: $(ALONE_OBJ)
 	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
@@ -294,6 +303,7 @@ install: all
 	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
 	install -m 0755 $(BUILD)/libheapctl-report.so $(LIBDIR)/libheapctl-report.so
 	install -m 0755 $(BUILD)/libheapctl-serve.so $(LIBDIR)/libheapctl-serve.so
+	install -m 0755 $(BUILD)/libheapctl-agent.so $(LIBDIR)/libheapctl-agent.so
 	install -m 0644 allocator/heapctl.h $(INCDIR)/heapctl.h
 	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
 	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
@@ -306,7 +316,7 @@ install: all
 	chmod 0644 $(UNITDIR)/heapctl-serve.service
 
 uninstall:
-	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so \
+	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so $(LIBDIR)/libheapctl-agent.so \
 	    $(LIBDIR)/libheapctl-serve.so $(INCDIR)/heapctl.h \
 	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
 	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf $(UNITDIR)/heapctl-serve.service

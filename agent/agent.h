@@ -45,6 +45,8 @@ typedef struct hc_opts_s {
 
 extern hc_opts_t hc_opt;                 /* as configured at start-up */
 void hc_conf_defaults(void);             /* hc_opt = the list's defaults */
+void hc_conf_source(const char *src, const char *s);   /* inject: instead of the environment */
+void hc_agent_reconfigure(void);         /* defaults, then the given settings */
 void hc_conf_init(void);                 /* then the environment's */
 bool hc_conf_parse_unwinder(const char *s, hc_unwinder_t *out);
 const char *hc_unwinder_name(hc_unwinder_t u);
@@ -165,6 +167,13 @@ extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 /* ---- unwinding (unwind.c) ---------------------------------------------- */
 
 unsigned hc_unwind(uintptr_t *frames, unsigned max);   /* caller first */
+/* got.c: a loaded object's JUMP_SLOT and GLOB_DAT slots.  hc_got_fn gets
+ * a slot, its symbol's name and the object's RELRO range (for
+ * hc_got_store); hc_got_each adds up what it returns. */
+typedef unsigned (*hc_got_fn)(void **slot, const char *name, uintptr_t relro_lo, uintptr_t relro_hi, void *arg);
+unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg);
+bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi);
+
 void hc_unwind_init(void);
 void hc_unwind_fork_prepare(void), hc_unwind_fork_parent(void), hc_unwind_fork_child(void);
 
@@ -202,6 +211,11 @@ void hc_control_start(void);
 void hc_control_fork_prepare(bool outer), hc_control_fork_parent(bool outer);
 void hc_control_fork_child(void);
 bool hc_control_pause(void);
+/* heapctl inject (agent/inject/shim.c): its eject and object scan, and the
+ * segment and control thread made (again) with the profile counting from
+ * since (CLOCK_REALTIME ns). */
+void hc_inject_hooks(bool (*eject)(char *why, size_t len), unsigned (*scan)(bool force));
+bool hc_control_begin(uint64_t since);
 void hc_control_resume(bool was_running);
 
 #endif

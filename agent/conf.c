@@ -130,8 +130,24 @@ void hc_conf_defaults(void)
 	}
 }
 
+/* heapctl inject: settings given by the injector replace the
+ * environment's (the process's MALLOC_CONF belongs to its own malloc);
+ * read by the next hc_conf_init, during the call that gave them. */
+static const char *given_src, *given;
+
+void hc_conf_source(const char *src, const char *s)
+{
+	given_src = src;
+	given = s;
+}
+
 void hc_conf_init(void)
 {
+	if (given_src != NULL) {
+		parse(given_src, given);
+		given_src = given = NULL;
+		return;
+	}
 	/* A set-user-ID, set-group-ID or file-capability program runs for a
 	 * user with less privilege than it has: nothing that user sets may
 	 * make it write files or change how it exits (as jemalloc, which reads

@@ -55,6 +55,13 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent;              /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
+/* heapctl inject (agent/inject/shim.c): since when the profile counts, and
+ * the injected agent's eject and its scan for newly loaded objects */
+static uint64_t counts_since;
+static bool (*eject_hook)(char *why, size_t len);
+static unsigned (*scan_hook)(bool force);
+static bool ejecting;                 /* control thread only */
+static bool pausing;                  /* under pause_lock */
 static hc_mutex_t pause_lock = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
 
@@ -203,6 +210,7 @@ static hc_shm_t *segment_create(int parent)
 	hc_shm_strlcpy(h->version, HC_VERSION, sizeof h->version);
 	command_line(h->comm, sizeof h->comm);
 	h->control = 1;          /* cleared if the thread cannot be started */
+	h->counts_since_ns = counts_since;
 	memcpy(seg_path, path, sizeof seg_path);
 	seg_pid = pid;
 	hc_shm_event_t ev = { .type = HC_EV_START, .value = (uint64_t)parent };
@@ -419,6 +427,21 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		hc_prof_reset(q->arg);
 		reply(rep, HC_REP_OK, NULL, NULL);
 		return;
+	case HC_CMD_EJECT: {
+		char why[256] = "";
+		if (eject_hook == NULL) {
+			reply(rep, HC_REP_FAILED, "this process runs the preloaded library, not an injected "
+			    "agent: it has no other malloc to go back to", NULL);
+			return;
+		}
+		if (!eject_hook(why, sizeof why)) {
+			reply(rep, HC_REP_FAILED, why, NULL);
+			return;
+		}
+		ejecting = true;       /* the segment goes after this answer */
+		reply(rep, HC_REP_OK, NULL, NULL);
+		return;
+	}
 	}
 	reply(rep, HC_REP_BADREQ, "unknown command", NULL);
 }
@@ -502,6 +525,36 @@ static void poll_highwater(void)
 	hc_prof_busy = 1;
 }
 
+/* After heapctl eject: watchers learn the agent is gone, the segment is
+ * removed, and this thread ends on its own (detached, unless a pause is
+ * waiting to join it).  A later inject makes both again. */
+static void retire(void)
+{
+	ejecting = false;
+	hc_shm_t *s = seg;
+	hc_shm_event_t ev = { .type = HC_EV_EXIT };
+	publish(&ev);
+	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
+	unlink(seg_path);
+	__atomic_store_n(&seg, NULL, __ATOMIC_RELEASE);
+	seg_path[0] = 0;
+	munmap(s, sizeof(hc_shm_t));
+	for (;;) {
+		if (__atomic_load_n(&pausing, __ATOMIC_ACQUIRE))
+			return;            /* hc_control_pause joins this thread */
+		if (hc_mutex_trylock(&pause_lock) == 0) {
+			if (!pausing) {
+				ctl_running = false;
+				pthread_detach(pthread_self());
+			}
+			hc_mutex_unlock(&pause_lock);
+			return;
+		}
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void *control_main(void *arg)
 {
 	(void)arg;
@@ -527,7 +580,11 @@ static void *control_main(void *arg)
 			}
 		}
 		uint64_t now = hc_shm_mono_ns();
+		if (ejecting)
+			break;
 		if (served || now - last_mirror >= period) {
+			if (scan_hook != NULL)
+				scan_hook(false);
 			poll_highwater();
 			mirror(true);
 			reclaim(now);
@@ -538,6 +595,8 @@ static void *control_main(void *arg)
 		uint64_t wait = period - (now - last_mirror);
 		hc_shm_futex_wait(&s->box.doorbell, bell, wait);
 	}
+	if (ejecting)
+		retire();
 	return NULL;
 }
 
@@ -589,6 +648,7 @@ bool hc_control_pause(void)
 	hc_mutex_lock(&pause_lock);
 	if (!ctl_running)
 		return false;
+	__atomic_store_n(&pausing, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&ctl_stop, 1, __ATOMIC_RELEASE);
 	hc_shm_futex_wake(&ctl_stop, INT_MAX);
 	hc_shm_t *s = __atomic_load_n(&seg, __ATOMIC_ACQUIRE);
@@ -598,7 +658,8 @@ bool hc_control_pause(void)
 	}
 	pthread_join(ctl_thread, NULL);
 	ctl_running = false;
-	return true;
+	__atomic_store_n(&pausing, false, __ATOMIC_RELEASE);
+	return seg != NULL;      /* not if it ended after an eject */
 }
 
 void hc_control_resume(bool was_running)
@@ -606,6 +667,25 @@ void hc_control_resume(bool was_running)
 	if (was_running)
 		thread_start();
 	hc_mutex_unlock(&pause_lock);
+}
+
+void hc_inject_hooks(bool (*eject)(char *, size_t), unsigned (*scan)(bool))
+{
+	eject_hook = eject;
+	scan_hook = scan;
+}
+
+/* heapctl inject: the segment and the thread, made again after an eject;
+ * the profile counts from since.  False if there is no segment. */
+bool hc_control_begin(uint64_t since)
+{
+	hc_mutex_lock(&pause_lock);
+	counts_since = since;
+	if (seg == NULL && !ctl_running)
+		control_begin();
+	bool ok = seg != NULL;
+	hc_mutex_unlock(&pause_lock);
+	return ok;
 }
 
 void hc_agent_start(void)

@@ -65,6 +65,8 @@ uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __
 /* Called from the first malloc, which may come from the dynamic loader
  * before libc has set up environ; then configuration waits for the
  * library's constructor (hc_init runs it again). */
+static void configure(void);
+
 void hc_agent_init(void)
 {
 	extern char **environ;
@@ -76,6 +78,18 @@ void hc_agent_init(void)
 	if (done || environ == NULL)
 		return;
 	done = true;
+	configure();
+}
+
+/* heapctl inject arming an agent again: the settings it was given. */
+void hc_agent_reconfigure(void)
+{
+	hc_conf_defaults();
+	configure();
+}
+
+static void configure(void)
+{
 	hc_conf_init();
 	/* The seed documents' MALLOC_CONF lines ask for leak reports, final
 	 * dumps or gdumps without "prof:true"; they mean profiling. */

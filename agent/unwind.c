@@ -129,82 +129,18 @@ static int mincore_unavailable(void *addr, size_t len, unsigned char *vec)
 	return -1;
 }
 
-#if defined(__x86_64__)
-#define R_SLOT(t) ((t) == R_X86_64_JUMP_SLOT || (t) == R_X86_64_GLOB_DAT)
-#elif defined(__aarch64__)
-#define R_SLOT(t) ((t) == R_AARCH64_JUMP_SLOT || (t) == R_AARCH64_GLOB_DAT)
-#else
-#define R_SLOT(t) 0
-#endif
-
-typedef struct {
-	ElfW(Addr) base, lo, hi;    /* in: load bias; out: its PT_GNU_RELRO */
-} relro_t;
-
-static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
+static unsigned redirect_one(void **slot, const char *name, uintptr_t lo, uintptr_t hi, void *arg)
 {
-	(void)size;
-	relro_t *r = arg;
-	if (info->dlpi_addr != r->base)
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-			r->lo = r->base + info->dlpi_phdr[i].p_vaddr;
-			r->hi = r->lo + info->dlpi_phdr[i].p_memsz;
-		}
-	}
-	return 1;
+	return strcmp(name, "mincore") == 0 && hc_got_store(slot, arg, lo, hi);
 }
 
-/* Store fn into every GOT slot of the object behind handle that is bound to
- * the function name (JUMP_SLOT and GLOB_DAT relocations), making a RELRO
- * page writable for the moment of the store.  Returns the slots changed. */
-static unsigned redirect_import(void *handle, const char *name, void *fn)
+/* Point the imports of mincore of the object behind handle at fn. */
+static unsigned redirect_import(void *handle, void *fn)
 {
 	struct link_map *lm;
 	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm->l_addr == 0)
 		return 0;
-	ElfW(Addr) base = lm->l_addr;
-	const ElfW(Sym) *symtab = NULL;
-	const char *strtab = NULL;
-	const ElfW(Rela) *rela[2] = { NULL, NULL };
-	size_t relasz[2] = { 0, 0 };
-	for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
-		/* glibc rebases these in place where .dynamic is writable */
-		ElfW(Addr) p = d->d_un.d_ptr < base ? d->d_un.d_ptr + base : d->d_un.d_ptr;
-		switch (d->d_tag) {
-		case DT_SYMTAB: symtab = (const ElfW(Sym) *)p; break;
-		case DT_STRTAB: strtab = (const char *)p; break;
-		case DT_JMPREL: rela[0] = (const ElfW(Rela) *)p; break;
-		case DT_PLTRELSZ: relasz[0] = d->d_un.d_val; break;
-		case DT_RELA: rela[1] = (const ElfW(Rela) *)p; break;
-		case DT_RELASZ: relasz[1] = d->d_un.d_val; break;
-		}
-	}
-	if (symtab == NULL || strtab == NULL)
-		return 0;
-	relro_t relro = { .base = base };
-	dl_iterate_phdr(find_relro, &relro);
-	long pagesz = sysconf(_SC_PAGESIZE);
-	unsigned changed = 0;
-	for (int t = 0; t < 2; t++) {
-		for (size_t i = 0; rela[t] && i < relasz[t] / sizeof(ElfW(Rela)); i++) {
-			const ElfW(Rela) *r = &rela[t][i];
-			if (!R_SLOT(ELF64_R_TYPE(r->r_info)) ||
-			    strcmp(strtab + symtab[ELF64_R_SYM(r->r_info)].st_name, name) != 0)
-				continue;
-			void **slot = (void **)(base + r->r_offset);
-			bool ro = (ElfW(Addr))slot >= relro.lo && (ElfW(Addr))slot < relro.hi;
-			void *page = (void *)((uintptr_t)slot & ~(uintptr_t)(pagesz - 1));
-			if (ro && mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
-				continue;
-			__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
-			if (ro)
-				mprotect(page, (size_t)pagesz, PROT_READ);
-			changed++;
-		}
-	}
-	return changed;
+	return hc_got_each(lm->l_addr, lm->l_ld, redirect_one, fn);
 }
 
 /*
@@ -221,7 +157,7 @@ static void init_once_fn(void)
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)&hc_unwind);
 	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
 	if (h) {
-		redirect_import(h, "mincore", (void *)mincore_unavailable);
+		redirect_import(h, (void *)mincore_unavailable);
 		unw_backtrace_fn = (int (*)(void **, int))dlsym(h, "unw_backtrace");
 		ul_getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
 		ul_init_local = (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");

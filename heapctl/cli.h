@@ -186,6 +186,10 @@ int cmd_serve(cli_args_t *a);
 #define HC_TRACE_HELP  "hc_trace_help"       /* void (FILE *) */
 int cmd_trace(cli_args_t *a);
 int cmd_stacks(cli_args_t *a);             /* in the report engine too */
+#define HC_INJECT_ENTRY "hc_inject_main"      /* heapctl inject, in the engine */
+#define HC_INJECT_HELP  "hc_inject_help"
+int cmd_inject(cli_args_t *a);
+int cmd_eject(cli_args_t *a);              /* cmd_ctl.c */
 /* A file installed with heapctl: next to it (the build tree) or in
  * ../lib; 0 with its real path in out, or an exit code (after one line
  * unless quiet). */

@@ -127,6 +127,29 @@ static int on_off(cli_args_t *a, bool on)
 int cmd_on(cli_args_t *a) { return on_off(a, true); }
 int cmd_off(cli_args_t *a) { return on_off(a, false); }
 
+/* heapctl eject: an injected agent (heapctl inject) puts the process's own
+ * malloc back, forgets its samples and removes its segment. */
+int cmd_eject(cli_args_t *a)
+{
+	if (a->argc > 0)
+		return cli_err(HC_EXIT_USAGE, "eject: unexpected argument '%s'", a->argv[0]);
+	hc_shm_target_t t;
+	int code = cli_target(a, &t);
+	if (code)
+		return code;
+	hc_shm_req_t req = { .cmd = HC_CMD_EJECT };
+	hc_shm_rep_t rep;
+	code = cli_call(a, &t, &req, &rep);
+	if (code == 0) {
+		if (a->json)
+			json_pid_flag(t.pid, "ejected", true);
+		else
+			printf("ejected from process %d: its own malloc is called directly again; the agent stays "
+			    "loaded, inert (heapctl inject %d arms it again)\n", t.pid, t.pid);
+	}
+	return code;
+}
+
 const cli_opt_t reset_opts[] = {
 	{ "lg-sample", 256, "N", "and sample every 2^N bytes on average from now on" },
 	{ 0 },

@@ -51,6 +51,10 @@ static const struct {
 	    "the daemon: /metrics, /targets and /debug/pprof/heap over HTTP for every process", false }, NULL },
 	{ { "stacks", cmd_stacks, "PID [--json]",
 	    "every thread's stack, symbolized (ptrace; stopped only while they are read)", false }, NULL },
+	{ { "inject", cmd_inject, "PID [--lg-sample N] [--off] [--conf CONF]",
+	    "load the profiler into a process started without it (ptrace; glibc, x86-64)", false }, NULL },
+	{ { "eject", cmd_eject, "[PID]", "put an injected process's own malloc back; the agent goes inert", true },
+	  NULL },
 	{ { "trace", cmd_trace, "PID --malloc|--faults [OPTIONS]",
 	    "a heap profile of any process from eBPF, without touching it (root)", false }, NULL },
 	{ { "doctor", cmd_doctor, "PID|UNIT [--json]",
@@ -142,6 +146,11 @@ int cmd_stacks(cli_args_t *a)
 	return engine_run(HC_REPORT_LIB, HC_STACKS_ENTRY, a);
 }
 
+int cmd_inject(cli_args_t *a)
+{
+	return engine_run(HC_REPORT_LIB, HC_INJECT_ENTRY, a);
+}
+
 static void usage_of(FILE *f, const cli_cmd_t *c)
 {
 	fprintf(f, "usage: heapctl %s %s\n  %s\n", c->name, c->usage, c->help);
@@ -182,6 +191,14 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "is a symbolized profile (--symbolize), which carries its own.\n\n", f);
 		/* the options and their help are the engine's (one table) */
 		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_REPORT_LIB, HC_REPORT_HELP);
+		if (help)
+			help(f);
+		else
+			fputs("(its options: the report engine " HC_REPORT_LIB " is not installed)\n", f);
+	}
+	if (strcmp(c->name, "inject") == 0) {
+		void (*help)(FILE *) = (void (*)(FILE *))engine_symbol(HC_REPORT_LIB, HC_INJECT_HELP);
+		fputs("\noptions:\n", f);
 		if (help)
 			help(f);
 		else

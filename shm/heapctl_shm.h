@@ -66,7 +66,10 @@ typedef struct hc_shm_header_s {
 	char comm[64];             /* argv[0] of the target, NUL-terminated      */
 	uint32_t control;          /* 1 while a control thread serves the box   */
 	uint32_t ready;            /* 1 when everything above is written; last  */
-	uint8_t pad[56];
+	uint64_t counts_since_ns;  /* heapctl inject: CLOCK_REALTIME from which
+	                              the profile counts (0: from the start);
+	                              written before ready                     */
+	uint8_t pad[48];
 } hc_shm_header_t;
 
 /* ---- state: configuration and counters, behind a seqlock ---------------- */
@@ -118,6 +121,8 @@ typedef enum {
 	HC_CMD_SET = 2,            /* name=value                                 */
 	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file     */
 	HC_CMD_RESET = 4,          /* arg: lg_sample or -1                       */
+	HC_CMD_EJECT = 5,          /* heapctl eject: an injected agent puts the
+	                              process's malloc back; the segment goes  */
 } hc_shm_cmd_t;
 
 /* Reply codes. */

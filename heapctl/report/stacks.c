@@ -31,23 +31,7 @@
 #include "../json.h"
 #include "rp_internal.h"
 
-#define MAX_THREADS 4096
-#define MAX_FRAMES 256
-
-typedef struct thr_s {
-	int tid;
-	char name[64];
-	char state;                /* from /proc/TID/status, before we came      */
-	char state_name[24];       /* the kernel's name for it                   */
-	bool seized, stopped, gone;
-	int deliver;               /* a signal to pass on at detach              */
-	uint64_t ip[MAX_FRAMES];
-	bool exact[MAX_FRAMES];    /* ip is where it is, not a return address    */
-	int n;
-	const char *why;           /* no stack: why                              */
-} thr_t;
-
-static uint64_t now_ns(void)
+uint64_t rp_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -62,7 +46,7 @@ static int tracer_of(int tid)
 }
 
 /* The thread's name and its state letter, as it was before we came. */
-static void thread_info(int pid, thr_t *t)
+static void thread_info(int pid, rp_thr_t *t)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", pid, t->tid);
@@ -108,7 +92,7 @@ static int refused(int pid, int err)
 /* Seize and interrupt every thread of pid not seized yet (*added: there
  * was one).  Returns 0, or the exit code after the one line (nothing
  * seized). */
-static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *added)
+static int seize_new(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, bool *added)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task", pid);
@@ -124,9 +108,9 @@ static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *a
 		size_t i = 0;
 		while (i < *nth && th[i].tid != tid)
 			i++;
-		if (i < *nth || *nth == MAX_THREADS)
+		if (i < *nth || *nth == RP_MAX_THREADS)
 			continue;
-		thr_t *t = &th[(*nth)++];
+		rp_thr_t *t = &th[(*nth)++];
 		memset(t, 0, sizeof *t);
 		t->tid = tid;
 		thread_info(pid, t);
@@ -136,7 +120,7 @@ static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *a
 			continue;
 		}
 		if (*t_first == 0)
-			*t_first = now_ns();
+			*t_first = rp_now_ns();
 		if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
 			int err = errno;
 			if (err == ESRCH) {
@@ -169,12 +153,12 @@ static int seize_new(int pid, thr_t *th, size_t *nth, uint64_t *t_first, bool *a
 }
 
 /* Wait until every seized thread stops (or exits), up to the deadline. */
-static void wait_stopped(thr_t *th, size_t nth, uint64_t deadline)
+static void wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline)
 {
 	for (;;) {
 		size_t left = 0;
 		for (size_t i = 0; i < nth; i++) {
-			thr_t *t = &th[i];
+			rp_thr_t *t = &th[i];
 			if (!t->seized || t->stopped || t->gone)
 				continue;
 			int st;
@@ -193,7 +177,7 @@ static void wait_stopped(thr_t *th, size_t nth, uint64_t deadline)
 				left++;
 			}
 		}
-		if (left == 0 || now_ns() >= deadline)
+		if (left == 0 || rp_now_ns() >= deadline)
 			break;
 		struct timespec ts = { 0, 200000 };
 		nanosleep(&ts, NULL);
@@ -203,7 +187,7 @@ static void wait_stopped(thr_t *th, size_t nth, uint64_t deadline)
 			th[i].why = "it did not stop in time (uninterruptible sleep?); it is let go when heapctl exits";
 }
 
-static void unwind(unw_addr_space_t as, thr_t *t)
+void rp_unwind_thread(struct unw_addr_space *as, rp_thr_t *t)
 {
 	void *ui = _UPT_create(t->tid);
 	unw_cursor_t c;
@@ -221,8 +205,48 @@ static void unwind(unw_addr_space_t as, thr_t *t)
 		t->ip[t->n] = ip;
 		t->exact[t->n++] = exact;
 		exact = unw_is_signal_frame(&c) > 0;   /* the next one was interrupted */
-	} while (t->n < MAX_FRAMES && unw_step(&c) > 0);
+		t->signal_frame |= exact;
+	} while (t->n < RP_MAX_FRAMES && unw_step(&c) > 0);
 	_UPT_destroy(ui);
+}
+
+/* Signals that would end heapctl are held while threads are held. */
+void rp_hold_signals(sigset_t *old)
+{
+	sigset_t hold;
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGINT);
+	sigaddset(&hold, SIGTERM);
+	sigaddset(&hold, SIGHUP);
+	sigaddset(&hold, SIGQUIT);
+	sigaddset(&hold, SIGTSTP);
+	sigaddset(&hold, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &hold, old);
+}
+
+/* Seize and stop every thread of pid, until a listing after every thread
+ * stopped finds no new one (a thread may start another before it stops).
+ * Returns 0, or an exit code after one line (nothing held). */
+int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t deadline)
+{
+	int code = 0;
+	bool added = true;
+	for (int round = 0; code == 0 && added && round < 16; round++) {
+		code = seize_new(pid, th, nth, t_first, &added);
+		if (code == 0 && added)
+			wait_stopped(th, *nth, deadline);
+	}
+	return code;
+}
+
+/* Let every held thread go, with the signal each had pending. */
+void rp_release_all(rp_thr_t *th, size_t nth)
+{
+	for (size_t i = 0; i < nth; i++) {
+		if (th[i].seized && !th[i].gone)
+			ptrace(PTRACE_DETACH, th[i].tid, 0, (void *)(intptr_t)th[i].deliver);
+		th[i].seized = th[i].stopped = false;
+	}
 }
 
 /* The process's executable mappings, into p. */
@@ -252,7 +276,7 @@ static void read_maps(int pid, rp_profile_t *p)
 /* Every distinct address is a location; an exact pc is keyed one past
  * itself, as a return address after it would be, which symbolize.c takes
  * one back. */
-static uint64_t loc_key(const thr_t *t, int i)
+static uint64_t loc_key(const rp_thr_t *t, int i)
 {
 	return t->exact[i] ? t->ip[i] + 1 : t->ip[i];
 }
@@ -284,7 +308,7 @@ static const char *module_of(const rp_profile_t *p, const rp_loc_t *l)
 	return b ? b + 1 : p->maps[l->map].path;
 }
 
-static void print_text(int pid, const char *cmd, const thr_t *th, size_t nth, const rp_profile_t *p,
+static void print_text(int pid, const char *cmd, const rp_thr_t *th, size_t nth, const rp_profile_t *p,
     double stopped_ms)
 {
 	size_t ok = 0;
@@ -294,7 +318,7 @@ static void print_text(int pid, const char *cmd, const thr_t *th, size_t nth, co
 	    nth, nth == 1 ? "" : "s", ok, ok == 1 ? "" : "s", stopped_ms);
 	char safe[1024];
 	for (size_t i = 0; i < nth; i++) {
-		const thr_t *t = &th[i];
+		const rp_thr_t *t = &th[i];
 		char sname[sizeof t->state_name * 4];
 		printf("\nthread %d \"%s\", %s (%c)", t->tid, out_safe(t->name, safe, sizeof safe),
 		    out_safe(t->state_name, sname, sizeof sname), t->state);
@@ -326,7 +350,7 @@ static void print_text(int pid, const char *cmd, const thr_t *th, size_t nth, co
 	}
 }
 
-static void print_json(int pid, const char *cmd, const thr_t *th, size_t nth, const rp_profile_t *p,
+static void print_json(int pid, const char *cmd, const rp_thr_t *th, size_t nth, const rp_profile_t *p,
     uint64_t stopped_ns)
 {
 	json_t j;
@@ -338,7 +362,7 @@ static void print_json(int pid, const char *cmd, const thr_t *th, size_t nth, co
 	json_arr(&j, "threads");
 	char hex[32];
 	for (size_t i = 0; i < nth; i++) {
-		const thr_t *t = &th[i];
+		const rp_thr_t *t = &th[i];
 		char st[2] = { t->state, 0 };
 		json_obj(&j, NULL);
 		json_int(&j, "tid", t->tid);
@@ -391,7 +415,7 @@ int hc_stacks_main(cli_args_t *a)
 	if (access(path, F_OK) != 0)
 		return cli_err(HC_EXIT_NOPROC, "no process %d", pid);
 	out_cmdline(pid, NULL, cmd, sizeof cmd);
-	thr_t *th = calloc(MAX_THREADS, sizeof *th);
+	rp_thr_t *th = calloc(RP_MAX_THREADS, sizeof *th);
 	if (th == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
@@ -401,39 +425,20 @@ int hc_stacks_main(cli_args_t *a)
 	}
 	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
 
-	/* nothing may end heapctl while threads are held */
-	sigset_t hold, old;
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
-	sigaddset(&hold, SIGTSTP);
-	sigaddset(&hold, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &hold, &old);
+	sigset_t old;
+	rp_hold_signals(&old);
 	size_t nth = 0;
 	uint64_t t0 = 0;
-	int code = 0;
-	uint64_t deadline = now_ns() + (a->timeout_ns ? a->timeout_ns : 5000000000u);
-	/* until a listing after every thread stopped finds no new one: a
-	 * thread may start another before it stops */
-	bool added = true;
-	for (int round = 0; code == 0 && added && round < 16; round++) {
-		code = seize_new(pid, th, &nth, &t0, &added);
-		if (code == 0 && added)
-			wait_stopped(th, nth, deadline);
-	}
+	int code = rp_seize_all(pid, th, &nth, &t0, rp_now_ns() + (a->timeout_ns ? a->timeout_ns : 5000000000u));
 	rp_profile_t prof = { 0 };
 	uint64_t t1 = t0;
 	if (code == 0) {
 		read_maps(pid, &prof);
 		for (size_t i = 0; i < nth; i++)
 			if (th[i].stopped)
-				unwind(as, &th[i]);
-		for (size_t i = 0; i < nth; i++)
-			if (th[i].stopped)
-				ptrace(PTRACE_DETACH, th[i].tid, 0, (void *)(intptr_t)th[i].deliver);
-		t1 = now_ns();
+				rp_unwind_thread(as, &th[i]);
+		rp_release_all(th, nth);
+		t1 = rp_now_ns();
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	unw_destroy_addr_space(as);

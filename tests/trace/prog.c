@@ -3,8 +3,10 @@
  * tests/cli/trace.bats and tests/bench/trace.sh, built without the
  * library (dynamically, statically, and against jemalloc).
  *
- *   prog GOFILE      print "ready", wait until GOFILE exists, then allocate
- *                    and print "done"
+ *   prog GOFILE [ENDFILE]
+ *                    print "ready", wait until GOFILE exists, then allocate
+ *                    and print "done"; then wait until ENDFILE exists, if
+ *                    given, with every kept object live (heapctl inject)
  *
  * site_a (thread 1): 8192 x 4096 bytes, kept and written (32 MiB)
  * site_b (thread 2):  8192 x 1024 bytes, kept and written (8 MiB)
@@ -74,8 +76,8 @@ static void *thread_b(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: prog GOFILE\n");
+	if (argc != 2 && argc != 3) {
+		fprintf(stderr, "usage: prog GOFILE [ENDFILE]\n");
 		return 2;
 	}
 	printf("ready\n");
@@ -93,5 +95,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 64; i++)
 		keep[nkeep++] = site_e();
 	printf("done %zu\n", nkeep);
+	fflush(stdout);
+	while (argc == 3 && access(argv[2], F_OK) != 0)
+		usleep(10000);
 	return 0;
 }

@@ -1,0 +1,102 @@
+/*
+ * agent/got.c - rewriting a loaded object's imports.
+ *
+ * A call from one shared object to a function of another goes through a
+ * slot of the caller's global offset table: a JUMP_SLOT relocation for a
+ * PLT call, a GLOB_DAT one for -fno-plt code and for taking the function's
+ * address.  Storing another address in those slots redirects the object's
+ * calls and nothing else; the slot's old value is what restores it.  Slots
+ * under PT_GNU_RELRO are read-only after start-up: the page is made
+ * writable for the moment of the store.
+ *
+ * Two users: unwind.c points libunwind's mincore at a stand-in, and the
+ * injected agent (agent/inject/) points every object's malloc family at its
+ * wrappers and back.
+ */
+#define _GNU_SOURCE
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#if defined(__x86_64__)
+#define R_SLOT(t) ((t) == R_X86_64_JUMP_SLOT || (t) == R_X86_64_GLOB_DAT)
+#elif defined(__aarch64__)
+#define R_SLOT(t) ((t) == R_AARCH64_JUMP_SLOT || (t) == R_AARCH64_GLOB_DAT)
+#else
+#define R_SLOT(t) 0
+#endif
+
+typedef struct {
+	ElfW(Addr) base, lo, hi;    /* in: load bias; out: its PT_GNU_RELRO */
+} relro_t;
+
+static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	relro_t *r = arg;
+	if (info->dlpi_addr != r->base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+			r->lo = r->base + info->dlpi_phdr[i].p_vaddr;
+			r->hi = r->lo + info->dlpi_phdr[i].p_memsz;
+		}
+	}
+	return 1;
+}
+
+/* Store v in *slot, through a RELRO page if it is one. */
+bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi)
+{
+	long pagesz = sysconf(_SC_PAGESIZE);
+	bool ro = (uintptr_t)slot >= relro_lo && (uintptr_t)slot < relro_hi;
+	void *page = (void *)((uintptr_t)slot & ~(uintptr_t)(pagesz - 1));
+	if (ro && mprotect(page, (size_t)pagesz, PROT_READ | PROT_WRITE) != 0)
+		return false;
+	__atomic_store_n(slot, v, __ATOMIC_RELEASE);
+	if (ro)
+		mprotect(page, (size_t)pagesz, PROT_READ);
+	return true;
+}
+
+/* Call fn for every JUMP_SLOT and GLOB_DAT slot of the object loaded at
+ * base with dynamic section dyn, with the slot's symbol name; fn's return
+ * is added up.  dl_iterate_phdr must not be running in this thread (the
+ * RELRO range is looked up with it). */
+unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg)
+{
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Rela) *rela[2] = { NULL, NULL };
+	size_t relasz[2] = { 0, 0 };
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+		/* glibc rebases these in place where .dynamic is writable */
+		ElfW(Addr) p = d->d_un.d_ptr < base ? d->d_un.d_ptr + base : d->d_un.d_ptr;
+		switch (d->d_tag) {
+		case DT_SYMTAB: symtab = (const ElfW(Sym) *)p; break;
+		case DT_STRTAB: strtab = (const char *)p; break;
+		case DT_JMPREL: rela[0] = (const ElfW(Rela) *)p; break;
+		case DT_PLTRELSZ: relasz[0] = d->d_un.d_val; break;
+		case DT_RELA: rela[1] = (const ElfW(Rela) *)p; break;
+		case DT_RELASZ: relasz[1] = d->d_un.d_val; break;
+		}
+	}
+	if (symtab == NULL || strtab == NULL)
+		return 0;
+	relro_t relro = { .base = base };
+	dl_iterate_phdr(find_relro, &relro);
+	unsigned n = 0;
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; rela[t] && i < relasz[t] / sizeof(ElfW(Rela)); i++) {
+			const ElfW(Rela) *r = &rela[t][i];
+			if (!R_SLOT(ELF64_R_TYPE(r->r_info)) || ELF64_R_SYM(r->r_info) == 0)
+				continue;
+			const char *name = strtab + symtab[ELF64_R_SYM(r->r_info)].st_name;
+			n += fn((void **)(base + r->r_offset), name, relro.lo, relro.hi, arg);
+		}
+	}
+	return n;
+}
