@@ -141,6 +141,10 @@ int cmd_eject(cli_args_t *a)
 	hc_shm_rep_t rep;
 	code = cli_call(a, &t, &req, &rep);
 	if (code == 0) {
+		/* the agent removes its segment right after it answers: done
+		 * when it is gone (a new inject may follow at once) */
+		for (int i = 0; i < 2000 && access(t.path, F_OK) == 0; i++)
+			usleep(1000);
 		if (a->json)
 			json_pid_flag(t.pid, "ejected", true);
 		else

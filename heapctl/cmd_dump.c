@@ -245,6 +245,12 @@ int cmd_dump(cli_args_t *a)
 		code = staged_dump(a, &t, &o, path, sizeof path, &bytes);
 		fetched = true;
 	}
+	uint64_t since = t.seg ? __atomic_load_n(&t.seg->hdr.counts_since_ns, __ATOMIC_RELAXED) : 0;
+	if (code == 0 && since) {
+		char when[64];
+		fprintf(stderr, "%s: process %d was injected (heapctl inject): the profile counts what was allocated "
+		    "from %s on, not before\n", cli_prog, t.pid, out_time(since, when, sizeof when));
+	}
 	if (code == 0 && strcmp(path, "-") != 0) {
 		if (a->json) {
 			json_t j;
@@ -256,6 +262,7 @@ int cmd_dump(cli_args_t *a)
 			json_str(&j, "target_path", target_path[0] ? target_path : NULL);
 			json_bool(&j, "fetched", fetched);
 			json_u64(&j, "bytes", bytes);
+			json_u64(&j, "counts_since_ns", since);
 			json_end(&j);
 		} else {
 			char safe[4 * sizeof path];

@@ -203,6 +203,10 @@ int cmd_status(cli_args_t *a)
 		json_u64(&j, "abi", HC_SHM_ABI);
 		json_str(&j, "segment", t.path);
 		json_str(&j, "created", out_time(h->created_ns, when, sizeof when));
+		uint64_t since = __atomic_load_n(&h->counts_since_ns, __ATOMIC_RELAXED);
+		json_bool(&j, "injected", since != 0);
+		if (since)
+			json_str(&j, "counts_since", out_time(since, when, sizeof when));
 		json_str(&j, "updated", out_time(st.updated_ns, upd, sizeof upd));
 		json_bool(&j, "control", control);
 		json_bool(&j, "answers", answers);
@@ -233,6 +237,10 @@ int cmd_status(cli_args_t *a)
 		    HC_SHM_ABI);
 		printf("%s\n", out_safe(t.path, safe, sizeof safe));
 		printf("since          %s\n", out_time(h->created_ns, when, sizeof when));
+		uint64_t since = __atomic_load_n(&h->counts_since_ns, __ATOMIC_RELAXED);
+		if (since)
+			printf("injected       heapctl inject, its own malloc wrapped: the profile counts what was "
+			    "allocated from %s on\n", out_time(since, when, sizeof when));
 		if (control && !answers)
 			printf("control        not answering: %s\n", out_safe(why, safe, sizeof safe));
 		else

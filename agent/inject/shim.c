@@ -403,15 +403,54 @@ static void restore_slots(void)
 
 /* ---- arm and disarm ----------------------------------------------------- */
 
+static int first_definer(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	void **io = arg;            /* in: the name; out: its definition */
+	const char *name = io[0];
+	if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || strstr(info->dlpi_name, "libheapctl-agent") ||
+	    strstr(info->dlpi_name, "linux-vdso"))
+		return 0;
+	void *h = dlopen(info->dlpi_name, RTLD_NOLOAD | RTLD_LAZY);
+	if (h == NULL)
+		return 0;
+	void *f = dlsym(h, name);
+	dlclose(h);
+	Dl_info di;
+	if (f == NULL || dladdr(f, &di) == 0 || (uintptr_t)di.dli_fbase != info->dlpi_addr + (uintptr_t)0 ||
+	    strcmp(di.dli_fname, info->dlpi_name) != 0)
+		return 0;
+	io[1] = f;
+	return 1;
+}
+
+/* The function the process calls by that name.  A program built without
+ * -pie that takes a function's address gets a "canonical" PLT entry,
+ * which dlsym(RTLD_DEFAULT) returns: an undefined symbol of the program
+ * with a value, whose real definition is in the first object after it that
+ * has one (libc, or an allocator it was linked with). */
+static void *definition(const char *name)
+{
+	void *f = dlsym(RTLD_DEFAULT, name);
+	Dl_info di;
+	const ElfW(Sym) *sym = NULL;
+	if (f == NULL || dladdr1(f, &di, (void **)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL ||
+	    sym->st_shndx != SHN_UNDEF)
+		return f;
+	void *io[2] = { (void *)name, NULL };
+	dl_iterate_phdr(first_definer, io);
+	return io[1];
+}
+
 static bool resolve(void)
 {
 	for (size_t i = 0; i < NFNS; i++) {
-		void *f = dlsym(RTLD_DEFAULT, fns[i].name);
+		void *f = definition(fns[i].name);
 		if (f == NULL)
 			return false;
 		*(void **)((char *)&real + fns[i].off) = f;
 	}
-	real.usable = (size_t (*)(void *))dlsym(RTLD_DEFAULT, "malloc_usable_size");
+	real.usable = (size_t (*)(void *))definition("malloc_usable_size");
 	return real.usable != NULL;
 }
 

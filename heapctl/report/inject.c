@@ -55,6 +55,8 @@
 #include "rp_internal.h"
 
 #define AGENT_LIB "libheapctl-agent.so"
+/* how long every thread may be held waiting for all to be at safe places */
+#define STRICT_NS 100000000u
 
 __attribute__((visibility("default"))) int hc_inject_main(cli_args_t *a);
 __attribute__((visibility("default"))) void hc_inject_help(FILE *f);
@@ -164,7 +166,8 @@ static int read_objects(proc_t *p)
 	FILE *m = fopen(f, "re");
 	if (m == NULL)
 		return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
-		    : cli_err(HC_EXIT_PERM, "cannot read %s: %s", f, strerror(errno));
+		    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
+		    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
 	char *line = NULL;
 	size_t cap = 0;
 	while (getline(&line, &cap, m) > 0) {
@@ -177,8 +180,11 @@ static int read_objects(proc_t *p)
 		const char *b = strrchr(path, '/') + 1;
 		if (strstr(b, "ld-musl") || strstr(b, "libc.musl"))
 			p->musl = true;
-		if (strncmp(b, "libheapctl-agent.so", 19) == 0)
+		if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
 			p->agent = true;
+			if (perms[2] == 'x')     /* a thread in it may hold its locks */
+				add_unsafe(p, lo, hi, "the agent (of an earlier inject)");
+		}
 		else if (strncmp(b, "libheapctl", 10) == 0 && strstr(b, ".so"))
 			p->preloaded = true;
 		if (is_libc(path) && p->libc[0] == 0 && off == 0) {
@@ -248,10 +254,12 @@ static bool elf_symbols(const char *root, const char *path, const char *const *n
 /* glibc's functions that hold a lock the calls take (the allocator's, the
  * loader's, the thread stacks'), or that are on the way out. */
 static const char *const glibc_unsafe[] = {
-	"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+	"malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc",
 	"memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
 	"__libc_memalign", "__libc_valloc", "__libc_pvalloc", "malloc_trim", "malloc_usable_size",
-	"mallinfo", "mallinfo2", "malloc_stats", "malloc_info", "mallopt", "fork", "_Fork", "__libc_fork",
+	"mallinfo", "mallinfo2", "malloc_stats", "malloc_info", "mallopt",
+#define NMALLOC 23                      /* the names above: malloc.c's */
+	"reallocarray", "fork", "_Fork", "__libc_fork",
 	"dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dlmopen", "dl_iterate_phdr",
 	"__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose", "pthread_create", "pthread_exit",
 	"pthread_join", "pthread_detach", "exit", "_exit", "backtrace",
@@ -547,12 +555,25 @@ int hc_inject_main(cli_args_t *a)
 	/* the unsafe ranges: glibc's functions, whole other allocators and the
 	 * loader (read_objects) */
 	uint64_t val[NUNSAFE], size[NUNSAFE];
-	if (elf_symbols(p.root, p.libc, glibc_unsafe, NUNSAFE, val, size))
+	if (elf_symbols(p.root, p.libc, glibc_unsafe, NUNSAFE, val, size)) {
+		/* malloc.c is one unit: its static functions (_int_malloc,
+		 * _mid_memalign, which aligned_alloc reaches with a jump and
+		 * leaves no frame of its own) lie among the exported ones */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (size_t i = 0; i < NMALLOC; i++)
+			if (val[i] && size[i]) {
+				lo = val[i] < lo ? val[i] : lo;
+				hi = val[i] + size[i] > hi ? val[i] + size[i] : hi;
+			}
+		if (hi > lo && hi - lo < (1u << 20))
+			add_unsafe(&p, p.libc_base + lo, p.libc_base + hi, "glibc's malloc");
 		for (size_t i = 0; i < NUNSAFE; i++)
 			if (val[i] && size[i])
 				add_unsafe(&p, p.libc_base + val[i], p.libc_base + val[i] + size[i],
-				    strncmp(glibc_unsafe[i], "dl", 2) == 0 || strstr(glibc_unsafe[i], "_dl") ?
-				    "the dynamic loader" : "glibc's malloc, fork, thread or exit functions");
+				    i < NMALLOC ? "glibc's malloc" : strncmp(glibc_unsafe[i], "dl", 2) == 0 ||
+				    strstr(glibc_unsafe[i], "_dl") ? "the dynamic loader" :
+				    "glibc's fork, thread or exit functions");
+	}
 	char conf[1200];
 	snprintf(conf, sizeof conf, "prof:true,prof_active:%s,lg_prof_sample:%d%s%s", off ? "false" : "true", lg,
 	    more ? "," : "", more ? more : "");
@@ -567,70 +588,133 @@ int hc_inject_main(cli_args_t *a)
 	rp_hold_signals(&old);
 	uint64_t t_start = rp_now_ns();
 	uint64_t deadline = t_start + (a->timeout_ns ? a->timeout_ns : 5000000000u);
-	uint64_t held_ns = 0, tries = 0;
+	uint64_t t0 = 0, rounds = 0;
+	uint64_t strict_until = t_start + (deadline - t_start) / 4 < t_start + STRICT_NS ?
+	    t_start + (deadline - t_start) / 4 : t_start + STRICT_NS;
+	bool strict = true;             /* every thread held during the calls */
 	char last_why[256] = "";
 	size_t nth = 0;
 	call_t *c = NULL;
-	for (;;) {
-		tries++;
-		nth = 0;
-		uint64_t t0 = 0;
-		code = rp_seize_all(p.pid, th, &nth, &t0, deadline);
+	uint64_t all_ns = 0;            /* every thread held */
+	bool *safe = calloc(RP_MAX_THREADS, sizeof *safe);
+	uint64_t *last_pc = calloc(RP_MAX_THREADS, sizeof *last_pc), run_ns = 200000;
+	code = safe && last_pc ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	/*
+	 * Every thread held; each one at an unsafe place is let run a moment
+	 * and stopped again, while the others stay held, until all are at safe
+	 * places at once (a thread spends only part of its time in malloc), or
+	 * the deadline.  New threads are seized as they appear.
+	 */
+	while (code == 0) {
+		rounds++;
+		uint64_t round_end = rp_now_ns() + 1000000000u;
+		code = rp_seize_all(p.pid, th, &nth, &t0, round_end < deadline ? round_end : deadline);
 		if (code)
 			break;
-		const char *why = NULL;
-		int bad = 0;
-		for (size_t i = 0; i < nth && why == NULL; i++) {
-			if (th[i].gone)
+		size_t unsafe = 0, held = 0;
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (t->gone || !t->seized || safe[i])
 				continue;
-			if (th[i].stopped)
-				rp_unwind_thread(as, &th[i]);
-			if ((why = unsafe_at(&p, &th[i])) != NULL)
-				bad = th[i].tid;
+			const char *why = NULL;
+			if (t->stopped) {
+				t->n = 0;
+				t->signal_frame = false;
+				rp_unwind_thread(as, t);
+			}
+			if ((why = unsafe_at(&p, t)) == NULL) {
+				safe[i] = true;
+				continue;
+			}
+			unsafe++;
+			snprintf(last_why, sizeof last_why, "thread %d is in %s", t->tid, why);
 		}
-		if (why == NULL) {
-			/* the main thread if it is held, else the first held */
-			size_t pick = nth;
-			for (size_t i = 0; i < nth; i++)
-				if (th[i].stopped && (pick == nth || th[i].tid == p.pid))
-					pick = i;
-			if (pick == nth) {
-				snprintf(last_why, sizeof last_why, "no thread could be stopped");
-			} else {
-				c = calloc(1, sizeof *c);
-				char mem[64];
-				snprintf(mem, sizeof mem, "/proc/%d/mem", p.pid);
-				if (c != NULL) {
-					c->tid = th[pick].tid;
-					c->mem = open(mem, O_RDWR | O_CLOEXEC);
-				}
-				if (c == NULL || c->mem < 0 || !save_thread(c)) {
-					code = cli_err(HC_EXIT_FAILED, "inject: cannot take hold of thread %d of process %d: %s",
-					    c ? c->tid : 0, p.pid, strerror(errno));
-				} else {
-					code = load_agent(&p, c, agent, conf, rp_now_ns() + 10000000000u);
-					restore_thread(c);
-				}
-				if (c && c->pending)
-					th[pick].deliver = c->pending;
-				rp_release_all(th, nth);
-				held_ns += rp_now_ns() - t0;
+		for (size_t i = 0; i < nth; i++)
+			held += th[i].stopped;
+		if (unsafe == 0 && held > 0)
+			break;
+		/* Busy allocating threads are rarely all outside malloc at once:
+		 * after a while one thread at a safe place is enough, and the
+		 * others run while it makes the calls (a lock they hold is let go
+		 * as they run; the agent is safe across their forks) */
+		if (rp_now_ns() >= strict_until) {
+			size_t k = 0;
+			while (k < nth && !(safe[k] && th[k].stopped && !th[k].gone))
+				k++;
+			if (k < nth) {
+				strict = false;
 				break;
 			}
-		} else {
-			snprintf(last_why, sizeof last_why, "thread %d is in %s", bad, why);
 		}
-		rp_release_all(th, nth);
-		held_ns += rp_now_ns() - t0;
 		if (rp_now_ns() >= deadline) {
-			code = cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu tries; last: %s); nothing "
-			    "was changed, try again or raise --timeout", (double)(rp_now_ns() - t_start) / 1e9,
-			    (unsigned long long)tries, last_why);
+			code = cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
+			    "nothing was changed, try again or raise --timeout", (double)(rp_now_ns() - t_start) / 1e9,
+			    (unsigned long long)rounds, unsafe ? last_why : "no thread could be stopped");
 			break;
 		}
-		struct timespec ts = { 0, 20000000 };
+		/* the unsafe ones run on a little, then stop again; when none of
+		 * them got anywhere (no CPU for them in time, on a busy machine),
+		 * the next moment is longer */
+		bool moved = false;
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (safe[i] || t->gone || !t->seized || !t->stopped)
+				continue;
+			moved |= t->n > 0 && t->ip[0] != last_pc[i];
+			last_pc[i] = t->n > 0 ? t->ip[0] : 0;
+			if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(intptr_t)t->deliver) == 0) {
+				t->deliver = 0;
+				t->stopped = false;
+			}
+		}
+		run_ns = moved ? 200000 : run_ns * 2 > 50000000 ? 50000000 : run_ns * 2;
+		struct timespec ts = { 0, (long)run_ns };
 		nanosleep(&ts, NULL);
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (!safe[i] && t->seized && !t->gone && !t->stopped) {
+				t->why = NULL;
+				ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+			}
+		}
+		rp_wait_stopped(th, nth, round_end < deadline ? round_end : deadline);
 	}
+	if (code == 0) {
+		/* the main thread if it is held at a safe place, else the first */
+		size_t pick = nth;
+		for (size_t i = 0; i < nth; i++)
+			if (safe[i] && th[i].stopped && !th[i].gone && (pick == nth || th[i].tid == p.pid))
+				pick = i;
+		if (!strict) {
+			rp_thr_t keep = th[pick];
+			th[pick].seized = false;
+			rp_release_all(th, nth);
+			th[pick] = keep;
+		}
+		all_ns = rp_now_ns() - t0;
+		c = calloc(1, sizeof *c);
+		char mem[64];
+		snprintf(mem, sizeof mem, "/proc/%d/mem", p.pid);
+		if (c != NULL) {
+			c->tid = th[pick].tid;
+			c->mem = open(mem, O_RDWR | O_CLOEXEC);
+		}
+		if (c == NULL || c->mem < 0 || !save_thread(c)) {
+			code = cli_err(HC_EXIT_FAILED, "inject: cannot take hold of thread %d of process %d: %s",
+			    c ? c->tid : 0, p.pid, strerror(errno));
+		} else {
+			code = load_agent(&p, c, agent, conf, rp_now_ns() + 10000000000u);
+			restore_thread(c);
+		}
+		if (c && c->pending)
+			th[pick].deliver = c->pending;
+	}
+	rp_release_all(th, nth);
+	uint64_t held_ns = t0 ? rp_now_ns() - t0 : 0;
+	if (strict || all_ns == 0)
+		all_ns = held_ns;
+	free(safe);
+	free(last_pc);
 	if (c) {
 		if (c->mem >= 0)
 			close(c->mem);
@@ -652,17 +736,20 @@ int hc_inject_main(cli_args_t *a)
 	hc_shm_rep_t rep;
 	code = cli_call(a, &t, &req, &rep);
 	double total = (double)(rp_now_ns() - t_start) / 1e6, held = (double)held_ns / 1e6;
+	double all = (double)all_ns / 1e6;
 	if (code)
 		return code;
 	if (a->json) {
 		printf("{\"pid\":%d,\"injected\":true,\"active\":%s,\"lg_sample\":%d,\"ms\":%.3f,\"stopped_ms\":%.3f,"
-		    "\"tries\":%llu}\n", p.pid, off ? "false" : "true", lg, total, held, (unsigned long long)tries);
+		    "\"thread_held_ms\":%.3f,\"all_held_during_calls\":%s,\"rounds\":%llu}\n", p.pid,
+		    off ? "false" : "true", lg, total, all, held, strict ? "true" : "false", (unsigned long long)rounds);
 	} else {
 		time_t now = time(NULL);
 		char when[32];
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
-		printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms, answering after "
-		    "%.1f ms\n", p.pid, off ? "off (heapctl on to start)" : "on", lg, held, total);
+		printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms%s, answering after "
+		    "%.1f ms\n", p.pid, off ? "off (heapctl on to start)" : "on", lg, all,
+		    strict ? "" : " (then one thread for the calls, while the others ran)", total);
 		printf("the profile counts allocations from %s on, not those made before\n", when);
 		if (p.alloc_lib[0])
 			printf("its malloc is %s's: the agent wraps malloc/free; calls to prefixed functions (je_malloc, "

@@ -215,6 +215,8 @@ uint64_t rp_now_ns(void);                      /* CLOCK_MONOTONIC */
 void rp_hold_signals(sigset_t *old);
 int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t deadline);
 void rp_release_all(rp_thr_t *th, size_t nth);
+/* Wait until every seized thread stops (or exits), up to the deadline. */
+void rp_wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline);
 struct unw_addr_space;
 void rp_unwind_thread(struct unw_addr_space *as, rp_thr_t *t);
 

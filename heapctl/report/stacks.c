@@ -153,7 +153,7 @@ static int seize_new(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, bool
 }
 
 /* Wait until every seized thread stops (or exits), up to the deadline. */
-static void wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline)
+void rp_wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline)
 {
 	for (;;) {
 		size_t left = 0;
@@ -234,7 +234,7 @@ int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t
 	for (int round = 0; code == 0 && added && round < 16; round++) {
 		code = seize_new(pid, th, nth, t_first, &added);
 		if (code == 0 && added)
-			wait_stopped(th, *nth, deadline);
+			rp_wait_stopped(th, *nth, deadline);
 	}
 	return code;
 }

@@ -257,3 +257,16 @@ time.sleep(60)' "$1" >"$T/tracer.out" 2>&1 &
 	track $!
 	wait_for 5 grep -q '^attached$' "$T/tracer.out" || { cat "$T/tracer.out" >&2; return 1; }
 }
+
+# bytes FILE FUNC [REPORT-ARGS...]: FUNC's flat bytes in heapctl report
+bytes() {
+	local f=$1 fn=$2
+	shift 2
+	"$HEAPCTL" report "$f" --bytes --top 0 "$@" | awk -v fn="$fn" '$NF == fn { print $1; found = 1 } END { if (!found) print 0 }'
+}
+
+# near A B PCT: A within PCT% of B
+near() {
+	awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }' ||
+		{ echo "$1 is not within $3% of $2" >&2; return 1; }
+}

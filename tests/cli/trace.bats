@@ -47,19 +47,6 @@ traced() {
 	grep -q '^done 18496' "$T/prog.out"
 }
 
-# bytes FILE FUNC [REPORT-ARGS...]: FUNC's flat bytes in heapctl report
-bytes() {
-	local f=$1 fn=$2
-	shift 2
-	"$HEAPCTL" report "$f" --bytes --top 0 "$@" | awk -v fn="$fn" '$NF == fn { print $1; found = 1 } END { if (!found) print 0 }'
-}
-
-# near A B PCT: A within PCT% of B
-near() {
-	awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }' ||
-		{ echo "$1 is not within $3% of $2" >&2; return 1; }
-}
-
 @test "trace --malloc: known sites of a program started without the library, near their sizes and the preload profiler's" {
 	# at lg 13 the sampling error of the smallest site compared (site_b,
 	# ~970 samples) is 3% in each profile: 15% is 3.5 standard deviations

@@ -13,6 +13,8 @@
  * site_c (thread 2): 1M x 64 bytes, each freed at once (64 MiB allocated)
  * site_d (main):     2048 x calloc(1, 2048), kept (4 MiB)
  * site_e (main):     64 x posix_memalign(4096, 32768), kept (2 MiB)
+ * site_early (main): 1024 x 4096 bytes before "ready", freed after GOFILE
+ *                    (what heapctl inject must not count, and must free)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -56,6 +58,13 @@ __attribute__((noinline)) static void *site_e(void)
 	return posix_memalign(&p, 4096, 32768) == 0 ? p : NULL;
 }
 
+__attribute__((noinline)) static void *site_early(void)
+{
+	void *p = malloc(4096);
+	memset(p, 'e', 4096);
+	return p;
+}
+
 static void *thread_a(void *arg)
 {
 	void **out = arg;
@@ -80,10 +89,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: prog GOFILE [ENDFILE]\n");
 		return 2;
 	}
+	static void *early[1024];
+	for (int i = 0; i < 1024; i++)
+		early[i] = site_early();
 	printf("ready\n");
 	fflush(stdout);
 	while (access(argv[1], F_OK) != 0)
 		usleep(10000);
+	for (int i = 0; i < 1024; i++)
+		free(early[i]);
 	pthread_t a, b;
 	pthread_create(&a, NULL, thread_a, keep);
 	pthread_create(&b, NULL, thread_b, keep + 8192);

@@ -1,0 +1,267 @@
+#!/usr/bin/env bats
+# tests/cli/inject.bats - heapctl inject PID / heapctl eject PID: the
+# profiler loaded with ptrace into processes started without it.  Known
+# sites of tests/trace/prog.c are checked against their sizes and the
+# preload profiler's figures for the same program; Debian's python3, perl
+# and redis-server have their allocation sites named; every command works
+# on an injected process; eject and inject 200 times into a program with 8
+# threads churning malloc and forking; clear refusals.  Needs root (ptrace
+# of another process).
+
+load helpers
+
+setup_file() {
+	export TB="$BATS_FILE_TMPDIR"
+	gcc -O2 -g -pthread -o "$TB/prog" "$BATS_TEST_DIRNAME/../trace/prog.c"
+	gcc -O2 -g -pthread -static -o "$TB/prog-static" "$BATS_TEST_DIRNAME/../trace/prog.c"
+	gcc -O2 -g -pthread -o "$TB/churn" "$BATS_TEST_DIRNAME/../inject/churn.c"
+	# a program under a seccomp filter (one that allows everything)
+	cat >"$TB/filtered.c" <<-'EOF'
+	#include <linux/filter.h>
+	#include <linux/seccomp.h>
+	#include <stdio.h>
+	#include <sys/prctl.h>
+	#include <unistd.h>
+	int main(void)
+	{
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = { 1, &allow };
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+			return 1;
+		printf("ready\n");
+		fflush(stdout);
+		pause();
+		return 0;
+	}
+	EOF
+	gcc -O2 -o "$TB/filtered" "$TB/filtered.c"
+}
+
+# started PROG [ARGS...]: PROG without the library in the background, its
+# output in $T/prog.out; PID= once it printed "ready"
+started() {
+	rm -f "$T/go" "$T/end"
+	env -u LD_PRELOAD "$@" >"$T/prog.out" 2>"$T/prog.err" &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+}
+
+# injected OUT PROG [ARGS...]: start PROG (it prints "ready", waits for
+# $T/go, allocates, prints "done", waits for $T/end), inject, let it go,
+# dump into OUT once it is done, and let it end
+injected() {
+	local out=$1
+	shift
+	started "$@"
+	"$HEAPCTL" inject "$PID" --lg-sample 14 >/dev/null
+	touch "$T/go"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" -o "$out" 2>/dev/null
+	touch "$T/end"
+	wait "$PID"
+}
+
+# cum FILE FUNC: FUNC's cumulative bytes (Debian's python3 has its
+# allocation wrappers unnamed: the site is their caller)
+cum() {
+	"$HEAPCTL" report "$1" --bytes --top 0 | awk -v fn="$2" '$NF == fn { print $4; found = 1 } END { if (!found) print 0 }'
+}
+
+# no thread of PID is stopped or traced
+let_go() {
+	local f s
+	for f in /proc/"$1"/task/*/status; do
+		s=$(cat "$f" 2>/dev/null) || continue        # a thread that ended meanwhile
+		! grep -q '^State:.*t (tracing stop)' <<<"$s" || { echo "a thread of $1 is stopped: $f" >&2; return 1; }
+		grep -q '^TracerPid:[[:space:]]*0$' <<<"$s" || { echo "a thread of $1 is traced: $f" >&2; return 1; }
+	done
+}
+
+@test "inject: known sites after the injection near their sizes and the preload profiler's; what came before is not counted" {
+	need_root
+	started "$TB/prog" "$T/go" "$T/end"
+	run "$HEAPCTL" inject "$PID" --lg-sample 13 --conf prof_accum:true
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"injected into process $PID: sampling on at lg_sample 13"* ]]
+	[[ "$output" == *"the profile counts allocations from"* ]]
+	let_go "$PID"
+	run "$HEAPCTL" status "$PID"
+	[[ "$output" == *"injected       heapctl inject"* ]]
+	touch "$T/go"
+	wait_for 10 grep -q '^done 18496' "$T/prog.out"
+	run "$HEAPCTL" dump "$PID" -o "$T/i.heap"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"was injected (heapctl inject): the profile counts what was allocated from"* ]]
+	head -1 "$T/i.heap" | grep -qx 'heap_v2/8192'
+	# the same program under the library, sampling at the same rate
+	touch "$T/go" "$T/end"
+	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
+	    HEAPCTL_CONF="prof:true,prof_accum:true,prof_final:true,lg_prof_sample:13,prof_prefix:$T/pre" "$TB/prog" \
+	    "$T/go" >/dev/null
+	pre=$(ls "$T"/pre.*.f.heap)
+	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
+		site=${site_size%:*} size=${site_size#*:}
+		i=$(bytes "$T/i.heap" "$site")
+		p=$(bytes "$pre" "$site")
+		near "$i" "$size" 15
+		near "$i" "$p" 15
+	done
+	near "$(bytes "$T/i.heap" main)" 4194304 15         # site_d: calloc, inlined into main
+	near "$(bytes "$T/i.heap" site_c --alloc_space)" 67108864 15
+	# site_early: allocated before the injection (4 MiB), freed after it
+	near "$(bytes "$pre" site_early --alloc_space)" 4194304 15
+	[ "$(bytes "$T/i.heap" site_early --alloc_space)" -eq 0 ]
+	run jeprof --text "$TB/prog" "$T/i.heap"
+	[[ "$output" == *site_a* && "$output" == *site_b* ]]
+	wait "$PID"
+}
+
+@test "inject: every command works on an injected process; eject puts its malloc back; inject arms it again" {
+	need_root
+	started "$TB/prog" "$T/go" "$T/end"
+	"$HEAPCTL" inject "$PID" --off >/dev/null
+	run "$HEAPCTL" list
+	[[ "$output" == *"$PID"* ]]
+	[ "$(status_field "$PID" prof.active)" = false ]
+	"$HEAPCTL" on "$PID"
+	"$HEAPCTL" set "$PID" prof.lg_sample=12
+	[ "$(status_field "$PID" prof.lg_sample)" = 12 ]
+	"$HEAPCTL" watch "$PID" --json --count 1 >"$T/watch.out" &
+	local w=$!
+	wait_for 5 maps_segment "$w" "$PID"
+	touch "$T/go"
+	wait_for 10 grep -q '^done 18496' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" --prefix "$T/d" >/dev/null
+	wait "$w"
+	grep -q '"dump"' "$T/watch.out"
+	near "$(bytes "$T"/d.*.heap site_a)" 33554432 15
+	# eject: the segment goes, commands say so, the program runs on
+	run "$HEAPCTL" eject "$PID"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"ejected from process $PID"* ]]
+	[ ! -e "/dev/shm/heapctl.$PID" ]
+	run "$HEAPCTL" status "$PID"
+	[ "$status" -eq 4 ]
+	grep -q libheapctl-agent.so "/proc/$PID/maps"     # mapped, inert
+	# again: the same copy armed, a fresh profile
+	run "$HEAPCTL" inject "$PID" --lg-sample 13
+	[ "$status" -eq 0 ]
+	[ "$(grep -c libheapctl-agent.so "/proc/$PID/maps")" -ge 1 ]
+	"$HEAPCTL" dump "$PID" -o "$T/again.heap" 2>/dev/null
+	[ "$(bytes "$T/again.heap" site_a)" -eq 0 ]    # allocated before this injection
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"has the agent already"*"heapctl eject $PID"* ]]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	let_go "$PID"
+	touch "$T/end"
+	wait "$PID"
+}
+
+@test "inject into Debian's python3, perl and redis-server: their allocation sites named" {
+	need_root
+	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+	cat >"$T/build.py" <<-EOF
+	import os, time
+	print("ready", flush=True)
+	while not os.path.exists("$T/go"):
+	    time.sleep(0.01)
+	keep = [bytearray(4096) for _ in range(8192)]
+	print("done", flush=True)
+	while not os.path.exists("$T/end"):
+	    time.sleep(0.01)
+	EOF
+	injected "$T/py.heap" /usr/bin/python3 "$T/build.py"
+	near "$(cum "$T/py.heap" PyByteArray_Resize)" 33554432 15
+
+	cat >"$T/build.pl" <<-EOF
+	\$| = 1; print "ready\n"; sleep 0.01 until -e "$T/go";
+	my @a; push @a, "x" x 4000 for 1..8192; print "done\n"; sleep 0.01 until -e "$T/end";
+	EOF
+	injected "$T/pl.heap" perl "$T/build.pl"
+	near "$(bytes "$T/pl.heap" Perl_sv_grow)" 32768000 15
+
+	command -v redis-server >/dev/null || skip "no redis-server"
+	local port=$((20000 + RANDOM % 20000))
+	env -u LD_PRELOAD redis-server --port "$port" --save "" --appendonly no --enable-debug-command yes \
+	    >"$T/redis.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 10 redis-cli -p "$port" ping
+	run "$HEAPCTL" inject "$PID" --lg-sample 14
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"its malloc is libjemalloc.so.2's"* ]]
+	redis-cli -p "$port" DEBUG POPULATE 50000 key 1000 >/dev/null
+	"$HEAPCTL" dump "$PID" -o "$T/redis.heap" 2>/dev/null
+	used=$(redis-cli -p "$port" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
+	total=$("$HEAPCTL" report "$T/redis.heap" --bytes | awk '/^Total:/ { print $2 }')
+	near "$(bytes "$T/redis.heap" _sdsnewlen)" 51200000 15      # 50000 values of 1000 bytes
+	near "$total" "$used" 20
+	"$HEAPCTL" eject "$PID" >/dev/null
+	redis-cli -p "$port" set k v >/dev/null
+	redis-cli -p "$port" shutdown nosave >/dev/null || true
+}
+
+@test "inject and eject 200 times into 8 threads churning malloc and forking: no crash, no hang, no stopped thread, the same output" {
+	need_root
+	started "$TB/churn" "$T/end"
+	for i in $(seq 200); do
+		run "$HEAPCTL" inject "$PID" --lg-sample 10 --timeout 20
+		[ "$status" -eq 0 ] || { echo "inject $i: $output"; false; }
+		if ((i % 50 == 0)); then
+			"$HEAPCTL" dump "$PID" -o "$T/churn.$i.heap" 2>/dev/null
+			[ "$("$HEAPCTL" report "$T/churn.$i.heap" --bytes | awk '/^Total:/ { print $2 }')" -gt 0 ]
+		fi
+		run "$HEAPCTL" eject "$PID"
+		[ "$status" -eq 0 ] || { echo "eject $i: $output"; false; }
+		let_go "$PID"
+	done
+	touch "$T/end"
+	wait "$PID"
+	[ "$(cat "$T/prog.out")" = "$(printf 'ready\nchurn ok')" ]
+	! grep -q FAIL "$T/prog.err"
+}
+
+@test "inject refuses clearly: static, preloaded, seccomp, not root, no process, bad options; eject of the preloaded library" {
+	need_root
+	started "$TB/prog-static" "$T/go"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is statically linked"*"heapctl trace $PID"* ]]
+	let_go "$PID"
+	touch "$T/go"
+	wait "$PID"
+
+	started "$TB/filtered"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"seccomp filter"* ]]
+	kill "$PID"
+
+	start_target
+	run "$HEAPCTL" inject "$TPID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"runs libheapctl.so already"* ]]
+	run "$HEAPCTL" eject "$TPID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"runs the preloaded library"* ]]
+
+	started "$TB/prog" "$T/go" "$T/end"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 5 ]
+	[[ "$output" == *"cannot inject into process $PID"*"CAP_SYS_PTRACE"* ]]
+	let_go "$PID"
+	[ ! -e "/dev/shm/heapctl.$PID" ]
+	touch "$T/go" "$T/end"
+	wait "$PID"
+
+	run "$HEAPCTL" inject 999999999
+	[ "$status" -eq 2 ] || [ "$status" -eq 3 ]
+	run "$HEAPCTL" inject "$$" --lg-sample 99
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--lg-sample takes 0 to 62"* ]]
+	run "$HEAPCTL" inject
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"say which process"* ]]
+}
