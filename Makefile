@@ -253,6 +253,7 @@ bench: all
 	@tests/bench/serve.sh $(BUILD)
 	@tests/bench/stacks.sh $(BUILD)
 	@tests/bench/trace.sh $(BUILD)
+	@tests/bench/inject.sh $(BUILD)
 
 # Fuzzing (clang's libFuzzer, with ASan and UBSan): the profile reader and
 # the segment as the command sees it, FUZZ_SECONDS each (default 60), from

@@ -15,8 +15,13 @@
  *     process's allocator (glibc's malloc family and its fork, dlopen and
  *     thread functions, or all of jemalloc, tcmalloc and mimalloc) or a
  *     signal handler: such a thread may hold a lock the calls take, and a
- *     held thread never lets go of it.  Otherwise every thread is let go and
- *     the check is tried again, up to --timeout.
+ *     held thread never lets go of it.  A thread at such a place runs on a
+ *     moment while the others stay held, until all are at safe places at
+ *     once.  Threads that allocate without pause rarely give that moment:
+ *     after STRICT_NS one thread at a safe place makes the calls while the
+ *     others run (a lock they hold is let go as they run; the agent is
+ *     safe across their forks), and if none is, every thread is let go for
+ *     20 ms and held afresh, up to --timeout.
  *   - The calls run on one thread (the main thread if it can), with every
  *     signal blocked, on its own stack below the red zone, returning to
  *     address 0: the fault that follows is the end of the call.  All its
@@ -597,8 +602,9 @@ int hc_inject_main(cli_args_t *a)
 	call_t *c = NULL;
 	uint64_t all_ns = 0;            /* every thread held */
 	bool *safe = calloc(RP_MAX_THREADS, sizeof *safe);
-	uint64_t *last_pc = calloc(RP_MAX_THREADS, sizeof *last_pc), run_ns = 200000;
-	code = safe && last_pc ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	uint64_t *last_pc = calloc(RP_MAX_THREADS, sizeof *last_pc);
+	unsigned *stuck = calloc(RP_MAX_THREADS, sizeof *stuck);
+	code = safe && last_pc && stuck ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
 	/*
 	 * Every thread held; each one at an unsafe place is let run a moment
 	 * and stopped again, while the others stay held, until all are at safe
@@ -645,29 +651,48 @@ int hc_inject_main(cli_args_t *a)
 				strict = false;
 				break;
 			}
+			/* none: every thread let go a moment (one may be in a fork,
+			 * which holds the allocator's locks and which each interrupt
+			 * starts over), then all held again, afresh */
+			if (rp_now_ns() >= deadline)
+				goto late;
+			rp_release_all(th, nth);
+			nth = 0;
+			t0 = 0;
+			memset(safe, 0, RP_MAX_THREADS * sizeof *safe);
+			memset(stuck, 0, RP_MAX_THREADS * sizeof *stuck);
+			memset(last_pc, 0, RP_MAX_THREADS * sizeof *last_pc);
+			struct timespec ts = { 0, 20000000 };
+			nanosleep(&ts, NULL);
+			continue;
 		}
 		if (rp_now_ns() >= deadline) {
+late:
 			code = cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
 			    "nothing was changed, try again or raise --timeout", (double)(rp_now_ns() - t_start) / 1e9,
 			    (unsigned long long)rounds, unsafe ? last_why : "no thread could be stopped");
 			break;
 		}
-		/* the unsafe ones run on a little, then stop again; when none of
-		 * them got anywhere (no CPU for them in time, on a busy machine),
-		 * the next moment is longer */
-		bool moved = false;
+		/* the unsafe ones run on a little, then stop again.  One found
+		 * where it was the last time got nowhere: no CPU for it in time
+		 * on a busy machine, or a fork, which an interrupt restarts from
+		 * the beginning (while it holds every malloc lock): each time,
+		 * the moment doubles, up to 50 ms. */
+		unsigned longest = 0;
 		for (size_t i = 0; i < nth; i++) {
 			rp_thr_t *t = &th[i];
 			if (safe[i] || t->gone || !t->seized || !t->stopped)
 				continue;
-			moved |= t->n > 0 && t->ip[0] != last_pc[i];
-			last_pc[i] = t->n > 0 ? t->ip[0] : 0;
+			uint64_t pc = t->n > 0 ? t->ip[0] : 0;
+			stuck[i] = pc == last_pc[i] ? stuck[i] + 1 : 0;
+			last_pc[i] = pc;
+			longest = stuck[i] > longest ? stuck[i] : longest;
 			if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(intptr_t)t->deliver) == 0) {
 				t->deliver = 0;
 				t->stopped = false;
 			}
 		}
-		run_ns = moved ? 200000 : run_ns * 2 > 50000000 ? 50000000 : run_ns * 2;
+		uint64_t run_ns = 200000ull << (longest < 8 ? longest : 8);
 		struct timespec ts = { 0, (long)run_ns };
 		nanosleep(&ts, NULL);
 		for (size_t i = 0; i < nth; i++) {
@@ -715,6 +740,7 @@ int hc_inject_main(cli_args_t *a)
 		all_ns = held_ns;
 	free(safe);
 	free(last_pc);
+	free(stuck);
 	if (c) {
 		if (c->mem >= 0)
 			close(c->mem);

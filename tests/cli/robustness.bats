@@ -134,6 +134,8 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	"$HEAPCTL" dump "$TPID" -o "$T/z.heap" >"$T/c.out" 2>"$T/c.err" &
 	c=$!
 	track "$c"
+	# the client has the segment mapped (then posts at once), as in c
+	wait_for 5 maps_segment "$c" "$TPID"
 	sleep 0.3
 	kill -KILL "$TPID"
 	wait_for 2 eval "grep -q '^State:.*Z' /proc/$TPID/status 2>/dev/null"

@@ -35,7 +35,7 @@ assert d["prof.prefix"] == sys.argv[1] + "/p\x1b[31m\x07\nx\ufffdy", repr(d["pro
 	local w=$!
 	track "$w"
 	wait_for 5 grep -q heapctl-ctl /proc/"$TPID"/task/*/comm
-	sleep 0.3
+	wait_for 5 maps_segment "$w" "$TPID"        # the watcher is reading events
 	run --separate-stderr "$HEAPCTL" dump "$TPID"
 	wait "$w" || true
 	for f in "$T/w"; do

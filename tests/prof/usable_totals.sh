@@ -152,7 +152,9 @@ je=$(total_of jemalloc "$JEMALLOC")
 usable=$(sed -n 's/^usable //p' "$WORK/heapctl.out")
 check_eq "2M x malloc(20): malloc_usable_size sum under heapctl" "$usable" $((2000000 * 32))
 check_eq "2M x malloc(20): malloc_usable_size sum under jemalloc" "$(sed -n 's/^usable //p' "$WORK/jemalloc.out")" $((2000000 * 32))
-check_pct "2M x malloc(20): heapctl's profile total against jemalloc's ($je)" "$hc" "$je" 2
+# two profiles at lg 10 of 2M 32-byte objects (61,500 samples each): their
+# difference has a standard deviation of 0.56%, and 3% is 5.3 of them
+check_pct "2M x malloc(20): heapctl's profile total against jemalloc's ($je)" "$hc" "$je" 3
 check_pct "2M x malloc(20): heapctl's profile total against the usable bytes" "$hc" "$usable" 2
 
 finish

@@ -13,7 +13,7 @@
  * site_c (thread 2): 1M x 64 bytes, each freed at once (64 MiB allocated)
  * site_d (main):     2048 x calloc(1, 2048), kept (4 MiB)
  * site_e (main):     64 x posix_memalign(4096, 32768), kept (2 MiB)
- * site_early (main): 1024 x 4096 bytes before "ready", freed after GOFILE
+ * site_early (main): 1024 x 4096 bytes before "ready", freed before "done"
  *                    (what heapctl inject must not count, and must free)
  */
 #define _GNU_SOURCE
@@ -96,8 +96,6 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	while (access(argv[1], F_OK) != 0)
 		usleep(10000);
-	for (int i = 0; i < 1024; i++)
-		free(early[i]);
 	pthread_t a, b;
 	pthread_create(&a, NULL, thread_a, keep);
 	pthread_create(&b, NULL, thread_b, keep + 8192);
@@ -108,6 +106,8 @@ int main(int argc, char **argv)
 		keep[nkeep++] = site_d();
 	for (int i = 0; i < 64; i++)
 		keep[nkeep++] = site_e();
+	for (int i = 0; i < 1024; i++)    /* after the sites: none reuses them */
+		free(early[i]);
 	printf("done %zu\n", nkeep);
 	fflush(stdout);
 	while (argc == 3 && access(argv[2], F_OK) != 0)

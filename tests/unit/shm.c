@@ -445,7 +445,7 @@ static void test_publishing(void)
 		char b = 1;
 		if (write(go[1], &b, 1) != 1)
 			_exit(2);
-		usleep(100000);            /* the client reads our maps meanwhile */
+		usleep(20000);             /* the client reads our maps meanwhile */
 		hc_shm_t *m = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED)
 			_exit(2);
