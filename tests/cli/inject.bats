@@ -35,6 +35,43 @@ setup_file() {
 	}
 	EOF
 	gcc -O2 -o "$TB/filtered" "$TB/filtered.c"
+	# a library loaded after the injection, and the program that loads it
+	cat >"$TB/site.c" <<-'EOF'
+	#include <stdlib.h>
+	#include <string.h>
+	__attribute__((noinline)) void *site_lib(void)
+	{
+		void *p = malloc(1024);
+		memset(p, 'l', 1024);
+		return p;
+	}
+	EOF
+	gcc -O2 -g -shared -fPIC -o "$TB/libsite.so" "$TB/site.c"
+	cat >"$TB/late.c" <<-'EOF'
+	#include <dlfcn.h>
+	#include <stdio.h>
+	#include <unistd.h>
+	static void wait_file(const char *f) { while (access(f, F_OK) != 0) usleep(10000); }
+	int main(int argc, char **argv)
+	{
+		printf("ready\n");
+		fflush(stdout);
+		wait_file(argv[2]);
+		void *h = dlopen(argv[1], RTLD_NOW);
+		void *(*site)(void) = h ? (void *(*)(void))dlsym(h, "site_lib") : NULL;
+		printf("loaded %d\n", site != NULL);
+		fflush(stdout);
+		wait_file(argv[3]);
+		static void *keep[8192];
+		for (int i = 0; site && i < 8192; i++)
+			keep[i] = site();
+		printf("done\n");
+		fflush(stdout);
+		wait_file(argv[4]);
+		return 0;
+	}
+	EOF
+	gcc -O2 -g -o "$TB/late" "$TB/late.c" -ldl
 }
 
 # started PROG [ARGS...]: PROG without the library in the background, its
@@ -155,6 +192,28 @@ let_go() {
 	[[ "$output" == *"has the agent already"*"heapctl eject $PID"* ]]
 	"$HEAPCTL" eject "$PID" >/dev/null
 	let_go "$PID"
+	touch "$T/end"
+	wait "$PID"
+}
+
+@test "inject: a library loaded later is wrapped too; the daemon serves the injected process" {
+	need_root
+	started "$TB/late" "$TB/libsite.so" "$T/go" "$T/go2" "$T/end"
+	"$HEAPCTL" inject "$PID" --lg-sample 13 --conf control_refresh_ms:100 >/dev/null
+	touch "$T/go"
+	wait_for 5 grep -q '^loaded 1' "$T/prog.out"
+	sleep 0.5                      # the control thread's next look at the objects
+	touch "$T/go2"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" -o "$T/late.heap" 2>/dev/null
+	near "$(bytes "$T/late.heap" site_lib)" 8388608 15
+	"$HEAPCTL" serve --listen 127.0.0.1:0 >"$T/serve.out" 2>"$T/serve.err" &
+	track $!
+	wait_for 5 grep -q "listening on http://" "$T/serve.out"
+	url=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+	wait_for 5 eval "curl -s --max-time 5 '$url/metrics' | grep -q 'heapctl_allocated_bytes{pid=\"$PID\"'"
+	[ "$(curl -s -o "$T/p.pb" -w '%{http_code}' --max-time 30 "$url/debug/pprof/heap?pid=$PID")" = 200 ]
+	[ -s "$T/p.pb" ]
 	touch "$T/end"
 	wait "$PID"
 }
