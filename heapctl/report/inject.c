@@ -541,6 +541,13 @@ int hc_inject_main(cli_args_t *a)
 	int code = parse_opts(a, &lg, &off, &more);
 	if (code)
 		return code;
+	if (more) {
+		/* checked as the library checks it, before the process is touched */
+		char lib[4096];
+		if ((code = cli_find_installed("libheapctl.so", lib, sizeof lib, false)) != 0 ||
+		    (code = cli_check_conf(lib, more)) != 0)
+			return code;
+	}
 	proc_t p = { .pid = a->pid };
 	snprintf(p.root, sizeof p.root, "/proc/%d/root", p.pid);
 	char dir[64];

@@ -317,6 +317,9 @@ let_go() {
 
 	run "$HEAPCTL" inject 999999999
 	[ "$status" -eq 2 ] || [ "$status" -eq 3 ]
+	run "$HEAPCTL" inject "$$" --conf prof_nonsense:1
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--conf"*"prof_nonsense"* ]]
 	run "$HEAPCTL" inject "$$" --lg-sample 99
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--lg-sample takes 0 to 62"* ]]
