@@ -315,6 +315,12 @@ static void restore_thread(call_t *c)
 	ptrace(PTRACE_SETSIGMASK, c->tid, (void *)sizeof c->sigmask, &c->sigmask);
 }
 
+/* Called once when a call has not returned in its time: the threads held
+ * besides the caller are let go (one of them may hold what it waits for),
+ * and it gets as long again. */
+static void (*call_slow)(void *arg);
+static void *call_slow_arg;
+
 /* fn(a0, a1) in the thread; its result in *ret.  Returns 0, or an errno
  * (ETIMEDOUT: still running at the deadline; EFAULT: it faulted; ESRCH:
  * the process is gone) with why filled in. */
@@ -365,7 +371,11 @@ static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_
 			snprintf(why, wlen, "the process ended during the call");
 			return ESRCH;
 		}
-		if (rp_now_ns() >= deadline) {
+		if (rp_now_ns() >= deadline && call_slow != NULL) {
+			call_slow(call_slow_arg);
+			call_slow = NULL;
+			deadline = rp_now_ns() + 20000000000u;
+		} else if (rp_now_ns() >= deadline) {
 			snprintf(why, wlen, "the call did not return in time");
 			return ETIMEDOUT;
 		}
@@ -528,6 +538,21 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 	default: return cli_err(HC_EXIT_FAILED, "inject: the agent in process %d could not publish its control "
 		    "segment (see the process's stderr)", p->pid);
 	}
+}
+
+typedef struct release_s {
+	rp_thr_t *th;
+	size_t nth, keep;
+} release_t;
+
+/* Every held thread let go but one. */
+static void release_others(void *arg)
+{
+	release_t *r = arg;
+	rp_thr_t keep = r->th[r->keep];
+	r->th[r->keep].seized = false;
+	rp_release_all(r->th, r->nth);
+	r->th[r->keep] = keep;
 }
 
 int hc_inject_main(cli_args_t *a)
@@ -717,11 +742,12 @@ late:
 		for (size_t i = 0; i < nth; i++)
 			if (safe[i] && th[i].stopped && !th[i].gone && (pick == nth || th[i].tid == p.pid))
 				pick = i;
-		if (!strict) {
-			rp_thr_t keep = th[pick];
-			th[pick].seized = false;
-			rp_release_all(th, nth);
-			th[pick] = keep;
+		release_t others = { th, nth, pick };
+		if (!strict)
+			release_others(&others);
+		else {
+			call_slow = release_others;
+			call_slow_arg = &others;
 		}
 		all_ns = rp_now_ns() - t0;
 		c = calloc(1, sizeof *c);
@@ -736,6 +762,7 @@ late:
 			    c ? c->tid : 0, p.pid, strerror(errno));
 		} else {
 			code = load_agent(&p, c, agent, conf, rp_now_ns() + 10000000000u);
+			call_slow = NULL;
 			restore_thread(c);
 		}
 		if (c && c->pending)
