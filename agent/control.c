@@ -679,7 +679,17 @@ void hc_inject_hooks(bool (*eject)(char *, size_t), unsigned (*scan)(bool))
  * the profile counts from since.  False if there is no segment. */
 bool hc_control_begin(uint64_t since)
 {
-	hc_mutex_lock(&pause_lock);
+	/* the thread of an eject just before may still be on its way out */
+	for (int i = 0; i < 1000; i++) {
+		hc_mutex_lock(&pause_lock);
+		if (seg != NULL || !ctl_running)
+			break;
+		hc_mutex_unlock(&pause_lock);
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+		if (i == 999)
+			return false;
+	}
 	counts_since = since;
 	if (seg == NULL && !ctl_running)
 		control_begin();
