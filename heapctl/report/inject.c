@@ -183,7 +183,7 @@ static int read_objects(proc_t *p)
 		if (!maps_line(line, &lo, &hi, &off, perms, &path) || path[0] != '/')
 			continue;
 		const char *b = strrchr(path, '/') + 1;
-		if (strstr(b, "ld-musl") || strstr(b, "libc.musl"))
+		if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
 			p->musl = true;
 		if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
 			p->agent = true;

@@ -35,6 +35,10 @@ setup_file() {
 	}
 	EOF
 	gcc -O2 -o "$TB/filtered" "$TB/filtered.c"
+	# a program of musl libc (musl-tools)
+	printf '#include <stdio.h>\n#include <unistd.h>\nint main(void) { puts("ready"); fflush(stdout); pause(); }\n' \
+	    >"$TB/musl.c"
+	musl-gcc -O2 -o "$TB/musl" "$TB/musl.c"
 	# a library loaded after the injection, and the program that loads it
 	cat >"$TB/site.c" <<-'EOF'
 	#include <stdlib.h>
@@ -282,7 +286,7 @@ let_go() {
 	! grep -q FAIL "$T/prog.err"
 }
 
-@test "inject refuses clearly: static, preloaded, seccomp, not root, no process, bad options; eject of the preloaded library" {
+@test "inject refuses clearly: static, seccomp, musl, preloaded, not root, no process, bad options; eject of the preloaded library" {
 	need_root
 	started "$TB/prog-static" "$T/go"
 	run "$HEAPCTL" inject "$PID"
@@ -296,6 +300,12 @@ let_go() {
 	run "$HEAPCTL" inject "$PID"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"seccomp filter"* ]]
+	kill "$PID"
+
+	started "$TB/musl"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"uses musl libc"*"heapctl trace $PID --malloc"* ]]
 	kill "$PID"
 
 	start_target
