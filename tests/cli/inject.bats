@@ -286,7 +286,7 @@ let_go() {
 	! grep -q FAIL "$T/prog.err"
 }
 
-@test "inject refuses clearly: static, seccomp, musl, preloaded, not root, no process, bad options; eject of the preloaded library" {
+@test "inject refuses clearly: static, seccomp, a container without the agent, musl, preloaded, not root, no process, bad options; eject of the preloaded library" {
 	need_root
 	started "$TB/prog-static" "$T/go"
 	run "$HEAPCTL" inject "$PID"
@@ -301,6 +301,22 @@ let_go() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"seccomp filter"* ]]
 	kill "$PID"
+
+	# a container whose files are not ours: the agent is not there
+	started unshare --mount --propagation private sh -c \
+	    "mount -t tmpfs none '$HEAPCTL_BUILD' && exec '$TB/prog' '$T/go'"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"another mount namespace (a container)"*"libheapctl-agent.so"* ]]
+	let_go "$PID"
+	kill "$PID"
+	# one of its own mount namespace where the agent is at the same path
+	started unshare --mount --propagation private "$TB/prog" "$T/go" "$T/end"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	touch "$T/go" "$T/end"
+	wait "$PID"
 
 	started "$TB/musl"
 	run "$HEAPCTL" inject "$PID"
