@@ -427,6 +427,9 @@ static int refuse_before(proc_t *p)
 		    "heapctl trace %d --malloc or --faults (eBPF)", pid, path, pid);
 	}
 	char v[64];
+	if (cli_proc_status_field(pid, "State", v, sizeof v) && v[0] == 'T')
+		return cli_err(HC_EXIT_FAILED, "process %d is stopped (SIGSTOP): its control thread could not answer; "
+		    "continue it first (kill -CONT %d)", pid, pid);
 	if (cli_proc_status_field(pid, "Seccomp", v, sizeof v) && atoi(v) != 0)
 		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter, which could kill it for a call "
 		    "the agent makes: start it with the library (heapctl systemd enable, or LD_PRELOAD), or use "

@@ -286,13 +286,24 @@ let_go() {
 	! grep -q FAIL "$T/prog.err"
 }
 
-@test "inject refuses clearly: static, seccomp, a container without the agent, musl, preloaded, not root, no process, bad options; eject of the preloaded library" {
+@test "inject refuses clearly: static, stopped, seccomp, a container without the agent, musl, preloaded, not root, no process, bad options; eject of the preloaded library" {
 	need_root
 	started "$TB/prog-static" "$T/go"
 	run "$HEAPCTL" inject "$PID"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"is statically linked"*"heapctl trace $PID"* ]]
 	let_go "$PID"
+	touch "$T/go"
+	wait "$PID"
+
+	started "$TB/prog" "$T/go"
+	kill -STOP "$PID"
+	wait_for 5 eval "grep -q '^State:.*T (stopped)' /proc/$PID/status"
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"is stopped (SIGSTOP)"*"kill -CONT $PID"* ]]
+	grep -q '^State:.*T (stopped)' "/proc/$PID/status"
+	kill -CONT "$PID"
 	touch "$T/go"
 	wait "$PID"
 
