@@ -624,6 +624,7 @@ int hc_inject_main(cli_args_t *a)
 		free(th);
 		return cli_err(HC_EXIT_FAILED, "inject: out of memory");
 	}
+	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);   /* a thread is unwound once a round */
 	sigset_t old;
 	rp_hold_signals(&old);
 	uint64_t t_start = rp_now_ns();
