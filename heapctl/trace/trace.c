@@ -286,16 +286,139 @@ static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
 	return -UNW_ENOINFO;
 }
 
-/* The unwind tables come from the process's files through the ptrace
- * accessors' ELF reader, which needs no ptrace for this (it reads
- * /proc/PID/maps and maps the files); their reads of memory land in
- * acc_mem above, whatever argument they pass. */
-/* The unwind tables come from the process's files through the ptrace
- * accessors' ELF reader, which needs no ptrace for this (it reads
- * /proc/PID/maps and maps the files' .eh_frame_hdr); their reads of
- * memory land in acc_mem above, whatever argument they pass. */
+/*
+ * The unwind tables, read from the process's memory: each object's ELF
+ * header and program headers are mapped with its first page, and its
+ * .eh_frame_hdr (PT_GNU_EH_FRAME) with its text, so a binary search table
+ * for every loaded object is found without opening a file.  That is what
+ * makes a process in a container unwind (its files are at other paths on
+ * this side, under /proc/PID/root), and a file deleted since.  An object
+ * without that segment, or with an unusual table encoding, goes to the
+ * ptrace accessors' ELF reader, which opens the file the maps name.
+ */
+/* libunwind's search of such a table (exported, not in its headers): what
+ * the ptrace accessors call for a table they found in a file */
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+    unw_proc_info_t *pi, int need_unwind_info, void *arg);
+
+typedef struct eh_obj_s {
+	uint64_t lo, hi;           /* the object's mappings                    */
+	uint64_t hdr, table;       /* .eh_frame_hdr and its search table       */
+	uint64_t nfde;             /* 0: none usable                            */
+} eh_obj_t;
+
+static uint64_t maps_gen = 1;  /* counts read_maps' copies of the maps */
+
+static struct {
+	eh_obj_t *o;
+	size_t n;
+	uint64_t gen;              /* the copy of the maps they came from      */
+} EH;
+
+static bool mem_read(uint64_t addr, void *buf, size_t len)
+{
+	return pread(T.memfd, buf, len, (off_t)addr) == (ssize_t)len;
+}
+
+/* The object whose first mapping (file offset 0) starts at base. */
+static void eh_add(uint64_t base, uint64_t lo, uint64_t hi)
+{
+	eh_obj_t o = { .lo = lo, .hi = hi };
+	Elf64_Ehdr eh;
+	if (mem_read(base, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		Elf64_Phdr ph[256];
+		uint64_t first_load = UINT64_MAX, hdr_vaddr = 0;
+		if (mem_read(base + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0])) {
+			for (unsigned i = 0; i < eh.e_phnum; i++) {
+				if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
+					first_load = ph[i].p_vaddr & ~(uint64_t)4095;
+				if (ph[i].p_type == PT_GNU_EH_FRAME)
+					hdr_vaddr = ph[i].p_vaddr;
+			}
+		}
+		uint64_t bias = eh.e_type == ET_DYN && first_load != UINT64_MAX ? base - first_load : 0;
+		unsigned char h[12];
+		/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table
+		 * datarel|sdata4: what every toolchain writes */
+		if (hdr_vaddr && mem_read(bias + hdr_vaddr, h, sizeof h) && h[0] == 1 && h[1] == 0x1b &&
+		    h[2] == 0x03 && h[3] == 0x3b) {
+			uint32_t n;
+			memcpy(&n, h + 8, sizeof n);
+			o.hdr = bias + hdr_vaddr;
+			o.table = o.hdr + 12;
+			o.nfde = n;
+		}
+	}
+	EH.o[EH.n++] = o;
+}
+
+/* The objects of the current copy of the maps. */
+static void eh_build(void)
+{
+	free(EH.o);
+	EH.o = NULL;
+	EH.n = 0;
+	EH.gen = maps_gen;
+	size_t lines = 1;
+	for (size_t i = 0; i < T.maps_len; i++)
+		lines += T.maps[i] == '\n';
+	EH.o = calloc(lines, sizeof *EH.o);
+	if (EH.o == NULL)
+		return;
+	/* an object: the run of mappings of one path that begins at offset 0 */
+	char cur[4096] = "";
+	uint64_t base = 0, lo = 0, hi = 0;
+	for (char *l = T.maps, *end = T.maps + T.maps_len; l && l < end;) {
+		char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t len = nl ? (size_t)(nl - l) : (size_t)(end - l);
+		char line[4200];
+		snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+		l = nl ? nl + 1 : NULL;
+		unsigned long long a, b, off;
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s%n", &a, &b, &off, &pos) < 3 || pos == 0)
+			continue;
+		const char *path = line + pos;
+		while (*path == ' ')
+			path++;
+		if (path[0] != '/')
+			continue;
+		if (off == 0 || strcmp(path, cur) != 0) {
+			if (cur[0] && lo < hi)
+				eh_add(base, lo, hi);
+			snprintf(cur, sizeof cur, "%s", path);
+			base = lo = a;
+			hi = b;
+			if (off != 0)             /* no first page of it here */
+				cur[0] = 0;
+		} else {
+			hi = b;
+		}
+	}
+	if (cur[0] && lo < hi)
+		eh_add(base, lo, hi);
+}
+
 static int acc_find(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
 {
+	if (EH.gen != maps_gen)
+		eh_build();
+	for (size_t i = 0; i < EH.n; i++) {
+		const eh_obj_t *o = &EH.o[i];
+		if (ip < o->lo || ip >= o->hi)
+			continue;
+		if (o->nfde == 0)
+			break;
+		unw_dyn_info_t di = {
+			.start_ip = o->lo, .end_ip = o->hi, .format = UNW_INFO_FORMAT_REMOTE_TABLE,
+			.u.rti = { .segbase = o->hdr, .table_len = o->nfde * 8 / sizeof(unw_word_t),
+			    .table_data = o->table },
+		};
+		if (_Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need, T.upt) == 0)
+			return 0;
+		break;
+	}
 	return _UPT_find_proc_info(as, ip, pi, need, T.upt);
 }
 
@@ -379,6 +502,7 @@ static void read_maps(void)
 		free(T.maps);
 		T.maps = b;
 		T.maps_len = len;
+		maps_gen++;
 	} else {
 		free(b);
 	}
@@ -816,7 +940,11 @@ static int find_allocator(int pid, const char *symbols, allocator_t *al)
 		const char *base = strrchr(objs[i], '/') + 1;
 		if (strncmp(base, "ld-linux", 8) == 0)
 			continue;                  /* the loader's minimal malloc */
+		/* a container's paths are under its root; a chroot's are shown as
+		 * this side sees them */
 		snprintf(al->open_path, sizeof al->open_path, "/proc/%d/root%s", pid, objs[i]);
+		if (access(al->open_path, R_OK) != 0)
+			snprintf(al->open_path, sizeof al->open_path, "%s", objs[i]);
 		for (unsigned p = 0; p < (symbols ? 1 : 3); p++) {
 			find_functions(al->open_path, prefixes[p], al, want, roles, nwant);
 			bool ok = symbols ? al->n > 0 : has_role(al, R_MALLOC) && has_role(al, R_FREE);
@@ -1161,6 +1289,9 @@ out:
 		_UPT_destroy(T.upt);
 	if (T.as)
 		unw_destroy_addr_space(T.as);
+	free(EH.o);
+	EH.o = NULL;
+	EH.gen = 0;
 	if (T.memfd >= 0)
 		close(T.memfd);
 	close(pidfd);

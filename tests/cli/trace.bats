@@ -15,6 +15,17 @@ setup_file() {
 	gcc -O2 -g -pthread -o "$TB/prog" "$PROG_SRC"
 	gcc -O2 -g -pthread -static -o "$TB/prog-static" "$PROG_SRC"
 	gcc -O2 -g -pthread -o "$TB/prog-je" "$PROG_SRC" -ljemalloc
+	# a program and a library for a root of their own (a container): the
+	# library at a path this side does not have
+	printf '%s\n' '#include <stdlib.h>' '#include <string.h>' \
+	    '__attribute__((noinline)) void *site_lib(void) { void *p = malloc(1024); memset(p, 1, 1024); return p; }' \
+	    >"$TB/site.c"
+	gcc -O2 -g -shared -fPIC -o "$TB/libsite.so" "$TB/site.c"
+	printf '%s\n' '#include <stdio.h>' '#include <unistd.h>' 'void *site_lib(void);' \
+	    'static void *keep[8192];' \
+	    'int main(void) { puts("ready"); fflush(stdout); while (access("/go", F_OK)) usleep(10000);' \
+	    '  for (int i = 0; i < 8192; i++) keep[i] = site_lib(); puts("done 8192"); return 0; }' >"$TB/boxed.c"
+	gcc -O2 -g -o "$TB/boxed" "$TB/boxed.c" -L"$TB" -lsite -Wl,-rpath,/clib-heapctl-test
 }
 
 # started PROG: run PROG without the library in the background, its output
@@ -120,6 +131,39 @@ traced() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"defines malloc and free"*"--symbols"*"--faults"* ]]
 	touch "$T/go"
+}
+
+@test "trace --malloc on a process in a root of its own (a chroot), its library deleted: unwound from its memory" {
+	local r="$T/root"
+	mkdir -p "$r/lib64" "$r/lib/x86_64-linux-gnu" "$r/clib-heapctl-test"
+	cp /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
+	cp /lib/x86_64-linux-gnu/libc.so.6 "$r/lib/x86_64-linux-gnu/"
+	cp "$TB/libsite.so" "$r/clib-heapctl-test/"
+	cp "$TB/boxed" "$r/boxed"
+	[ ! -e /clib-heapctl-test ]
+	chroot "$r" /boxed >"$T/prog.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+	# and its library's file is gone: only the process has it
+	rm "$r/clib-heapctl-test/libsite.so"
+	"$HEAPCTL" trace "$PID" --malloc --lg-sample 12 -o "$T/c.heap" >"$T/trace.out" 2>"$T/trace.err" &
+	local tpid=$!
+	track "$tpid"
+	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+	touch "$r/go"
+	wait "$PID"
+	wait "$tpid"
+	grep -q '^done 8192' "$T/prog.out"
+	# the heaviest stack goes from the library's function through main to
+	# the start of the program (named by module and offset where the file
+	# is gone): without the unwind tables read from the process's memory
+	# it would stop at the library's frame
+	top=$("$HEAPCTL" report "$T/c.heap" --collapsed | sort -t' ' -k2 -n | tail -1)
+	echo "$top"
+	frames=$(awk '{ print $1 }' <<<"$top" | tr ';' '\n' | wc -l)
+	[ "$frames" -ge 3 ]
+	[[ "$top" == *";main;libsite.so (deleted)+0x"* ]]
 }
 
 @test "trace --malloc on Debian's python3: its allocation sites named" {
