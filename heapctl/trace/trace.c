@@ -227,6 +227,45 @@ static int live_put(uint64_t ptr, stack_t_ *s, uint64_t size, double w)
 
 /* ---- unwinding: libunwind's remote API over a copied stack ---------------- */
 
+/*
+ * The unwind tables, read from the process's memory: each object's ELF
+ * header and program headers are mapped with its first page, and its
+ * .eh_frame_hdr (PT_GNU_EH_FRAME) with its text, so a binary search table
+ * for every loaded object is found without opening a file.  That is what
+ * makes a process in a container unwind (its files are at other paths on
+ * this side, under /proc/PID/root), and a file deleted since.  An object
+ * without that segment (gcc -static) gets a table made here from the FDEs
+ * of its file's .eh_frame (eh_make).  One with an unusual table encoding
+ * goes to the ptrace accessors' ELF reader, which opens the file the maps
+ * name.
+ */
+
+/* libunwind's search of such a table (exported, not in its headers): what
+ * the ptrace accessors call for a table they found in a file */
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+    unw_proc_info_t *pi, int need_unwind_info, void *arg);
+
+typedef struct eh_obj_s {
+	uint64_t lo, hi;           /* the object's mappings                    */
+	uint64_t hdr, table;       /* .eh_frame_hdr and its search table       */
+	uint64_t nfde;             /* 0: none usable                            */
+	int32_t *made;             /* a table made here from .eh_frame, read
+	                              by libunwind at the address `table`    */
+} eh_obj_t;
+
+/* Tables made here live at addresses no user mapping has; acc_mem serves
+ * reads there from them. */
+#define MADE_BASE 0xffff900000000000ull
+static uint64_t made_next = MADE_BASE;
+
+static uint64_t maps_gen = 1;  /* counts read_maps' copies of the maps */
+
+static struct {
+	eh_obj_t *o;
+	size_t n;
+	uint64_t gen;              /* the copy of the maps they came from      */
+} EH;
+
 static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
 {
 	if (write)
@@ -235,6 +274,17 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 	if (s && addr >= s->regs.sp && addr + sizeof *val <= s->regs.sp + s->stack_len) {
 		memcpy(val, s->stack + (addr - s->regs.sp), sizeof *val);
 		return 0;
+	}
+	/* a table made here (eh_make) */
+	if (addr >= MADE_BASE) {
+		for (size_t i = 0; i < EH.n; i++) {
+			const eh_obj_t *o = &EH.o[i];
+			if (o->made && addr >= o->table && addr + sizeof *val <= o->table + o->nfde * 8) {
+				memcpy(val, (const char *)o->made + (addr - o->table), sizeof *val);
+				return 0;
+			}
+		}
+		return -UNW_EINVAL;
 	}
 	/* text and unwind tables: read-only mappings of the process */
 	if (pread(T.memfd, val, sizeof *val, (off_t)addr) != (ssize_t)sizeof *val)
@@ -286,42 +336,114 @@ static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
 	return -UNW_ENOINFO;
 }
 
-/*
- * The unwind tables, read from the process's memory: each object's ELF
- * header and program headers are mapped with its first page, and its
- * .eh_frame_hdr (PT_GNU_EH_FRAME) with its text, so a binary search table
- * for every loaded object is found without opening a file.  That is what
- * makes a process in a container unwind (its files are at other paths on
- * this side, under /proc/PID/root), and a file deleted since.  An object
- * without that segment, or with an unusual table encoding, goes to the
- * ptrace accessors' ELF reader, which opens the file the maps name.
- */
-/* libunwind's search of such a table (exported, not in its headers): what
- * the ptrace accessors call for a table they found in a file */
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
-    unw_proc_info_t *pi, int need_unwind_info, void *arg);
-
-typedef struct eh_obj_s {
-	uint64_t lo, hi;           /* the object's mappings                    */
-	uint64_t hdr, table;       /* .eh_frame_hdr and its search table       */
-	uint64_t nfde;             /* 0: none usable                            */
-} eh_obj_t;
-
-static uint64_t maps_gen = 1;  /* counts read_maps' copies of the maps */
-
-static struct {
-	eh_obj_t *o;
-	size_t n;
-	uint64_t gen;              /* the copy of the maps they came from      */
-} EH;
 
 static bool mem_read(uint64_t addr, void *buf, size_t len)
 {
 	return pread(T.memfd, buf, len, (off_t)addr) == (ssize_t)len;
 }
 
+static int by_pc(const void *a, const void *b)
+{
+	const int32_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* An object without .eh_frame_hdr (gcc -static): its table, made from the
+ * FDEs of its .eh_frame (the file's section, at bias in the process), in
+ * the form .eh_frame_hdr has: pairs of (start, FDE) relative to the
+ * section, sorted.  Only the usual encoding of a start (pc-relative,
+ * signed 4 bytes) is read. */
+static void eh_make(eh_obj_t *o, const char *path, uint64_t bias)
+{
+	char open_path[PATH_MAX + 64];
+	snprintf(open_path, sizeof open_path, "/proc/%d/root%s", T.pid, path);
+	int fd = open(open_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	Elf *e = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
+	size_t shstr;
+	const unsigned char *d = NULL;
+	uint64_t addr = 0, size = 0;
+	if (e && elf_getshdrstrndx(e, &shstr) == 0) {
+		for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
+			GElf_Shdr sh;
+			const char *nm;
+			if (gelf_getshdr(scn, &sh) == NULL || (nm = elf_strptr(e, shstr, sh.sh_name)) == NULL ||
+			    strcmp(nm, ".eh_frame") != 0 || sh.sh_type != SHT_PROGBITS)
+				continue;
+			Elf_Data *data = elf_rawdata(scn, NULL);
+			if (data && data->d_size == sh.sh_size) {
+				d = data->d_buf;
+				addr = sh.sh_addr + bias;
+				size = sh.sh_size;
+			}
+			break;
+		}
+	}
+	int32_t *t = NULL;
+	size_t n = 0, cap = 0;
+	for (uint64_t off = 0; d && off + 8 <= size;) {
+		uint32_t len;
+		memcpy(&len, d + off, 4);
+		if (len == 0 || len == 0xffffffffu || off + 4 + len > size)
+			break;                     /* the terminator, or 64-bit: stop */
+		uint32_t id;
+		memcpy(&id, d + off + 4, 4);
+		if (id != 0) {
+			/* an FDE: its CIE says how pc_begin is written */
+			uint64_t cie = off + 4 - id;
+			bool pcrel4 = false;
+			uint32_t clen;
+			if (cie + 9 < size && (memcpy(&clen, d + cie, 4), clen) && cie + 4 + clen <= size) {
+				const char *aug = (const char *)d + cie + 9;
+				size_t alen = strnlen(aug, (size_t)(size - cie - 9));
+				/* "zR" with the encoding in the augmentation data: after
+				 * code and data alignment and the return register */
+				if (alen == 2 && aug[0] == 'z' && aug[1] == 'R') {
+					const unsigned char *q = (const unsigned char *)aug + 3, *qend = d + cie + 4 + clen;
+					for (int k = 0; k < 4 && q < qend; k++)      /* 3 LEB128s, then the data's length */
+						while (q < qend && (*q++ & 0x80))
+							;
+					pcrel4 = q < qend && *q == 0x1b;
+				}
+			}
+			if (pcrel4) {
+				int32_t rel;
+				memcpy(&rel, d + off + 8, 4);
+				uint64_t pc = addr + off + 8 + (int64_t)rel;
+				if (n == cap) {
+					cap = cap ? 2 * cap : 1024;
+					int32_t *nt = realloc(t, cap * 2 * sizeof *t);
+					if (nt == NULL)
+						break;
+					t = nt;
+				}
+				t[2 * n] = (int32_t)(int64_t)(pc - addr);
+				t[2 * n + 1] = (int32_t)off;
+				n++;
+			}
+		}
+		off += 4 + (uint64_t)len;
+	}
+	if (e)
+		elf_end(e);
+	if (fd >= 0)
+		close(fd);
+	if (n == 0) {
+		free(t);
+		return;
+	}
+	qsort(t, n, 2 * sizeof *t, by_pc);
+	o->made = t;
+	o->hdr = addr;                       /* the entries are relative to it */
+	o->table = made_next;
+	o->nfde = n;
+	made_next += (n * 8 + 4095) & ~4095ull;
+}
+
 /* The object whose first mapping (file offset 0) starts at base. */
-static void eh_add(uint64_t base, uint64_t lo, uint64_t hi)
+static void eh_add(uint64_t base, uint64_t lo, uint64_t hi, const char *path)
 {
 	eh_obj_t o = { .lo = lo, .hi = hi };
 	Elf64_Ehdr eh;
@@ -348,15 +470,25 @@ static void eh_add(uint64_t base, uint64_t lo, uint64_t hi)
 			o.hdr = bias + hdr_vaddr;
 			o.table = o.hdr + 12;
 			o.nfde = n;
+		} else if (hdr_vaddr == 0 && first_load != UINT64_MAX) {
+			eh_make(&o, path, bias);
 		}
 	}
 	EH.o[EH.n++] = o;
 }
 
 /* The objects of the current copy of the maps. */
+static void eh_free(void)
+{
+	for (size_t i = 0; i < EH.n; i++)
+		free(EH.o[i].made);
+	free(EH.o);
+	made_next = MADE_BASE;
+}
+
 static void eh_build(void)
 {
-	free(EH.o);
+	eh_free();
 	EH.o = NULL;
 	EH.n = 0;
 	EH.gen = maps_gen;
@@ -386,7 +518,7 @@ static void eh_build(void)
 			continue;
 		if (off == 0 || strcmp(path, cur) != 0) {
 			if (cur[0] && lo < hi)
-				eh_add(base, lo, hi);
+				eh_add(base, lo, hi, cur);
 			snprintf(cur, sizeof cur, "%s", path);
 			base = lo = a;
 			hi = b;
@@ -397,7 +529,7 @@ static void eh_build(void)
 		}
 	}
 	if (cur[0] && lo < hi)
-		eh_add(base, lo, hi);
+		eh_add(base, lo, hi, cur);
 }
 
 static int acc_find(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
@@ -1289,8 +1421,9 @@ out:
 		_UPT_destroy(T.upt);
 	if (T.as)
 		unw_destroy_addr_space(T.as);
-	free(EH.o);
+	eh_free();
 	EH.o = NULL;
+	EH.n = 0;
 	EH.gen = 0;
 	if (T.memfd >= 0)
 		close(T.memfd);
