@@ -270,3 +270,15 @@ near() {
 	awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }' ||
 		{ echo "$1 is not within $3% of $2" >&2; return 1; }
 }
+
+# redis_start [VAR=VALUE...]: Debian's redis-server on a free port, with
+# those variables in its environment (none: without the library); sets PID
+# and PORT once it answers
+redis_start() {
+	PORT=$((20000 + RANDOM % 20000))
+	env -u LD_PRELOAD "$@" redis-server --port "$PORT" --save "" --appendonly no --enable-debug-command yes \
+	    >"$T/redis.$PORT.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 10 redis-cli -p "$PORT" ping
+}

@@ -246,24 +246,19 @@ let_go() {
 	near "$(bytes "$T/pl.heap" Perl_sv_grow)" 32768000 15
 
 	command -v redis-server >/dev/null || skip "no redis-server"
-	local port=$((20000 + RANDOM % 20000))
-	env -u LD_PRELOAD redis-server --port "$port" --save "" --appendonly no --enable-debug-command yes \
-	    >"$T/redis.out" 2>&1 &
-	PID=$!
-	track "$PID"
-	wait_for 10 redis-cli -p "$port" ping
+	redis_start
 	run "$HEAPCTL" inject "$PID" --lg-sample 14
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"its malloc is libjemalloc.so.2's"* ]]
-	redis-cli -p "$port" DEBUG POPULATE 50000 key 1000 >/dev/null
+	redis-cli -p "$PORT" DEBUG POPULATE 50000 key 1000 >/dev/null
 	"$HEAPCTL" dump "$PID" -o "$T/redis.heap" 2>/dev/null
-	used=$(redis-cli -p "$port" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
+	used=$(redis-cli -p "$PORT" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }')
 	total=$("$HEAPCTL" report "$T/redis.heap" --bytes | awk '/^Total:/ { print $2 }')
 	near "$(bytes "$T/redis.heap" _sdsnewlen)" 51200000 15      # 50000 values of 1000 bytes
 	near "$total" "$used" 20
 	"$HEAPCTL" eject "$PID" >/dev/null
-	redis-cli -p "$port" set k v >/dev/null
-	redis-cli -p "$port" shutdown nosave >/dev/null || true
+	redis-cli -p "$PORT" set k v >/dev/null
+	redis-cli -p "$PORT" shutdown nosave >/dev/null || true
 }
 
 @test "inject and eject 200 times into 8 threads churning malloc and forking: no crash, no hang, no stopped thread, the same output" {

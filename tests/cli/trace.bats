@@ -173,36 +173,27 @@ traced() {
 
 @test "trace --malloc on Debian's redis-server under load: its sites near their sizes and the library's profile" {
 	command -v redis-server >/dev/null || skip "no redis-server"
-	local port=$((20000 + RANDOM % 20000))
-	env -u LD_PRELOAD redis-server --port "$port" --save "" --appendonly no --enable-debug-command yes \
-	    >"$T/redis.out" 2>&1 &
-	PID=$!
-	track "$PID"
-	wait_for 10 redis-cli -p "$port" ping
+	redis_start
 	"$HEAPCTL" trace "$PID" --malloc --lg-sample 14 -o "$T/r.heap" >"$T/trace.out" 2>"$T/trace.err" &
 	local tpid=$!
 	track "$tpid"
 	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
-	redis-cli -p "$port" DEBUG POPULATE 50000 key 1000 >/dev/null
+	redis-cli -p "$PORT" DEBUG POPULATE 50000 key 1000 >/dev/null
 	kill -INT "$tpid"
 	wait "$tpid"
 	[[ "$(cat "$T/trace.err")" == *"libjemalloc.so.2 in process"* ]]
 	# 50,000 values of 1000 bytes: sds strings of 1,004 bytes requested
 	t=$(bytes "$T/r.heap" _sdsnewlen)
 	near "$t" 50200000 15
-	redis-cli -p "$port" shutdown nosave >/dev/null || true
+	redis-cli -p "$PORT" shutdown nosave >/dev/null || true
 	wait "$PID" || true
 	# the same load under the library, at the same rate (usable sizes:
 	# 1,024 bytes each)
-	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" HEAPCTL_CONF="prof:true,lg_prof_sample:14" \
-	    redis-server --port "$port" --save "" --appendonly no --enable-debug-command yes >"$T/redis2.out" 2>&1 &
-	PID=$!
-	track "$PID"
-	wait_for 10 redis-cli -p "$port" ping
-	redis-cli -p "$port" DEBUG POPULATE 50000 key 1000 >/dev/null
+	redis_start LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" HEAPCTL_CONF="prof:true,lg_prof_sample:14"
+	redis-cli -p "$PORT" DEBUG POPULATE 50000 key 1000 >/dev/null
 	"$HEAPCTL" dump "$PID" -o "$T/p.heap" >/dev/null
 	near "$t" "$(bytes "$T/p.heap" _sdsnewlen)" 15
-	redis-cli -p "$port" shutdown nosave >/dev/null || true
+	redis-cli -p "$PORT" shutdown nosave >/dev/null || true
 }
 
 @test "trace --malloc on Debian's python3: its allocation sites named" {
