@@ -305,6 +305,7 @@ static unsigned long long seen_adds;   /* dl_iterate_phdr's load count at the la
 
 typedef struct {
 	uintptr_t base, text_lo, text_hi;   /* the object's own range: its PLT */
+	uintptr_t lo, hi;                   /* all of its segments            */
 } scan_obj_t;
 
 static unsigned take_slot(void **slot, const char *name, uintptr_t lo, uintptr_t hi, void *arg)
@@ -350,29 +351,34 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	if (strstr(name, "linux-vdso") || strstr(name, "/ld-linux") || strstr(name, "libheapctl-agent"))
 		return 0;
 	const void *dyn = NULL;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	uintptr_t lo = UINTPTR_MAX, hi = 0, alo = UINTPTR_MAX, ahi = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_DYNAMIC)
 			dyn = (const void *)(info->dlpi_addr + ph->p_vaddr);
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		alo = a < alo ? a : alo;
+		ahi = a + ph->p_memsz > ahi ? a + ph->p_memsz : ahi;
+		if (ph->p_flags & PF_X) {
 			lo = a < lo ? a : lo;
 			hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
 		}
 	}
 	if (dyn == NULL || s->n == sizeof s->dyn / sizeof s->dyn[0])
 		return 0;
-	s->obj[s->n] = (scan_obj_t){ info->dlpi_addr, lo, hi };
+	s->obj[s->n] = (scan_obj_t){ info->dlpi_addr, lo, hi, alo, ahi };
 	s->dyn[s->n++] = dyn;
 	return 0;
 }
+
+static scan_t s;                       /* under slots_lock */
 
 /* Take the slots of every object loaded since the last scan (of all when
  * force).  Returns the slots taken. */
 static unsigned scan(bool force)
 {
-	static scan_t s;                   /* under slots_lock */
 	unsigned n = 0;
 	hc_mutex_lock(&slots_lock);
 	s.n = 0;
@@ -387,12 +393,19 @@ static unsigned scan(bool force)
 	return n;
 }
 
+/* Every slot back, newest first, in the objects still loaded (one that
+ * dlclose unloaded took its slots with it: they are not touched). */
 static void restore_slots(void)
 {
 	hc_mutex_lock(&slots_lock);
+	s.n = 0;
+	dl_iterate_phdr(collect, &s);
 	for (size_t i = nsaved; i-- > 0;) {
 		saved_t *v = &saved[i];
-		for (size_t k = 0; k < NFNS; k++)
+		bool loaded = false;
+		for (unsigned k = 0; k < s.n && !loaded; k++)
+			loaded = (uintptr_t)v->slot >= s.obj[k].lo && (uintptr_t)v->slot + sizeof(void *) <= s.obj[k].hi;
+		for (size_t k = 0; loaded && k < NFNS; k++)
 			if (__atomic_load_n(v->slot, __ATOMIC_ACQUIRE) == fns[k].wrapper)
 				hc_got_store(v->slot, v->orig, v->lo, v->hi);
 	}

@@ -72,6 +72,10 @@ setup_file() {
 		printf("done\n");
 		fflush(stdout);
 		wait_file(argv[4]);
+		dlclose(h);                  /* its slots go with it */
+		printf("closed\n");
+		fflush(stdout);
+		wait_file(argv[5]);
 		return 0;
 	}
 	EOF
@@ -200,9 +204,9 @@ let_go() {
 	wait "$PID"
 }
 
-@test "inject: a library loaded later is wrapped too; the daemon serves the injected process" {
+@test "inject: a library loaded later is wrapped too, and one unloaded is left alone; the daemon serves the injected process" {
 	need_root
-	started "$TB/late" "$TB/libsite.so" "$T/go" "$T/go2" "$T/end"
+	started "$TB/late" "$TB/libsite.so" "$T/go" "$T/go2" "$T/unload" "$T/end"
 	"$HEAPCTL" inject "$PID" --lg-sample 13 --conf control_refresh_ms:100 >/dev/null
 	touch "$T/go"
 	wait_for 5 grep -q '^loaded 1' "$T/prog.out"
@@ -218,6 +222,11 @@ let_go() {
 	wait_for 5 eval "curl -s --max-time 5 '$url/metrics' | grep -q 'heapctl_allocated_bytes{pid=\"$PID\"'"
 	[ "$(curl -s -o "$T/p.pb" -w '%{http_code}' --max-time 30 "$url/debug/pprof/heap?pid=$PID")" = 200 ]
 	[ -s "$T/p.pb" ]
+	# the library unloaded, then eject: its slots are gone, not written
+	touch "$T/unload"
+	wait_for 5 grep -q '^closed' "$T/prog.out"
+	! grep -q libsite.so "/proc/$PID/maps"
+	"$HEAPCTL" eject "$PID" >/dev/null
 	touch "$T/end"
 	wait "$PID"
 }
