@@ -270,6 +270,36 @@ let_go() {
 	redis-cli -p "$PORT" shutdown nosave >/dev/null || true
 }
 
+@test "inject into Debian's python3 -m http.server under load: what serving allocates, named" {
+	need_root
+	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+	mkdir -p "$T/www"
+	head -c 100000 /dev/urandom >"$T/www/f.bin"
+	local port=$((20000 + RANDOM % 20000))
+	(cd "$T/www" && exec env -u LD_PRELOAD /usr/bin/python3 -m http.server "$port" --bind 127.0.0.1) \
+	    >"$T/http.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 10 curl -s -o /dev/null "http://127.0.0.1:$port/f.bin"
+	# requests before and during the injection, then 200 counted ones
+	(for i in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/f.bin"; done) &
+	local load=$!
+	"$HEAPCTL" inject "$PID" --lg-sample 12 --conf prof_accum:true >/dev/null
+	wait "$load"
+	"$HEAPCTL" reset "$PID" >/dev/null
+	for i in $(seq 200); do curl -s -o "$T/got" "http://127.0.0.1:$port/f.bin"; done
+	cmp "$T/got" "$T/www/f.bin"
+	"$HEAPCTL" dump "$PID" -o "$T/http.heap" 2>/dev/null
+	# each response reads the file into a bytes object of 100,000 bytes
+	run "$HEAPCTL" report "$T/http.heap" --bytes --alloc_space
+	top=$(awk 'NR == 2 { print $NF }' <<<"$output")
+	[ "$top" = PyBytes_FromStringAndSize ]
+	[ "$(bytes "$T/http.heap" PyBytes_FromStringAndSize --alloc_space)" -ge 17000000 ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	curl -s -o "$T/got" "http://127.0.0.1:$port/f.bin"
+	cmp "$T/got" "$T/www/f.bin"
+}
+
 @test "inject and eject 200 times into 8 threads churning malloc and forking: no crash, no hang, no stopped thread, the same output" {
 	need_root
 	started "$TB/churn" "$T/end"
