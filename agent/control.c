@@ -525,6 +525,16 @@ static void poll_highwater(void)
 	hc_prof_busy = 1;
 }
 
+/* Watchers learn the process (or its agent) is gone, and the name is
+ * freed: at exit, and after heapctl eject. */
+static void segment_goodbye(hc_shm_t *s)
+{
+	hc_shm_event_t ev = { .type = HC_EV_EXIT };
+	publish(&ev);
+	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
+	unlink(seg_path);
+}
+
 /* After heapctl eject: watchers learn the agent is gone, the segment is
  * removed, and this thread ends on its own (detached, unless a pause is
  * waiting to join it).  A later inject makes both again. */
@@ -532,10 +542,7 @@ static void retire(void)
 {
 	ejecting = false;
 	hc_shm_t *s = seg;
-	hc_shm_event_t ev = { .type = HC_EV_EXIT };
-	publish(&ev);
-	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
-	unlink(seg_path);
+	segment_goodbye(s);
 	__atomic_store_n(&seg, NULL, __ATOMIC_RELEASE);
 	seg_path[0] = 0;
 	munmap(s, sizeof(hc_shm_t));
@@ -748,8 +755,5 @@ __attribute__((destructor(101))) static void control_exit(void)
 	hc_shm_t *s = seg;
 	if (s == NULL || seg_pid != getpid())
 		return;
-	hc_shm_event_t ev = { .type = HC_EV_EXIT };
-	publish(&ev);
-	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
-	unlink(seg_path);
+	segment_goodbye(s);
 }

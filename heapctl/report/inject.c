@@ -189,9 +189,9 @@ static int read_objects(proc_t *p)
 			p->agent = true;
 			if (perms[2] == 'x')     /* a thread in it may hold its locks */
 				add_unsafe(p, lo, hi, "the agent (of an earlier inject)");
-		}
-		else if (strncmp(b, "libheapctl", 10) == 0 && strstr(b, ".so"))
+		} else if (cli_is_library(path)) {
 			p->preloaded = true;
+		}
 		if (is_libc(path) && p->libc[0] == 0 && off == 0) {
 			snprintf(p->libc, sizeof p->libc, "%s", path);
 			p->libc_base = lo;

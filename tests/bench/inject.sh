@@ -17,9 +17,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/bench/lib.sh"
 reps=${BENCH_REPS:-5}
 H="$root/$build/heapctl"
-tmp=$(mktemp -d)
-cleanup() { pkill -P $$ 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_tmp
 if [ "$(id -u)" -ne 0 ]; then
 	echo "inject bench: needs root; skipped"
 	exit 0

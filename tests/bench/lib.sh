@@ -7,3 +7,10 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 machine_line() {
 	echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r), $(date -u +%F)"
 }
+
+# bench_tmp: tmp= a directory of the script's own, removed at exit with
+# every program the script still runs
+bench_tmp() {
+	tmp=$(mktemp -d)
+	trap 'pkill -P $$ 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+}

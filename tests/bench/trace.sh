@@ -19,9 +19,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/bench/lib.sh"
 reps=${BENCH_REPS:-5}
 H="$root/$build/heapctl"
-tmp=$(mktemp -d)
-cleanup() { pkill -P $$ 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
+bench_tmp
 if [ "$(id -u)" -ne 0 ] || ! command -v bpftrace >/dev/null; then
 	echo "trace bench: needs root and bpftrace; skipped"
 	exit 0

@@ -38,6 +38,17 @@ started() {
 	wait_for 5 grep -q '^ready' "$T/prog.out"
 }
 
+# tracing PID OUT TRACE-ARGS...: heapctl trace PID into OUT in the
+# background (its stderr in $T/trace.err); TRACER= once the probes are in
+tracing() {
+	local pid=$1 out=$2
+	shift 2
+	"$HEAPCTL" trace "$pid" "$@" -o "$out" >"$T/trace.out" 2>"$T/trace.err" &
+	TRACER=$!
+	track "$TRACER"
+	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+}
+
 # traced PROG OUT TRACE-ARGS...: start PROG, trace it with heapctl trace
 # into OUT, let it go once the probes are in, wait for both.  Sets
 # TRACE_ERR (heapctl's stderr) and status (heapctl's).
@@ -46,10 +57,8 @@ traced() {
 	shift 2
 	started "$prog"
 	local pid=$PID
-	"$HEAPCTL" trace "$pid" "$@" -o "$out" >"$T/trace.out" 2>"$T/trace.err" &
-	local tpid=$!
-	track "$tpid"
-	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+	tracing "$pid" "$out" "$@"
+	local tpid=$TRACER
 	touch "$T/go"
 	wait "$pid"
 	status=0
@@ -152,10 +161,8 @@ traced() {
 	wait_for 5 grep -q '^ready' "$T/prog.out"
 	# and its library's file is gone: only the process has it
 	rm "$r/clib-heapctl-test/libsite.so"
-	"$HEAPCTL" trace "$PID" --malloc --lg-sample 12 -o "$T/c.heap" >"$T/trace.out" 2>"$T/trace.err" &
-	local tpid=$!
-	track "$tpid"
-	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+	tracing "$PID" "$T/c.heap" --malloc --lg-sample 12
+	local tpid=$TRACER
 	touch "$r/go"
 	wait "$PID"
 	wait "$tpid"
@@ -174,10 +181,8 @@ traced() {
 @test "trace --malloc on Debian's redis-server under load: its sites near their sizes and the library's profile" {
 	command -v redis-server >/dev/null || skip "no redis-server"
 	redis_start
-	"$HEAPCTL" trace "$PID" --malloc --lg-sample 14 -o "$T/r.heap" >"$T/trace.out" 2>"$T/trace.err" &
-	local tpid=$!
-	track "$tpid"
-	wait_for 10 grep -q 'tracing' "$T/trace.err" || { cat "$T/trace.err"; return 1; }
+	tracing "$PID" "$T/r.heap" --malloc --lg-sample 14
+	local tpid=$TRACER
 	redis-cli -p "$PORT" DEBUG POPULATE 50000 key 1000 >/dev/null
 	kill -INT "$tpid"
 	wait "$tpid"
