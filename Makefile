@@ -143,7 +143,7 @@ $(BUILD)/heapctl: $(CLI_OBJ)
 
 # report: libdw/libelf symbolize, zlib gzips pprof files and inflates debug
 # sections, libstdc++ demangles.
-REPORT_LIBS := -ldw -lelf -lz -lstdc++ -lm -lunwind-ptrace -lunwind-generic
+REPORT_LIBS := -ldw -lelf -lz -ldl -lm -lunwind-ptrace -lunwind-generic
 
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
 	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)

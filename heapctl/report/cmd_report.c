@@ -275,6 +275,8 @@ static void build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double 
 static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 {
 	char err[512];
+	/* file:line only for the views that show or match it */
+	rp_symbolize_lines(o->lines || o->has_focus || o->has_ignore || o->pprof || o->symbolize);
 	if (rp_read(path, raw, o->symbolize ? RP_READ_TEXT : 0, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_USAGE, "%s", err);
 	if (raw->symbolized)

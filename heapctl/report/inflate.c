@@ -57,9 +57,12 @@ typedef struct job_s {
 	size_t next;                  /* the next in order (atomic) */
 } job_t;
 
-/* Sections no view of a report reads. */
-static bool unneeded(const char *name)
+/* Sections no view of a report reads; with lines false, also the line
+ * tables (views without file:line). */
+static bool unneeded(const char *name, bool lines)
 {
+	if (!lines && !strcmp(name, ".debug_line"))
+		return true;
 	static const char *const names[] = {
 		".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo", ".debug_pubnames",
 		".debug_pubtypes", ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names",
@@ -141,7 +144,7 @@ static void drop_file(ifile_t *f)
 
 /* The copy's layout, and its memfd mapped: false when there is nothing to
  * gain or something is not as expected. */
-static bool plan(ifile_t *f, int fd)
+static bool plan(ifile_t *f, int fd, bool lines)
 {
 	f->out_fd = -1;
 	Elf *e = f->e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -182,7 +185,7 @@ static bool plan(ifile_t *f, int fd)
 			if (ch.ch_type != ELFCOMPRESS_ZLIB || ch.ch_size > ((size_t)1 << 32))
 				return false;
 			any = true;
-			if (unneeded(name)) {
+			if (unneeded(name, lines)) {
 				c->drop = true;
 				c->out_size = 0;
 				c->sh.sh_type = SHT_NOBITS;
@@ -262,7 +265,7 @@ struct rp_inflating_s {
 	int nthreads;
 };
 
-rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads)
+rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool lines)
 {
 	ifile_t *f = calloc(n + 1, sizeof *f);
 	rp_inflating_t *in = calloc(1, sizeof *in);
@@ -276,7 +279,7 @@ rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads)
 		f[i].out_fd = -1;
 		if (fds[i] < 0)
 			continue;
-		if (!plan(&f[i], fds[i]))
+		if (!plan(&f[i], fds[i], lines))
 			drop_file(&f[i]);
 		else
 			nsec += f[i].nsec;

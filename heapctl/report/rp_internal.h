@@ -95,8 +95,12 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 
 /* symbolize.c: fill every location's map and frames, and the maps'
  * build ids and flags.  root: sysroot or NULL.  Missing files only leave
- * their addresses unnamed; -1 only when libdwfl cannot start. */
+ * their addresses unnamed; -1 only when libdwfl cannot start.
+ * rp_symbolize_lines(false): the frames get no file:line, and the line
+ * tables are not read (for views that show none; not with --symcache,
+ * which keeps whole frames). */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
+void rp_symbolize_lines(bool on);
 
 /* svg.c: at most max characters of str as XML character data (safe in
  * attributes); control characters and bytes that are not UTF-8 become
@@ -155,9 +159,10 @@ bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
  * it is).  In two steps: rp_inflated_start() starts the copies on threads
  * (at most 2) of their own, sharing out the files' sections, and returns;
  * rp_inflated_wait() works on what is left and waits for them, then fills
- * out[].  fds[] stay open in between.  NULL from start: no copies. */
+ * out[].  fds[] stay open in between.  NULL from start: no copies.
+ * lines false leaves the line tables out too. */
 typedef struct rp_inflating_s rp_inflating_t;
-rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads);
+rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool lines);
 void rp_inflated_wait(rp_inflating_t *in, int *out);
 
 /* symcache.c: the frames found for each address of a module, kept per

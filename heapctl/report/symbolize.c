@@ -18,6 +18,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -32,7 +33,6 @@
 #include "rp_internal.h"
 
 /* libstdc++'s demangler (the C++ ABI one every toolchain ships). */
-extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 /* A module's symbols, sorted by address once and searched by bisection
  * (libdwfl's dwfl_module_addrinfo scans the whole table for each address,
@@ -64,6 +64,7 @@ typedef struct object_s {
 	                          * copy, or the file itself (or -1) */
 	char *pre_name;
 	bool pre_pending;        /* pre_fd is being made (prepare_finish) */
+	bool late;               /* named after the others (pre_fd was made) */
 	int fd;                  /* the file, until libdwfl is given it */
 	GElf_Addr bias;          /* where its addresses are (0 for ET_EXEC) */
 	const char *build_id;    /* read with --symcache, lowercase hex */
@@ -85,6 +86,13 @@ static char *debug_path;     /* libdwfl reads it through the callbacks */
 static char *missing;          /* "name (build id X), ..." */
 static bool server_silent;     /* a query ran into the timeout */
 static const char *urls;       /* DEBUGINFOD_URLS as it was */
+static bool lines_off;         /* rp_symbolize_lines(false) */
+static bool want_lines = true; /* this call's: file:line in the frames */
+
+void rp_symbolize_lines(bool on)
+{
+	lines_off = !on;
+}
 
 static double now_s(void)
 {
@@ -304,13 +312,32 @@ static char *short_name(const char *full)
 	return s;
 }
 
+/* libstdc++'s demangler, loaded the first time a name needs it: most
+ * profiles of C programs never do, and loading the library is a tenth of
+ * the time of a report of a few stacks.  Without it names stay mangled. */
+typedef char *demangle_fn(const char *mangled, char *buf, size_t *len, int *status);
+
+static demangle_fn *demangler(void)
+{
+	static demangle_fn *fn;
+	static bool tried;
+	if (!tried) {
+		tried = true;
+		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+		if (h)
+			fn = (demangle_fn *)dlsym(h, "__cxa_demangle");
+	}
+	return fn;
+}
+
 void rp_name_frame(rp_frame_t *f, const char *sym)
 {
 	f->sys = rp_intern(sym);
 	char *d = NULL;
-	if (sym[0] == '_' && sym[1] == 'Z') {
+	demangle_fn *demangle;
+	if (sym[0] == '_' && sym[1] == 'Z' && (demangle = demangler()) != NULL) {
 		int status = -1;
-		d = __cxa_demangle(sym, NULL, NULL, &status);
+		d = demangle(sym, NULL, NULL, &status);
 		if (status != 0) {
 			free(d);
 			d = NULL;
@@ -587,6 +614,22 @@ static const char *unnamed_function(Dwfl_Module *mod, rp_ehtab_t *eh, const rp_m
 	return rp_intern(buf);
 }
 
+/* Whether the unit is C, whose DWARF names are its symbols' names: no
+ * linkage name to find in the symbol table (building a big library's
+ * table, libc's, is a twentieth of a report of a few stacks). */
+static bool c_unit(Dwarf_Die *cu)
+{
+	switch (cu ? dwarf_srclang(cu) : -1) {
+	case DW_LANG_C89:
+	case DW_LANG_C:
+	case DW_LANG_C99:
+	case DW_LANG_C11:
+		return true;
+	default:
+		return false;
+	}
+}
+
 static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
                           rp_loc_t *loc)
 {
@@ -596,7 +639,7 @@ static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_m
 	int line = 0;
 	unsigned found = 0;      /* RP_SC_*: what this address had */
 
-	Dwfl_Line *l = dwfl_module_getsrc(mod, pc);
+	Dwfl_Line *l = want_lines ? dwfl_module_getsrc(mod, pc) : NULL;
 	if (l) {
 		file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 		if (file)
@@ -609,7 +652,7 @@ static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_m
 	int ns = cu ? scopes_at(cu, pc - dbias, scopes, 64) : 0;
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
-	if (ns > 0 && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+	if (ns > 0 && (!want_lines || dwarf_getsrcfiles(cu, &files, &nfiles) != 0))
 		files = NULL;
 	for (int i = 0; i < ns && n < 63; i++) {
 		int tag = dwarf_tag(&scopes[i]);
@@ -642,7 +685,7 @@ static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_m
 	 * namespace) no linkage name, and DW_AT_name lacks their scope; the
 	 * symbol table's mangled name has it */
 	const char *symname = NULL;
-	if (name == NULL || (name[0] != '_' || name[1] != 'Z')) {
+	if (name == NULL || ((name[0] != '_' || name[1] != 'Z') && !c_unit(cu))) {
 		symname = symtab_lookup(mod, syms, pc);
 		const char *at = symname ? strchr(symname, '@') : NULL;
 		if (at && at > symname)
@@ -703,6 +746,7 @@ typedef struct copy_s {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	bool lines;                /* made with the line tables */
 	int fd;
 } copy_t;
 static copy_t copies[64];
@@ -715,7 +759,8 @@ static copy_t *copy_of(int fd)
 		return NULL;
 	for (size_t i = 0; i < ncopies; i++)
 		if (copies[i].dev == st.st_dev && copies[i].ino == st.st_ino && copies[i].size == st.st_size &&
-		    copies[i].mtime.tv_sec == st.st_mtim.tv_sec && copies[i].mtime.tv_nsec == st.st_mtim.tv_nsec)
+		    copies[i].mtime.tv_sec == st.st_mtim.tv_sec && copies[i].mtime.tv_nsec == st.st_mtim.tv_nsec &&
+		    copies[i].lines == want_lines)
 			return &copies[i];
 	return NULL;
 }
@@ -726,7 +771,7 @@ static void copy_keep(int fd, int copy)
 	int d;
 	if (ncopies == sizeof copies / sizeof copies[0] || fstat(fd, &st) != 0 || (d = dup(copy)) < 0)
 		return;
-	copies[ncopies++] = (copy_t){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, d };
+	copies[ncopies++] = (copy_t){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, want_lines, d };
 }
 
 /* For each fds[i] (or -1), its inflated copy in out[i] (or -1): made once
@@ -743,7 +788,7 @@ static rp_inflating_t *inflate_start(const int *fds, int *out, int *todo, size_t
 		todo[i] = c || fds[i] < 0 ? -1 : fds[i];
 		k += todo[i] >= 0;
 	}
-	return k ? rp_inflated_start(todo, n, threads) : NULL;
+	return k ? rp_inflated_start(todo, n, threads, want_lines) : NULL;
 }
 
 static void inflate_wait(rp_inflating_t *in, const int *todo, int *out, size_t n)
@@ -799,7 +844,7 @@ static void prepare_debug(object_t *obj, size_t nobj, const bool *used)
 			const char *link = e ? dwelf_elf_gnu_debuglink(e, &crc) : NULL;
 			fd[j] = by_debuglink(obj[j].file, link, crc, &name[j]);
 		}
-		obj[j].pre_pending = fd[j] >= 0;
+		obj[j].pre_pending = obj[j].late = fd[j] >= 0;
 		n += fd[j] >= 0;
 	}
 	if (n == 0)
@@ -841,6 +886,7 @@ static void prepare_finish(void)
 static struct {
 	Dwfl *dwfl;
 	unsigned gen;              /* rp_generation() when made */
+	bool lines;                /* made with want_lines */
 	const char *root;
 	rp_map_t *maps;
 	size_t nmaps, nobj;
@@ -850,7 +896,7 @@ static struct {
 
 static bool same_maps(const rp_profile_t *p, const char *root)
 {
-	if (last.dwfl == NULL || last.gen != rp_generation() || last.nmaps != p->nmaps ||
+	if (last.dwfl == NULL || last.gen != rp_generation() || last.lines != want_lines || last.nmaps != p->nmaps ||
 	    strcmp(last.root, root ? root : "") != 0)
 		return false;
 	for (size_t i = 0; i < p->nmaps; i++) {
@@ -954,6 +1000,7 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	size_t nobj = 0;
 	int *obj_of_map;
 	bool cached = rp_symcache_on();
+	want_lines = !lines_off || cached;      /* the cache keeps whole frames */
 	bool reused = !cached && same_maps(p, root);
 	bool *from_cache = NULL;   /* locations the cache named */
 	if (reused) {
@@ -1042,6 +1089,7 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	if (!cached) {
 		last.dwfl = dwfl;
 		last.gen = rp_generation();
+		last.lines = want_lines;
 		last.root = rp_strdup(root ? root : "");
 		last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
 		if (p->nmaps)
@@ -1059,14 +1107,18 @@ named:
 		else if (o->build_id)
 			p->maps[i].build_id = o->build_id;
 	}
-	for (size_t i = 0; i < p->nlocs; i++) {
+	/* the modules whose debug file is being inflated last, so that the
+	 * others are named meanwhile */
+	for (size_t k = 0; k < 2 * p->nlocs; k++) {
+		size_t i = k % p->nlocs;
+		bool late_pass = k >= p->nlocs;
 		rp_loc_t *loc = &p->locs[i];
-		if (reused)
+		if (reused && !late_pass)
 			loc->map = rp_map_of(p, loc->addr);     /* new modules set it above */
 		if (loc->map < 0 || (from_cache && from_cache[i]))
 			continue;
 		object_t *o = &obj[obj_of_map[loc->map]];
-		if (o->mod == NULL)
+		if (o->mod == NULL || o->late != late_pass)
 			continue;
 		unsigned found = frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0,
 		    loc);

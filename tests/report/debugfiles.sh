@@ -33,6 +33,18 @@ for how in zlib none; do
 	check_eq "by build id, $how: the program's rows as unstripped" "$(grep -F "$WORK/p.c:" "$WORK/bid-$how.out")" \
 		"$(grep -F "$WORK/p.c:" "$WORK/full.out")"
 done
+# a view without file:line leaves the line tables out: the same functions
+# (inlined ones too) and total; --focus on a file:line still reads them
+hr_ok nolines "$dump" --bytes --top 0 --sysroot "$root"
+check_eq "without --lines: Total" "$(head -1 "$WORK/nolines.out")" "$(head -1 "$WORK/bid-zlib.out")"
+check_eq "without --lines: the same functions" \
+	"$(awk 'NR > 1 {$1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); print}' "$WORK/nolines.out" | sort -u)" \
+	"$(awk 'NR > 1 {$1 = $2 = $3 = $4 = $5 = ""; sub(/^ +/, ""); sub(/ [^ ]*:[0-9]+$/, ""); print}' \
+	    "$WORK/bid-zlib.out" | sort -u)"
+grep -q "^ .* grab (inline)\$" "$WORK/nolines.out" || fail "without --lines: no inlined grab row: $(head -4 "$WORK/nolines.out")"
+grep -q ":[0-9]" "$WORK/nolines.out" && fail "without --lines: a file:line in the rows: $(head -4 "$WORK/nolines.out")"
+hr_ok focus "$dump" --bytes --top 0 --sysroot "$root" --focus "p\\.c:[0-9]+\$"
+check_eq "--focus on file:line: Total" "$(head -1 "$WORK/focus.out")" "$(head -1 "$WORK/bid-zlib.out")"
 # garbage inside the compressed .debug_info (found by build id: no CRC to
 # turn it away): the DWARF cannot be read, the debug file's symbol table can
 objcopy --only-keep-debug --compress-debug-sections=zlib "$WORK/p.full" "$dbg"
