@@ -9,10 +9,13 @@
  * the file is rewritten into memory (a memfd that libdwfl reads like the
  * file) with:
  *   - only the sections a report reads inflated: not the location lists,
- *     macros and name indexes (those become empty SHT_NOBITS sections);
+ *     macros and name indexes (those become empty SHT_NOBITS sections),
+ *     nor the line tables for a view without file:line;
  *   - raw deflate, without the zlib checksum (the ELF section header says
  *     how big the result must be, which is checked instead);
- *   - two threads taking the sections, largest first.
+ *   - two threads taking the sections, largest first, and a section of a
+ *     MiB or more (libc's .debug_info) taken by both at once, cut in two
+ *     (pinflate.c) on a machine of two cores or more.
  * Everything else is copied as it is.  Anything unexpected (another ELF
  * class or byte order, another compression, a size that does not match)
  * returns -1, and the file is used as it is.
@@ -35,6 +38,7 @@ typedef struct isec_s {
 	size_t src_size;
 	size_t out_off, out_size;     /* where it goes in the copy */
 	bool inflate, drop;
+	rp_split_t *split;            /* inflated in two parts (pinflate.c) */
 	GElf_Shdr sh;
 } isec_t;
 
@@ -52,10 +56,13 @@ typedef struct ifile_s {
 /* The sections of all the files, largest first, for two workers. */
 typedef struct job_s {
 	ifile_t *f;
-	struct { uint32_t file, sec; } *order;
+	struct { uint32_t file, sec, part; } *order;    /* part: 0 whole, else split part + 1 */
 	size_t n;
 	size_t next;                  /* the next in order (atomic) */
 } job_t;
+
+/* Sections that big are inflated by two threads at once. */
+#define SPLIT_MIN ((size_t)1 << 20)
 
 /* Sections no view of a report reads; with lines false, also the line
  * tables (views without file:line). */
@@ -105,7 +112,9 @@ static void *worker(void *arg)
 		if (__atomic_load_n(&f->failed, __ATOMIC_RELAXED))
 			continue;
 		int rc = 0;
-		if (s->inflate)
+		if (j->order[k].part)
+			rp_split_run(s->split, (int)j->order[k].part - 1);     /* checked in rp_inflated_wait */
+		else if (s->inflate)
 			rc = inflate_one(s, f->out + s->out_off);
 		else if (!s->drop && s->sh.sh_type != SHT_NOBITS && s->out_size)
 			memcpy(f->out + s->out_off, s->src, s->out_size);
@@ -129,8 +138,21 @@ static size_t align_up(size_t v, uint64_t a)
 	return a > 1 ? (v + (size_t)a - 1) / (size_t)a * (size_t)a : v;
 }
 
+/* The split sections' results: false when one failed. */
+static bool end_splits(ifile_t *f)
+{
+	bool ok = true;
+	for (size_t i = 0; f->s && i < f->nsec; i++)
+		if (f->s[i].split) {
+			ok &= rp_split_end(f->s[i].split) >= 0;
+			f->s[i].split = NULL;
+		}
+	return ok;
+}
+
 static void drop_file(ifile_t *f)
 {
+	end_splits(f);
 	if (f->out != NULL && f->out != MAP_FAILED)
 		munmap(f->out, f->total);
 	if (f->out_fd >= 0)
@@ -286,13 +308,19 @@ rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool li
 	}
 	in->f = f;
 	in->n = n;
-	in->j = (job_t){ .f = f, .order = nsec ? calloc(nsec, sizeof *in->j.order) : NULL };
+	in->j = (job_t){ .f = f, .order = nsec ? calloc(2 * nsec, sizeof *in->j.order) : NULL };
 	if (in->j.order == NULL)
 		return in;                      /* nothing to do, or no memory: no copies */
+	/* a big section on a machine of two cores or more: two jobs */
+	bool cores = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
 	for (size_t i = 0; i < n; i++)
 		for (size_t k = 1; k < f[i].nsec; k++) {
-			in->j.order[in->j.n].file = (uint32_t)i;
-			in->j.order[in->j.n++].sec = (uint32_t)k;
+			isec_t *c = &f[i].s[k];
+			if (cores && c->inflate && c->out_size >= SPLIT_MIN)
+				c->split = rp_split_new(c->src + sizeof(Elf64_Chdr), c->src_size - sizeof(Elf64_Chdr),
+				    f[i].out + c->out_off, c->out_size);
+			for (uint32_t part = c->split ? 1 : 0; part <= (c->split ? 2 : 0); part++)
+				in->j.order[in->j.n++] = (typeof(*in->j.order)){ (uint32_t)i, (uint32_t)k, part };
 		}
 	cmp_job = &in->j;
 	qsort(in->j.order, in->j.n, sizeof *in->j.order, by_size);
@@ -315,6 +343,8 @@ void rp_inflated_wait(rp_inflating_t *in, int *out)
 	}
 	for (size_t i = 0; i < in->n; i++) {
 		ifile_t *f = &in->f[i];
+		if (!end_splits(f))
+			f->failed = 1;
 		if (in->j.order && f->out_fd >= 0 && !f->failed && finish(f)) {
 			out[i] = f->out_fd;
 			f->out_fd = -1;

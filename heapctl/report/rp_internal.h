@@ -165,6 +165,20 @@ typedef struct rp_inflating_s rp_inflating_t;
 rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool lines);
 void rp_inflated_wait(rp_inflating_t *in, int *out);
 
+/* pinflate.c: one zlib stream (z, zlen: header, deflate data, Adler-32)
+ * inflated into out[0, size) in two parts, which may run at once on two
+ * threads: rp_split_run(sp, 0) and rp_split_run(sp, 1), each once, in
+ * either order.  rp_split_end(): 1 when out holds the stream's bytes
+ * from both parts (checked with its Adler-32; 2 when part 1 handed over
+ * to zlib once nothing before the cut could be copied), 0 when from zlib alone (no
+ * cut found, or it did not hold), -1 when the stream does not inflate to
+ * size bytes (or a part did not run); frees sp.  NULL from new: not a
+ * zlib stream. */
+typedef struct rp_split_s rp_split_t;
+rp_split_t *rp_split_new(const unsigned char *z, size_t zlen, unsigned char *out, size_t size);
+void rp_split_run(rp_split_t *sp, int part);
+int rp_split_end(rp_split_t *sp);
+
 /* symcache.c: the frames found for each address of a module, kept per
  * build id in a directory (--symcache).  rp_symcache_use() opens DIR
  * (made if missing; it must be the user's and writable by nobody else):

@@ -11,7 +11,8 @@
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
  *   - the JSON writer every --json uses: both layouts, escapes, null;
- *   - interned strings: one pointer per string.
+ *   - interned strings: one pointer per string;
+ *   - pinflate: a zlib stream inflated in two parts gives zlib's bytes.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -21,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../unit/check.h"
 #include "rp_internal.h"
@@ -237,6 +240,138 @@ static void test_json(void)
 	free(out);
 }
 
+/* ---- pinflate.c: one zlib stream, inflated in two parts ---------------- */
+
+typedef struct {
+	rp_split_t *sp;
+	int part;
+} split_arg_t;
+
+static void *split_part(void *arg)
+{
+	split_arg_t *a = arg;
+	rp_split_run(a->sp, a->part);
+	return NULL;
+}
+
+/* order: 0 part 0 then 1, 1 part 1 then 0, 2 both at once */
+static int split_inflate(const unsigned char *z, size_t zlen, unsigned char *out, size_t size, int order)
+{
+	memset(out, 0xee, size);
+	rp_split_t *sp = rp_split_new(z, zlen, out, size);
+	if (sp == NULL)
+		return -2;
+	if (order == 2) {
+		pthread_t t;
+		split_arg_t a = { sp, 1 };
+		if (pthread_create(&t, NULL, split_part, &a) != 0)
+			abort();
+		rp_split_run(sp, 0);
+		pthread_join(t, NULL);
+	} else {
+		rp_split_run(sp, order);
+		rp_split_run(sp, !order);
+	}
+	return rp_split_end(sp);
+}
+
+static size_t deflated(const unsigned char *in, size_t len, unsigned char *z, size_t zcap, int level, int strategy)
+{
+	z_stream zs = { 0 };
+	if (deflateInit2(&zs, level, Z_DEFLATED, 15, 8, strategy) != Z_OK)
+		abort();
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)len;
+	zs.next_out = z;
+	zs.avail_out = (uInt)zcap;
+	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+		abort();
+	size_t n = zs.total_out;
+	deflateEnd(&zs);
+	return n;
+}
+
+/*
+ * Streams as debug sections are made (this program's own bytes, DWARF
+ * and code, several times over with changes, at levels 1, 6 and 9), and
+ * streams of fixed codes only, Huffman only, runs only and stored blocks
+ * (random bytes), each inflated in both orders and on two threads: always
+ * the very bytes.  The cut is used (1) where the stream has dynamic blocks
+ * after 60% of it and part 1 runs first; zlib alone (0) otherwise.  Most
+ * streams soon copy only from after the cut, and part 1 hands over to
+ * zlib (2); one that copies from 20 KiB back all along (as DWARF does,
+ * libc's) has part 1 decode to the end, its bytes from before the cut
+ * filled in at the end (1).  A
+ * wrong Adler-32 in the stream turns the cut down, and zlib still gives the
+ * bytes; a wrong size fails.
+ */
+static void test_pinflate(void)
+{
+	int fd = open("/proc/self/exe", O_RDONLY);
+	off_t flen = lseek(fd, 0, SEEK_END);
+	CHECK(fd >= 0 && flen > 65536, "this program's bytes");
+	if (fd < 0 || flen <= 65536)
+		return;
+	size_t size = 3u << 20, zcap = size + size / 100 + 1024;
+	unsigned char *dwarf = malloc(size), *rnd = malloc(size), *few = malloc(size), *again = malloc(size), *z = malloc(zcap), *out = malloc(size);
+	unsigned char *self = mmap(NULL, (size_t)flen, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	uint64_t x = 88172645463325252ull;
+	for (size_t i = 0; i < size; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		rnd[i] = (unsigned char)x;
+		few[i] = (unsigned char)('a' + (x >> 60));
+		again[i] = (unsigned char)((i & 15) == 0 ? x >> 56 : self[i % 20480]);
+		/* the program again and again, every 4 KiB a little changed */
+		dwarf[i] = (unsigned char)(self[i % (size_t)flen] + (i / (size_t)flen) * ((i & 4095) == 7));
+	}
+	munmap(self, (size_t)flen);
+	struct {
+		const char *what;
+		const unsigned char *data;
+		int level, strategy, cut;        /* part 1 first: rp_split_end's answer */
+	} cases[] = {
+		{ "level 1", dwarf, 1, Z_DEFAULT_STRATEGY, 2 },
+		{ "level 6", dwarf, 6, Z_DEFAULT_STRATEGY, 2 },
+		{ "level 9", dwarf, 9, Z_DEFAULT_STRATEGY, 2 },
+		{ "Huffman only", dwarf, 6, Z_HUFFMAN_ONLY, 2 },
+		{ "runs only", dwarf, 6, Z_RLE, 2 },
+		{ "20 KiB over and over", again, 6, Z_DEFAULT_STRATEGY, 1 },
+		{ "fixed codes", dwarf, 6, Z_FIXED, 0 },
+		{ "stored (random bytes)", rnd, 6, Z_DEFAULT_STRATEGY, 0 },
+		{ "sixteen letters", few, 6, Z_DEFAULT_STRATEGY, 2 },
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		size_t zlen = deflated(cases[c].data, size, z, zcap, cases[c].level, cases[c].strategy);
+		static const char *const orders[] = { "part 0 first", "part 1 first", "on two threads" };
+		for (int order = 0; order < 3; order++) {
+			int rc = split_inflate(z, zlen, out, size, order);
+			CHECK(rc >= 0 && !memcmp(out, cases[c].data, size), "%s, %s: %d, %s", cases[c].what, orders[order], rc,
+			    rc >= 0 ? "other bytes" : "failed");
+			if (order == 0)
+				CHECK(rc == 0, "%s, part 0 first: zlib alone, got %d", cases[c].what, rc);
+			if (order == 1)
+				CHECK(rc == cases[c].cut, "%s, part 1 first: %d wanted, got %d", cases[c].what, cases[c].cut, rc);
+		}
+		if (c != 1)
+			continue;
+		z[zlen - 1] ^= 1;                    /* the Adler-32 */
+		int rc = split_inflate(z, zlen, out, size, 1);
+		CHECK(rc == 0 && !memcmp(out, cases[c].data, size), "a wrong Adler-32: zlib alone from the cut, got %d",
+		    rc);
+		z[zlen - 1] ^= 1;
+		CHECK(split_inflate(z, zlen, out, size - 1, 1) == -1, "one byte less than it holds: failed");
+		CHECK(split_inflate(z, zlen - 9, out, size, 2) == -1, "cut short: failed");
+		CHECK(rp_split_new(z + 1, zlen - 1, out, size) == NULL, "not a zlib header: refused");
+	}
+	free(dwarf);
+	free(rnd);
+	free(few);
+	free(again);
+	free(z);
+	free(out);
+}
+
 static void test_intern(void)
 {
 	char a[] = "same", b[] = "same";
@@ -253,6 +388,7 @@ int main(void)
 	test_index();
 	test_json();
 	test_intern();
+	test_pinflate();
 	rp_reset();
 	return hc_check_finish("engine");
 }
