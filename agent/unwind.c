@@ -243,6 +243,20 @@ static __attribute__((noinline)) int unwind_steps(uintptr_t *out, int max)
 	return n;
 }
 
+/* The frames of raw[0, n) after our own (everything up to the last one
+ * inside us), at most max, into frames. */
+static unsigned theirs(const uintptr_t *raw, int n, uintptr_t *frames, unsigned max)
+{
+	int first = 0;
+	for (int i = 0; i < n; i++)
+		if (raw[i] >= self_lo && raw[i] < self_hi)
+			first = i + 1;
+	unsigned k = 0;
+	for (int i = first; i < n && k < max; i++)
+		frames[k++] = raw[i];
+	return k;
+}
+
 unsigned hc_unwind(uintptr_t *frames, unsigned max)
 {
 	hc_unwind_init();
@@ -270,13 +284,11 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 		break;
 	}
 	unwind_unlock();
-	/* drop our own frames: everything up to the last one inside us */
-	int first = 0;
-	for (int i = 0; i < n; i++)
-		if (raw[i] >= self_lo && raw[i] < self_hi)
-			first = i + 1;
-	unsigned k = 0;
-	for (int i = first; i < n && k < max; i++)
-		frames[k++] = raw[i];
+	unsigned k = theirs(raw, n, frames, max);
+	/* none: no unwinder could be loaded (a chroot without libgcc_s), or it
+	 * failed; our own frames keep frame pointers, so these reach at least
+	 * the caller (a dump's stack must have an address) */
+	if (k == 0 && hc_prof.unwind != HC_UNWIND_FP)
+		k = theirs(raw, (int)unwind_fp(raw, cap), frames, max);
 	return k;
 }

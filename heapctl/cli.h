@@ -67,6 +67,7 @@ char cli_proc_state(int pid);              /* its State letter, 0 if unknown */
 #define CLI_STACKS_HINT "see where its threads are: heapctl stacks %d"
 int cli_proc_secure(int pid);
 bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len);
+void cli_proc_object_path(int pid, const char *path, char *out, size_t len);   /* a file it maps */
 bool cli_opt_has(const char *opts, const char *opt);
 int cli_elf_static(const char *path);
 const char *cli_program_secure(const char *path);

@@ -217,6 +217,16 @@ int cli_proc_secure(int pid)
 	return -1;
 }
 
+/* Where to open a file that process pid maps: under its root (a
+ * container's paths are its own), else as the maps show it (a chroot's
+ * are shown as this side sees them). */
+void cli_proc_object_path(int pid, const char *path, char *out, size_t len)
+{
+	snprintf(out, len, "/proc/%d/root%s", pid, path);
+	if (access(out, R_OK) != 0)
+		snprintf(out, len, "%s", path);
+}
+
 /* The options of the mount that holds path, as the process pid sees it:
  * the per-mount ones (ro, noexec, ...).  false if unknown. */
 bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len)

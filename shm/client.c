@@ -100,7 +100,9 @@ static const char *user_name(unsigned uid, char *buf, size_t len)
 }
 
 /* The segment name the process has mapped, from /proc/PID/maps: true and
- * name set if found; *readable tells whether maps could be read. */
+ * name set if found; *readable tells whether maps could be read.  The
+ * maps show a chroot's /dev/shm under the chroot's directory
+ * (/srv/root/dev/shm/heapctl.N): any path ending so counts. */
 static bool maps_segment(int pid, int nspid, char *name, size_t len, bool *readable)
 {
 	char path[64], line[4096];
@@ -111,10 +113,10 @@ static bool maps_segment(int pid, int nspid, char *name, size_t len, bool *reada
 		return false;
 	bool found = false;
 	while (!found && fgets(line, sizeof line, f)) {
-		char *p = strstr(line, " " HC_SHM_DIR "/" HC_SHM_BASENAME);
+		char *p = strstr(line, HC_SHM_DIR "/" HC_SHM_BASENAME);
 		if (p == NULL)
 			continue;
-		p += sizeof HC_SHM_DIR + 1;
+		p += sizeof HC_SHM_DIR;
 		p[strcspn(p, " \n")] = 0;
 		if (hc_shm_name_pid(p) == nspid && strlen(p) < len) {
 			strcpy(name, p);

@@ -211,14 +211,17 @@ static int read_objects(proc_t *p)
 	return 0;
 }
 
-/* Symbols of the ELF file at path (as the process sees it): for each name,
- * its value and size from .dynsym; 0 where absent.  False if the file
- * cannot be read. */
-static bool elf_symbols(const char *root, const char *path, const char *const *names, size_t n,
-    uint64_t *value, uint64_t *size)
+/* Symbols of the ELF file at path (pid > 0: a file that process maps, as
+ * its maps show it; else one of this side): for each name, its value and
+ * size from .dynsym; 0 where absent.  False if the file cannot be read. */
+static bool elf_symbols(int pid, const char *path, const char *const *names, size_t n, uint64_t *value,
+    uint64_t *size)
 {
 	char full[4200];
-	snprintf(full, sizeof full, "%s%s", root, path);
+	if (pid > 0)
+		cli_proc_object_path(pid, path, full, sizeof full);
+	else
+		snprintf(full, sizeof full, "%s", path);
 	int fd = open(full, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -503,7 +506,7 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 {
 	static const char *const libc_fns[] = { "dlopen", "dlerror" };
 	uint64_t at[2];
-	if (!elf_symbols(p->root, p->libc, libc_fns, 2, at, NULL) || at[0] == 0)
+	if (!elf_symbols(p->pid, p->libc, libc_fns, 2, at, NULL) || at[0] == 0)
 		return cli_err(HC_EXIT_FAILED, "%s has no dlopen (glibc before 2.34?): heapctl inject needs glibc 2.34 or "
 		    "later", p->libc);
 	size_t la = strlen(agent) + 1, lc = strlen(conf) + 1;
@@ -524,9 +527,14 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 			get_string(c, msg, text, sizeof text);
 		return cli_err(HC_EXIT_FAILED, "inject: process %d could not load %s: %s", p->pid, agent, text);
 	}
+	/* where it was loaded: glibc's handle is its link_map, whose first
+	 * field is the load bias (the maps show the file under another path
+	 * in a chroot or another mount namespace); else the maps' line */
 	static const char *const arm_fn[] = { "heapctl_inject_arm" };
-	uint64_t arm = 0, base = object_base(p->pid, agent);
-	if (base == 0 || !elf_symbols("", agent, arm_fn, 1, &arm, NULL) || arm == 0)
+	uint64_t arm = 0, base = 0;
+	if (pread(c->mem, &base, sizeof base, (off_t)h) != (ssize_t)sizeof base || base == 0)
+		base = object_base(p->pid, agent);
+	if (base == 0 || !elf_symbols(0, agent, arm_fn, 1, &arm, NULL) || arm == 0)
 		return cli_err(HC_EXIT_FAILED, "inject: %s is loaded in process %d but its entry was not found", agent,
 		    p->pid);
 	uint64_t r = 0;
@@ -595,7 +603,7 @@ int hc_inject_main(cli_args_t *a)
 	/* the unsafe ranges: glibc's functions, whole other allocators and the
 	 * loader (read_objects) */
 	uint64_t val[NUNSAFE], size[NUNSAFE];
-	if (elf_symbols(p.root, p.libc, glibc_unsafe, NUNSAFE, val, size)) {
+	if (elf_symbols(p.pid, p.libc, glibc_unsafe, NUNSAFE, val, size)) {
 		/* malloc.c is one unit: its static functions (_int_malloc,
 		 * _mid_memalign, which aligned_alloc reaches with a jump and
 		 * leaves no frame of its own) lie among the exported ones */

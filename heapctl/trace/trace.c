@@ -348,16 +348,6 @@ static int by_pc(const void *a, const void *b)
 	return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-/* Where to open a file that process pid maps: under its root (a
- * container's paths are its own), else as the maps show it (a chroot's
- * are shown as this side sees them). */
-static void object_path(int pid, const char *path, char *out, size_t len)
-{
-	snprintf(out, len, "/proc/%d/root%s", pid, path);
-	if (access(out, R_OK) != 0)
-		snprintf(out, len, "%s", path);
-}
-
 /* An object without .eh_frame_hdr (gcc -static): its table, made from the
  * FDEs of its .eh_frame (the file's section, at bias in the process), in
  * the form .eh_frame_hdr has: pairs of (start, FDE) relative to the
@@ -366,7 +356,7 @@ static void object_path(int pid, const char *path, char *out, size_t len)
 static void eh_make(eh_obj_t *o, const char *path, uint64_t bias)
 {
 	char open_path[PATH_MAX + 64];
-	object_path(T.pid, path, open_path, sizeof open_path);
+	cli_proc_object_path(T.pid, path, open_path, sizeof open_path);
 	int fd = open(open_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	Elf *e = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
@@ -1080,7 +1070,7 @@ static int find_allocator(int pid, const char *symbols, allocator_t *al)
 		const char *base = strrchr(objs[i], '/') + 1;
 		if (strncmp(base, "ld-linux", 8) == 0)
 			continue;                  /* the loader's minimal malloc */
-		object_path(pid, objs[i], al->open_path, sizeof al->open_path);
+		cli_proc_object_path(pid, objs[i], al->open_path, sizeof al->open_path);
 		for (unsigned p = 0; p < (symbols ? 1 : 3); p++) {
 			find_functions(al->open_path, prefixes[p], al, want, roles, nwant);
 			bool ok = symbols ? al->n > 0 : has_role(al, R_MALLOC) && has_role(al, R_FREE);

@@ -6,7 +6,8 @@
 # and redis-server have their allocation sites named; every command works
 # on an injected process; eject and inject 200 times into a program with 8
 # threads churning malloc and forking; clear refusals.  Needs root (ptrace
-# of another process).
+# of another process).  A chroot'ed process in a mount namespace of its own
+# is injected too.
 
 load helpers
 
@@ -298,6 +299,36 @@ let_go() {
 	"$HEAPCTL" eject "$PID" >/dev/null
 	curl -s -o "$T/got" "http://127.0.0.1:$port/f.bin"
 	cmp "$T/got" "$T/www/f.bin"
+}
+
+@test "inject into a process in a root of its own (a chroot in its own mount namespace, no unwinder in it): its sites near their sizes; status keeps its segment" {
+	need_root
+	local r="$T/root" b="$HEAPCTL_BUILD"
+	mkdir -p "$r/lib64" "$r/lib/x86_64-linux-gnu" "$r/dev/shm" "$r/proc" "$r$b" "$r/w"
+	cp /lib64/ld-linux-x86-64.so.2 "$r/lib64/"
+	cp /lib/x86_64-linux-gnu/libc.so.6 "$r/lib/x86_64-linux-gnu/"
+	cp "$TB/prog" "$r/prog"
+	# its mounts go with it: the build directory (the agent at the same
+	# path), /dev/shm and /proc; neither libunwind nor libgcc_s in there.
+	# Its maps show this side's paths (/…/root/prog, /…/root/dev/shm/…).
+	started unshare --mount --propagation private sh -c "mount --bind '$b' '$r$b' &&
+	    mount --bind /dev/shm '$r/dev/shm' && mount -t proc proc '$r/proc' && exec chroot '$r' /prog /w/go /w/end"
+	run "$HEAPCTL" inject "$PID" --lg-sample 12
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"injected into process $PID"* ]]
+	let_go "$PID"
+	run "$HEAPCTL" status "$PID"
+	[ "$status" -eq 0 ]
+	[ -e "/dev/shm/heapctl.$PID" ]
+	touch "$r/w/go"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" -o "$T/c.heap" 2>/dev/null
+	# its files are under the root (--sysroot); one frame at least per
+	# stack without an unwinder (frame pointers from the agent's own)
+	near "$(bytes "$T/c.heap" site_a --sysroot "$r")" 33554432 10
+	near "$(bytes "$T/c.heap" site_b --sysroot "$r")" 8388608 10
+	touch "$r/w/end"
+	wait "$PID"
 }
 
 @test "inject and eject 200 times into 8 threads churning malloc and forking: no crash, no hang, no stopped thread, the same output" {
