@@ -74,6 +74,7 @@ typedef struct {
 	const unsigned char *start, *p, *end;
 	uint64_t bits;                /* LSB first */
 	int n;                        /* valid bits in bits */
+	size_t pad;                   /* zero bytes fed in past the end */
 } bitrd_t;
 
 static void rd_at(bitrd_t *b, const unsigned char *in, size_t len, uint64_t bitpos)
@@ -83,6 +84,7 @@ static void rd_at(bitrd_t *b, const unsigned char *in, size_t len, uint64_t bitp
 	b->p = in + bitpos / 8;
 	b->bits = 0;
 	b->n = 0;
+	b->pad = 0;
 	unsigned skip = (unsigned)(bitpos % 8);
 	if (skip) {
 		b->bits = b->p < b->end ? *b->p >> skip : 0;
@@ -103,8 +105,10 @@ static inline void refill(bitrd_t *b)
 		return;
 	}
 	while (b->n <= 56) {
-		b->bits |= (uint64_t)(b->p < b->end ? *b->p : 0) << b->n;
-		b->p++;
+		if (b->p < b->end)
+			b->bits |= (uint64_t)*b->p++ << b->n;
+		else
+			b->pad++;
 		b->n += 8;
 	}
 }
@@ -119,7 +123,7 @@ static inline uint32_t take(bitrd_t *b, int k)
 
 static uint64_t rd_pos(const bitrd_t *b)
 {
-	return (uint64_t)(b->p - b->start) * 8 - (uint64_t)b->n;
+	return (uint64_t)(b->p - b->start + b->pad) * 8 - (uint64_t)b->n;
 }
 
 static bool rd_overrun(const bitrd_t *b)
@@ -268,10 +272,10 @@ static void fixed_codes(dec_t *d)
 	uint8_t len[320];
 	for (int i = 0; i < 288; i++)
 		len[i] = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
-	for (int i = 0; i < 30; i++)
-		len[288 + i] = 5;
+	for (int i = 0; i < 32; i++)
+		len[288 + i] = 5;                     /* 30 and 31 complete it; they decode as errors */
 	huff_build(&d->lit, len, 288);
-	huff_build(&d->dist, len + 288, 30);
+	huff_build(&d->dist, len + 288, 32);
 }
 
 /* The symbols of one Huffman block, up to its end-of-block code.  The
@@ -337,17 +341,19 @@ static int block(bitrd_t *b, dec_t *d)
 	if (type == 0) {
 		/* stored: from the next byte, LEN and its complement */
 		take(b, b->n % 8);
-		const unsigned char *p = b->p - b->n / 8;
-		if (b->end - p < 4)
+		uint64_t at = rd_pos(b) / 8, inlen = (uint64_t)(b->end - b->start);
+		if (at + 4 > inlen)
 			return -1;
+		const unsigned char *p = b->start + at;
 		unsigned len = (unsigned)(p[0] | p[1] << 8), nlen = (unsigned)(p[2] | p[3] << 8);
-		if ((len ^ 0xffff) != nlen || (size_t)(b->end - p - 4) < len || len > d->cap - d->n)
+		if ((len ^ 0xffff) != nlen || inlen - at - 4 < len || len > d->cap - d->n)
 			return -1;
 		for (unsigned k = 0; k < len; k++)
 			d->out[d->n++] = p[4 + k];
 		b->p = p + 4 + len;
 		b->bits = 0;
 		b->n = 0;
+		b->pad = 0;
 	} else if (type == 1) {
 		fixed_codes(d);
 		if (codes(b, d) != 0)
@@ -376,7 +382,7 @@ static uint64_t split_from(const rp_split_t *sp)
 static uint64_t find_boundary(const rp_split_t *sp, uint64_t from, dec_t *d)
 {
 	uint64_t end = (uint64_t)sp->inlen * 8;
-	uint64_t limit = from + ((uint64_t)1 << 23);       /* 1 MiB of input */
+	uint64_t limit = from + ((uint64_t)1 << 21);       /* 256 KiB of input: blocks are smaller */
 	for (uint64_t q = from; q < end && q < limit; q++) {
 		const unsigned char *p = sp->in + q / 8;
 		/* BFINAL 0, BTYPE 2: three bits 0,0,1 from bit q */
@@ -443,6 +449,8 @@ static void part1(rp_split_t *sp)
 	void *m = mmap(NULL, cap * sizeof(uint16_t) + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (d == NULL || m == MAP_FAILED) {
 		free(d);
+		if (m != MAP_FAILED)
+			munmap(m, cap * sizeof(uint16_t) + cap);
 		uint64_t unset = SPLIT_UNSET;
 		__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 		return;

@@ -278,14 +278,21 @@ static int split_inflate(const unsigned char *z, size_t zlen, unsigned char *out
 static size_t deflated(const unsigned char *in, size_t len, unsigned char *z, size_t zcap, int level, int strategy)
 {
 	z_stream zs = { 0 };
-	if (deflateInit2(&zs, level, Z_DEFLATED, 15, 8, strategy) != Z_OK)
+	if (deflateInit2(&zs, level, Z_DEFLATED, 15, 8, strategy == -1 ? Z_DEFAULT_STRATEGY : strategy) != Z_OK)
 		abort();
-	zs.next_in = (Bytef *)(uintptr_t)in;
-	zs.avail_in = (uInt)len;
 	zs.next_out = z;
 	zs.avail_out = (uInt)zcap;
-	if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
-		abort();
+	/* strategy -1: 64 KiB with dynamic codes, 64 KiB with fixed codes, ... */
+	size_t chunk = strategy == -1 ? 65536 : len;
+	for (size_t at = 0; at < len; at += chunk) {
+		if (strategy == -1 && deflateParams(&zs, level, at / chunk % 2 ? Z_FIXED : Z_DEFAULT_STRATEGY) != Z_OK)
+			abort();
+		zs.next_in = (Bytef *)(uintptr_t)(in + at);
+		zs.avail_in = (uInt)(len - at < chunk ? len - at : chunk);
+		int rc = deflate(&zs, at + chunk >= len ? Z_FINISH : Z_NO_FLUSH);
+		if (rc != (at + chunk >= len ? Z_STREAM_END : Z_OK) || zs.avail_in)
+			abort();
+	}
 	size_t n = zs.total_out;
 	deflateEnd(&zs);
 	return n;
@@ -294,7 +301,8 @@ static size_t deflated(const unsigned char *in, size_t len, unsigned char *z, si
 /*
  * Streams as debug sections are made (this program's own bytes, DWARF
  * and code, several times over with changes, at levels 1, 6 and 9), and
- * streams of fixed codes only, Huffman only, runs only and stored blocks
+ * streams of fixed codes only (and by turns with dynamic ones: part 1
+ * decodes both), Huffman only, runs only and stored blocks
  * (random bytes), each inflated in both orders and on two threads: always
  * the very bytes.  The cut is used (1) where the stream has dynamic blocks
  * after 60% of it and part 1 runs first; zlib alone (0) otherwise.  Most
@@ -338,6 +346,7 @@ static void test_pinflate(void)
 		{ "runs only", dwarf, 6, Z_RLE, 2 },
 		{ "20 KiB over and over", again, 6, Z_DEFAULT_STRATEGY, 1 },
 		{ "fixed codes", dwarf, 6, Z_FIXED, 0 },
+		{ "dynamic and fixed codes by turns", again, 6, -1, 1 },
 		{ "stored (random bytes)", rnd, 6, Z_DEFAULT_STRATEGY, 0 },
 		{ "sixteen letters", few, 6, Z_DEFAULT_STRATEGY, 2 },
 	};
