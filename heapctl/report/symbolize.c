@@ -32,8 +32,6 @@
 #include "report.h"
 #include "rp_internal.h"
 
-/* libstdc++'s demangler (the C++ ABI one every toolchain ships). */
-
 /* A module's symbols, sorted by address once and searched by bisection
  * (libdwfl's dwfl_module_addrinfo scans the whole table for each address,
  * which is most of a report's time on a big binary without DWARF). */
