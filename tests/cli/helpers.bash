@@ -265,6 +265,19 @@ bytes() {
 	"$HEAPCTL" report "$f" --bytes --top 0 "$@" | awk -v fn="$fn" '$NF == fn { print $1; found = 1 } END { if (!found) print 0 }'
 }
 
+# sites_near FILE PRE: the kept sites of tests/trace/prog.c (site_a,
+# site_b, site_e) in profile FILE within 15% of their sizes and of the
+# same sites in PRE, the program's profile under the preloaded library
+sites_near() {
+	local site_size site size got
+	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
+		site=${site_size%:*} size=${site_size#*:}
+		got=$(bytes "$1" "$site")
+		near "$got" "$size" 15
+		near "$got" "$(bytes "$2" "$site")" 15
+	done
+}
+
 # near A B PCT: A within PCT% of B
 near() {
 	awk -v a="$1" -v b="$2" -v p="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= b * p / 100) }' ||

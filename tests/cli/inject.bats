@@ -146,13 +146,7 @@ let_go() {
 	    HEAPCTL_CONF="prof:true,prof_accum:true,prof_final:true,lg_prof_sample:13,prof_prefix:$T/pre" "$TB/prog" \
 	    "$T/go" >/dev/null
 	pre=$(ls "$T"/pre.*.f.heap)
-	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
-		site=${site_size%:*} size=${site_size#*:}
-		i=$(bytes "$T/i.heap" "$site")
-		p=$(bytes "$pre" "$site")
-		near "$i" "$size" 15
-		near "$i" "$p" 15
-	done
+	sites_near "$T/i.heap" "$pre"
 	near "$(bytes "$T/i.heap" main)" 4194304 15         # site_d: calloc, inlined into main
 	near "$(bytes "$T/i.heap" site_c --alloc_space)" 67108864 15
 	# site_early: allocated before the injection (4 MiB), freed after it

@@ -83,13 +83,7 @@ traced() {
 	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
 	    HEAPCTL_CONF="prof:true,prof_final:true,lg_prof_sample:13,prof_prefix:$T/pre" "$TB/prog" "$T/go" >/dev/null
 	pre=$(ls "$T"/pre.*.f.heap)
-	for site_size in site_a:33554432 site_b:8388608 site_e:2097152; do
-		site=${site_size%:*} size=${site_size#*:}
-		t=$(bytes "$T/t.heap" "$site")
-		p=$(bytes "$pre" "$site")
-		near "$t" "$size" 15
-		near "$t" "$p" 15
-	done
+	sites_near "$T/t.heap" "$pre"
 	# calloc (site_d, inlined into main): 4 MiB
 	near "$(bytes "$T/t.heap" main)" 4194304 15
 	# site_c frees each object at once: nothing in use, 64 MiB allocated
