@@ -656,37 +656,33 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
 {
 	hc_pq_t *q = &h->queue[cls];
-	hc_chunk_t *c;
+	hc_page_t *pg, *carve = NULL;
 	for (int pass = 0; pass < 2; pass++) {
-		hc_page_t *pg = q->first;
-		while (pg) {
+		for (pg = q->first; pg; ) {
 			hc_page_t *next = pg->next;
-			c = hc_chunk_of(pg);
 			if (pg->free || page_collect(pg))
 				goto found;
 			if (pg->capacity < pg->reserved) {
-				page_extend(c, pg);
-				goto found;
-			}
-			if (!page_to_full(h, pg) && page_collect(pg))
+				if (carve == NULL)
+					carve = pg;
+			} else if (!page_to_full(h, pg) && page_collect(pg))
 				goto found;
 			pg = next;
-			continue;
-found:
-			if (q->first != pg) {
-				pq_remove(q, pg);
-				pq_push_front(q, pg);
-			}
-			direct_set(h, cls, pg);
-			page_check(h, c, pg);
-			return pg;
 		}
 		if (pass == 0 && !heap_drain_xpages(h))
 			break;
 	}
-	hc_page_t *pg = page_new(h, cls);
-	if (pg == NULL)
+	/* Carve fresh blocks only when no page has a free one: the holes that
+	 * frees left are filled first, so a class's pages hold as much as its
+	 * live count ever reached, not that plus what carving added meanwhile.
+	 * (At most one page of a queue is partly carved: a page is made only
+	 * when none is.) */
+	if (carve) {
+		pg = carve;
+		page_extend(hc_chunk_of(pg), pg);
+	} else if ((pg = page_new(h, cls)) == NULL)
 		return NULL;
+found:
 	if (q->first != pg) {
 		pq_remove(q, pg);
 		pq_push_front(q, pg);
