@@ -350,12 +350,14 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(pg->in_use && hc_chunk_of(pg) == c);
 	HC_ASSERT((c->used_slots >> (pg - c->pages)) & 1);
 	HC_ASSERT(cls < HC_NCLASSES && pg->block_size == hc_class_size[cls]);
-	HC_ASSERT(pg->reserved == HC_SLOT_SIZE / pg->block_size && pg->capacity <= pg->reserved);
+	uint32_t off = hc_page_off(cls);
+	HC_ASSERT(pg->reserved == hc_page_wrap(cls, off) + off / pg->block_size &&
+	    pg->capacity <= pg->reserved);
 	uint32_t nfree = 0;
 	const char *start = hc_page_start(c, pg);
 	for (const hc_block_t *b = pg->free; b != NULL; b = hc_link(pg, b, b->next)) {
-		size_t off = (size_t)((const char *)b - start);
-		HC_ASSERT(off < (size_t)pg->capacity * pg->block_size && off % pg->block_size == 0);
+		size_t o = (size_t)((const char *)b - start);
+		HC_ASSERT(o < HC_SLOT_SIZE && hc_block_index(pg, (uint32_t)o) < pg->capacity);
 		HC_ASSERT(++nfree <= pg->capacity);
 	}
 	int32_t used = hc_page_used(pg);
@@ -400,26 +402,33 @@ static uint32_t page_collect(hc_page_t *pg)
 	return n;
 }
 
-/* Link more of the page's blocks into its free list: one OS page's worth
- * the first time, 16 KiB after.  A thread touches a page of memory per
- * size class it uses, not four: threads that allocate a little each (a
- * thread per connection) cost that much less. */
+/* Link more of the page's blocks into its free list: to the end of the
+ * first OS page the first time, 16 KiB after (from the page's offset to the
+ * slot's end, then from 0 to the offset: hc_page_off).  A thread touches a
+ * page of memory per size class it uses, not four: threads that allocate a
+ * little each (a thread per connection) cost that much less. */
 static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 {
 	uint32_t bs = pg->block_size;
-	uint32_t n = (pg->capacity == 0 ? HC_PAGE : 16 * 1024) / bs;
+	uint32_t off = hc_page_off(pg->cls);
+	uint32_t wrap = hc_page_wrap(pg->cls, off);
+	uint32_t n = (pg->capacity == 0 ? (uint32_t)HC_PAGE - off : 16 * 1024) / bs;
 	if (n == 0)
 		n = 1;
 	if (n > pg->reserved - pg->capacity)
 		n = pg->reserved - pg->capacity;
-	char *start = (char *)hc_page_start(c, pg) + (size_t)pg->capacity * bs;
-	for (uint32_t i = 0; i + 1 < n; i++) {
-		hc_block_t *b = (hc_block_t *)(start + (size_t)i * bs);
-		b->next = hc_link(pg, b, (hc_block_t *)(start + (size_t)(i + 1) * bs));
+	char *start = hc_page_start(c, pg);
+	hc_block_t *first = NULL, *prev = NULL;
+	for (uint32_t i = pg->capacity; i < pg->capacity + n; i++) {
+		hc_block_t *b = (hc_block_t *)(start + (i < wrap ? off + (size_t)i * bs : (size_t)(i - wrap) * bs));
+		if (prev)
+			prev->next = hc_link(pg, prev, b);
+		else
+			first = b;
+		prev = b;
 	}
-	hc_block_t *last = (hc_block_t *)(start + (size_t)(n - 1) * bs);
-	last->next = hc_link(pg, last, pg->free);
-	pg->free = (hc_block_t *)start;
+	prev->next = hc_link(pg, prev, pg->free);
+	pg->free = first;
 	__atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
 }
 
@@ -502,7 +511,8 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 {
 	pg->cls = (uint8_t)cls;
 	pg->block_size = hc_class_size[cls];
-	pg->reserved = (uint32_t)(HC_SLOT_SIZE / pg->block_size);
+	uint32_t off = hc_page_off(cls);
+	pg->reserved = hc_page_wrap(cls, off) + off / pg->block_size;
 	pg->capacity = 0;
 	pg->live = 0;
 	pg->free = NULL;
@@ -1007,7 +1017,12 @@ void hc_heap_stats(hc_stats_t *st)
 			/* the owner may be mid-update: clamp a torn read */
 			size_t used = live < 0 ? 0 : (size_t)live > cap ? cap : (size_t)live;
 			st->small_allocated += used * bs;
-			st->active += (cap * bs + HC_PAGE - 1) & ~(HC_PAGE - 1);
+			/* the carved blocks span the offset to its last one (those
+			 * carved after the wrap lie in the first OS page) */
+			uint32_t off = hc_page_off(pg->cls);
+			size_t wrap = hc_page_wrap(pg->cls, off);
+			size_t span = off + (cap < wrap ? cap : wrap) * bs;
+			st->active += (span + HC_PAGE - 1) & ~(HC_PAGE - 1);
 		}
 	}
 	hc_mutex_lock(&heaps_lock);

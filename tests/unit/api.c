@@ -1603,6 +1603,49 @@ static void test_holes_before_carving(void)
     CHECK(grew == 0, "refilling 30 freed blocks carved %zu more bytes", grew);
 }
 
+/* A new thread's first block of its own page in each of the 16 classes up
+ * to 448 bytes: no two share their low 12 address bits (were all at their
+ * page's start, a loop over them stalls on 4K aliasing).  Run before any
+ * thread has exited, so the pages are new, not adopted; and with sampling
+ * off, so that none of the blocks is a sampled one (those are page runs). */
+static void *offsets_thread(void *arg)
+{
+    static const size_t sizes[16] = {8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448};
+    void *keep[16][17];
+    uintptr_t *low = arg;
+    for (int c = 0; c < 16; c++) {
+        for (int i = 0; i < 17; i++)    /* 16 from a shared heap, then its own page */
+            keep[c][i] = v_malloc(sizes[c]);
+        low[c] = (uintptr_t)keep[c][16] & 4095;
+    }
+    for (int c = 0; c < 16; c++)
+        for (int i = 0; i < 17; i++)
+            v_free(keep[c][i]);
+    return NULL;
+}
+
+static void test_page_offsets(void)
+{
+    bool active = true;
+    size_t len = sizeof active;
+    if (!under_heapctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
+        return;
+    uintptr_t low[16];
+    pthread_t t;
+    if (pthread_create(&t, NULL, offsets_thread, low) != 0) {
+        CHECK(0, "pthread_create failed");
+        return;
+    }
+    pthread_join(t, NULL);
+    int same = 0, sa = 0, sb = 0;
+    for (int a = 0; a < 16; a++)
+        for (int b = a + 1; b < 16; b++)
+            if (low[a] == low[b] && same++ == 0)
+                sa = a, sb = b;
+    CHECK(same == 0, "%d pairs of classes share the low 12 bits of their first own block (classes %d and %d: 0x%03lx)",
+          same, sa, sb, (unsigned long)low[sa]);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -1620,6 +1663,8 @@ int main(void)
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     test_symbol_resolution();
     have_ctl = hc_ctl_init();
+    if (have_ctl)
+        RUN(test_page_offsets);     /* first: no thread has exited yet */
 
     RUN(test_malloc_zero_and_free_null);
     RUN(test_realloc_null_and_zero);
