@@ -43,6 +43,7 @@ uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];
 uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1];
 
 uint32_t hc_class_recip[HC_NCLASSES];
+uint16_t hc_class_off[HC_NCLASSES], hc_class_wrap[HC_NCLASSES];
 
 /* A key for each new page: a per-process secret stirred with a counter
  * (splitmix64), so no two pages share one and none can be guessed from
@@ -65,8 +66,17 @@ void hc_bad_link(const void *at)
 
 static void classes_init(void)
 {
-	for (unsigned i = 0; i < HC_NCLASSES; i++)
-		hc_class_recip[i] = (uint32_t)((((uint64_t)1 << 32) + hc_class_size[i] - 1) / hc_class_size[i]);
+	for (unsigned i = 0; i < HC_NCLASSES; i++) {
+		uint32_t bs = hc_class_size[i], pow2 = bs & -bs;
+		hc_class_recip[i] = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
+		/* the page layout: internal.h, hc_class_off */
+		uint32_t off = ((i * 7) & 15) << 7;
+		if (bs > 1024 && off > HC_SLOT_SIZE % bs)
+			off = (uint32_t)(HC_SLOT_SIZE % bs);
+		off = pow2 >= HC_PAGE ? 0 : off & ~(pow2 - 1);
+		hc_class_off[i] = (uint16_t)off;
+		hc_class_wrap[i] = (uint16_t)((HC_SLOT_SIZE - off) / bs);
+	}
 	unsigned char rnd[8];
 	if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
 		memcpy(&key_secret, rnd, sizeof key_secret);
@@ -350,8 +360,7 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(pg->in_use && hc_chunk_of(pg) == c);
 	HC_ASSERT((c->used_slots >> (pg - c->pages)) & 1);
 	HC_ASSERT(cls < HC_NCLASSES && pg->block_size == hc_class_size[cls]);
-	uint32_t off = hc_page_off(cls);
-	HC_ASSERT(pg->reserved == hc_page_wrap(cls, off) + off / pg->block_size &&
+	HC_ASSERT(pg->reserved == hc_class_wrap[cls] + hc_class_off[cls] / pg->block_size &&
 	    pg->capacity <= pg->reserved);
 	uint32_t nfree = 0;
 	const char *start = hc_page_start(c, pg);
@@ -404,14 +413,13 @@ static uint32_t page_collect(hc_page_t *pg)
 
 /* Link more of the page's blocks into its free list: to the end of the
  * first OS page the first time, 16 KiB after (from the page's offset to the
- * slot's end, then from 0 to the offset: hc_page_off).  A thread touches a
+ * slot's end, then from 0 to the offset: hc_class_off).  A thread touches a
  * page of memory per size class it uses, not four: threads that allocate a
  * little each (a thread per connection) cost that much less. */
 static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 {
 	uint32_t bs = pg->block_size;
-	uint32_t off = hc_page_off(pg->cls);
-	uint32_t wrap = hc_page_wrap(pg->cls, off);
+	uint32_t off = hc_class_off[pg->cls], wrap = hc_class_wrap[pg->cls];
 	uint32_t n = (pg->capacity == 0 ? (uint32_t)HC_PAGE - off : 16 * 1024) / bs;
 	if (n == 0)
 		n = 1;
@@ -511,8 +519,7 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 {
 	pg->cls = (uint8_t)cls;
 	pg->block_size = hc_class_size[cls];
-	uint32_t off = hc_page_off(cls);
-	pg->reserved = hc_page_wrap(cls, off) + off / pg->block_size;
+	pg->reserved = hc_class_wrap[cls] + hc_class_off[cls] / pg->block_size;
 	pg->capacity = 0;
 	pg->live = 0;
 	pg->free = NULL;
@@ -685,8 +692,8 @@ static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
 	/* Carve fresh blocks only when no page has a free one: the holes that
 	 * frees left are filled first, so a class's pages hold as much as its
 	 * live count ever reached, not that plus what carving added meanwhile.
-	 * (At most one page of a queue is partly carved: a page is made only
-	 * when none is.) */
+	 * (A page is made only when none is partly carved, so there is one,
+	 * unless adopted chunks brought more.) */
 	if (carve) {
 		pg = carve;
 		page_extend(hc_chunk_of(pg), pg);
@@ -720,7 +727,8 @@ static void *small_alloc(hc_heap_t *h, unsigned cls)
 }
 
 /* Smallest class whose size is >= n and a multiple of align (every page
- * starts 64 KiB-aligned, so such blocks are aligned).  -1 if none. */
+ * starts 64 KiB-aligned and its blocks at a multiple of the size's
+ * power-of-two divisor, so such blocks are aligned).  -1 if none. */
 static int class_for_aligned(size_t n, size_t align)
 {
 	if (n < align)
@@ -1011,6 +1019,7 @@ void hc_heap_stats(hc_stats_t *st)
 			hc_page_t *pg = &c->pages[i];
 			if (!__atomic_load_n(&pg->in_use, __ATOMIC_ACQUIRE))
 				continue;
+			unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
 			size_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
 			int32_t live = hc_page_used(pg);
 			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
@@ -1019,9 +1028,8 @@ void hc_heap_stats(hc_stats_t *st)
 			st->small_allocated += used * bs;
 			/* the carved blocks span the offset to its last one (those
 			 * carved after the wrap lie in the first OS page) */
-			uint32_t off = hc_page_off(pg->cls);
-			size_t wrap = hc_page_wrap(pg->cls, off);
-			size_t span = off + (cap < wrap ? cap : wrap) * bs;
+			size_t wrap = hc_class_wrap[cls];
+			size_t span = hc_class_off[cls] + (cap < wrap ? cap : wrap) * bs;
 			st->active += (span + HC_PAGE - 1) & ~(HC_PAGE - 1);
 		}
 	}

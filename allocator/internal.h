@@ -205,41 +205,33 @@ extern uint32_t hc_class_recip[];
  * store-to-load check, which compares only those, stalls loads of one
  * behind stores to another (4K aliasing: a loop of increments over eight
  * such objects ran 25% slower than over glibc's or mimalloc's).  So block
- * 0 sits at one of 16 offsets of 256 bytes within the first 4 KiB, one for
- * each of the 16 classes up to 448 bytes (and again for the larger ones),
- * rounded down to the block size's largest power-of-two divisor (blocks
- * stay as aligned as the class size, which memalign relies on; 4 KiB and
- * larger powers of two start at 0).  Blocks are carved from there to the
- * slot's end, then from 0 up to the offset (block i >= wrap is at
- * (i - wrap) * size), so a page holds as many blocks as before, or one
- * fewer.
+ * 0 of class c sits at hc_class_off[c], one of 16 offsets 128 bytes apart
+ * within the first 2 KiB (one for each of the 16 classes up to 448 bytes,
+ * and again for the larger ones), rounded down to the class size's largest
+ * power-of-two divisor, so that blocks stay as aligned as the class size
+ * (memalign relies on it; 4 KiB and larger powers of two start at 0).
+ * Blocks are carved from there to the slot's end, hc_class_wrap[c] of
+ * them, then from 0 up to the offset (block i >= wrap is at
+ * (i - wrap) * size).  A page then holds as many blocks as before, or one
+ * fewer; classes of more than 1 KiB, where one block is a larger share,
+ * keep the offset within what the slot leaves over and lose none
+ * (heap.c, classes_init).
  */
-static inline uint32_t hc_page_off(unsigned cls)
-{
-	uint32_t off = ((cls * 7) & 15) << 8;
-	uint32_t pow2 = hc_class_size[cls] & -hc_class_size[cls];
-	return pow2 >= HC_PAGE ? 0 : off & ~(pow2 - 1);
-}
-
-/* Blocks from the offset to the slot's end: floor((64 KiB - off) / size). */
-static inline uint32_t hc_page_wrap(unsigned cls, uint32_t off)
-{
-	return (uint32_t)(((uint64_t)(HC_SLOT_SIZE - off) * hc_class_recip[cls]) >> 32);
-}
+extern uint16_t hc_class_off[HC_NCLASSES], hc_class_wrap[HC_NCLASSES];
 
 /* The carve index of the block that starts at offset o of its slot, or
  * UINT32_MAX if no block of the page's layout starts there. */
 static inline uint32_t hc_block_index(const hc_page_t *pg, uint32_t o)
 {
-	uint32_t bs = pg->block_size, off = hc_page_off(pg->cls);
-	uint32_t wrap = hc_page_wrap(pg->cls, off);
+	unsigned cls = pg->cls;
+	uint32_t bs = pg->block_size, off = hc_class_off[cls];
 	uint32_t d = o >= off ? o - off : o;
-	uint32_t i = (uint32_t)(((uint64_t)d * hc_class_recip[pg->cls]) >> 32);
+	uint32_t i = (uint32_t)(((uint64_t)d * hc_class_recip[cls]) >> 32);
 	if (i * bs != d)
 		return UINT32_MAX;
 	if (o >= off)
-		return i < wrap ? i : UINT32_MAX;
-	return o + bs <= off ? wrap + i : UINT32_MAX;
+		return i < hc_class_wrap[cls] ? i : UINT32_MAX;
+	return o + bs <= off ? hc_class_wrap[cls] + i : UINT32_MAX;
 }
 
 /* p starts a carved block of its page. */

@@ -1584,7 +1584,9 @@ static void *holes_thread(void *arg)
 
 static void test_holes_before_carving(void)
 {
-    if (!under_heapctl)
+    bool active = true;    /* a sampled block is a page run: active grows */
+    size_t len = sizeof active;
+    if (!under_heapctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
         return;
     size_t grew = 0;
     /* another thread carving a page between the two reads would show as
