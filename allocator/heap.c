@@ -184,7 +184,14 @@ static hc_heap_t *heap_struct_new(void)
 }
 
 static void shared_tidy(hc_heap_t *h, bool now);
-static unsigned shared_next;    /* round robin over the shared heaps */
+
+/* As many shared heaps as CPUs (up to HC_NSHARED): each costs at least a
+ * page per class it serves, and more than one per CPU buys nothing. */
+static unsigned shared_count(void)
+{
+	unsigned n = hc_arena_count() / 2;    /* arenas: two per CPU */
+	return n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
+}
 
 static void heap_reset(hc_heap_t *h, uintptr_t tid)
 {
@@ -199,11 +206,8 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 	h->arena = hc_arena_pick();
 	h->decay_epoch = hc_decay_epoch();
 	h->state = HC_HEAP_LIVE;
-	/* as many shared heaps as CPUs (up to HC_NSHARED): each costs at least
-	 * a page per class it serves, and more than one per CPU buys nothing */
-	unsigned n = hc_arena_count() / 2;    /* arenas: two per CPU */
-	n = n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
-	h->shared_index = (uint8_t)(__atomic_fetch_add(&shared_next, 1, __ATOMIC_RELAXED) % n);
+	/* shared_index 0: a thread starts on shared heap 0 and moves only when
+	 * it finds it busy (shared_lock) */
 }
 
 static void heap_abandon(hc_heap_t *h);
@@ -792,6 +796,28 @@ size_t hc_small_usize(size_t n, size_t align)
 	return cls < 0 ? 0 : hc_class_size[cls];
 }
 
+/* The thread's shared heap is busy: take another that is free and keep to
+ * it from then on, or else wait for its own.  Threads that allocate one
+ * after another share one heap (and its pages: two heaps held two sets of
+ * pages for threads that alternated between them); threads that allocate at
+ * the same moment spread over as many as there are CPUs, as glibc's
+ * threads spread over arenas. */
+static HC_NOINLINE hc_shared_t *shared_lock(hc_heap_t *h, hc_shared_t *sh)
+{
+	if (h != &heap_fallback) {
+		unsigned n = shared_count();
+		for (unsigned k = 1; k < n; k++) {
+			unsigned j = (h->shared_index + k) % n;
+			if (hc_mutex_trylock(&shared[j].lock) == 0) {
+				h->shared_index = (uint8_t)j;
+				return &shared[j];
+			}
+		}
+	}
+	hc_mutex_lock(&sh->lock);
+	return sh;
+}
+
 void *hc_small_alloc_slow(size_t n, size_t align)
 {
 	hc_heap_t *h = heap_get();    /* first: it fills the class tables */
@@ -807,7 +833,8 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 		sh = &shared[h->shared_index];
 	}
 	if (sh != NULL) {
-		hc_mutex_lock(&sh->lock);
+		if (hc_mutex_trylock(&sh->lock) != 0)
+			sh = shared_lock(h, sh);
 		shared_tidy(&sh->heap, false);
 		void *p = small_alloc(&sh->heap, (unsigned)cls);
 		hc_mutex_unlock(&sh->lock);

@@ -1549,6 +1549,44 @@ static void test_thread_starter_blocks(void)
     CHECK(own >= 200, "200 threads with 17 blocks a class added %ld small chunks, want >= 200", own);
 }
 
+/* Threads that allocate one after another take their first blocks from
+ * one shared heap (they used to be dealt out over one per CPU, each keeping
+ * pages for them): eight threads in turn, each keeping one 200-byte block,
+ * leave them in one chunk.  One may have found the heap busy (the control
+ * thread allocating at that moment) and moved. */
+static void *sequential_thread(void *arg)
+{
+    *(void **)arg = v_malloc(200);
+    return NULL;
+}
+
+static void test_sequential_threads_share(void)
+{
+    if (!under_heapctl)
+        return;
+    enum { N = 8 };
+    void *p[N] = {0};
+    for (int i = 0; i < N; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, sequential_thread, &p[i]) != 0) {
+            CHECK(0, "pthread_create failed");
+            return;
+        }
+        pthread_join(t, NULL);
+    }
+    int best = 0;
+    for (int i = 0; i < N; i++) {
+        int same = 0;
+        for (int j = 0; j < N; j++)
+            same += ((uintptr_t)p[i] >> 22) == ((uintptr_t)p[j] >> 22);
+        best = same > best ? same : best;
+    }
+    CHECK(best >= N - 1, "%d threads one after another left their blocks in several chunks, at most %d in one", N,
+          best);
+    for (int i = 0; i < N; i++)
+        v_free(p[i]);
+}
+
 /* A thread holding 100 blocks of 1792 bytes (16 from a shared heap, then
  * pages of its own: 36, 36 and a third that is partly carved) frees 30 in
  * its full pages, then allocates 30 again.  Those must come from the
@@ -1687,6 +1725,7 @@ int main(void)
         RUN(test_stats_print);
         RUN(test_stats_sanity);
         RUN(test_thread_starter_blocks);
+        RUN(test_sequential_threads_share);
         RUN(test_holes_before_carving);
     }
     fprintf(stderr, "api: %.2f s\n", hc_now() - t0);
