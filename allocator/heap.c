@@ -106,8 +106,9 @@ static hc_heap_t heap_empty = { .direct = EMPTY_DIRECT, .state = HC_HEAP_EMPTY }
 static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
 /*
  * Shared heaps, each used under its own lock.  A thread takes its first
- * HC_STARTER_BLOCKS blocks of each class from one of them (chosen when its
- * heap is made) before it carves a page of its own: a thread that allocates
+ * HC_STARTER_BLOCKS blocks of each class from one of them (heap 0 until it
+ * finds it busy: shared_lock) before it carves a page of its own (all but
+ * the first thread to allocate: heap_get): a thread that allocates
  * a few objects of a class costs their size, not an OS page per class, and a
  * thread that leaves a few objects behind when it exits leaves them in pages
  * that other threads fill.  Shared heap 0 is also the fallback, for threads
@@ -259,6 +260,14 @@ static hc_heap_t *heap_get(void)
 	if (h == NULL)
 		return &heap_fallback;
 	heap_reset(h, hc_thread_id());
+	/* The first thread to allocate (the main thread, but for programs that
+	 * start a thread before their first malloc) takes no starter blocks:
+	 * they are for the many threads that allocate a little, and a
+	 * single-threaded program would only hold a page of each class it uses
+	 * twice, in a shared heap and in its own (st_churn: 250 KiB). */
+	static bool first_made;
+	if (!__atomic_exchange_n(&first_made, true, __ATOMIC_RELAXED))
+		memset(h->starter, HC_STARTER_BLOCKS, sizeof h->starter);
 	hc_tls_heap = h;
 	pthread_setspecific(heap_key, h);
 	return h;

@@ -1643,6 +1643,25 @@ static void test_holes_before_carving(void)
     CHECK(grew == 0, "refilling 30 freed blocks carved %zu more bytes", grew);
 }
 
+/* The main thread (the first to allocate) takes no starter blocks from a
+ * shared heap: its 1st and 17th blocks of a class it has not used come from
+ * one chunk, its own (the 1st was a shared heap's before).  First in main,
+ * while its chunk has room; with sampling off. */
+static void test_main_no_starters(void)
+{
+    bool active = true;    /* a sampled block is a page run, in another chunk */
+    size_t len = sizeof active;
+    if (!under_heapctl || !have_ctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
+        return;
+    void *p[17];
+    for (int i = 0; i < 17; i++)
+        p[i] = v_malloc(7000);    /* class 7168, used by nothing before */
+    CHECK(p[0] && p[16] && ((uintptr_t)p[0] >> 22) == ((uintptr_t)p[16] >> 22),
+          "the main thread's 1st and 17th blocks of 7168 bytes are in different chunks: %p, %p", p[0], p[16]);
+    for (int i = 0; i < 17; i++)
+        v_free(p[i]);
+}
+
 /* A new thread's first block of its own page in each of the 16 classes up
  * to 448 bytes: no two share their low 12 address bits (were all at their
  * page's start, a loop over them stalls on 4K aliasing).  Run before any
@@ -1703,6 +1722,7 @@ int main(void)
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     test_symbol_resolution();
     have_ctl = hc_ctl_init();
+    RUN(test_main_no_starters);    /* first: the main thread's chunk has room */
     if (have_ctl)
         RUN(test_page_offsets);     /* first: no thread has exited yet */
 
