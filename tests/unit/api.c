@@ -1549,6 +1549,34 @@ static void test_thread_starter_blocks(void)
     CHECK(own >= 200, "200 threads with 17 blocks a class added %ld small chunks, want >= 200", own);
 }
 
+/* fn(arg) on a thread of its own, waited for; false (a failed check) if
+ * the thread could not be made. */
+static bool in_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) != 0) {
+        CHECK(0, "pthread_create failed");
+        return false;
+    }
+    pthread_join(t, NULL);
+    return true;
+}
+
+/* Two blocks in one 4 MiB chunk (one heap's, or one shared heap's). */
+static bool same_chunk(const void *a, const void *b)
+{
+    return ((uintptr_t)a >> 22) == ((uintptr_t)b >> 22);
+}
+
+/* heapctl's allocator with sampling off, for the tests of where blocks
+ * land: a sampled block is a page run, elsewhere. */
+static bool unsampled_heapctl(void)
+{
+    bool active = true;
+    size_t len = sizeof active;
+    return under_heapctl && have_ctl && hc_mallctl("prof.active", &active, &len, NULL, 0) == 0 && !active;
+}
+
 /* Threads that allocate one after another take their first blocks from
  * one shared heap (they used to be dealt out over one per CPU, each keeping
  * pages for them): eight threads in turn, each keeping one 200-byte block,
@@ -1566,19 +1594,14 @@ static void test_sequential_threads_share(void)
         return;
     enum { N = 8 };
     void *p[N] = {0};
-    for (int i = 0; i < N; i++) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, sequential_thread, &p[i]) != 0) {
-            CHECK(0, "pthread_create failed");
+    for (int i = 0; i < N; i++)
+        if (!in_thread(sequential_thread, &p[i]))
             return;
-        }
-        pthread_join(t, NULL);
-    }
     int best = 0;
     for (int i = 0; i < N; i++) {
         int same = 0;
         for (int j = 0; j < N; j++)
-            same += ((uintptr_t)p[i] >> 22) == ((uintptr_t)p[j] >> 22);
+            same += same_chunk(p[i], p[j]);
         best = same > best ? same : best;
     }
     CHECK(best >= N - 1, "%d threads one after another left their blocks in several chunks, at most %d in one", N,
@@ -1622,20 +1645,14 @@ static void *holes_thread(void *arg)
 
 static void test_holes_before_carving(void)
 {
-    bool active = true;    /* a sampled block is a page run: active grows */
-    size_t len = sizeof active;
-    if (!under_heapctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
+    if (!unsampled_heapctl())    /* a sampled block is a page run: active grows */
         return;
     size_t grew = 0;
     /* another thread carving a page between the two reads would show as
      * growth: one clean try of three is enough */
     for (int try = 0; try < 3; try++) {
-        pthread_t t;
-        if (pthread_create(&t, NULL, holes_thread, &grew) != 0) {
-            CHECK(0, "pthread_create failed");
+        if (!in_thread(holes_thread, &grew))
             return;
-        }
-        pthread_join(t, NULL);
         if (grew == 0)
             break;
     }
@@ -1649,14 +1666,12 @@ static void test_holes_before_carving(void)
  * while its chunk has room; with sampling off. */
 static void test_main_no_starters(void)
 {
-    bool active = true;    /* a sampled block is a page run, in another chunk */
-    size_t len = sizeof active;
-    if (!under_heapctl || !have_ctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
+    if (!unsampled_heapctl())
         return;
     void *p[17];
     for (int i = 0; i < 17; i++)
         p[i] = v_malloc(7000);    /* class 7168, used by nothing before */
-    CHECK(p[0] && p[16] && ((uintptr_t)p[0] >> 22) == ((uintptr_t)p[16] >> 22),
+    CHECK(p[0] && p[16] && same_chunk(p[0], p[16]),
           "the main thread's 1st and 17th blocks of 7168 bytes are in different chunks: %p, %p", p[0], p[16]);
     for (int i = 0; i < 17; i++)
         v_free(p[i]);
@@ -1685,17 +1700,11 @@ static void *offsets_thread(void *arg)
 
 static void test_page_offsets(void)
 {
-    bool active = true;
-    size_t len = sizeof active;
-    if (!under_heapctl || hc_mallctl("prof.active", &active, &len, NULL, 0) != 0 || active)
+    if (!unsampled_heapctl())
         return;
     uintptr_t low[16];
-    pthread_t t;
-    if (pthread_create(&t, NULL, offsets_thread, low) != 0) {
-        CHECK(0, "pthread_create failed");
+    if (!in_thread(offsets_thread, low))
         return;
-    }
-    pthread_join(t, NULL);
     int same = 0, sa = 0, sb = 0;
     for (int a = 0; a < 16; a++)
         for (int b = a + 1; b < 16; b++)
