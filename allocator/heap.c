@@ -45,6 +45,13 @@ uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1];
 uint32_t hc_class_recip[HC_NCLASSES];
 uint16_t hc_class_off[HC_NCLASSES], hc_class_wrap[HC_NCLASSES];
 
+/* Blocks a page of class cls holds: those from its offset to the slot's
+ * end, then those below the offset (internal.h, hc_class_off). */
+static uint32_t class_reserved(unsigned cls)
+{
+	return hc_class_wrap[cls] + hc_class_off[cls] / hc_class_size[cls];
+}
+
 /* A key for each new page: a per-process secret stirred with a counter
  * (splitmix64), so no two pages share one and none can be guessed from
  * another's. */
@@ -373,8 +380,7 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(pg->in_use && hc_chunk_of(pg) == c);
 	HC_ASSERT((c->used_slots >> (pg - c->pages)) & 1);
 	HC_ASSERT(cls < HC_NCLASSES && pg->block_size == hc_class_size[cls]);
-	HC_ASSERT(pg->reserved == hc_class_wrap[cls] + hc_class_off[cls] / pg->block_size &&
-	    pg->capacity <= pg->reserved);
+	HC_ASSERT(pg->reserved == class_reserved(cls) && pg->capacity <= pg->reserved);
 	uint32_t nfree = 0;
 	const char *start = hc_page_start(c, pg);
 	for (const hc_block_t *b = pg->free; b != NULL; b = hc_link(pg, b, b->next)) {
@@ -532,7 +538,7 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 {
 	pg->cls = (uint8_t)cls;
 	pg->block_size = hc_class_size[cls];
-	pg->reserved = hc_class_wrap[cls] + hc_class_off[cls] / pg->block_size;
+	pg->reserved = class_reserved(cls);
 	pg->capacity = 0;
 	pg->live = 0;
 	pg->free = NULL;
