@@ -252,11 +252,13 @@ static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
 	return 0;
 }
 
-/* thread.tcache.flush: there are no thread caches to flush */
-static int wr_nothing(const ctl_entry_t *e, const ctl_val_t *in)
+/* thread.tcache.flush: the calling thread's remote cache (blocks of other
+ * threads' pages that it freed) goes back to the pages */
+static int wr_tcache_flush(const ctl_entry_t *e, const ctl_val_t *in)
 {
 	(void)e;
 	(void)in;
+	hc_thread_cache_flush();
 	return 0;
 }
 
@@ -312,7 +314,7 @@ static const ctl_entry_t table[] = {
 	{ "arenas.narenas", T_UNSIGNED, rd_narenas, NULL, 0 },
 	{ "arena.<i>.purge", T_BOOL, NULL, wr_purge, 0 },
 	{ "arena.<i>.decay", T_BOOL, NULL, wr_purge, 0 },
-	{ "thread.tcache.flush", T_BOOL, NULL, wr_nothing, 0 },
+	{ "thread.tcache.flush", T_BOOL, NULL, wr_tcache_flush, 0 },
 	{ "arenas.page", T_SIZE, rd_const_size, NULL, 4096 },
 	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
 #include "../shm/hc_settings.def"

@@ -189,6 +189,14 @@ static HC_COLD __attribute__((noipa)) void *malloc_bad_link(hc_block_t *b)
 
 static HC_NOINLINE void *malloc_slow(size_t n)
 {
+	if (HC_XCACHE && n <= HC_SMALL_MAX) {
+		void *p = hc_small_cached(n);
+		if (p != NULL) {
+			if (HC_DEBUG)
+				memset(p, HC_JUNK_ALLOC, n);
+			return p;
+		}
+	}
 	return hc_alloc_aligned(0, n, false);
 }
 

@@ -49,6 +49,10 @@ void hc_stats_add_metadata(intptr_t delta);
 /* Return dirty memory of every arena and the caches to the OS now. */
 void hc_purge_all(void);
 
+/* Give the calling thread's cached blocks of other threads back to their
+ * pages (thread.tcache.flush). */
+void hc_thread_cache_flush(void);
+
 size_t hc_usable_size(const void *p);
 
 /* Decimal digits of v into buf (NUL-terminated); returns the end. */

@@ -175,6 +175,10 @@ typedef struct hc_page_s {
 #ifndef HC_CHECKS
 #define HC_CHECKS 0
 #endif
+/* The remote cache (heap.c) links blocks of many pages in one list, which
+ * the link check would refuse: the checked build frees every block back to
+ * its page. */
+#define HC_XCACHE (!(HC_CHECKS & HC_CHECK_LINKS))
 
 /* Encode or decode (the same operation) the link stored in block at. */
 static inline hc_block_t *hc_link(const hc_page_t *pg, const void *at, const hc_block_t *v)
@@ -350,6 +354,12 @@ struct hc_heap_s {
 	uint32_t state;              /* HC_HEAP_*                               */
 	uint8_t shared_index;        /* shared heap for starter blocks          */
 	uint8_t starter[HC_NCLASSES];    /* blocks taken from it, per class     */
+	/* other threads' blocks this thread freed, kept for its own next
+	 * allocations of their class (heap.c, "the remote cache") */
+	uint8_t xcount[HC_NCLASSES];
+	uint8_t xlimit[HC_NCLASSES];     /* its bound now (xcache_overflow)     */
+	uint8_t xtaken[HC_NCLASSES];     /* a block was taken since the last one */
+	hc_block_t *xcache[HC_NCLASSES];
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
@@ -405,6 +415,7 @@ size_t hc_nalloc(size_t n, size_t align);
 size_t hc_huge_usable_for(size_t n, size_t align);
 size_t hc_resize_in_place(void *p, size_t n, size_t most);
 void *hc_small_alloc_slow(size_t n, size_t align);
+void *hc_small_cached(size_t n);
 void hc_small_free_settle(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_small_free_slow(hc_chunk_t *c, void *p);
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p);

@@ -9,8 +9,9 @@
  * pages, all of which the allocator knows it has written.  No system call
  * is needed (mincore(2), which would measure it, is outside the seccomp
  * filters that hardened services run under: systemd's @system-service).
- * Blocks freed by another thread and not yet collected count as allocated,
- * as jemalloc counts blocks sitting in its thread caches.
+ * Blocks freed by another thread and not yet back in their page (on its
+ * remote list, or in the freeing thread's remote cache: heap.c) count as
+ * allocated, as jemalloc counts blocks sitting in its thread caches.
  */
 #define _GNU_SOURCE
 #include <string.h>

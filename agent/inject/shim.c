@@ -577,6 +577,8 @@ void hc_stats_refresh(hc_stats_t *st)
 
 void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
 void hc_purge_all(void) { malloc_trim(0); }
+/* the process's own malloc keeps its thread caches (if any) to itself */
+void hc_thread_cache_flush(void) { }
 size_t hc_usable_size(const void *p) { return real.usable((void *)p); }
 
 void *hc_meta_alloc(size_t n) { return real.calloc(1, n); }

@@ -45,6 +45,7 @@ static void *(*volatile v_memalign)(size_t, size_t) = memalign;
 static void *(*volatile v_valloc)(size_t) = valloc;
 static void *(*volatile v_pvalloc)(size_t) = pvalloc;
 static size_t (*volatile v_usable)(void *) = malloc_usable_size;
+static int (*volatile v_malloc_trim)(size_t) = malloc_trim;
 
 static size_t page_size;
 static int have_ctl;       /* mallctl API usable */
@@ -1714,6 +1715,152 @@ static void test_page_offsets(void)
           same, sa, sb, (unsigned long)low[sa]);
 }
 
+/* The remote cache is in the default build only (the checked build frees
+ * every block back to its page). */
+static bool remote_cache_built(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    return unsampled_heapctl() && !(pre && strstr(pre, "heapctl-secure"));
+}
+
+/* A thread that frees another thread's blocks gets them back at its next
+ * allocation of their class (the newest first), by malloc, by a size above
+ * 1 KiB and by memalign; before, they went back to the owner's page and the
+ * thread's own allocations came from elsewhere.  thread.tcache.flush and
+ * the thread's exit give them back to their pages. */
+static void *xcache_thread(void *arg)
+{
+    void **p = arg;
+    v_free(p[0]);
+    v_free(p[1]);
+    v_free(p[2]);
+    v_free(p[3]);
+    p[4] = v_malloc(3000);
+    p[5] = v_malloc(200);
+    p[6] = v_memalign(64, 192);
+    p[7] = v_malloc(200);
+    for (int i = 4; i < 8; i++)
+        v_free(p[i]);
+    return NULL;
+}
+
+/* thread.tcache.flush gives them back: the next allocation is another
+ * block. */
+static void *xcache_flush_thread(void *arg)
+{
+    void **p = arg;
+    v_free(p[0]);
+    p[1] = (void *)(intptr_t)hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+    p[2] = v_malloc(200);
+    v_free(p[2]);
+    return NULL;
+}
+
+/* A thread's cached blocks go back to their pages when it exits: the
+ * owner's page then empties and is retired (stats.active falls back). */
+static void *xcache_exit_thread(void *arg)
+{
+    void **p = arg;
+    for (int i = 0; i < 5; i++)
+        v_free(p[i]);
+    return NULL;
+}
+
+static void test_remote_cache(void)
+{
+    if (!remote_cache_built())
+        return;
+    void *p[8] = {v_malloc(200), v_malloc(200), v_malloc(3000), v_memalign(64, 192)};
+    void *want[4] = {p[2], p[1], p[3], p[0]};
+    if (!in_thread(xcache_thread, p))
+        return;
+    static const char *what[4] = {"malloc(3000)", "malloc(200)", "memalign(64, 192)", "a second malloc(200)"};
+    for (int i = 0; i < 4; i++)
+        CHECK(p[4 + i] == want[i], "%s after freeing another thread's block got %p, not that block (%p)", what[i],
+              p[4 + i], want[i]);
+
+    void *f[3] = {v_malloc(200)};
+    if (!in_thread(xcache_flush_thread, f))
+        return;
+    CHECK(f[1] == NULL, "thread.tcache.flush failed: %d", (int)(intptr_t)f[1]);
+    CHECK(f[2] != f[0], "after thread.tcache.flush malloc(200) still got the block freed before it (%p)", f[0]);
+
+    size_t grew = 1;
+    for (int try = 0; try < 3 && grew != 0; try++) {
+        v_malloc_trim(0);
+        hc_epoch_refresh();
+        size_t act0 = hc_stat("stats.active");
+        void *q[5];
+        for (int i = 0; i < 5; i++)    /* class 12288: a page holds 5 */
+            q[i] = v_malloc(12000);
+        if (!in_thread(xcache_exit_thread, q))
+            return;
+        v_malloc_trim(0);
+        hc_epoch_refresh();
+        size_t act1 = hc_stat("stats.active");
+        grew = act1 > act0 ? act1 - act0 : 0;
+    }
+    CHECK(grew == 0, "a page whose blocks an exited thread freed is still held: stats.active grew by %zu", grew);
+}
+
+/* A new page takes a slot that is already resident (a retired page's)
+ * wherever the thread has one, before a never-touched slot: a thread fills
+ * one chunk with 8 KiB blocks and spills into a second, empties a page of
+ * the first, then starts a class: its page goes into the first chunk (the
+ * second, which the thread looked at first, was chosen before). */
+static void *dirty_first_thread(void *arg)
+{
+    enum { MAX = 1200 };
+    void **b = malloc(MAX * sizeof *b);
+    void **out = arg;
+    out[0] = out[1] = NULL;
+    if (b == NULL)
+        return NULL;
+    int n = 0, spill = -1;
+    for (; n < MAX && spill < 0; n++) {
+        b[n] = v_malloc(8192);
+        if (b[n] == NULL)
+            break;
+        if (n > 16 && !same_chunk(b[n], b[16]))
+            spill = n;    /* the first block of the second chunk */
+    }
+    if (spill > 0) {
+        /* the 8 blocks of the page that holds b[40] */
+        void *first = b[16];
+        uintptr_t page = (uintptr_t)b[40] >> 16;
+        for (int i = 16; i < n; i++)
+            if (b[i] && ((uintptr_t)b[i] >> 16) == page) {
+                v_free(b[i]);
+                b[i] = NULL;
+            }
+        void *c[17];
+        for (int i = 0; i < 17; i++)    /* 16 from a shared heap, then a page */
+            c[i] = v_malloc(6000);
+        out[0] = first;
+        out[1] = c[16];
+        out[2] = b[spill];
+        for (int i = 0; i < 17; i++)
+            v_free(c[i]);
+    }
+    for (int i = 0; i < n; i++)
+        v_free(b[i]);
+    free(b);
+    return NULL;
+}
+
+static void test_dirty_slots_first(void)
+{
+    if (!unsampled_heapctl())
+        return;
+    void *out[3] = {0};    /* the first chunk, the new page, the second chunk */
+    if (!in_thread(dirty_first_thread, out))
+        return;
+    CHECK(out[0] != NULL, "8 KiB blocks did not spill into a second chunk");
+    if (out[0] != NULL)
+        CHECK(same_chunk(out[0], out[1]),
+              "a new page went to the untouched chunk %p (the retired slot is in %p)", out[1], out[0]);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -1732,8 +1879,11 @@ int main(void)
     test_symbol_resolution();
     have_ctl = hc_ctl_init();
     RUN(test_main_no_starters);    /* first: the main thread's chunk has room */
-    if (have_ctl)
+    if (have_ctl) {
         RUN(test_page_offsets);     /* first: no thread has exited yet */
+        RUN(test_dirty_slots_first);    /* early: no chunk to adopt */
+        RUN(test_remote_cache);
+    }
 
     RUN(test_malloc_zero_and_free_null);
     RUN(test_realloc_null_and_zero);
