@@ -191,11 +191,8 @@ static HC_NOINLINE void *malloc_slow(size_t n)
 {
 	if (HC_XCACHE && n <= HC_SMALL_MAX) {
 		void *p = hc_small_cached(n);
-		if (p != NULL) {
-			if (HC_DEBUG)
-				memset(p, HC_JUNK_ALLOC, n);
+		if (p != NULL)
 			return p;
-		}
 	}
 	return hc_alloc_aligned(0, n, false);
 }

@@ -7,10 +7,12 @@
  *
  *  - finding a page with free blocks when the current one runs dry, carving
  *    fresh blocks lazily so untouched memory stays untouched;
- *  - frees from other threads: pushed onto the page's atomic xfree list and
- *    collected by the owner; if the page sits on the owner's full list, the
- *    page is also pushed (once) onto its chunk's xpages list so the owner
- *    finds it again without scanning full pages;
+ *  - frees from other threads: kept by the freeing thread for its own next
+ *    allocations of the class (the remote cache), and in time pushed onto
+ *    the page's atomic xfree list and collected by the owner; if the page
+ *    sits on the owner's full list, the page is also pushed (once) onto its
+ *    chunk's xpages list so the owner finds it again without scanning full
+ *    pages;
  *  - retiring empty pages and releasing empty chunks to the cache;
  *  - thread exit: the heap's chunks are abandoned to a global list and adopted
  *    by the next heap that needs a chunk, so a churn of short-lived threads
@@ -57,6 +59,13 @@ static uint32_t class_reserved(unsigned cls)
  * another's. */
 static uint64_t key_secret, key_count;
 
+/* The second word of a block that a thread's remote cache or a page's
+ * remote list holds (blocks of 16 bytes and more; set by the freer, cleared
+ * when the block leaves: mark_set, mark_clear): a free of a block that
+ * carries it is a double free, by the same thread or by another.  Drawn
+ * from the per-process secret, so no program writes it by chance. */
+static uintptr_t free_mark;
+
 static uint32_t page_key(void)
 {
 	uint64_t z = key_secret + __atomic_add_fetch(&key_count, 1, __ATOMIC_RELAXED) *
@@ -71,7 +80,7 @@ void hc_bad_link(const void *at)
 	hc_fatal_ptr("malloc(): corrupted free list (a write into a freed block?) at", at);
 }
 
-/* The remote cache's bound per class (see xcache_put). */
+/* The remote cache's largest bound per class (xcache_overflow). */
 #ifndef HC_XCACHE_BYTES
 #define HC_XCACHE_BYTES  (32 * 1024)
 #endif
@@ -100,6 +109,7 @@ static void classes_init(void)
 		memcpy(&key_secret, rnd, sizeof key_secret);
 	else    /* no entropy yet (early boot): the clock and an address */
 		key_secret = hc_os_now_ms() * 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&rnd;
+	free_mark = (uintptr_t)(key_secret * 0x9e3779b97f4a7c15ull) | 1;
 	unsigned c = 0;
 	for (unsigned i = 0; i <= HC_SMALL_FAST / 8; i++) {
 		while (hc_class_size[c] < i * 8)
@@ -425,11 +435,13 @@ static uint32_t page_collect(hc_page_t *pg)
 		return 0;
 	/* remote frees were pushed with encoded links; a corrupted one (or a
 	 * loop, which only corruption makes) is caught here */
-	uint32_t n = 1;
+	uint32_t n = 1, bs = pg->block_size;
 	hc_block_t *tail = list;
 	if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
 		hc_bad_link(list);
 	for (;;) {
+		if (bs > sizeof *tail)    /* free_mark: no longer freed remotely */
+			((uintptr_t *)tail)[1] = 0;
 		hc_block_t *next = hc_link(pg, tail, tail->next);
 		if (unlikely(!hc_link_ok(tail, next) || n > pg->capacity))
 			hc_bad_link(tail);
@@ -533,6 +545,7 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 	__atomic_store_n(&pg->in_use, 0, __ATOMIC_RELAXED);
 	uint64_t bit = 1ULL << (pg - c->pages);
 	c->used_slots &= ~bit;
+	h->retired = true;
 	c->dirty_new |= bit;
 	c->dirty_old &= ~bit;
 	c->nused--;
@@ -624,6 +637,7 @@ static bool heap_adopt(hc_heap_t *h)
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 	heap_link_chunk(h, c);
+	h->retired = true;           /* its free slots may be dirty */
 	hc_chunk_drop_xpages(c);     /* the pages are rescanned below anyway */
 	for (unsigned i = 1; i < HC_NSLOTS; i++) {
 		hc_page_t *pg = &c->pages[i];
@@ -667,17 +681,24 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 {
 	heap_decay(h);
 	for (;;) {
-		/* a dirty slot of any chunk, else the first free one */
+		/* a dirty slot of any chunk, else the first free one (all
+		 * chunks are looked at only while some slot was retired since
+		 * the last look found none) */
 		hc_chunk_t *c, *cold = NULL;
 		uint64_t take = 0;
 		for (c = h->chunks; c; c = c->next) {
 			uint64_t free_slots = ~c->used_slots;
-			if ((take = free_slots & (c->dirty_new | c->dirty_old)) != 0)
+			if (h->retired && (take = free_slots & (c->dirty_new | c->dirty_old)) != 0)
 				break;
-			if (free_slots != 0 && cold == NULL)
+			if (free_slots != 0 && cold == NULL) {
 				cold = c;
+				if (!h->retired)
+					break;
+			}
 		}
-		if (c == NULL && (c = cold) != NULL)
+		if (c == NULL)
+			h->retired = false;
+		if (take == 0 && (c = cold) != NULL)
 			take = ~c->used_slots;
 		if (c != NULL) {
 			unsigned i = (unsigned)__builtin_ctzll(take);
@@ -863,7 +884,7 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
 	if (cls < 0)
 		return NULL;
-	if (HC_XCACHE && h->xcount[cls] != 0)    /* never for the fallback */
+	if (HC_XCACHE && h->xcache[cls] != NULL)    /* never for the fallback */
 		return xcache_take(h, (unsigned)cls);
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
@@ -886,8 +907,26 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 
 /* ---- frees ------------------------------------------------------------- */
 
-/* Push the chain first..last, blocks of pg linked in order, onto the page's
- * remote list (the caller is not the chunk's owner).  Lock-free. */
+static inline void mark_set(hc_block_t *b, uint32_t bs)
+{
+	if (bs > sizeof *b)
+		((uintptr_t *)b)[1] = free_mark;
+}
+
+static inline void mark_clear(hc_block_t *b, uint32_t bs)
+{
+	if (bs > sizeof *b)
+		((uintptr_t *)b)[1] = 0;
+}
+
+static inline bool marked(const void *p, uint32_t bs)
+{
+	return bs > sizeof(hc_block_t) && ((const uintptr_t *)p)[1] == free_mark;
+}
+
+/* Push the chain first..last, blocks of pg linked in order and marked,
+ * onto the page's remote list (the caller is not the chunk's owner).
+ * Lock-free. */
 static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc_block_t *last)
 {
 	hc_block_t *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
@@ -913,6 +952,7 @@ static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc
 /* A free from a thread that does not own the chunk.  Lock-free. */
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 {
+	mark_set(p, pg->block_size);
 	page_push_remote(c, pg, p, p);
 }
 
@@ -929,30 +969,40 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
 
 /*
  * The remote cache.  A thread that frees another thread's block keeps it,
- * up to xcache_max[cls] blocks of its class, and hands it out again to its
+ * up to h->xlimit[cls] blocks of its class, and hands it out again to its
  * own next allocation of that class that reaches the slow path, instead of
  * pushing it back to its page at once.  Blocks passed between threads
  * (xthread_random; a request handled on one thread and freed on another)
  * are then reused by the thread that just read them, while they are in
  * its CPU's cache, and a free costs no atomic operation on a line the owner
  * writes.  A cached block stays counted in its page's live count, so the
- * page cannot be retired under it.  When a class's list is full, its older
- * half goes back to the pages, one push per run of blocks of one page; all
- * of it at thread exit and in malloc_trim.  A thread caches at most 32
- * blocks or 32 KiB of a class (xcache_max).  Statistics count cached blocks
- * as allocated, as jemalloc counts its thread caches' (stats.c).  Not in
- * the checked build (HC_XCACHE): the list crosses pages, which its link
- * check refuses.
+ * page cannot be retired under it; it carries free_mark.  When a class's
+ * list is full, some or all of it goes back to the pages (xcache_overflow),
+ * one push per run of blocks of one page; all of it at thread exit,
+ * thread.tcache.flush, malloc_trim and arena purges.  Only threads that have
+ * allocated (have a heap) keep blocks: a thread that only frees would only
+ * keep them from their owners.  Statistics count cached blocks as
+ * allocated, as jemalloc counts its thread caches' (stats.c).  Not in the
+ * checked build (HC_XCACHE): the list crosses pages, which its link check
+ * refuses.
  */
-/* Give the blocks of a plainly linked list (any pages) back to their
- * pages: a push per run of one page, or the owner's free where this thread
- * has since come to own the chunk (it adopted it). */
-static void xcache_release(hc_block_t *b)
+
+/* Give n blocks of a plainly linked list (any pages) back to their pages:
+ * a push per run of one page, or the owner's free where this thread has
+ * since come to own the chunk (it adopted it).  The list must end after
+ * exactly n: anything else is a loop that a double free made, or a write
+ * into a cached block. */
+static void xcache_release(hc_block_t *b, unsigned n)
 {
-	while (b != NULL) {
+	while (n != 0) {
+		if (unlikely(b == NULL))
+			hc_fatal_ptr("free(): a thread's cache of freed blocks is corrupt (write after free?) at", b);
 		hc_block_t *first = b, *last = b;
-		for (b = b->next; b && (((uintptr_t)b ^ (uintptr_t)first) >> HC_SLOT_SHIFT) == 0; b = b->next)
+		for (b = b->next, n--; n != 0 && b && (((uintptr_t)b ^ (uintptr_t)first) >> HC_SLOT_SHIFT) == 0;
+		    b = b->next, n--)
 			last = b;
+		if (unlikely(n == 0 && b != NULL))
+			hc_fatal_ptr("free(): double free (a block twice in a thread's cache), at", b);
 		hc_chunk_t *c = hc_chunk_of(first);
 		hc_page_t *pg = &c->pages[((uintptr_t)first >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		if (__atomic_load_n(&c->owner, __ATOMIC_ACQUIRE) != hc_thread_id()) {
@@ -961,6 +1011,7 @@ static void xcache_release(hc_block_t *b)
 		}
 		for (hc_block_t *x = first, *next;; x = next) {
 			next = x->next;
+			mark_clear(x, pg->block_size);
 			free_local(c, pg, x);
 			if (x == last)
 				break;
@@ -971,16 +1022,16 @@ static void xcache_release(hc_block_t *b)
 /* Keep the newest keep blocks of class cls; give the rest back. */
 static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
 {
+	unsigned count = h->xcount[cls];
+	if (keep > count)
+		keep = count;
 	hc_block_t **at = &h->xcache[cls];
-	unsigned n = 0;
-	while (*at != NULL && n < keep) {
+	for (unsigned i = 0; i < keep && *at != NULL; i++)
 		at = &(*at)->next;
-		n++;
-	}
 	hc_block_t *rest = *at;
 	*at = NULL;
-	h->xcount[cls] = (uint8_t)n;
-	xcache_release(rest);
+	h->xcount[cls] = (uint8_t)keep;
+	xcache_release(rest, count - keep);
 }
 
 static void xcache_flush_all(hc_heap_t *h)
@@ -1013,23 +1064,31 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 static void xcache_put(hc_heap_t *h, hc_page_t *pg, hc_block_t *b)
 {
 	unsigned cls = pg->cls;
-	if (unlikely(h->xcache[cls] == b))
+	if (unlikely(h->xcache[cls] == b))    /* the mark misses 8-byte blocks */
 		hc_fatal_ptr("free(): double free of", b);
 	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
 		xcache_overflow(h, cls);
 	if (HC_DEBUG)
 		memset(b + 1, HC_JUNK_FREE, pg->block_size - sizeof *b);
+	mark_set(b, pg->block_size);
 	b->next = h->xcache[cls];
 	h->xcache[cls] = b;
 	h->xcount[cls]++;
 }
 
+/* The caller saw a block in the list (not just a count: a list cut short
+ * by a write after free must not be followed past its end). */
 static inline hc_block_t *xcache_take(hc_heap_t *h, unsigned cls)
 {
 	hc_block_t *b = h->xcache[cls];
+	uint32_t bs = hc_class_size[cls];
 	h->xcache[cls] = b->next;
-	h->xcount[cls]--;
+	h->xcount[cls] -= h->xcount[cls] != 0;
 	h->xtaken[cls] = 1;
+	if (HC_DEBUG)
+		memset(b, HC_JUNK_ALLOC, bs);
+	else
+		mark_clear(b, bs);
 	return b;
 }
 
@@ -1041,7 +1100,7 @@ void *hc_small_cached(size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
 	unsigned cls = hc_size_class(n);
-	if (h->xcount[cls] == 0)    /* always so until the heap is made */
+	if (h->xcache[cls] == NULL)    /* always so until the heap is made */
 		return NULL;
 	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
 	if (left < 0)
@@ -1064,10 +1123,10 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 		free_local(c, pg, p);
 		return;
 	}
+	if (unlikely(marked(p, pg->block_size)))
+		hc_fatal_ptr("free(): double free of", p);
 	hc_heap_t *h = hc_tls_heap;
-	if (HC_XCACHE && h->state == HC_HEAP_EMPTY)
-		h = heap_get();    /* a thread that frees first (a consumer) */
-	if (HC_XCACHE && h->state == HC_HEAP_LIVE && h != &heap_fallback)
+	if (HC_XCACHE && h->state == HC_HEAP_LIVE)
 		xcache_put(h, pg, p);
 	else
 		hc_small_free_remote(c, pg, p);

@@ -127,8 +127,8 @@ typedef struct hc_chunk_s hc_chunk_t;
  *  - free, live, flags, capacity and the queue links are touched by the
  *    owner only;
  *  - every block is in exactly one of: handed out (counted in live),
- *    pg->free, pg->xfree (also still counted in live), or the uncarved tail
- *    [capacity, reserved);
+ *    pg->free, pg->xfree or a thread's remote cache (both also still
+ *    counted in live), or the uncarved tail [capacity, reserved);
  *  - xfree is pushed by any thread and emptied only by the owner;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
  *  - flags & PINNED <=> heap->pinned[cls] == the page, which is then
@@ -352,6 +352,8 @@ struct hc_heap_s {
 	uint64_t decay_epoch;
 	int64_t period;              /* countdown refill                        */
 	uint32_t state;              /* HC_HEAP_*                               */
+	bool retired;                /* a page was retired since page_new last
+	                                found no retired slot                   */
 	uint8_t shared_index;        /* shared heap for starter blocks          */
 	uint8_t starter[HC_NCLASSES];    /* blocks taken from it, per class     */
 	/* other threads' blocks this thread freed, kept for its own next

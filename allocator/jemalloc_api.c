@@ -11,7 +11,8 @@
  *   flags  bits 0-5   MALLOCX_LG_ALIGN(la): alignment 1 << la (0: none)
  *          bit 6      MALLOCX_ZERO
  *          bits 8-19  MALLOCX_TCACHE(tc) / MALLOCX_TCACHE_NONE: ignored
- *                     (there are no tcaches to choose)
+ *                     (the one thread cache, of other threads' blocks,
+ *                     has no explicit instances to choose)
  *          bits 20-31 MALLOCX_ARENA(a) = (a + 1) << 20: accepted for an
  *                     arena that exists (heapctl picks arenas itself), and
  *                     the allocation fails for one that does not, as in

@@ -1459,14 +1459,57 @@ static void double_free_child_own(void)
         pthread_join(t, NULL);
 }
 
+/* Another thread's blocks freed a, c, a (the second free of a is not next
+ * to the first), then a block that another thread freed before it exited:
+ * both used to loop the page's remote list and be caught when the owner
+ * walked it; a thread that keeps such blocks (the remote cache) catches
+ * them at the free. */
+static void *double_free_apart_thread(void *arg)
+{
+    void **p = arg;
+    v_free(v_malloc(16));
+    v_free(p[0]);
+    v_free(p[1]);
+    v_free(p[0]);
+    return NULL;
+}
+
+static void double_free_child_apart(void)
+{
+    void *p[2] = {v_malloc(200), v_malloc(200)};
+    pthread_t t;
+    if (pthread_create(&t, NULL, double_free_apart_thread, p) == 0)
+        pthread_join(t, NULL);
+}
+
+static void *double_free_first_thread(void *arg)
+{
+    v_free(v_malloc(16));
+    v_free(*(void **)arg);
+    return NULL;
+}
+
+static void double_free_child_threads(void)
+{
+    void *keep[2] = {v_malloc(200)}, *x = v_malloc(200);
+    keep[1] = v_malloc(200);    /* x's page stays in use */
+    (void)keep;
+    pthread_t t;
+    for (int i = 0; i < 2; i++)    /* two threads, one after the other */
+        if (pthread_create(&t, NULL, double_free_first_thread, &x) == 0)
+            pthread_join(t, NULL);
+}
+
 /* A second free of the only block of a page is caught, not absorbed: in a
- * page of the thread's own and in a shared one. */
+ * page of the thread's own and in a shared one; so are a double free of
+ * another thread's block with a free between, and one by two threads. */
 static void test_double_free_caught(void)
 {
     if (!under_heapctl)
         return;
-    void (*child[])(void) = { double_free_child_own, double_free_child_shared };
-    for (int i = 0; i < 2; i++) {
+    void (*child[])(void) = { double_free_child_own, double_free_child_shared, double_free_child_apart,
+                              double_free_child_threads };
+    for (int i = 0; i < 4; i++) {
         char err[512];
         int st = run_child_stderr(child[i], err, sizeof err);
         CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
@@ -1731,6 +1774,7 @@ static bool remote_cache_built(void)
 static void *xcache_thread(void *arg)
 {
     void **p = arg;
+    v_free(v_malloc(16));    /* a thread with a heap: one that only frees keeps nothing */
     v_free(p[0]);
     v_free(p[1]);
     v_free(p[2]);
@@ -1749,6 +1793,7 @@ static void *xcache_thread(void *arg)
 static void *xcache_flush_thread(void *arg)
 {
     void **p = arg;
+    v_free(v_malloc(16));
     v_free(p[0]);
     p[1] = (void *)(intptr_t)hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
     p[2] = v_malloc(200);
@@ -1761,6 +1806,7 @@ static void *xcache_flush_thread(void *arg)
 static void *xcache_exit_thread(void *arg)
 {
     void **p = arg;
+    v_free(v_malloc(16));
     for (int i = 0; i < 5; i++)
         v_free(p[i]);
     return NULL;
