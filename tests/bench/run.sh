@@ -37,8 +37,11 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_prof fork_cost big_buffers thread_leftover xthread_random bulk_xfree"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost big_buffers thread_leftover xthread_random bulk_xfree"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost big_buffers thread_leftover xthread_random bulk_xfree"
+
+first_cpu=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
+[ -n "$first_cpu" ] || first_cpu=0
 
 # Sets argv to the command line of benchmark $1.
 bench_argv() {
@@ -46,6 +49,9 @@ bench_argv() {
 	large_churn_2t) argv=("$out/large_churn" threads=2) ;;
 	# profiling on where the allocator has it (jemalloc reads MALLOC_CONF too)
 	thread_churn_prof) argv=(env MALLOC_CONF=prof:true,lg_prof_sample:10 "$out/thread_churn") ;;
+	# on one CPU: without the wake-ups of the other CPU, whose cost on a VM
+	# depends on how long each thread runs more than on what it does
+	thread_churn_1cpu) argv=(taskset -c "$first_cpu" "$out/thread_churn") ;;
 	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
 		/usr/bin/perl "$here/real_perl.pl") ;;
 	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc
