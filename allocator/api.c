@@ -3,15 +3,19 @@
  *
  * The two fast paths live here and are kept to what one request needs:
  *
- *   malloc (n <= 1 KiB): one TLS load, one table lookup, pop the current
- *     page's free list, one subtraction and sign test on the per-thread byte
- *     countdown (the profiler's sampling trigger), bump the page's live count.
+ *   malloc (n <= 1 KiB): one TLS load, one table lookup, a test that the
+ *     thread's remote cache of the class is empty (heap.c; if not, the slow
+ *     path takes from it), pop the current page's free list, one
+ *     subtraction and sign test on the per-thread byte countdown (the
+ *     profiler's sampling trigger), bump the page's live count.
  *   free (block of a chunk this thread owns): mask to the chunk header,
  *     compare its owner with the thread pointer, push, decrement the page's
  *     live count and test it (<= 0: the page is on the full list, or it
  *     emptied and is not the kept only page of its class; see HC_LIVE_FULL).
  *
- * 26 and 20 instructions counting the return, no atomics.
+ * 28 and 20 instructions counting the return, no atomics (the cache's test
+ * is 2 of malloc's, not measurable in tests/bench/fastpath: 5.21 and 5.24
+ * ns a pair, medians of 5 interleaved runs with and without it).
  * tests/bench/fastpath times the pair against the machine's floor
  * (tests/bench/RESULTS.md).  Everything else goes to the noinline slow
  * paths.
@@ -309,6 +313,8 @@ HC_EXPORT void *malloc(size_t n)
 	hc_heap_t *h = hc_tls_heap;
 	if (likely(n <= HC_SMALL_FAST)) {
 		unsigned cls = hc_class_small[(n + 7) >> 3];
+		if (HC_XCACHE && unlikely(h->xcache[cls] != NULL))
+			return malloc_slow(n);
 		hc_page_t *pg = h->direct[cls];
 		hc_block_t *b = pg->free;
 		int64_t left = h->countdown - (int64_t)hc_class_size[cls];

@@ -970,8 +970,9 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
 /*
  * The remote cache.  A thread that frees another thread's block keeps it,
  * up to h->xlimit[cls] blocks of its class, and hands it out again to its
- * own next allocation of that class that reaches the slow path, instead of
- * pushing it back to its page at once.  Blocks passed between threads
+ * own next allocation of that class, newest first (malloc's fast path
+ * leaves the class to the slow path while its list is not empty), instead
+ * of pushing it back to its page at once.  Blocks passed between threads
  * (xthread_random; a request handled on one thread and freed on another)
  * are then reused by the thread that just read them, while they are in
  * its CPU's cache, and a free costs no atomic operation on a line the owner
