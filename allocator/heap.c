@@ -66,6 +66,23 @@ static uint64_t key_secret, key_count;
  * from the per-process secret, so no program writes it by chance. */
 static uintptr_t free_mark;
 
+static inline void mark_set(hc_block_t *b, uint32_t bs)
+{
+	if (bs > sizeof *b)
+		((uintptr_t *)b)[1] = free_mark;
+}
+
+static inline void mark_clear(hc_block_t *b, uint32_t bs)
+{
+	if (bs > sizeof *b)
+		((uintptr_t *)b)[1] = 0;
+}
+
+static inline bool marked(const void *p, uint32_t bs)
+{
+	return bs > sizeof(hc_block_t) && ((const uintptr_t *)p)[1] == free_mark;
+}
+
 static uint32_t page_key(void)
 {
 	uint64_t z = key_secret + __atomic_add_fetch(&key_count, 1, __ATOMIC_RELAXED) *
@@ -440,8 +457,7 @@ static uint32_t page_collect(hc_page_t *pg)
 	if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
 		hc_bad_link(list);
 	for (;;) {
-		if (bs > sizeof *tail)    /* free_mark: no longer freed remotely */
-			((uintptr_t *)tail)[1] = 0;
+		mark_clear(tail, bs);    /* no longer freed remotely */
 		hc_block_t *next = hc_link(pg, tail, tail->next);
 		if (unlikely(!hc_link_ok(tail, next) || n > pg->capacity))
 			hc_bad_link(tail);
@@ -906,23 +922,6 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 }
 
 /* ---- frees ------------------------------------------------------------- */
-
-static inline void mark_set(hc_block_t *b, uint32_t bs)
-{
-	if (bs > sizeof *b)
-		((uintptr_t *)b)[1] = free_mark;
-}
-
-static inline void mark_clear(hc_block_t *b, uint32_t bs)
-{
-	if (bs > sizeof *b)
-		((uintptr_t *)b)[1] = 0;
-}
-
-static inline bool marked(const void *p, uint32_t bs)
-{
-	return bs > sizeof(hc_block_t) && ((const uintptr_t *)p)[1] == free_mark;
-}
 
 /* Push the chain first..last, blocks of pg linked in order and marked,
  * onto the page's remote list (the caller is not the chunk's owner).

@@ -1424,6 +1424,27 @@ static int run_child_stderr(void (*fn)(void), char *err, size_t cap)
     return st;
 }
 
+/* fn(arg) on a thread of its own, waited for; false (a failed check) if
+ * the thread could not be made. */
+static bool in_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) != 0) {
+        CHECK(0, "pthread_create failed");
+        return false;
+    }
+    pthread_join(t, NULL);
+    return true;
+}
+
+/* Gives the calling thread its heap: a thread keeps other threads' blocks
+ * that it frees (the remote cache) only once it has allocated; one that
+ * only frees would only keep them from their owners. */
+static void own_heap(void)
+{
+    v_free(v_malloc(16));
+}
+
 /* A new thread's first blocks of a class come from a shared heap (a free
  * of one is a remote push); after 16 it has a page of its own. */
 static void *double_free_shared_thread(void *arg)
@@ -1467,7 +1488,7 @@ static void double_free_child_own(void)
 static void *double_free_apart_thread(void *arg)
 {
     void **p = arg;
-    v_free(v_malloc(16));
+    own_heap();
     v_free(p[0]);
     v_free(p[1]);
     v_free(p[0]);
@@ -1477,14 +1498,12 @@ static void *double_free_apart_thread(void *arg)
 static void double_free_child_apart(void)
 {
     void *p[2] = {v_malloc(200), v_malloc(200)};
-    pthread_t t;
-    if (pthread_create(&t, NULL, double_free_apart_thread, p) == 0)
-        pthread_join(t, NULL);
+    in_thread(double_free_apart_thread, p);
 }
 
 static void *double_free_first_thread(void *arg)
 {
-    v_free(v_malloc(16));
+    own_heap();
     v_free(*(void **)arg);
     return NULL;
 }
@@ -1494,10 +1513,8 @@ static void double_free_child_threads(void)
     void *keep[2] = {v_malloc(200)}, *x = v_malloc(200);
     keep[1] = v_malloc(200);    /* x's page stays in use */
     (void)keep;
-    pthread_t t;
     for (int i = 0; i < 2; i++)    /* two threads, one after the other */
-        if (pthread_create(&t, NULL, double_free_first_thread, &x) == 0)
-            pthread_join(t, NULL);
+        in_thread(double_free_first_thread, &x);
 }
 
 /* A second free of the only block of a page is caught, not absorbed: in a
@@ -1591,19 +1608,6 @@ static void test_thread_starter_blocks(void)
     CHECK(shared >= 0 && shared <= 4, "200 threads with 16 blocks a class added %ld small chunks, want <= 4", shared);
     long own = starter_chunks(200, 17);
     CHECK(own >= 200, "200 threads with 17 blocks a class added %ld small chunks, want >= 200", own);
-}
-
-/* fn(arg) on a thread of its own, waited for; false (a failed check) if
- * the thread could not be made. */
-static bool in_thread(void *(*fn)(void *), void *arg)
-{
-    pthread_t t;
-    if (pthread_create(&t, NULL, fn, arg) != 0) {
-        CHECK(0, "pthread_create failed");
-        return false;
-    }
-    pthread_join(t, NULL);
-    return true;
 }
 
 /* Two blocks in one 4 MiB chunk (one heap's, or one shared heap's). */
@@ -1774,7 +1778,7 @@ static bool remote_cache_built(void)
 static void *xcache_thread(void *arg)
 {
     void **p = arg;
-    v_free(v_malloc(16));    /* a thread with a heap: one that only frees keeps nothing */
+    own_heap();
     v_free(p[0]);
     v_free(p[1]);
     v_free(p[2]);
@@ -1793,7 +1797,7 @@ static void *xcache_thread(void *arg)
 static void *xcache_flush_thread(void *arg)
 {
     void **p = arg;
-    v_free(v_malloc(16));
+    own_heap();
     v_free(p[0]);
     p[1] = (void *)(intptr_t)hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
     p[2] = v_malloc(200);
@@ -1806,7 +1810,7 @@ static void *xcache_flush_thread(void *arg)
 static void *xcache_exit_thread(void *arg)
 {
     void **p = arg;
-    v_free(v_malloc(16));
+    own_heap();
     for (int i = 0; i < 5; i++)
         v_free(p[i]);
     return NULL;
