@@ -89,7 +89,12 @@ void hc_chunk_drop_xpages(hc_chunk_t *c)
 }
 
 /* Reset the header for a new life as a chunk of the given kind.  The xpages
- * list of a small chunk may hold stale pushes from its last life. */
+ * list of a small chunk may hold stale pushes from its last life.  The dirty
+ * maps are kept: a chunk that comes back from the cache unpurged still has
+ * its freed units resident, and they must stay on the maps so that new
+ * pages and runs take them first and the decay purges those left over (they
+ * were cleared here once, and such units then stayed resident, uncounted,
+ * for the chunk's whole next life).  A purged or fresh chunk has none. */
 static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 {
 	hc_chunk_drop_xpages(c);
@@ -101,10 +106,7 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 	c->next = c->prev = NULL;
 	c->decay_epoch = hc_decay_epoch();
 	c->used_slots = 1;     /* slot 0: header */
-	c->dirty_new = c->dirty_old = 0;
 	memset(c->run_used, 0, sizeof c->run_used);
-	memset(c->run_dirty_new, 0, sizeof c->run_dirty_new);
-	memset(c->run_dirty_old, 0, sizeof c->run_dirty_old);
 	for (unsigned i = 0; i < HC_LARGE_HDR_RUNS; i++)
 		c->run_used[i / 64] |= 1ULL << (i % 64);
 	c->large_allocated = 0;
@@ -154,7 +156,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 	c = hc_os_map_aligned(size, HC_CHUNK_SIZE);
 	if (c == NULL)
 		return NULL;
-	/* fresh mapping: all zero, so the nonzero map is already empty */
+	/* fresh mapping: all zero, so the nonzero and dirty maps are empty */
 	chunk_prepare(c, kind);
 	c->map_size = size;
 	*metadata_out = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
@@ -184,6 +186,9 @@ static void cache_purge(hc_chunk_t *c)
 	size_t hdr = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
 	hc_os_purge((char *)c + hdr, c->map_size - hdr);
 	c->purged = 1;
+	c->dirty_new = c->dirty_old = 0;
+	memset(c->run_dirty_new, 0, sizeof c->run_dirty_new);
+	memset(c->run_dirty_old, 0, sizeof c->run_dirty_old);
 }
 
 /* Purge every cached chunk now, however recently it emptied (arena.<i>.purge,

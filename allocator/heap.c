@@ -477,11 +477,14 @@ static uint32_t page_collect(hc_page_t *pg)
  * slot's end, then from 0 to the offset: hc_class_off).  A thread touches a
  * page of memory per size class it uses, not four: threads that allocate a
  * little each (a thread per connection) cost that much less. */
+#ifndef HC_CARVE_STEP
+#define HC_CARVE_STEP (16 * 1024)
+#endif
 static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 {
 	uint32_t bs = pg->block_size;
 	uint32_t off = hc_class_off[pg->cls], wrap = hc_class_wrap[pg->cls];
-	uint32_t n = (pg->capacity == 0 ? (uint32_t)HC_PAGE - off : 16 * 1024) / bs;
+	uint32_t n = (pg->capacity == 0 ? (uint32_t)HC_PAGE - off : HC_CARVE_STEP) / bs;
 	if (n == 0)
 		n = 1;
 	if (n > pg->reserved - pg->capacity)
@@ -691,6 +694,22 @@ static void heap_decay(hc_heap_t *h)
 	hc_huge_decay();
 }
 
+/* Purge every free slot of the heap's chunks now, however recently it was
+ * retired (malloc_trim, arena.<i>.purge: jemalloc's purge does not wait for
+ * the decay time; heap_decay would leave the slots retired in this epoch and
+ * the last one, and did, until this was written). */
+static void heap_purge_now(hc_heap_t *h)
+{
+	uint64_t epoch = hc_decay_epoch();
+	h->decay_epoch = epoch;
+	for (hc_chunk_t *c = h->chunks; c; c = c->next) {
+		c->decay_epoch = 0;
+		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
+		    1, HC_SLOT_SIZE, ~0ULL / 2);
+		c->decay_epoch = epoch;
+	}
+}
+
 /* A fresh page for class cls: a free slot of an owned chunk (dirty slots
  * first: they are already resident), else an adopted chunk, else a new one. */
 static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
@@ -744,6 +763,8 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 		c->heap = h;
 		__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 		heap_link_chunk(h, c);
+		if (c->dirty_new | c->dirty_old)
+			h->retired = true;   /* back from the cache, still warm */
 	}
 }
 
@@ -1208,6 +1229,10 @@ static void shared_tidy(hc_heap_t *h, bool now)
 		return;
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
+	if (now) {
+		heap_purge_now(h);
+		return;
+	}
 	h->decay_epoch = 0;
 	heap_decay(h);
 }
@@ -1235,8 +1260,7 @@ void hc_heap_collect_self(void)
 	xcache_flush_all(h);
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
-	h->decay_epoch = 0;
-	heap_decay(h);
+	heap_purge_now(h);
 }
 
 /* fork (lifecycle.c): this layer's locks, the shared heaps' first. */

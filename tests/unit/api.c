@@ -22,6 +22,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1911,6 +1912,140 @@ static void test_dirty_slots_first(void)
               "a new page went to the untouched chunk %p (the retired slot is in %p)", out[1], out[0]);
 }
 
+/* OS pages of the 64 KiB slot at slot that are resident (mincore). */
+static int slot_resident(const void *slot)
+{
+    unsigned char vec[16];
+    if (mincore((void *)((uintptr_t)slot & ~(uintptr_t)0xffff), 1 << 16, vec) != 0)
+        return -1;
+    int n = 0;
+    for (int i = 0; i < 16; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+/* The 64 KiB slots that blocks[0..n) lie in, each once, into slots[]. */
+static int slots_of(void *const *blocks, int n, uintptr_t *slots, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        uintptr_t s = (uintptr_t)blocks[i] & ~(uintptr_t)0xffff;
+        bool seen = false;
+        for (int j = 0; j < k && !seen; j++)
+            seen = slots[j] == s;
+        if (!seen && k < cap)
+            slots[k++] = s;
+    }
+    return k;
+}
+
+/* malloc_trim (and arena.<i>.purge, the same call) gives back the calling
+ * thread's free slots at once, as jemalloc's purge does: it used to leave
+ * those retired in the current and the last decay epoch (all of them, in a
+ * program that freed and trimmed within a second). */
+enum { TRIM_N = 1500 };
+
+static void *trim_thread(void *arg)
+{
+    int *out = arg;
+    void **b = malloc(TRIM_N * sizeof *b);
+    out[0] = out[1] = 0;
+    if (b == NULL)
+        return NULL;
+    for (int i = 0; i < TRIM_N; i++) {
+        b[i] = v_malloc(1000);
+        if (b[i] != NULL)
+            memset(b[i], 0x5a, 1000);
+    }
+    uintptr_t slots[64];
+    /* the first 16 are starter blocks, in a shared heap */
+    int k = slots_of(b + 16, TRIM_N - 16, slots, 64);
+    for (int i = 0; i < TRIM_N; i++)
+        v_free(b[i]);
+    free(b);
+    v_malloc_trim(0);
+    out[0] = k;
+    for (int j = 0; j < k; j++)
+        out[1] += slot_resident((void *)slots[j]) > 0;
+    return NULL;
+}
+
+static void test_trim_purges_own_slots(void)
+{
+    if (!unsampled_heapctl())
+        return;
+    int out[2];
+    if (!in_thread(trim_thread, out))
+        return;
+    CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
+    /* one page may stay: a class's last page is kept for the next malloc */
+    CHECK(out[1] <= 1, "after malloc_trim(0) %d of the %d slots the thread freed are still resident", out[1],
+          out[0]);
+}
+
+/* A chunk that comes back from the cache before its decay still has the
+ * slots its last heap wrote resident.  They stay known as dirty: the new
+ * heap's pages take them first, and what it leaves is purged (they were
+ * forgotten, and stayed resident for the chunk's whole next life).  A thread
+ * writes 10 slots and exits; the next thread's heap takes the chunk, uses one
+ * page, and trims. */
+static void *cache_writer_thread(void *arg)
+{
+    void **b = arg;
+    for (int i = 0; i < 600; i++) {    /* 16 starters, then about 9 pages */
+        b[i] = v_malloc(1000);
+        if (b[i] != NULL)
+            memset(b[i], 0x5a, 1000);
+    }
+    for (int i = 0; i < 600; i++)
+        v_free(b[i]);
+    return NULL;
+}
+
+static void *cache_reuser_thread(void *arg)
+{
+    void **b = arg;
+    void *c[17];
+    for (int i = 0; i < 17; i++)
+        c[i] = v_malloc(1000);
+    b[0] = c[16];
+    for (int i = 0; i < 17; i++)
+        v_free(c[i]);
+    v_malloc_trim(0);
+    return NULL;
+}
+
+static void test_cached_chunk_dirty(void)
+{
+    if (!unsampled_heapctl())
+        return;
+    void **b = calloc(600, sizeof *b);
+    void *reused[1] = {NULL};
+    if (b == NULL || !in_thread(cache_writer_thread, b) || !in_thread(cache_reuser_thread, reused)) {
+        free(b);
+        return;
+    }
+    uintptr_t slots[64];
+    int k = slots_of(b + 16, 584, slots, 64);
+    CHECK(k >= 8, "600 blocks of 1000 bytes took %d slots", k);
+    if (!same_chunk(reused[0], b[599])) {
+        CHECK(0, "the second thread's page %p is not in the first thread's chunk (%p)", reused[0], b[599]);
+        free(b);
+        return;
+    }
+    int left = 0;
+    for (int j = 0; j < k; j++)
+        if (slots[j] != ((uintptr_t)reused[0] & ~(uintptr_t)0xffff))
+            left += slot_resident((void *)slots[j]) > 0;
+    CHECK(left == 0, "%d of the %d slots an exited thread wrote are still resident after the next thread "
+                     "took its chunk and trimmed", left, k - 1);
+    bool in_old = false;
+    for (int j = 0; j < k; j++)
+        in_old |= slots[j] == ((uintptr_t)reused[0] & ~(uintptr_t)0xffff);
+    CHECK(in_old, "the new page %p went to a slot the first thread never wrote", reused[0]);
+    free(b);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -1932,6 +2067,8 @@ int main(void)
     if (have_ctl) {
         RUN(test_page_offsets);     /* first: no thread has exited yet */
         RUN(test_dirty_slots_first);    /* early: no chunk to adopt */
+        RUN(test_cached_chunk_dirty);    /* early: no chunk to adopt */
+        RUN(test_trim_purges_own_slots);
         RUN(test_remote_cache);
     }
 
