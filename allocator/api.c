@@ -397,6 +397,16 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	size_t old = c->kind == HC_KIND_SMALL
 	    ? c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size
 	    : c->kind == HC_KIND_LARGE ? hc_large_usable(c, p) : c->huge_usable;
+	/* A large run that already has the pages n needs (a buffer grown a
+	 * few bytes at a time, realloc_grow) and no sample record: nothing
+	 * changes, so no lock.  Only the run's start, page-aligned, has a
+	 * length, and only its owner (the caller) changes it; anything else
+	 * (a freed run, a pointer inside one) takes the locked path below,
+	 * which checks it.  The arena lock taken for such no-ops was 25% of
+	 * realloc_grow's time (perf). */
+	if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && ((uintptr_t)p & (HC_PAGE - 1)) == 0 &&
+	    ((n + HC_PAGE - 1) & ~(size_t)(HC_PAGE - 1)) == old && hc_large_peek_prof(c, p) == NULL)
+		return p;
 	size_t co = charge_for(old, 0), cn = charge_for(n, 0);
 	void *q;
 	/* the common case for a sampled object: it stays in its pages, which

@@ -2046,6 +2046,46 @@ static void test_cached_chunk_dirty(void)
     free(b);
 }
 
+/* A large object grown or shrunk within the pages it has stays where it
+ * is, with its contents and usable size (realloc answers it without the
+ * arena's lock); one more byte than its pages moves it or grows the run. */
+static void test_realloc_large_same_pages(void)
+{
+    if (!under_heapctl)
+        return;
+    char *p = v_malloc(20000);
+    if (p == NULL)
+        return;
+    size_t u = v_usable(p);
+    CHECK(u == 20480, "malloc(20000): usable %zu, not its 5 pages", u);
+    memset(p, 0x33, 20000);
+    static const size_t sizes[] = {20001, 20480, 16385, 20400};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        char *q = v_realloc(p, sizes[k]);
+        CHECK(q == p, "realloc to %zu within its pages moved it (%p -> %p)", sizes[k], (void *)p, (void *)q);
+        if (q == NULL)
+            return;
+        p = q;
+        CHECK(v_usable(p) == 20480, "realloc to %zu: usable %zu", sizes[k], v_usable(p));
+    }
+    for (size_t i = 0; i < 16385; i++)
+        if (p[i] != 0x33) {
+            CHECK(0, "byte %zu changed by realloc within the pages", i);
+            break;
+        }
+    char *q = v_realloc(p, 20481);
+    CHECK(q != NULL && v_usable(q) == 24576, "realloc to 20481: usable %zu", q ? v_usable(q) : 0);
+    if (q != NULL) {
+        for (size_t i = 0; i < 16385; i++)
+            if (q[i] != 0x33) {
+                CHECK(0, "byte %zu lost when realloc went past the pages", i);
+                break;
+            }
+        p = q;
+    }
+    v_free(p);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -2083,6 +2123,7 @@ int main(void)
     RUN(test_calloc_zeroed);
     RUN(test_errno_preserved);
     RUN(test_realloc_contents);
+    RUN(test_realloc_large_same_pages);
     RUN(test_double_free_caught);
     if (have_ctl) {
         RUN(test_page_states);     /* counts through stats.allocated */

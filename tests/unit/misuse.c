@@ -155,6 +155,22 @@ static void static_realloc(void)
 	(void)!v_realloc(static_array, 100);
 }
 
+/* realloc of a large run answers a size within its pages without the
+ * arena's lock: a freed run, or a page inside a live one, must still be
+ * caught */
+static void large_realloc_freed(void)
+{
+	char *p = v_malloc(64 << 10);
+	v_free(p);
+	(void)!v_realloc(p, 65000);
+}
+
+static void large_realloc_interior(void)
+{
+	char *p = v_malloc(64 << 10);
+	(void)!v_realloc(p + 8192, 50000);
+}
+
 static void static_usable(void)
 {
 	printf("%zu\n", v_usable(static_array));
@@ -178,6 +194,8 @@ int main(void)
 	run("free(inside a huge object)", huge_interior_free,
 	    "free(): invalid pointer (not from this allocator)");
 	run("realloc(static array)", static_realloc, "invalid pointer (not from this allocator)");
+	run("realloc(freed large object)", large_realloc_freed, "invalid pointer (double free?)");
+	run("realloc(inside a large object)", large_realloc_interior, "invalid pointer (double free?)");
 	run("malloc_usable_size(static array)", static_usable, "invalid pointer (not from this allocator)");
 	run("malloc_usable_size(p + 8)", interior_usable, "invalid pointer (not the start of a block)");
 
