@@ -140,13 +140,12 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 	}
 	if (c) {
 		/* A purged chunk is all zeros again: nothing to remember.  An
-		 * unpurged one keeps its nonzero map so calloc stays correct. */
-		if (!c->purged && kind == HC_KIND_LARGE) {
-			for (unsigned w = 0; w < HC_NRUNWORDS; w++)
-				c->run_nonzero[w] = ~0ULL;
-		} else if (c->purged) {
+		 * unpurged one keeps its nonzero map, exact since it was last
+		 * purged (the list is the kind's, so it was a large chunk in its
+		 * last life too): calloc zeroes what it must, and new runs go
+		 * to the written pages first. */
+		if (c->purged)
 			memset(c->run_nonzero, 0, sizeof c->run_nonzero);
-		}
 		chunk_prepare(c, kind);
 		c->purged = 0;
 		__atomic_store_n(&c->cached, 0, __ATOMIC_RELEASE);
@@ -159,7 +158,9 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 	/* fresh mapping: all zero, so the nonzero and dirty maps are empty */
 	chunk_prepare(c, kind);
 	c->map_size = size;
-	*metadata_out = (sizeof(hc_chunk_t) + HC_PAGE - 1) & ~(HC_PAGE - 1);
+	/* what of the header is ever written: a small chunk's ends before
+	 * the large-only run lengths (internal.h) */
+	*metadata_out = kind == HC_KIND_LARGE ? HC_LARGE_HDR_RUNS * HC_PAGE : HC_SMALL_HDR_BYTES;
 	registry_add(c);
 	hc_mapped_add((intptr_t)size);
 	return c;
@@ -167,7 +168,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 
 void hc_chunk_put(hc_chunk_t *c)
 {
-	unsigned list = c->map_size != HC_CHUNK_SIZE;
+	unsigned list = c->kind == HC_KIND_LARGE;   /* as hc_chunk_get's */
 	hc_mapped_add(-(intptr_t)c->map_size);
 	c->owner = HC_TID_NONE;
 	c->heap = NULL;

@@ -322,6 +322,9 @@ struct hc_chunk_s {
 };
 
 #define HC_LARGE_HDR_RUNS ((sizeof(hc_chunk_t) + HC_PAGE - 1) / HC_PAGE)
+/* The header pages a small chunk writes: none of the run lengths. */
+#define HC_SMALL_HDR_BYTES ((offsetof(hc_chunk_t, run_len) + HC_PAGE - 1) & ~(size_t)(HC_PAGE - 1))
+_Static_assert(HC_SMALL_HDR_BYTES <= 2 * HC_PAGE, "a small chunk's header spans two OS pages");
 
 static inline hc_chunk_t *hc_chunk_of(const void *p)
 {

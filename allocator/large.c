@@ -362,9 +362,19 @@ static size_t run_index_checked(hc_chunk_t *c, void *p)
 	return i;
 }
 
+/* The run's arena; a chunk in the cache has none (every run in it was
+ * freed, and p is one of them). */
+static hc_arena_t *arena_of(const hc_chunk_t *c, const void *p)
+{
+	hc_arena_t *a = __atomic_load_n(&c->arena, __ATOMIC_ACQUIRE);
+	if (unlikely(a == NULL))
+		hc_fatal_ptr("free(): invalid pointer (double free?):", p);
+	return a;
+}
+
 void hc_large_free(hc_chunk_t *c, void *p)
 {
-	hc_arena_t *a = c->arena;
+	hc_arena_t *a = arena_of(c, p);
 	void *rec = NULL;
 	hc_mutex_lock(&a->lock);
 	size_t i = run_index_checked(c, p);
@@ -398,8 +408,9 @@ void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize)
 	hc_arena_t *a = c->arena;
 	size_t i = (size_t)((char *)p - (char *)c) / HC_PAGE;
 	hc_mutex_lock(&a->lock);
-	if (c->run_prof == NULL)
-		c->run_prof = hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof);
+	if (c->run_prof == NULL)    /* read without the lock (prof_slot) */
+		__atomic_store_n(&c->run_prof, hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof),
+		    __ATOMIC_RELEASE);
 	if (c->run_prof)
 		c->run_prof[i] = (hc_run_prof_t){ rec, usize };
 	hc_mutex_unlock(&a->lock);
@@ -420,10 +431,11 @@ void *hc_large_take_prof(hc_chunk_t *c, const void *p)
 	if (hc_large_peek_prof(c, p) == NULL)
 		return NULL;
 	size_t i = (size_t)((const char *)p - (const char *)c) / HC_PAGE;
-	hc_mutex_lock(&c->arena->lock);
+	hc_arena_t *a = arena_of(c, p);
+	hc_mutex_lock(&a->lock);
 	void *rec = c->run_prof[i].rec;
 	c->run_prof[i] = (hc_run_prof_t){ NULL, 0 };
-	hc_mutex_unlock(&c->arena->lock);
+	hc_mutex_unlock(&a->lock);
 	return rec;
 }
 
@@ -432,7 +444,7 @@ void *hc_large_take_prof(hc_chunk_t *c, const void *p)
  * small object's size class), 0 for its pages. */
 bool hc_large_resize(hc_chunk_t *c, void *p, size_t size, size_t usize)
 {
-	hc_arena_t *a = c->arena;
+	hc_arena_t *a = arena_of(c, p);
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
 	bool ok = false;
 	hc_mutex_lock(&a->lock);

@@ -171,6 +171,16 @@ static void large_realloc_interior(void)
 	(void)!v_realloc(p + 8192, 50000);
 }
 
+/* a second free of a large object whose emptied chunk went back to the
+ * cache (the arena keeps its other chunk): the chunk has no arena then */
+static void large_free_cached(void)
+{
+	char *a = v_malloc(7 << 20), *b = v_malloc(7 << 20);
+	v_free(b);
+	v_free(b);
+	printf("%p\n", (void *)a);
+}
+
 static void static_usable(void)
 {
 	printf("%zu\n", v_usable(static_array));
@@ -196,6 +206,7 @@ int main(void)
 	run("realloc(static array)", static_realloc, "invalid pointer (not from this allocator)");
 	run("realloc(freed large object)", large_realloc_freed, "invalid pointer (double free?)");
 	run("realloc(inside a large object)", large_realloc_interior, "invalid pointer (double free?)");
+	run("free(large object) twice, its chunk cached", large_free_cached, "invalid pointer (double free?)");
 	run("malloc_usable_size(static array)", static_usable, "invalid pointer (not from this allocator)");
 	run("malloc_usable_size(p + 8)", interior_usable, "invalid pointer (not the start of a block)");
 
