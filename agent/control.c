@@ -10,7 +10,9 @@
  *   - mirrors configuration and counters into the seqlocked state block on
  *     every wake-up, so `heapctl status` never needs a round trip, and
  *     publishes a config event for every setting that changed since;
- *   - frees slots left behind by clients that died (a lease on each slot).
+ *   - frees slots left behind by clients that died (a lease on each slot),
+ *     once some client has rung: until then it never reads the slots, whose
+ *     pages (32 KiB of the segment) then stay unwritten.
  *
  * Other threads only publish events (dumps, high-water marks), serialised
  * by a lock private to this process.  The target never waits for a client:
@@ -577,24 +579,38 @@ static void *control_main(void *arg)
 		hc_shm_clean_stale();
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
+	/* The slots are looked at only when the doorbell moved since the last
+	 * look (a client rings it after posting, and a waiting client when it
+	 * finds every slot taken): a read of a never-written page of the
+	 * segment gives the process and /dev/shm a page of it, and the eight
+	 * slots are a page each, 32 KiB of the 40 an idle process held.  A
+	 * post made after the bell was read here rings it again, so the wait
+	 * below returns at once and the next turn looks. */
+	uint32_t looked = 0;
+	bool rung = false;     /* reclaim only once some client came */
 	while (!__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE)) {
 		uint32_t bell = __atomic_load_n(&s->box.doorbell, __ATOMIC_ACQUIRE);
-		bool served = false;
-		for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
-			if (__atomic_load_n(&s->box.slot[i].state, __ATOMIC_ACQUIRE) == HC_SLOT_POSTED) {
-				serve(&s->box.slot[i]);
-				served = true;
+		bool served = false, moved = bell != looked;
+		if (moved) {
+			looked = bell;
+			rung = true;
+			for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
+				if (__atomic_load_n(&s->box.slot[i].state, __ATOMIC_ACQUIRE) == HC_SLOT_POSTED) {
+					serve(&s->box.slot[i]);
+					served = true;
+				}
 			}
 		}
 		uint64_t now = hc_shm_mono_ns();
 		if (ejecting)
 			break;
-		if (served || now - last_mirror >= period) {
+		if (served || moved || now - last_mirror >= period) {
 			if (scan_hook != NULL)
 				scan_hook(false);
 			poll_highwater();
 			mirror(true);
-			reclaim(now);
+			if (rung)      /* a client that found every slot taken rang */
+				reclaim(now);
 			last_mirror = now;
 		}
 		if (served)

@@ -382,6 +382,10 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 			return fail(err, errlen, HC_EXIT_TIMEOUT,
 			    "process %d did not answer within %g s (all %d command slots busy)",
 			    t->pid, secs, HC_SHM_SLOTS);
+		/* the target looks at its slots (and frees those of clients
+		 * that died) when the doorbell moves */
+		__atomic_add_fetch(&box->doorbell, 1, __ATOMIC_RELEASE);
+		hc_shm_futex_wake(&box->doorbell, 1);
 		sleep_ns(1000000);
 	}
 	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);
