@@ -604,14 +604,16 @@ static void *control_main(void *arg)
 		uint64_t now = hc_shm_mono_ns();
 		if (ejecting)
 			break;
-		if (served || moved || now - last_mirror >= period) {
+		if (served || now - last_mirror >= period) {
 			if (scan_hook != NULL)
 				scan_hook(false);
 			poll_highwater();
 			mirror(true);
-			if (rung)      /* a client that found every slot taken rang */
+			if (rung)
 				reclaim(now);
 			last_mirror = now;
+		} else if (moved) {
+			reclaim(now);  /* a client that found every slot taken rang */
 		}
 		if (served)
 			continue;       /* more may have come while we worked */
