@@ -294,6 +294,17 @@ void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold
 		hc_os_purge((char *)c + run_start * unit, run_len * unit);
 }
 
+/* Purge every free unit on the maps now, whatever epoch it was freed in
+ * (malloc_trim, arena.<i>.purge: jemalloc's purge does not wait for the
+ * decay time); the chunk's decay starts again from the current epoch. */
+void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
+    uint64_t *nonzero, unsigned nwords, size_t unit)
+{
+	c->decay_epoch = 0;
+	hc_bits_purge(c, used, dnew, dold, nonzero, nwords, unit, ~0ULL / 2);
+	c->decay_epoch = hc_decay_epoch();
+}
+
 void hc_chunk_fork_prepare(void) { hc_mutex_lock(&cache_lock); }
 void hc_chunk_fork_parent(void) { hc_mutex_unlock(&cache_lock); }
 void hc_chunk_fork_child(void) { hc_mutex_reinit(&cache_lock); }

@@ -701,19 +701,14 @@ static void heap_decay(hc_heap_t *h)
 }
 
 /* Purge every free slot of the heap's chunks now, however recently it was
- * retired (malloc_trim, arena.<i>.purge: jemalloc's purge does not wait for
- * the decay time; heap_decay would leave the slots retired in this epoch and
- * the last one, and did, until this was written). */
+ * retired (heap_decay would leave the slots retired in this epoch and the
+ * last one, and did, until this was written). */
 static void heap_purge_now(hc_heap_t *h)
 {
-	uint64_t epoch = hc_decay_epoch();
-	h->decay_epoch = epoch;
-	for (hc_chunk_t *c = h->chunks; c; c = c->next) {
-		c->decay_epoch = 0;
-		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
-		    1, HC_SLOT_SIZE, ~0ULL / 2);
-		c->decay_epoch = epoch;
-	}
+	h->decay_epoch = hc_decay_epoch();
+	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
+		    1, HC_SLOT_SIZE);
 }
 
 /* A fresh page for class cls: a free slot of an owned chunk (dirty slots

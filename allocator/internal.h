@@ -408,6 +408,8 @@ hc_chunk_t *hc_chunk_registry(void);
 size_t hc_chunk_cached(size_t *count, size_t *dirty);   /* retained bytes */
 void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
     uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch);
+void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
+    uint64_t *nonzero, unsigned nwords, size_t unit);
 
 /* meta.c */
 void hc_meta_fork_prepare(void), hc_meta_fork_parent(void), hc_meta_fork_child(void);

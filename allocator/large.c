@@ -496,12 +496,9 @@ void hc_large_purge_now(void)
 	for (unsigned i = 0; i < narenas; i++) {
 		hc_arena_t *a = &arenas[i];
 		hc_mutex_lock(&a->lock);
-		for (hc_chunk_t *c = a->chunks; c; c = c->next) {
-			c->decay_epoch = 0;
-			hc_bits_purge(c, c->run_used, c->run_dirty_new, c->run_dirty_old,
-			    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, ~0ULL / 2);
-			c->decay_epoch = hc_decay_epoch();
-		}
+		for (hc_chunk_t *c = a->chunks; c; c = c->next)
+			hc_bits_purge_now(c, c->run_used, c->run_dirty_new, c->run_dirty_old,
+			    c->run_nonzero, HC_NRUNWORDS, HC_PAGE);
 		hc_mutex_unlock(&a->lock);
 	}
 }

@@ -1912,11 +1912,17 @@ static void test_dirty_slots_first(void)
               "a new page went to the untouched chunk %p (the retired slot is in %p)", out[1], out[0]);
 }
 
+/* The 64 KiB slot (a small page) that p lies in. */
+static uintptr_t slot_of(const void *p)
+{
+    return (uintptr_t)p & ~(uintptr_t)0xffff;
+}
+
 /* OS pages of the 64 KiB slot at slot that are resident (mincore). */
 static int slot_resident(const void *slot)
 {
     unsigned char vec[16];
-    if (mincore((void *)((uintptr_t)slot & ~(uintptr_t)0xffff), 1 << 16, vec) != 0)
+    if (mincore((void *)slot_of(slot), 1 << 16, vec) != 0)
         return -1;
     int n = 0;
     for (int i = 0; i < 16; i++)
@@ -1929,7 +1935,7 @@ static int slots_of(void *const *blocks, int n, uintptr_t *slots, int cap)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
-        uintptr_t s = (uintptr_t)blocks[i] & ~(uintptr_t)0xffff;
+        uintptr_t s = slot_of(blocks[i]);
         bool seen = false;
         for (int j = 0; j < k && !seen; j++)
             seen = slots[j] == s;
@@ -2046,16 +2052,17 @@ static void test_cached_chunk_dirty(void)
         return;
     }
     int left = 0, others = 0;
-    for (int j = 0; j < k; j++)
-        if (slots[j] != ((uintptr_t)reused[0] & ~(uintptr_t)0xffff)) {
-            others++;
-            left += slot_resident((void *)slots[j]) > 0;
+    bool in_old = false;
+    for (int j = 0; j < k; j++) {
+        if (slots[j] == slot_of(reused[0])) {
+            in_old = true;
+            continue;
         }
+        others++;
+        left += slot_resident((void *)slots[j]) > 0;
+    }
     CHECK(left == 0, "%d of the %d slots an exited thread wrote are still resident after the next thread "
                      "took its chunk and trimmed", left, others);
-    bool in_old = false;
-    for (int j = 0; j < k; j++)
-        in_old |= slots[j] == ((uintptr_t)reused[0] & ~(uintptr_t)0xffff);
     CHECK(in_old, "the new page %p went to a slot the first thread never wrote", reused[0]);
     free(b);
 }
