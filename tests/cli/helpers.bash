@@ -68,21 +68,23 @@ wait_for() {
 # ms since the epoch
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-# start_target [-c CONF|-] [-u USER] [-d DIR] [ARG...]
+# start_target [-c CONF|-] [-u USER] [-d DIR] [-n] [ARG...]
 #   Runs the test service in the background, in DIR (default $T), as USER
 #   (setpriv; default the caller), with HEAPCTL_CONF=CONF (default
 #   $DEFAULT_CONF; "-" leaves it unset).  Waits for "ready PID" (and "child
 #   PID" with fork=1) and, unless the library is off (control:false), for
-#   the control thread.  Sets TPID, CHILD, TOUT (its stdout), TERR.
+#   the control thread (asked with a command; -n: only for its segment,
+#   so that no client has called).  Sets TPID, CHILD, TOUT (its stdout), TERR.
 #   Every target gets seconds=60 unless told otherwise, so nothing outlives
 #   a broken teardown for long.
 start_target() {
-	local conf=$DEFAULT_CONF user="" dir=$T
+	local conf=$DEFAULT_CONF user="" dir=$T ask=1
 	while [ $# -gt 0 ]; do
 		case $1 in
 		-c) conf=$2; shift 2 ;;
 		-u) user=$2; shift 2 ;;
 		-d) dir=$2; shift 2 ;;
+		-n) ask=0; shift ;;
 		*) break ;;
 		esac
 	done
@@ -124,7 +126,11 @@ start_target() {
 	if [[ $conf != *control:false* ]]; then
 		local p
 		for p in "$TPID" $CHILD; do
-			wait_for 5 control_running "$p" || { echo "no control thread in $p" >&2; return 1; }
+			if [ "$ask" = 1 ]; then
+				wait_for 5 control_running "$p" || { echo "no control thread in $p" >&2; return 1; }
+			else
+				wait_for 5 test -s "$(seg "$p")" || { echo "no segment of $p" >&2; return 1; }
+			fi
 		done
 	fi
 }

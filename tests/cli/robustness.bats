@@ -238,14 +238,8 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 }
 
 @test "d. a process no client has called keeps its command slots unwritten: 16 KiB or less of /dev/shm, 40 before; the first command still answers" {
-	# not start_target: it asks the process's status, a command
-	env -u MALLOC_CONF -u LD_PRELOAD HEAPCTL_CONF="$DEFAULT_CONF" "$TARGET" grow=0 seconds=60 \
-	    >"$T/idle.out" 2>"$T/idle.err" &
-	TPID=$!
-	track "$TPID"
-	wait_for 5 grep -q '^ready ' "$T/idle.out"
+	start_target -n grow=0
 	f=$(seg "$TPID")
-	wait_for 5 test -s "$f"
 	sleep 1    # ten control periods
 	blocks=$(stat -c %b "$f")
 	echo "segment: $blocks blocks of 512 bytes"
