@@ -15,8 +15,9 @@
  * --malloc: uprobes on the allocation functions' entries, a uretprobe that
  * learns the sampled pointer (kept in `live`), and a uprobe on free that
  * looks each pointer up there.
- * --faults: the page-fault tracepoints; each fault that finds no page
- * counts one page.
+ * --faults: the page-fault tracepoints, attached raw (by name, through
+ * the bpf system call: no tracefs needed, which a host or container may
+ * not have mounted); each fault that finds no page counts one page.
  *
  * The kernel types used are declared here (their layout is the kernel's
  * ABI), so building needs no vmlinux.h.
@@ -35,11 +36,9 @@ struct pt_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 };
 
-/* The exceptions:page_fault_{user,kernel} tracepoints' records. */
-struct tp_fault {
-	__u64 common;
-	unsigned long address, ip, error_code;
-};
+/* The raw exceptions:page_fault_{user,kernel} tracepoints' arguments
+ * (arch/x86/include/asm/trace/exceptions.h): address, regs, error_code. */
+enum { TP_FAULT_ADDRESS = 0, TP_FAULT_ERROR = 2 };
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -94,6 +93,19 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 << 20);
 } ring SEC(".maps");
+
+/* --faults: set on a CPU while a fault's sample copies the user stack.
+ * That copy may itself fault (a page of the stack never touched), in
+ * kernel mode on a user address: page_fault_kernel, whose raw tracepoint
+ * program runs nested inside this one (raw tracepoints guard each
+ * program against itself only).  Those faults are ours, not the
+ * process's: counted, they were one more page for about every sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sampling SEC(".maps");
 
 static __always_inline void count(__u32 which)
 {
@@ -330,6 +342,9 @@ static __always_inline int on_fault(unsigned long address, unsigned long error)
 		return 0;
 	if (address >= 0x800000000000ul)     /* not a user address */
 		return 0;
+	__u32 zero = 0, *busy = bpf_map_lookup_elem(&sampling, &zero);
+	if (busy == NULL || *busy)           /* our own copy of a stack */
+		return 0;
 	THREAD_OR_RETURN(t, tid);
 	count(TR_C_CALLS);
 	t->countdown -= TR_PAGE;
@@ -341,20 +356,22 @@ static __always_inline int on_fault(unsigned long address, unsigned long error)
 	struct pt_regs r;
 	if (regs == NULL || bpf_probe_read_kernel(&r, sizeof r, regs) != 0)
 		return 0;
+	*busy = 1;
 	sample(&r, tid, TR_PAGE, address);
+	*busy = 0;
 	return 0;
 }
 
-SEC("tracepoint/exceptions/page_fault_user")
-int fault_user(struct tp_fault *ctx)
+SEC("raw_tp/page_fault_user")
+int fault_user(struct bpf_raw_tracepoint_args *ctx)
 {
-	return on_fault(ctx->address, ctx->error_code);
+	return on_fault(ctx->args[TP_FAULT_ADDRESS], ctx->args[TP_FAULT_ERROR]);
 }
 
 /* The kernel touching user memory for the process (read(2) into a new
  * buffer, say): the user registers are those of the system call. */
-SEC("tracepoint/exceptions/page_fault_kernel")
-int fault_kernel(struct tp_fault *ctx)
+SEC("raw_tp/page_fault_kernel")
+int fault_kernel(struct bpf_raw_tracepoint_args *ctx)
 {
-	return on_fault(ctx->address, ctx->error_code);
+	return on_fault(ctx->args[TP_FAULT_ADDRESS], ctx->args[TP_FAULT_ERROR]);
 }

@@ -1232,10 +1232,10 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 {
 	struct trace_bpf *s = T.skel;
 	if (T.o.mode == T_FAULTS) {
-		links[(*nlinks)++] = bpf_program__attach_tracepoint(s->progs.fault_user, "exceptions", "page_fault_user");
+		links[(*nlinks)++] = bpf_program__attach_raw_tracepoint(s->progs.fault_user, "page_fault_user");
 		if (links[*nlinks - 1] == NULL)
 			return -errno;
-		links[(*nlinks)++] = bpf_program__attach_tracepoint(s->progs.fault_kernel, "exceptions", "page_fault_kernel");
+		links[(*nlinks)++] = bpf_program__attach_raw_tracepoint(s->progs.fault_kernel, "page_fault_kernel");
 		return links[*nlinks - 1] ? 0 : -errno;
 	}
 	struct bpf_program *entry[R_NROLES] = {

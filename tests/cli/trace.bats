@@ -107,6 +107,19 @@ traced() {
 	[[ "$output" == *"thread_a;site_a"* ]]
 }
 
+@test "trace --faults where no tracefs is mounted (the raw tracepoints need none): the same sizes" {
+	# heapctl in a mount namespace of its own, tracefs and debugfs hidden
+	printf '%s\n' '#!/bin/sh' \
+	    'exec unshare --mount --propagation private sh -c '"'"'mount -t tmpfs none /sys/kernel/tracing &&
+	        { ! mountpoint -q /sys/kernel/debug || mount -t tmpfs none /sys/kernel/debug; } && exec "$0" "$@"'"'"' '"$HEAPCTL"' "$@"' \
+	    >"$T/no-tracefs"
+	chmod +x "$T/no-tracefs"
+	HEAPCTL=$T/no-tracefs traced "$TB/prog" "$T/nt.heap" --faults --lg-sample 12
+	[ "$status" -eq 0 ]
+	near "$(bytes "$T/nt.heap" site_a)" 33554432 15
+	near "$(bytes "$T/nt.heap" site_b)" 8388608 15
+}
+
 @test "trace --malloc on a program linked with jemalloc probes jemalloc" {
 	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 13
 	[ "$status" -eq 0 ]
