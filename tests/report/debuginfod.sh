@@ -85,11 +85,15 @@ python3 -c '
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+open(sys.argv[2], "w").close()
 held = []
 while True:
-    held.append(s.accept()[0])' "$silent" &
+    held.append(s.accept()[0])' "$silent" "$WORK/silent.listening" &
 hole=$!
-sleep 0.3
+# listening before the client asks (a fixed sleep lost that race on a
+# busy machine, and the client was refused as by a server that is down)
+for _ in $(seq 150); do [ -e "$WORK/silent.listening" ] && break; sleep 0.1; done
+[ -e "$WORK/silent.listening" ] || fail "the silent server did not listen within 15 s"
 export DEBUGINFOD_CACHE_PATH=$WORK/cache-silent
 DEBUGINFOD_URLS=http://127.0.0.1:$silent DEBUGINFOD_TIMEOUT=2 hr_ok silent "$dump" --lines --bytes --top 0
 check_eq "silent server: the report is the one without a server" "$(cat "$WORK/silent.out")" "$(cat "$WORK/none.out")"
