@@ -23,7 +23,10 @@
  * after CHILD_GRACE_MS: most children exec or exit well before (system(),
  * popen, a fork-per-task server), and never pay for a segment, nor leave
  * one in /dev/shm when they end with _exit; a worker that lives on is in
- * `heapctl list` a moment after it was forked.
+ * `heapctl list` a moment after it was forked.  Until then the thread is
+ * kept on the CPU the child runs on: started anywhere else, it woke an
+ * idle CPU to run, and the child's exit had to wake it there again to end
+ * it, which was most of what the thread cost a child that exits at once.
  *
  * unshare(CLONE_NEWUSER) and setns() into a user or mount namespace need a
  * single-threaded process: agent/namespaces.c stops the thread around
@@ -33,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +61,10 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent;              /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
+static cpu_set_t child_cpus;          /* the forking thread's CPUs, which the
+                                         control thread takes back after the
+                                         grace period                     */
+static bool child_pinned;             /* it starts on the child's CPU only */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
@@ -510,6 +518,8 @@ static bool child_publish(void)
 	if (__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE))
 		return false;
 	hc_shm_t *s = segment_create(child_parent);
+	if (child_pinned)      /* failing, it stays where it is: harmless */
+		pthread_setaffinity_np(pthread_self(), sizeof child_cpus, &child_cpus);
 	if (s == NULL)
 		return false;
 	child_parent = 0;
@@ -634,9 +644,29 @@ static void thread_start(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
 	int busy = hc_prof_busy;
-	hc_prof_busy = 1;
+	hc_prof_busy = 1;      /* what glibc allocates here is not sampled */
+	/* A fork child's thread starts on the child's CPU (see the top):
+	 * glibc copies the set (malloc) and applies it before the thread
+	 * first runs. */
+	cpu_set_t one;
+	int cpu = child_parent != 0 ? sched_getcpu() : -1;
+	child_pinned = cpu >= 0 && cpu < CPU_SETSIZE &&
+	    sched_getaffinity(0, sizeof child_cpus, &child_cpus) == 0 &&
+	    CPU_COUNT(&child_cpus) > 1;
+	if (child_pinned) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		child_pinned = pthread_attr_setaffinity_np(&attr, sizeof one, &one) == 0;
+	}
 	__atomic_store_n(&ctl_stop, 0, __ATOMIC_RELEASE);
 	int err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	if (err && child_pinned) {   /* that CPU refused (a cpuset changed) */
+		child_pinned = false;
+		pthread_attr_destroy(&attr);
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 256 << 10);
+		err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	}
 	ctl_running = err == 0;
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -72,9 +72,10 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 #   Runs the test service in the background, in DIR (default $T), as USER
 #   (setpriv; default the caller), with HEAPCTL_CONF=CONF (default
 #   $DEFAULT_CONF; "-" leaves it unset).  Waits for "ready PID" (and "child
-#   PID" with fork=1) and, unless the library is off (control:false), for
-#   the control thread (asked with a command; -n: only for its segment,
-#   so that no client has called).  Sets TPID, CHILD, TOUT (its stdout), TERR.
+#   PID" with fork=1 or fork=stop) and, unless the library is off
+#   (control:false), for the control thread (asked with a command; -n: only
+#   for its segment, so that no client has called), the stopped child's
+#   excepted.  Sets TPID, CHILD, TOUT (its stdout), TERR.
 #   Every target gets seconds=60 unless told otherwise, so nothing outlives
 #   a broken teardown for long.
 start_target() {
@@ -92,6 +93,7 @@ start_target() {
 	for a in "${args[@]}"; do
 		[[ $a == seconds=* ]] && seconds=0
 		[[ $a == fork=1 ]] && fork=1
+		[[ $a == fork=stop ]] && fork=stop
 	done
 	[ "$seconds" = 1 ] && args+=(seconds=60)
 	_ntarget=$((_ntarget + 1))
@@ -118,14 +120,15 @@ start_target() {
 		return 1
 	fi
 	CHILD=""
-	if [ "$fork" = 1 ]; then
+	if [ "$fork" != 0 ]; then
 		wait_for 5 grep -q '^child ' "$TOUT" || { echo "no child line" >&2; return 1; }
 		CHILD=$(awk '/^child /{print $2; exit}' "$TOUT")
 		track "$CHILD"
 	fi
 	if [[ $conf != *control:false* ]]; then
 		local p
-		for p in "$TPID" $CHILD; do
+		# a child that stopped itself (fork=stop) makes no segment yet
+		for p in "$TPID" $([ "$fork" = 1 ] && echo "$CHILD"); do
 			if [ "$ask" = 1 ]; then
 				wait_for 5 control_running "$p" || { echo "no control thread in $p" >&2; return 1; }
 			else

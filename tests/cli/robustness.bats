@@ -298,6 +298,29 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ ! -e "$(seg "$TPID")" ]
 }
 
+@test "f. fork: the child's control thread waits out its grace on the child's CPU, then takes the program's CPUs back" {
+	[ "$(nproc)" -ge 2 ] || skip "needs two CPUs"
+	start_target fork=stop
+	wait_for 5 eval '[ "$(awk "{ print \$3 }" "/proc/$CHILD/stat")" = T ]'
+	ctl_cpus() {   # the Cpus_allowed_list of PID's heapctl-ctl thread
+		local t
+		for t in /proc/"$1"/task/*; do
+			[ "$(cat "$t/comm")" = heapctl-ctl ] && awk '/^Cpus_allowed_list:/ { print $2 }' "$t/status"
+		done
+		return 0
+	}
+	main=$(awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$CHILD/status")
+	during=$(ctl_cpus "$CHILD")
+	# stopped within its grace (no segment yet): on one CPU
+	if [ ! -e "$(seg "$CHILD")" ]; then
+		[[ $during =~ ^[0-9]+$ ]]
+	fi
+	kill -CONT "$CHILD"
+	wait_for 5 control_running "$CHILD"
+	[ "$(ctl_cpus "$CHILD")" = "$main" ]
+	[ "$(status_field "$CHILD" pid)" = "$CHILD" ]
+}
+
 # g. ------------------------------------------------------------------------------------
 
 @test "g. PID reuse: a segment whose pid/start time are not the process's is stale: exit 4, removed" {

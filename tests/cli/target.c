@@ -4,10 +4,12 @@
  * something to sample, and can keep memory growing, fork, or use many
  * distinct call stacks.
  *
- *   target [grow=BYTES_PER_TICK] [tick_ms=N] [fork=1] [stacks=N] [seconds=N]
+ *   target [grow=BYTES_PER_TICK] [tick_ms=N] [fork=1|stop] [stacks=N] [seconds=N]
  *
  * It writes "ready PID" (and "child PID" after fork=1) on stdout, then runs
- * until killed or `seconds` pass (default 600), exiting 0.
+ * until killed or `seconds` pass (default 600), exiting 0.  With fork=stop
+ * the parent writes "child PID" and the child stops itself (SIGSTOP) as
+ * soon as fork returns, before anything else, and runs on when continued.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -61,6 +63,7 @@ int main(int argc, char **argv)
 		else if (!strncmp(argv[i], "stacks=", 7)) stacks = atol(argv[i] + 7);
 		else if (!strncmp(argv[i], "seconds=", 8)) seconds = atol(argv[i] + 8);
 		else if (!strcmp(argv[i], "fork=1")) do_fork = 1;
+		else if (!strcmp(argv[i], "fork=stop")) do_fork = 2;
 		else {
 			fprintf(stderr, "target: unknown argument %s\n", argv[i]);
 			return 2;
@@ -76,10 +79,14 @@ int main(int argc, char **argv)
 	pid_t child = 0;
 	if (do_fork) {
 		child = fork();
-		if (child == 0) {
+		if (child == 0 && do_fork == 2)
+			raise(SIGSTOP);
+		else if (child == 0) {
 			printf("child %d\n", getpid());
 			fflush(stdout);
 		}
+		if (child > 0 && do_fork == 2)
+			printf("child %d\n", child);
 	}
 	if (child != 0 || !do_fork) {
 		printf("ready %d\n", getpid());
