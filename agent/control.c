@@ -27,6 +27,7 @@
  * kept on the CPU the child runs on: started anywhere else, it woke an
  * idle CPU to run, and the child's exit had to wake it there again to end
  * it, which was most of what the thread cost a child that exits at once.
+ * (Not under a seccomp filter, which may refuse the affinity calls.)
  *
  * unshare(CLONE_NEWUSER) and setns() into a user or mount namespace need a
  * single-threaded process: agent/namespaces.c stops the thread around
@@ -635,6 +636,21 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+/* This process is under no seccomp filter.  A fork child pins its control
+ * thread only then: a filter may refuse sched_setaffinity, and one that
+ * kills (SystemCallFilter=~@resources, as Debian's redis-server.service
+ * has) would take the whole service with it.  Filters are never removed,
+ * so a process with none has made none. */
+static bool unfiltered(void)
+{
+	char buf[4096];
+	int e = errno;
+	ssize_t n = read_file("/proc/self/status", buf, sizeof buf);
+	errno = e;
+	const char *f = n > 0 ? strstr(buf, "\nSeccomp:\t") : NULL;
+	return f != NULL && f[10] == '0' && f[11] == '\n';
+}
+
 static void thread_start(void)
 {
 	pthread_attr_t attr;
@@ -649,7 +665,7 @@ static void thread_start(void)
 	 * glibc copies the set (malloc) and applies it before the thread
 	 * first runs. */
 	cpu_set_t one;
-	int cpu = child_parent != 0 ? sched_getcpu() : -1;
+	int cpu = child_parent != 0 && unfiltered() ? sched_getcpu() : -1;
 	child_pinned = cpu >= 0 && cpu < CPU_SETSIZE &&
 	    sched_getaffinity(0, sizeof child_cpus, &child_cpus) == 0 &&
 	    CPU_COUNT(&child_cpus) > 1;

@@ -302,13 +302,14 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$(nproc)" -ge 2 ] || skip "needs two CPUs"
 	start_target fork=stop
 	wait_for 5 eval '[ "$(awk "{ print \$3 }" "/proc/$CHILD/stat")" = T ]'
-	ctl_cpus() {   # the Cpus_allowed_list of PID's heapctl-ctl thread
-		local t
+	ctl_cpus() {   # the Cpus_allowed_list of the child's other thread, its
+		local t    # control thread (not named yet if it never ran)
 		for t in /proc/"$1"/task/*; do
-			[ "$(cat "$t/comm")" = heapctl-ctl ] && awk '/^Cpus_allowed_list:/ { print $2 }' "$t/status"
+			[ "${t##*/}" != "$1" ] && awk '/^Cpus_allowed_list:/ { print $2 }' "$t/status"
 		done
 		return 0
 	}
+	[ "$(ls "/proc/$CHILD/task" | wc -l)" -eq 2 ]
 	main=$(awk '/^Cpus_allowed_list:/ { print $2 }' "/proc/$CHILD/status")
 	during=$(ctl_cpus "$CHILD")
 	# stopped within its grace (no segment yet): on one CPU
