@@ -66,6 +66,8 @@ static cpu_set_t child_cpus;          /* the forking thread's CPUs, which the
                                          control thread takes back after the
                                          grace period                     */
 static bool child_pinned;             /* it starts on the child's CPU only */
+static bool child_start;              /* fork child: start the thread once
+                                         the agent's locks are fresh      */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
@@ -809,7 +811,19 @@ void hc_control_fork_child(void)
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
 	child_parent = seg_pid;
-	thread_start();
+	child_start = true;
+}
+
+/* Last of the agent's child handlers, once every lock of the agent is
+ * fresh: a thread that glibc starts and then lets go at once (when it
+ * cannot set the thread's CPU) runs the thread-exit hooks before
+ * pthread_create returns, and a lock still held from fork_prepare would
+ * hang both. */
+void hc_control_fork_child_start(void)
+{
+	if (child_start)
+		thread_start();
+	child_start = false;
 }
 
 /* Last of the library's destructors: watchers learn the process is going,

@@ -591,4 +591,5 @@ void hc_agent_fork_child(void)
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)
 		tsd.thread->tid = (int)syscall(SYS_gettid);
+	hc_control_fork_child_start();
 }
