@@ -210,7 +210,6 @@ void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
 void hc_control_start(void);
 void hc_control_fork_prepare(bool outer), hc_control_fork_parent(bool outer);
 void hc_control_fork_child(void);
-void hc_control_fork_child_start(void);
 bool hc_control_pause(void);
 /* heapctl inject (agent/inject/shim.c): its eject and object scan, and the
  * segment and control thread made (again) with the profile counting from

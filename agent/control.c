@@ -66,8 +66,6 @@ static cpu_set_t child_cpus;          /* the forking thread's CPUs, which the
                                          control thread takes back after the
                                          grace period                     */
 static bool child_pinned;             /* it starts on the child's CPU only */
-static bool child_start;              /* fork child: start the thread once
-                                         the agent's locks are fresh      */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
@@ -653,11 +651,21 @@ static bool unfiltered(void)
 	return f != NULL && f[10] == '0' && f[11] == '\n';
 }
 
-static void thread_start(void)
+/* Create the control thread, on the CPUs of cpus if not NULL. */
+static int thread_create(const cpu_set_t *cpus)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
+	int err = cpus != NULL ? pthread_attr_setaffinity_np(&attr, sizeof *cpus, cpus) : 0;
+	if (err == 0)
+		err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	pthread_attr_destroy(&attr);
+	return err;
+}
+
+static void thread_start(void)
+{
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
@@ -674,21 +682,16 @@ static void thread_start(void)
 	if (child_pinned) {
 		CPU_ZERO(&one);
 		CPU_SET(cpu, &one);
-		child_pinned = pthread_attr_setaffinity_np(&attr, sizeof one, &one) == 0;
 	}
 	__atomic_store_n(&ctl_stop, 0, __ATOMIC_RELEASE);
-	int err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	int err = thread_create(child_pinned ? &one : NULL);
 	if (err && child_pinned) {   /* that CPU refused (a cpuset changed) */
 		child_pinned = false;
-		pthread_attr_destroy(&attr);
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, 256 << 10);
-		err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+		err = thread_create(NULL);
 	}
 	ctl_running = err == 0;
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
 	if (err && seg != NULL)
 		__atomic_store_n(&seg->hdr.control, 0, __ATOMIC_RELEASE);
 	if (err)
@@ -811,19 +814,7 @@ void hc_control_fork_child(void)
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
 	child_parent = seg_pid;
-	child_start = true;
-}
-
-/* Last of the agent's child handlers, once every lock of the agent is
- * fresh: a thread that glibc starts and then lets go at once (when it
- * cannot set the thread's CPU) runs the thread-exit hooks before
- * pthread_create returns, and a lock still held from fork_prepare would
- * hang both. */
-void hc_control_fork_child_start(void)
-{
-	if (child_start)
-		thread_start();
-	child_start = false;
+	thread_start();
 }
 
 /* Last of the library's destructors: watchers learn the process is going,

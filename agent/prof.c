@@ -584,12 +584,16 @@ void hc_agent_fork_parent(void)
 void hc_agent_fork_child(void)
 {
 	hc_ctl_fork_child();
-	hc_control_fork_child();
 	hc_mutex_reinit(&hc_prof_lock);
 	hc_dump_fork_child();
 	hc_unwind_fork_child();
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)
 		tsd.thread->tid = (int)syscall(SYS_gettid);
-	hc_control_fork_child_start();
+	/* last, once every lock of the agent is fresh: it starts the child's
+	 * control thread, and a thread that glibc starts and lets go at once
+	 * (when it cannot set the thread's CPU) runs the thread-exit hooks
+	 * before pthread_create returns; a lock still held from fork_prepare
+	 * would hang both */
+	hc_control_fork_child();
 }

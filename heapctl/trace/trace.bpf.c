@@ -342,10 +342,10 @@ static __always_inline int on_fault(unsigned long address, unsigned long error)
 		return 0;
 	if (address >= 0x800000000000ul)     /* not a user address */
 		return 0;
+	THREAD_OR_RETURN(t, tid);
 	__u32 zero = 0, *busy = bpf_map_lookup_elem(&sampling, &zero);
 	if (busy == NULL || *busy)           /* our own copy of a stack */
 		return 0;
-	THREAD_OR_RETURN(t, tid);
 	count(TR_C_CALLS);
 	t->countdown -= TR_PAGE;
 	if (t->countdown > 0)
