@@ -35,6 +35,15 @@ function spread(list,    n, v, i, lo, hi, m) {
 	return m > 0 ? 100 * (hi - lo) / m : 0
 }
 
+# The head of a table with one column per allocator.
+function table_head(    a) {
+	printf "| benchmark |"
+	for (a = 1; a <= na; a++) printf " %s |", A[a]
+	printf "\n|---|"
+	for (a = 1; a <= na; a++) printf "---:|"
+	printf "\n"
+}
+
 function why(st) {
 	if (st == 124) return "TIMEOUT"
 	if (st > 128) return "CRASH sig" (st - 128)
@@ -141,11 +150,7 @@ END {
 
 	# CPU time: less disturbed by other load than wall time.
 	printf "\nCPU time: median user+sys seconds (ratio to %s). Less sensitive than wall time to other load on the machine, but blind to time spent waiting (locks, sleeping threads).\n\n", base
-	printf "| benchmark |"
-	for (a = 1; a <= na; a++) printf " %s |", A[a]
-	printf "\n|---|"
-	for (a = 1; a <= na; a++) printf "---:|"
-	printf "\n"
+	table_head()
 	for (b = 1; b <= nb; b++) {
 		kb = B[b] SUBSEP base
 		bc = median(cpus[kb])
@@ -166,6 +171,43 @@ END {
 	printf "| **geomean ratio** |"
 	for (a = 1; a <= na; a++)
 		printf "%s", nc[A[a]] ? sprintf(" **%.2f** |", exp(lc[A[a]] / nc[A[a]])) : " - |"
+	printf "\n"
+
+	# Against the best peer: each row's best median time and best median
+	# RSS among the allocators that are not heapctl, and every allocator's
+	# ratio to them.  The goal "within 1.1x of the best peer's time and RSS
+	# on every row" asks, where one peer wins time and another RSS, for
+	# both at once: the count of such rows tells how often any allocator
+	# gets there.
+	printf "\nAgainst the best peer: each allocator's median time and peak RSS over the best of the allocators that are not heapctl, row by row (a peer's own best reads 1.00). \"Both <= 1.1\" counts the rows where it is within 1.1x of the best peer's time and of the best peer's RSS at once; \"worst\" is its largest ratio on either.\n\n"
+	table_head()
+	for (b = 1; b <= nb; b++) {
+		pt = pr = ""
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			valid[a] = runs[k] && !failed[k] && !bad[k] && walls[k] != ""
+			if (!valid[a]) continue
+			vt[a] = median(walls[k]); vr[a] = median(rsss[k])
+			if (A[a] ~ /^heapctl/) continue
+			if (pt == "" || vt[a] < pt) pt = vt[a]
+			if (pr == "" || vr[a] < pr) pr = vr[a]
+		}
+		printf "| %s |", B[b]
+		for (a = 1; a <= na; a++) {
+			if (!valid[a] || pt == "" || pt <= 0 || pr <= 0) { printf " - |"; continue }
+			tr = vt[a] / pt; rr = vr[a] / pr
+			ok = tr <= 1.1 && rr <= 1.1
+			printf " %s%.2f, %.2f%s |", ok ? "**" : "", tr, rr, ok ? "**" : ""
+			nrows[a]++; nok[a] += ok
+			if (tr > wst[a]) wst[a] = tr
+			if (rr > wst[a]) wst[a] = rr
+		}
+		printf "\n"
+	}
+	printf "| **both <= 1.1** |"
+	for (a = 1; a <= na; a++) printf "%s", nrows[a] ? sprintf(" %d of %d |", nok[a], nrows[a]) : " - |"
+	printf "\n| **worst** |"
+	for (a = 1; a <= na; a++) printf "%s", nrows[a] ? sprintf(" %.2f |", wst[a]) : " - |"
 	printf "\n"
 
 	hasfast = 0

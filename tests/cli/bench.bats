@@ -1,0 +1,49 @@
+#!/usr/bin/env bats
+# tests/cli/bench.bats - make bench's report (tests/bench/report.awk) reads
+# its numbers right: fed a results.tsv made up here, the table against the
+# best peer holds the ratios worked out by hand, leaves out a failed cell,
+# and counts the rows and the worst ratio of each allocator.
+
+setup() {
+	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	tsv=$BATS_TEST_TMPDIR/results.tsv
+	# bench alloc rep wall_s rss_kib status checksum tight batch user sys faults
+	row() { printf '%s\t%s\t%s\t%s\t%s\t%s\tc0ffee\t\t\t0.1\t0.1\t10\n' "$@"; }
+	{
+		# r1: jemalloc fastest, glibc smallest; heapctl 1.05x both (its
+		# median of three: 1.0, 1.05, 9.0 s)
+		row r1 glibc 1 2.0 1000 0
+		row r1 jemalloc 1 1.0 3000 0
+		row r1 heapctl 1 1.0 1050 0
+		row r1 heapctl 2 9.0 1050 0
+		row r1 heapctl 3 1.05 1050 0
+		# r2: both peers best on both; heapctl 1.2x the time, 0.9x the RSS
+		row r2 glibc 1 1.0 1000 0
+		row r2 jemalloc 1 1.0 1000 0
+		row r2 heapctl 1 1.2 900 0
+		# r3: heapctl crashed (SIGSEGV): no ratio for it
+		row r3 glibc 1 1.0 2000 0
+		row r3 jemalloc 1 1.5 1000 0
+		row r3 heapctl 1 0.5 500 139
+	} >"$tsv"
+}
+
+report() {
+	awk -v allocs="glibc jemalloc heapctl" -v benches="r1 r2 r3" -v base=jemalloc \
+	    -v header="test" -f "$root/tests/bench/report.awk" "$tsv" 2>/dev/null
+}
+
+@test "bench report: each allocator against the best peer, row by row" {
+	run report
+	[ "$status" -eq 0 ]
+	grep -qF '| r1 | 2.00, 1.00 | 1.00, 3.00 | **1.05, 1.05** |' <<<"$output"
+	grep -qF '| r2 | **1.00, 1.00** | **1.00, 1.00** | 1.20, 0.90 |' <<<"$output"
+	grep -qF '| r3 | 1.00, 2.00 | 1.50, 1.00 | - |' <<<"$output"
+}
+
+@test "bench report: rows within 1.1x of the best peer on both, and the worst ratio" {
+	run report
+	[ "$status" -eq 0 ]
+	grep -qF '| **both <= 1.1** | 1 of 3 | 1 of 3 | 1 of 2 |' <<<"$output"
+	grep -qF '| **worst** | 2.00 | 3.00 | 1.20 |' <<<"$output"
+}
