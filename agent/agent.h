@@ -33,6 +33,7 @@ typedef enum { HC_UNWIND_FP, HC_UNWIND_LIBUNWIND, HC_UNWIND_LIBGCC } hc_unwinder
 #define HC_FIELD_HC_SET_POW2(f)   int f;             /* log2, -1 off */
 #define HC_FIELD_HC_SET_STR(f)    char f[HC_PREFIX_MAX];
 #define HC_FIELD_HC_SET_UNWIND(f) hc_unwinder_t f;
+#define HC_FIELD_HC_SET_THP(f)    unsigned f;        /* HC_THP_* (hc_alloc.h) */
 
 /* Every setting as configured at start-up, by its option name. */
 typedef struct hc_opts_s {
@@ -48,8 +49,6 @@ void hc_conf_defaults(void);             /* hc_opt = the list's defaults */
 void hc_conf_source(const char *src, const char *s);   /* inject: instead of the environment */
 void hc_agent_reconfigure(void);         /* defaults, then the given settings */
 void hc_conf_init(void);                 /* then the environment's */
-bool hc_conf_parse_unwinder(const char *s, hc_unwinder_t *out);
-const char *hc_unwinder_name(hc_unwinder_t u);
 
 /* ---- settings, generic over the list (settings.c) ----------------------- */
 

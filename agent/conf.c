@@ -46,24 +46,6 @@ void hc_say(const char *first, ...)
 	errno = saved;
 }
 
-static const char *const unwinder_names[] = {
-	[HC_UNWIND_FP] = "fp", [HC_UNWIND_LIBUNWIND] = "libunwind",
-	[HC_UNWIND_LIBGCC] = "libgcc",
-};
-
-const char *hc_unwinder_name(hc_unwinder_t u) { return unwinder_names[u]; }
-
-bool hc_conf_parse_unwinder(const char *s, hc_unwinder_t *out)
-{
-	for (unsigned i = 0; i < sizeof unwinder_names / sizeof unwinder_names[0]; i++) {
-		if (strcmp(s, unwinder_names[i]) == 0) {
-			*out = (hc_unwinder_t)i;
-			return true;
-		}
-	}
-	return false;
-}
-
 static void bad(const char *src, const char *k, size_t klen, const char *v,
     size_t vlen, const char *why)
 {

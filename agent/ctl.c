@@ -142,6 +142,7 @@ static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 #define OPT_T_HC_SET_POW2 T_SSIZE       /* opt.lg_prof_interval: the log2 */
 #define OPT_T_HC_SET_STR T_STR
 #define OPT_T_HC_SET_UNWIND T_STR
+#define OPT_T_HC_SET_THP T_STR
 #define RT_T_HC_SET_BOOL T_BOOL
 #define RT_T_HC_SET_UINT T_UNSIGNED
 #define RT_T_HC_SET_LG T_SIZE
@@ -150,6 +151,7 @@ static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 #define RT_T_HC_SET_POW2 T_U64         /* prof.interval: bytes, 0 off */
 #define RT_T_HC_SET_STR T_STR
 #define RT_T_HC_SET_UNWIND T_STR
+#define RT_T_HC_SET_THP T_STR
 
 static void to_ctl(const hc_shm_setting_t *s, bool runtime, const hc_shm_value_t *v, ctl_val_t *out)
 {
@@ -165,7 +167,7 @@ static void to_ctl(const hc_shm_setting_t *s, bool runtime, const hc_shm_value_t
 		else
 			out->sz = v->u >= 64 ? -1 : (ssize_t)v->u;
 		return;
-	case HC_SET_STR: case HC_SET_UNWIND: out->s = v->s; return;
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP: out->s = v->s; return;
 	}
 }
 
@@ -183,7 +185,7 @@ static int from_ctl(const hc_shm_setting_t *s, const ctl_val_t *in, hc_shm_value
 			return EINVAL;
 		v->u = in->u64 ? (uint64_t)__builtin_ctzll(in->u64) : UINT64_MAX;
 		return 0;
-	case HC_SET_STR: case HC_SET_UNWIND:
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
 		v->s = in->s;
 		return in->s ? 0 : EINVAL;
 	}
@@ -223,6 +225,7 @@ static int wr_setting(const ctl_entry_t *e, const ctl_val_t *in)
 #define RT_READ_HC_SET_POW2 rd_setting
 #define RT_READ_HC_SET_STR NULL
 #define RT_READ_HC_SET_UNWIND rd_setting
+#define RT_READ_HC_SET_THP rd_setting
 
 #define OPTION_ENTRY(o, t) { "opt." #o, OPT_T_##t, rd_option, NULL, HC_SETTING_##o },
 #define HC_OPTION(o, t, mn, mx, d, h) OPTION_ENTRY(o, t)

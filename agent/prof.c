@@ -19,6 +19,7 @@
  * one lock is not contended; the unwinding happens before taking it.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -100,6 +101,12 @@ static void configure(void)
 	hc_settings_start();
 	hc_prof.active = hc_opt.prof && hc_opt.prof_active;
 	hc_alloc_set_decay_ms((uint64_t)hc_opt.dirty_decay_ms);
+	int err = hc_alloc_set_thp(hc_opt.thp);
+	if (err)
+		hc_say("thp:", hc_shm_words(HC_SET_THP)[hc_opt.thp], " has no effect: ",
+		    err == ENOTSUP ? "the process's own malloc maps its heap" :
+		    err == EINVAL ? "the kernel has no transparent huge pages" : strerrordesc_np(err),
+		    NULL);
 	/* threads that allocated before this got idle countdowns */
 	__atomic_add_fetch(&rate_generation, 1, __ATOMIC_RELAXED);
 	hc_heap_reset_countdowns();

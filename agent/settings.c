@@ -57,6 +57,11 @@ _Static_assert(sizeof(hc_opts_t) < NONE && sizeof(hc_prof_state_t) < NONE, "offs
 #undef HC_OPTION
 #undef HC_RUNTIME
 
+/* A word setting's field holds the word's number (hc_shm_words): the
+ * unwinder's enum and thp's HC_THP_* are in the order of the words. */
+_Static_assert(sizeof(hc_unwinder_t) == sizeof(unsigned), "a word's field is an unsigned");
+_Static_assert(HC_UNWIND_LIBGCC == 2 && HC_THP_NEVER == 2, "three words each");
+
 /* Load a field of type t at p. */
 static void load(hc_set_type_t t, const void *p, hc_shm_value_t *v, char *buf, size_t len)
 {
@@ -87,8 +92,8 @@ static void load(hc_set_type_t t, const void *p, hc_shm_value_t *v, char *buf, s
 			v->s = p;
 		}
 		return;
-	case HC_SET_UNWIND:
-		v->s = hc_unwinder_name(__atomic_load_n((const hc_unwinder_t *)p, __ATOMIC_RELAXED));
+	case HC_SET_UNWIND: case HC_SET_THP:   /* the word's number, as unsigned */
+		v->s = hc_shm_words(t)[__atomic_load_n((const unsigned *)p, __ATOMIC_RELAXED)];
 		return;
 	}
 }
@@ -96,7 +101,7 @@ static void load(hc_set_type_t t, const void *p, hc_shm_value_t *v, char *buf, s
 /* Store v (already checked) into a field of type t at p. */
 static void store(hc_set_type_t t, void *p, const hc_shm_value_t *v)
 {
-	hc_unwinder_t u;
+	int w;
 	switch (t) {
 	case HC_SET_BOOL:
 		__atomic_store_n((bool *)p, v->b, __ATOMIC_RELAXED);
@@ -116,9 +121,9 @@ static void store(hc_set_type_t t, void *p, const hc_shm_value_t *v)
 	case HC_SET_STR:
 		hc_shm_strlcpy(p, v->s, HC_PREFIX_MAX);
 		return;
-	case HC_SET_UNWIND:
-		if (hc_conf_parse_unwinder(v->s, &u))
-			__atomic_store_n((hc_unwinder_t *)p, u, __ATOMIC_RELAXED);
+	case HC_SET_UNWIND: case HC_SET_THP:
+		if ((w = hc_shm_word_index(t, v->s)) >= 0)
+			__atomic_store_n((unsigned *)p, (unsigned)w, __ATOMIC_RELAXED);
 		return;
 	}
 }

@@ -71,6 +71,15 @@ size_t hc_mapped_highwater(void);
 void hc_alloc_set_decay_ms(uint64_t ms);
 uint64_t hc_alloc_decay_ms(void);
 
+/* thp (jemalloc's opt.thp), in the order of its words in shm/shm.c:
+ * default leaves the system's setting alone; always asks for transparent
+ * huge pages (MADV_HUGEPAGE) and never refuses them (MADV_NOHUGEPAGE) on
+ * every chunk and huge mapping, those mapped already and those to come.
+ * The allocator's own metadata is left as it is.  Returns 0, or the errno
+ * of the kernel's refusal (EINVAL: a kernel without THP). */
+enum { HC_THP_DEFAULT, HC_THP_ALWAYS, HC_THP_NEVER };
+int hc_alloc_set_thp(unsigned mode);
+
 /* Deliver a new high-water mark of mapped memory to hc_agent_highwater if
  * one is waiting (the small-object path leaves it waiting). */
 void hc_highwater_poll(void);

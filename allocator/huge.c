@@ -146,6 +146,7 @@ static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
 	h->map_size = body + HC_PAGE;
 	void *p = huge_finish(h, HC_PAGE, n, zero, true);
 	hc_mutex_lock(&huge_lock);
+	(void)hc_os_thp(h, h->map_size);
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
 	return p;
@@ -217,6 +218,8 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
 	hc_mutex_lock(&huge_lock);
+	if (fresh)      /* under the lock, as hc_huge_thp_all's walk */
+		(void)hc_os_thp(h, h->map_size);
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
 	return p;
@@ -344,6 +347,22 @@ void hc_huge_purge_now(void)
 		victims[nv++] = cache_take(0);
 	hc_mutex_unlock(&huge_lock);
 	unmap_all(victims, nv);
+}
+
+int hc_huge_thp_all(void)
+{
+	int err = 0;
+	hc_mutex_lock(&huge_lock);
+	for (hc_chunk_t *h = live_list; h != NULL; h = h->next) {
+		int e = hc_os_thp(h, h->map_size);
+		err = err ? err : e;
+	}
+	for (unsigned i = 0; i < cache_n; i++) {
+		int e = hc_os_thp(cache[i].hdr, cache[i].hdr->map_size);
+		err = err ? err : e;
+	}
+	hc_mutex_unlock(&huge_lock);
+	return err;
 }
 
 void hc_huge_stats(hc_stats_t *st)

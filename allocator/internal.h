@@ -391,6 +391,8 @@ void *hc_os_map(size_t size);                        /* NULL on failure */
 void *hc_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
 void hc_os_unmap(void *p, size_t size);
 void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
+void hc_os_thp_mode(unsigned mode);                  /* HC_THP_*        */
+int hc_os_thp(void *p, size_t size);   /* the mode's madvise; 0 or errno */
 uint64_t hc_os_now_ms(void);
 void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);
@@ -471,6 +473,7 @@ void hc_huge_fork_prepare(void), hc_huge_fork_parent(void), hc_huge_fork_child(v
 void hc_huge_stats(hc_stats_t *st);
 void hc_huge_decay(void);
 void hc_huge_purge_now(void);
+int hc_huge_thp_all(void);     /* hc_os_thp on every mapping; 0 or errno */
 
 /* api.c */
 void *hc_alloc_aligned(size_t align, size_t n, bool zero);

@@ -21,6 +21,23 @@ static uint64_t decay_ms = 1000;
 void hc_alloc_set_decay_ms(uint64_t ms) { decay_ms = ms; }
 uint64_t hc_alloc_decay_ms(void) { return decay_ms; }
 
+/* thp; set by the agent at start-up, or by heapctl inject (atomic) */
+static unsigned thp_mode = HC_THP_DEFAULT;
+
+void hc_os_thp_mode(unsigned mode) { __atomic_store_n(&thp_mode, mode, __ATOMIC_SEQ_CST); }
+
+int hc_os_thp(void *p, size_t size)
+{
+	unsigned mode = __atomic_load_n(&thp_mode, __ATOMIC_SEQ_CST);
+	if (mode == HC_THP_DEFAULT)
+		return 0;
+	int saved = errno, err = 0;
+	if (madvise(p, size, mode == HC_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+		err = errno;
+	errno = saved;
+	return err;
+}
+
 void *hc_os_map(size_t size)
 {
 	int saved = errno;

@@ -55,7 +55,7 @@ static void print_settings(const hc_shm_state_t *st, json_t *j)
 			continue;
 		}
 		hc_shm_setting_text(s, &v, text, sizeof text);
-		if (s->type == HC_SET_STR || s->type == HC_SET_UNWIND)
+		if (s->type == HC_SET_STR || hc_shm_words(s->type) != NULL)
 			json_str(j, s->name, text);
 		else
 			json_raw(j, s->name, text);       /* a number or true/false */

@@ -237,6 +237,7 @@ typedef enum {
 	                              as bytes (a power of two, 0 off)           */
 	HC_SET_STR,                /* min to max bytes                           */
 	HC_SET_UNWIND,             /* fp, libunwind or libgcc                    */
+	HC_SET_THP,                /* default, always or never                   */
 } hc_set_type_t;
 
 typedef struct hc_shm_setting_s {
@@ -256,7 +257,7 @@ typedef struct hc_shm_value_s {
 	uint64_t u;                /* UINT, LG, BYTES; POW2: the log2, or
 	                              UINT64_MAX for off                         */
 	int64_t i;                 /* SSIZE                                      */
-	const char *s;             /* STR, UNWIND: points into the parsed text,
+	const char *s;             /* STR, UNWIND, THP: points into the parsed text,
 	                              or into the segment                        */
 } hc_shm_value_t;
 
@@ -272,6 +273,12 @@ enum {
 
 extern const hc_shm_setting_t hc_shm_settings[HC_NSETTINGS];
 extern const unsigned hc_shm_nsettings;
+
+/* A word type's (UNWIND, THP) values, NULL-terminated, in the order of
+ * their numbers; NULL for other types. */
+const char *const *hc_shm_words(hc_set_type_t t);
+/* The number of word w of type t, or -1. */
+int hc_shm_word_index(hc_set_type_t t, const char *w);
 
 /* The run-time setting called name, or NULL. */
 const hc_shm_setting_t *hc_shm_setting_find(const char *name);

@@ -39,6 +39,7 @@ _Static_assert(sizeof(hc_shm_t) < UINT32_MAX, "size fits the header");
 #define SHM_SIZE_HC_SET_POW2    4
 #define SHM_SIZE_HC_SET_STR     HC_SHM_PATH_MAX
 #define SHM_SIZE_HC_SET_UNWIND  16
+#define SHM_SIZE_HC_SET_THP     16
 #define FIELD_SIZE(f) sizeof(((hc_shm_state_t *)0)->f)
 
 #define HC_OPTION(o, t, mn, mx, d, h) \
@@ -170,10 +171,39 @@ static bool parse_i64(const char *s, int64_t *out)
 	return true;
 }
 
+static const char *const unwind_words[] = { "fp", "libunwind", "libgcc", NULL };
+static const char *const thp_words[] = { "default", "always", "never", NULL };
+
+const char *const *hc_shm_words(hc_set_type_t t)
+{
+	return t == HC_SET_UNWIND ? unwind_words : t == HC_SET_THP ? thp_words : NULL;
+}
+
+int hc_shm_word_index(hc_set_type_t t, const char *w)
+{
+	const char *const *words = hc_shm_words(t);
+	for (int i = 0; words != NULL && words[i] != NULL; i++)
+		if (strcmp(w, words[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* "a, b or c" */
+static void word_list(const char *const *words, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = 0;
+	for (int i = 0; words[i] != NULL; i++) {
+		const char *sep = i == 0 ? "" : words[i + 1] == NULL ? " or " : ", ";
+		say(buf + n, len - n, sep, words[i], NULL);
+		n = strlen(buf);
+	}
+}
+
 /* What a value of s has to be, for a message: "a whole number from 0 to 62". */
 static void noun(const hc_shm_setting_t *s, bool conf, char *buf, size_t len)
 {
-	char lo[24], hi[24];
+	char lo[24], hi[24], words[64];
 	switch (s->type) {
 	case HC_SET_BOOL:
 		say(buf, len, conf ? "true or false" : "a boolean (true or false)", NULL, NULL);
@@ -189,9 +219,13 @@ static void noun(const hc_shm_setting_t *s, bool conf, char *buf, size_t len)
 	case HC_SET_BYTES:
 		say(buf, len, "a byte count (like 4096, 512K, 1G)", NULL, NULL);
 		return;
-	case HC_SET_UNWIND:
-		say(buf, len, conf ? "fp, libunwind or libgcc" : "an unwinder (fp, libunwind or libgcc)",
-		    NULL, NULL);
+	case HC_SET_UNWIND: case HC_SET_THP:
+		word_list(hc_shm_words(s->type), words, sizeof words);
+		if (conf)
+			say(buf, len, words, NULL, NULL);
+		else
+			say(buf, len, s->type == HC_SET_UNWIND ? "an unwinder (" : "a THP mode (",
+			    words, ")");
 		return;
 	case HC_SET_STR:
 		break;
@@ -285,8 +319,8 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 		}
 		out->s = v;
 		return true;
-	case HC_SET_UNWIND:
-		if (strcmp(v, "fp") && strcmp(v, "libunwind") && strcmp(v, "libgcc"))
+	case HC_SET_UNWIND: case HC_SET_THP:
+		if (hc_shm_word_index(s->type, v) < 0)
 			return refuse(s, conf, v, err, errlen);
 		out->s = v;
 		return true;
@@ -323,7 +357,7 @@ bool hc_shm_setting_check(const hc_shm_setting_t *s, const hc_shm_value_t *v, ch
 	case HC_SET_POW2:
 		return v->u == UINT64_MAX || in_range(s, (int64_t)v->u) ||
 		    refuse(s, false, text, err, errlen);
-	case HC_SET_STR: case HC_SET_UNWIND:
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
 		return v->s != NULL && parse_value(s, v->s, false, &back, err, errlen);
 	default:
 		return true;
@@ -354,7 +388,7 @@ void hc_shm_setting_get(const hc_shm_setting_t *s, const hc_shm_state_t *st, hc_
 		memcpy(&i32, f, 4);
 		out->u = i32 < 0 ? UINT64_MAX : (uint64_t)i32;
 		return;
-	case HC_SET_STR: case HC_SET_UNWIND:
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
 		out->s = hc_shm_strvalid(f, s->shm_size) ? f : "";
 		return;
 	}
@@ -381,7 +415,7 @@ void hc_shm_setting_put(const hc_shm_setting_t *s, hc_shm_state_t *st, const hc_
 	case HC_SET_POW2:
 		memcpy(f, &i32, 4);
 		return;
-	case HC_SET_STR: case HC_SET_UNWIND:
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
 		hc_shm_strlcpy(f, v->s ? v->s : "", s->shm_size);
 		return;
 	}
@@ -400,7 +434,7 @@ void hc_shm_setting_text(const hc_shm_setting_t *s, const hc_shm_value_t *v, cha
 	case HC_SET_POW2:
 		fmt_u64(num, v->u >= 64 ? 0 : (uint64_t)1 << v->u);
 		break;
-	case HC_SET_STR: case HC_SET_UNWIND:
+	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
 		hc_shm_strlcpy(buf, v->s ? v->s : "", len);
 		return;
 	default:

@@ -577,6 +577,8 @@ void hc_stats_refresh(hc_stats_t *st)
 
 void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
 void hc_purge_all(void) { malloc_trim(0); }
+/* the process's malloc maps its heap: thp has nothing to act on */
+int hc_alloc_set_thp(unsigned mode) { return mode == HC_THP_DEFAULT ? 0 : ENOTSUP; }
 /* the process's own malloc keeps its thread caches (if any) to itself */
 void hc_thread_cache_flush(void) { }
 size_t hc_usable_size(const void *p) { return real.usable((void *)p); }

@@ -7,7 +7,8 @@
 # Environment:
 #   BENCH_REPS=5                 repetitions (medians are reported)
 #   BENCH_ONLY=st_churn,...      run only these benchmarks
-#   BENCH_ALLOCS=glibc,...       run only these allocators
+#   BENCH_ALLOCS=glibc,...       run only these allocators (also heapctl-thp:
+#                                heapctl with thp:always, not run by default)
 #   BENCH_TIMEOUT=120            seconds before one run is killed
 #
 # Runs are interleaved (for each rep, for each benchmark, every allocator
@@ -111,10 +112,14 @@ pkg[tcmalloc]=libtcmalloc-minimal4
 lib[heapctl]=$build/libheapctl.so
 # the same with the allocator's misuse checks (HC_CHECKS=HC_CHECK_ALL)
 lib[heapctl-secure]=$build/libheapctl-secure.so
+# the same library configured (HEAPCTL_CONF, which no run sets otherwise)
+declare -A conf
+lib[heapctl-thp]=$build/libheapctl.so
+conf[heapctl-thp]=thp:always
 
 wanted=$(echo "${BENCH_ALLOCS:-glibc,jemalloc,mimalloc,tcmalloc,heapctl,heapctl-secure}" | tr ',' ' ')
 for a in $wanted; do
-	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl heapctl-secure)"
+	[ -n "${lib[$a]+set}" ] || die "unknown allocator '$a' (known: glibc jemalloc mimalloc tcmalloc heapctl heapctl-secure heapctl-thp)"
 done
 
 # Install missing peers (Debian packages) when we can.
@@ -142,14 +147,14 @@ setup_problems=
 for a in $wanted; do
 	l=${lib[$a]}
 	if [ -n "$l" ] && [ ! -e "$l" ]; then
-		if [ "$a" = heapctl ] || [ "$a" = heapctl-secure ]; then
-			say "heapctl skipped: $l not built (make -C $root)"
+		if [[ $a == heapctl* ]]; then
+			say "$a skipped: $l not built (make -C $root)"
 		else
 			say "$a skipped: $l missing (apt-get install ${pkg[$a]})"
 		fi
 		continue
 	fi
-	if [ "$a" = heapctl ] || [ "$a" = heapctl-secure ]; then
+	if [[ $a == heapctl* ]]; then
 		# Run a snapshot, so a rebuild during the run cannot mix versions.
 		if ! mkdir -p "$out/lib" || ! cp "$l" "$out/lib/lib$a.so"; then
 			die "cannot copy $l to $out/lib"
@@ -186,7 +191,7 @@ vers=
 for a in $allocs; do
 	case $a in
 	glibc) v="glibc $(dpkg_ver libc6)" ;;
-	heapctl | heapctl-secure) v="$a $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[$a]}" | cut -c1-12))" ;;
+	heapctl*) v="$a${conf[$a]:+ (HEAPCTL_CONF=${conf[$a]})} $(git -C "$root" describe --always --dirty 2>/dev/null || echo 'no commit') (built $heapctl_built, sha256 $(sha256sum "${lib[$a]}" | cut -c1-12))" ;;
 	*) v="$a $(dpkg_ver "${pkg[$a]}")" ;;
 	esac
 	vers="$vers${vers:+, }$v"
@@ -207,8 +212,10 @@ for rep in $(seq 1 "$reps"); do
 		for i in $(seq 0 $((nalloc - 1))); do
 			a=${alloc_list[$(((i + rep - 1) % nalloc))]}
 			log=$out/logs/$b.$a.$rep
+			cmd=("${argv[@]}")
+			[ -z "${conf[$a]:-}" ] || cmd=(env "HEAPCTL_CONF=${conf[$a]}" "${argv[@]}")
 			res=$("$out/runstat" -p "${lib[$a]}" -t "$timeout" \
-				-o "$log.out" -e "$log.err" -- "${argv[@]}")
+				-o "$log.out" -e "$log.err" -- "${cmd[@]}")
 			read -r wall rss status user sys minflt <<<"$res"
 			[ -n "$minflt" ] ||
 				die "harness failure: no result from $out/runstat (was $out removed during the run, e.g. by make clean?)"

@@ -420,6 +420,9 @@ let_go() {
 	run "$HEAPCTL" inject "$$" --conf prof_nonsense:1
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--conf"*"prof_nonsense"* ]]
+	run "$HEAPCTL" inject "$$" --conf prof_accum:true,thp:always
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--conf thp:always: the process keeps its own malloc"* ]]
 	run "$HEAPCTL" inject "$$" --lg-sample 99
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--lg-sample takes 0 to 62"* ]]

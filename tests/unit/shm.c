@@ -114,6 +114,15 @@ static void test_settings(void)
 	s = hc_shm_setting_find("prof.unwind");
 	CHECK(hc_shm_setting_parse(s, "libgcc", &v, err, sizeof err) && !strcmp(v.s, "libgcc"), "libgcc");
 	CHECK(!hc_shm_setting_parse(s, "gdb", &v, err, sizeof err), "gdb accepted");
+	CHECK(!strcmp(err, "'gdb' is not an unwinder (fp, libunwind or libgcc)"), "message: %s", err);
+
+	s = hc_shm_option_find("thp", 3);
+	CHECK(s != NULL && s->name == NULL, "thp is a start-up option");
+	CHECK(hc_shm_option_parse(s, "never", &v, err, sizeof err) && !strcmp(v.s, "never"), "never");
+	CHECK(hc_shm_word_index(HC_SET_THP, "always") == 1, "always is word 1");
+	CHECK(hc_shm_word_index(HC_SET_THP, "fp") == -1, "fp is not a THP mode");
+	CHECK(!hc_shm_option_parse(s, "madvise", &v, err, sizeof err), "madvise accepted");
+	CHECK(!strcmp(err, "expected default, always or never"), "message: %s", err);
 
 	s = hc_shm_setting_find("prof.prefix");
 	CHECK(hc_shm_setting_parse(s, "/tmp/x", &v, err, sizeof err), "/tmp/x");

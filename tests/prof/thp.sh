@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# thp: jemalloc's opt.thp.
+#
+#  * thp:always gives every mapping the heap's objects live in (a small
+#    object's chunk, a large object's chunk, a huge mapping, a chunk-aligned
+#    one, and a huge object after realloc moved or grew it) the kernel's
+#    "hg" flag (MADV_HUGEPAGE), as /proc/self/smaps shows it; thp:never gives
+#    them "nh" (MADV_NOHUGEPAGE); default and no setting give neither;
+#  * mallctl("opt.thp") reads the mode; HEAPCTL_CONF wins over MALLOC_CONF;
+#  * a value that is not default, always or never is refused in one line and
+#    leaves the default;
+#  * Debian's python3 under thp:always: a 32 MiB ctypes buffer it allocates
+#    lies in a mapping with "hg".
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+hc_setup thp "$@"
+
+cat >"$WORK/prog.c" <<'EOF2'
+#include <heapctl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "hg", "nh", both, or "-": the THP flags of the mapping holding p */
+static const char *flags(const void *p)
+{
+	static char out[8];
+	char line[512];
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+	strcpy(out, "?");
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		char c;
+		/* a mapping's first line; the others begin "Name:" */
+		if (sscanf(line, "%lx-%lx %c", &lo, &hi, &c) == 3) {
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+			continue;
+		}
+		if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			snprintf(out, sizeof out, "%s%s", strstr(line, " hg") ? "hg" : "",
+			    strstr(line, " nh") ? "nh" : "");
+			if (out[0] == 0)
+				strcpy(out, "-");
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return out;
+}
+
+int main(void)
+{
+	const char *mode = "?";
+	size_t len = sizeof mode;
+	if (mallctl("opt.thp", &mode, &len, NULL, 0) != 0)
+		mode = "error";
+	char *small = malloc(32), *large = malloc(100000), *huge = malloc(20 << 20);
+	char *aligned = aligned_alloc(4 << 20, 9 << 20);
+	printf("opt.thp %s\n", mode);
+	printf("small %s\n", flags(small));
+	printf("large %s\n", flags(large));
+	printf("huge %s\n", flags(huge));
+	printf("aligned %s\n", flags(aligned));
+	/* a 400 MiB hole on either side makes realloc move or grow in place;
+	 * the flags go with the pages either way */
+	huge = realloc(huge, 400 << 20);
+	huge[(400 << 20) - 1] = 1;
+	printf("realloc %s\n", flags(huge));
+	free(small), free(large), free(huge), free(aligned);
+	return 0;
+}
+EOF2
+compile_linked "$WORK/prog" "$WORK/prog.c"
+
+n=0
+# expect <opt.thp> <flags of every object> <stderr> [VAR=value...]
+expect() {
+	local mode=$1 fl=$2 err=$3
+	shift 3
+	n=$((n + 1))
+	run "p$n" "$WORK" "$@" "$WORK/prog"
+	check_eq "$*: exit status" "$RC" 0
+	check_eq "$*: output" "$(cat "$WORK/p$n.out")" "opt.thp $mode
+small $fl
+large $fl
+huge $fl
+aligned $fl
+realloc $fl"
+	check_eq "$*: stderr" "$(cat "$WORK/p$n.err")" "$err"
+}
+
+expect default - ""
+expect default - "" MALLOC_CONF=thp:default
+expect always hg "" MALLOC_CONF=thp:always
+expect never nh "" MALLOC_CONF=thp:never
+expect never nh "" MALLOC_CONF=thp:always HEAPCTL_CONF=thp:never
+expect always hg "" MALLOC_CONF=thp:always,prof:true,lg_prof_sample:0
+expect default - '<heapctl>: MALLOC_CONF: ignoring "thp:sometimes": expected default, always or never' \
+    MALLOC_CONF=thp:sometimes
+expect always hg '<heapctl>: HEAPCTL_CONF: ignoring "thp:ALWAYS": expected default, always or never' \
+    MALLOC_CONF=thp:always HEAPCTL_CONF=thp:ALWAYS
+
+# a program nobody here wrote
+if command -v python3 >/dev/null 2>&1; then
+	cat >"$WORK/buf.py" <<'EOF2'
+import ctypes
+buf = (ctypes.c_char * (32 << 20))()
+addr = ctypes.addressof(buf)
+flags = "?"
+with open("/proc/self/smaps") as f:
+    inside = False
+    for line in f:
+        head = line.split()
+        if "-" in head[0] and ":" not in head[0]:
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            inside = lo <= addr < hi
+        elif inside and line.startswith("VmFlags:"):
+            flags = " ".join(x for x in head[1:] if x in ("hg", "nh")) or "-"
+            break
+print(flags)
+EOF2
+	for m in always never default; do
+		run "py$m" "$WORK" MALLOC_CONF=thp:$m LD_PRELOAD="$LIB" python3 "$WORK/buf.py"
+		want=$(case $m in always) echo hg ;; never) echo nh ;; *) echo - ;; esac)
+		check_eq "python3 under thp:$m: exit status" "$RC" 0
+		check_eq "python3 under thp:$m: its 32 MiB buffer's mapping" "$(cat "$WORK/py$m.out")" "$want"
+		check_stderr_empty "py$m"
+	done
+else
+	fail "python3 not installed"
+fi
+finish
