@@ -142,11 +142,12 @@ static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
 	char *end = raw + body + align + HC_PAGE;
 	if (end > obj + body)
 		hc_os_unmap(obj + body, (size_t)(end - (obj + body)));
+	(void)hc_os_thp(hdr, body + HC_PAGE);    /* before the first touch */
 	hc_chunk_t *h = (hc_chunk_t *)hdr;
 	h->map_size = body + HC_PAGE;
 	void *p = huge_finish(h, HC_PAGE, n, zero, true);
 	hc_mutex_lock(&huge_lock);
-	(void)hc_os_thp(h, h->map_size);
+	(void)hc_os_thp(h, h->map_size);   /* a mode set since (hc_huge_thp_all) */
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
 	return p;
@@ -218,7 +219,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
 	hc_mutex_lock(&huge_lock);
-	if (fresh)      /* under the lock, as hc_huge_thp_all's walk */
+	if (fresh)      /* a mode set since the mapping (hc_huge_thp_all) */
 		(void)hc_os_thp(h, h->map_size);
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);

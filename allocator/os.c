@@ -48,7 +48,10 @@ void *hc_os_map(size_t size)
 }
 
 /* Map size bytes aligned to align (a power of two >= the page size): map
- * more than needed and unmap the unaligned head and the tail. */
+ * more than needed and unmap the unaligned head and the tail.  Chunks and
+ * huge mappings come from here, and get the thp mode before anything
+ * touches them: a 2 MiB region with a small page faulted in stays in
+ * small pages. */
 void *hc_os_map_aligned(size_t size, size_t align)
 {
 	if (size > SIZE_MAX - align)
@@ -62,6 +65,7 @@ void *hc_os_map_aligned(size_t size, size_t align)
 	size_t tail = (size_t)((p + size + align) - (a + size));
 	if (tail > 0)
 		hc_os_unmap(a + size, tail);
+	(void)hc_os_thp(a, size);
 	return a;
 }
 
