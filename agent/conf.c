@@ -62,11 +62,47 @@ static void bad(const char *src, const char *k, size_t klen, const char *v,
 	hc_say(src, ": ignoring \"", pair, "\": ", why, NULL);
 }
 
-static void apply(const char *src, const char *k, size_t klen, const char *v, size_t vlen)
+/* jemalloc's names for options that heapctl has under its own */
+static const struct { const char *jemalloc, *ours; } aliases[] = {
+	{ "prof_sys_thread_name", "prof_thread_names" },
+};
+
+/* jemalloc 5.3's options that heapctl has nothing for: a MALLOC_CONF
+ * written for jemalloc is told so, rather than "unknown" */
+static const char *const jemalloc_only[] = {
+	"abort", "abort_conf", "background_thread", "bin_shards", "cache_oblivious",
+	"confirm_conf", "dss", "hpa", "junk", "lg_extent_max_active_fit", "lg_tcache_max",
+	"max_background_threads", "metadata_thp", "muzzy_decay_ms", "mutex_max_spin",
+	"narenas", "oversize_threshold", "percpu_arena", "prof_recent_alloc_max",
+	"prof_stats", "prof_time_resolution", "prof_unbias", "retain", "slab_sizes",
+	"stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts",
+	"tcache", "tcache_max", "trust_madvise", "utrace", "xmalloc", "zero",
+	"zero_realloc",
+};
+
+static bool is(const char *name, const char *k, size_t klen)
+{
+	return strlen(name) == klen && memcmp(name, k, klen) == 0;
+}
+
+static const hc_shm_setting_t *option_find(const char *k, size_t klen)
 {
 	const hc_shm_setting_t *d = hc_shm_option_find(k, klen);
+	for (unsigned i = 0; d == NULL && i < sizeof aliases / sizeof aliases[0]; i++)
+		if (is(aliases[i].jemalloc, k, klen))
+			d = hc_shm_option_find(aliases[i].ours, strlen(aliases[i].ours));
+	return d;
+}
+
+static void apply(const char *src, const char *k, size_t klen, const char *v, size_t vlen)
+{
+	const hc_shm_setting_t *d = option_find(k, klen);
 	if (d == NULL) {
-		bad(src, k, klen, v, vlen, "unknown option");
+		bool theirs = false;
+		for (unsigned i = 0; i < sizeof jemalloc_only / sizeof jemalloc_only[0]; i++)
+			theirs = theirs || is(jemalloc_only[i], k, klen);
+		bad(src, k, klen, v, vlen, theirs ? "jemalloc's option, which heapctl does not have" :
+		    "unknown option");
 		return;
 	}
 	char text[HC_SHM_VALUE_MAX], why[160];

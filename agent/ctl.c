@@ -321,6 +321,8 @@ static const ctl_entry_t table[] = {
 	{ "arenas.page", T_SIZE, rd_const_size, NULL, 4096 },
 	{ "arenas.quantum", T_SIZE, rd_const_size, NULL, 16 },
 #include "../shm/hc_settings.def"
+	/* jemalloc's name for it */
+	{ "opt.prof_sys_thread_name", T_BOOL, rd_option, NULL, HC_SETTING_prof_thread_names },
 	{ "prof.dump", T_STR, NULL, wr_dump, 0 },
 	{ "prof.dump_peak", T_STR, NULL, wr_dump, 1 },
 	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },

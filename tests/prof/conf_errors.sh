@@ -112,6 +112,8 @@ bad MALLOC_CONF prof:yes "$H \"prof:yes\": expected true or false"
 bad MALLOC_CONF prof_leak:1 "$H \"prof_leak:1\": expected true or false"
 bad MALLOC_CONF prof_active:TRUE "$H \"prof_active:TRUE\": expected true or false"
 bad MALLOC_CONF no_such_option:1 "$H \"no_such_option:1\": unknown option"
+# a MALLOC_CONF written for jemalloc: its options heapctl has nothing for
+bad MALLOC_CONF background_thread:true,metadata_thp:auto,prof:true "$H \"background_thread:true\": jemalloc's option, which heapctl does not have|$H \"metadata_thp:auto\": jemalloc's option, which heapctl does not have"
 bad MALLOC_CONF prof "$H \"prof\": expected name:value"
 bad MALLOC_CONF prof_unwind:xyz "$H \"prof_unwind:xyz\": *"
 bad MALLOC_CONF prof_threshold:lots "$H \"prof_threshold:lots\": *"

@@ -190,6 +190,14 @@ else
 	fail "no final dump jeprof.$pid.0.f.heap (files: $(heap_files "$WORK/run1" | tr '\n' ' '))"
 fi
 
+# jemalloc's name for the option does the same
+mkdir -p "$WORK/run3"
+run jename "$WORK/run3" MALLOC_CONF=prof:true,lg_prof_sample:0,prof_sys_thread_name:true \
+    "$WORK/prog" "$WORK/run3/threads.heap"
+check_eq "prof_sys_thread_name (jemalloc's name): exit status" "$RC" 0
+check_stderr_empty jename
+analyse jename "$WORK/run3/threads.heap" 1
+
 # without prof_thread_names the kernel name is not used
 run plain "$WORK/run2" MALLOC_CONF=prof:true,lg_prof_sample:0 "$WORK/prog" "$WORK/run2/threads.heap"
 check_eq "without prof_thread_names: exit status" "$RC" 0
