@@ -21,7 +21,7 @@ static uint64_t decay_ms = 1000;
 void hc_alloc_set_decay_ms(uint64_t ms) { decay_ms = ms; }
 uint64_t hc_alloc_decay_ms(void) { return decay_ms; }
 
-/* thp; set by the agent at start-up, or by heapctl inject (atomic) */
+/* thp; set by the agent at start-up (atomic) */
 static unsigned thp_mode = HC_THP_DEFAULT;
 
 void hc_os_thp_mode(unsigned mode) { __atomic_store_n(&thp_mode, mode, __ATOMIC_SEQ_CST); }
