@@ -9,7 +9,9 @@
  * and its bytes count as "retained".
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -52,6 +54,19 @@ hc_chunk_t *hc_chunk_registry(void)
 /* 4 MiB of zeroes that stay virtual but for the few pages the chunks in use
  * fall in (one 4 KiB page covers 128 GiB of address space). */
 uint64_t hc_chunk_bits[(size_t)1 << (HC_ADDR_BITS - HC_CHUNK_SHIFT - 6)];
+
+/* Before the first mark: the bitmap is sparse, and under a system THP
+ * setting of "always" its first touched page would fault in a 2 MiB huge
+ * page (a program that allocates a little paid 2 MiB of RSS for a few
+ * bits).  A failure leaves it as it was. */
+void hc_chunk_init(void)
+{
+	uintptr_t lo = ((uintptr_t)hc_chunk_bits + HC_PAGE - 1) & ~(uintptr_t)(HC_PAGE - 1);
+	uintptr_t hi = ((uintptr_t)hc_chunk_bits + sizeof hc_chunk_bits) & ~(uintptr_t)(HC_PAGE - 1);
+	int saved = errno;
+	(void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+	errno = saved;
+}
 
 void hc_chunk_mark(const void *c, bool on)
 {

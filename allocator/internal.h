@@ -251,6 +251,7 @@ static inline bool hc_block_start(const hc_page_t *pg, const void *p)
  * unmapped) or holds a live huge object (the chunk of its address). */
 #define HC_ADDR_BITS 47
 extern uint64_t hc_chunk_bits[];
+void hc_chunk_init(void);      /* once, before any chunk is mapped */
 
 static inline bool hc_chunk_known(const void *c)
 {

@@ -75,6 +75,7 @@ void hc_init_slow(void)
 	static hc_mutex_t init_lock = HC_MUTEX_INIT(HC_RANK_INIT, "init_lock");
 	hc_mutex_lock(&init_lock);
 	if (!__atomic_load_n(&hc_inited, __ATOMIC_ACQUIRE)) {
+		hc_chunk_init();
 		hc_heap_init_begin();
 		hc_agent_init();
 		pthread_atfork(fork_prepare, fork_parent, fork_child);
