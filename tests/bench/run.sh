@@ -212,10 +212,10 @@ for rep in $(seq 1 "$reps"); do
 		for i in $(seq 0 $((nalloc - 1))); do
 			a=${alloc_list[$(((i + rep - 1) % nalloc))]}
 			log=$out/logs/$b.$a.$rep
-			cmd=("${argv[@]}")
-			[ -z "${conf[$a]:-}" ] || cmd=(env "HEAPCTL_CONF=${conf[$a]}" "${argv[@]}")
-			res=$("$out/runstat" -p "${lib[$a]}" -t "$timeout" \
-				-o "$log.out" -e "$log.err" -- "${cmd[@]}")
+			# the configuration in runstat's environment: an `env` run
+			# under the preload would count in the peak RSS
+			res=$(env ${conf[$a]:+"HEAPCTL_CONF=${conf[$a]}"} "$out/runstat" -p "${lib[$a]}" \
+				-t "$timeout" -o "$log.out" -e "$log.err" -- "${argv[@]}")
 			read -r wall rss status user sys minflt <<<"$res"
 			[ -n "$minflt" ] ||
 				die "harness failure: no result from $out/runstat (was $out removed during the run, e.g. by make clean?)"
