@@ -9,9 +9,7 @@
  * and its bytes count as "retained".
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -63,9 +61,7 @@ void hc_chunk_init(void)
 {
 	uintptr_t lo = ((uintptr_t)hc_chunk_bits + HC_PAGE - 1) & ~(uintptr_t)(HC_PAGE - 1);
 	uintptr_t hi = ((uintptr_t)hc_chunk_bits + sizeof hc_chunk_bits) & ~(uintptr_t)(HC_PAGE - 1);
-	int saved = errno;
-	(void)madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
-	errno = saved;
+	hc_os_nohuge((void *)lo, hi - lo);
 }
 
 void hc_chunk_mark(const void *c, bool on)

@@ -394,6 +394,7 @@ void hc_os_unmap(void *p, size_t size);
 void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
 void hc_os_thp_mode(unsigned mode);                  /* HC_THP_*        */
 int hc_os_thp(void *p, size_t size);   /* the mode's madvise; 0 or errno */
+void hc_os_nohuge(void *p, size_t size);             /* MADV_NOHUGEPAGE */
 uint64_t hc_os_now_ms(void);
 void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);

@@ -21,6 +21,14 @@ static uint64_t decay_ms = 1000;
 void hc_alloc_set_decay_ms(uint64_t ms) { decay_ms = ms; }
 uint64_t hc_alloc_decay_ms(void) { return decay_ms; }
 
+/* madvise, errno kept; 0 or the call's errno */
+static int advise(void *p, size_t size, int advice)
+{
+	int saved = errno, err = madvise(p, size, advice) != 0 ? errno : 0;
+	errno = saved;
+	return err;
+}
+
 /* thp; set by the agent at start-up (atomic) */
 static unsigned thp_mode = HC_THP_DEFAULT;
 
@@ -31,12 +39,10 @@ int hc_os_thp(void *p, size_t size)
 	unsigned mode = __atomic_load_n(&thp_mode, __ATOMIC_SEQ_CST);
 	if (mode == HC_THP_DEFAULT)
 		return 0;
-	int saved = errno, err = 0;
-	if (madvise(p, size, mode == HC_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
-		err = errno;
-	errno = saved;
-	return err;
+	return advise(p, size, mode == HC_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 }
+
+void hc_os_nohuge(void *p, size_t size) { (void)advise(p, size, MADV_NOHUGEPAGE); }
 
 void *hc_os_map(size_t size)
 {
@@ -77,12 +83,7 @@ void hc_os_unmap(void *p, size_t size)
 	errno = saved;
 }
 
-void hc_os_purge(void *p, size_t size)
-{
-	int saved = errno;
-	(void)madvise(p, size, MADV_DONTNEED);
-	errno = saved;
-}
+void hc_os_purge(void *p, size_t size) { (void)advise(p, size, MADV_DONTNEED); }
 
 uint64_t hc_os_now_ms(void)
 {

@@ -583,14 +583,14 @@ int hc_inject_main(cli_args_t *a)
 		if ((code = cli_find_installed("libheapctl.so", lib, sizeof lib, false)) != 0 ||
 		    (code = cli_check_conf(lib, more)) != 0)
 			return code;
-		/* thp acts on libheapctl.so's heap; this process keeps its malloc */
-		for (const char *c = more; c != NULL; c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
-			size_t n = strcspn(c, ",");
-			if (n > 4 && strncmp(c, "thp:", 4) == 0 && (n != 11 || strncmp(c + 4, "default", 7)))
-				return cli_err(HC_EXIT_USAGE, "inject: --conf %.*s: the process keeps its own "
+		/* thp acts on libheapctl.so's heap; this process keeps its malloc
+		 * (the check above leaves default, always and never) */
+		static const char *const thp[] = { "thp:always", "thp:never" };
+		for (unsigned i = 0; i < sizeof thp / sizeof thp[0]; i++)
+			if (cli_opt_has(more, thp[i]))
+				return cli_err(HC_EXIT_USAGE, "inject: --conf %s: the process keeps its own "
 				    "malloc, whose memory thp does not reach (it is an option of libheapctl.so's heap)",
-				    (int)n, c);
-		}
+				    thp[i]);
 	}
 	proc_t p = { .pid = a->pid };
 	snprintf(p.root, sizeof p.root, "/proc/%d/root", p.pid);
