@@ -17,6 +17,7 @@
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2107,6 +2108,41 @@ static void test_realloc_large_same_pages(void)
     v_free(p);
 }
 
+/* Chunks mapped one after another are mapped next to each other, so the
+ * kernel merges them: 256 objects of 1 MiB (32 LARGE chunks of 8 MiB) sit
+ * in a few VMAs, not one each.  With a VMA per chunk (and a hole between
+ * any two), a fork copies every one of them, and a heap of 256 GiB meets
+ * vm.max_map_count. */
+static void test_chunks_merge(void)
+{
+    if (!under_heapctl)
+        return;
+    enum { N = 256 };
+    static void *p[N];
+    for (int i = 0; i < N; i++)
+        p[i] = v_malloc(1 << 20);
+    FILE *f = fopen("/proc/self/maps", "r");
+    CHECK(f != NULL, "cannot read /proc/self/maps");
+    int vmas = 0, held = 0;
+    char line[512];
+    while (f != NULL && fgets(line, sizeof line, f)) {
+        uintptr_t lo, hi;
+        if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2)
+            continue;
+        int in = 0;
+        for (int i = 0; i < N; i++)
+            in += p[i] != NULL && (uintptr_t)p[i] >= lo && (uintptr_t)p[i] < hi;
+        vmas += in > 0;
+        held += in;
+    }
+    if (f != NULL)
+        fclose(f);
+    CHECK(held == N, "%d of %d objects of 1 MiB found in /proc/self/maps", held, N);
+    CHECK(vmas <= 4, "%d objects of 1 MiB are spread over %d VMAs (chunks not merged)", N, vmas);
+    for (int i = 0; i < N; i++)
+        v_free(p[i]);
+}
+
 static int verbose;
 
 #define RUN(fn)                                                                \
@@ -2145,6 +2181,7 @@ int main(void)
     RUN(test_errno_preserved);
     RUN(test_realloc_contents);
     RUN(test_realloc_large_same_pages);
+    RUN(test_chunks_merge);
     RUN(test_double_free_caught);
     if (have_ctl) {
         RUN(test_page_states);     /* counts through stats.allocated */
