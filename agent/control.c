@@ -19,15 +19,19 @@
  * a command is copied out of its slot, checked, executed and answered, and
  * a client that is gone simply never reads the answer.
  *
- * A child of fork starts only the thread, which makes the child's segment
- * after CHILD_GRACE_MS: most children exec or exit well before (system(),
- * popen, a fork-per-task server), and never pay for a segment, nor leave
- * one in /dev/shm when they end with _exit; a worker that lives on is in
- * `heapctl list` a moment after it was forked.  Until then the thread is
- * kept on the CPU the child runs on: started anywhere else, it woke an
- * idle CPU to run, and the child's exit had to wake it there again to end
- * it, which was most of what the thread cost a child that exits at once.
- * (Not under a seccomp filter, which may refuse the affinity calls.)
+ * A child of fork starts neither: its first allocation CHILD_GRACE_MS or
+ * more after the fork starts the thread (hc_control_child_poll, from the
+ * profiler's byte countdown, which comes due every HC_CHILD_QUANTUM bytes a
+ * thread allocates until then), and the thread makes the child's segment.
+ * Most children exec or exit well before (system(), popen, a fork-per-task
+ * server) and pay for neither.  A thread started in every child cost each
+ * fork-and-exit 0.5-0.9 ms on the project machine (its creation and its
+ * end copy-on-write pages of the child's, and a child of two threads ends
+ * by waking the other): 1.8 ms a fork of a small program, 1.0 without the
+ * control thread, 0.8 under glibc.  A worker that lives on and
+ * allocates is in `heapctl list` a moment after the grace period; one that
+ * never allocates again has a heap that is its parent's at the fork, and
+ * appears when it next allocates.
  *
  * unshare(CLONE_NEWUSER) and setns() into a user or mount namespace need a
  * single-threaded process: agent/namespaces.c stops the thread around
@@ -62,10 +66,11 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent;              /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-static cpu_set_t child_cpus;          /* the forking thread's CPUs, which the
-                                         control thread takes back after the
-                                         grace period                     */
-static bool child_pinned;             /* it starts on the child's CPU only */
+bool hc_control_child_pending;        /* fork child without its thread yet
+                                         (atomic; cleared under pause_lock) */
+static uint64_t child_forked_ns;      /* when this process was forked    */
+static int fork_pid;                  /* the forking process's pid (fork
+                                         handlers, outer prepare)         */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
@@ -508,19 +513,13 @@ static void reclaim(uint64_t now)
 	}
 }
 
-/* In a fork child: wait out the grace period, then publish the segment.
- * False if the thread is to stop instead. */
+/* In a fork child, past the grace period: publish the segment.  False if
+ * the thread is to stop instead. */
 static bool child_publish(void)
 {
-	uint64_t grace = (uint64_t)CHILD_GRACE_MS * 1000000u;
-	uint64_t t0 = hc_shm_mono_ns(), now;
-	while (!__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE) && (now = hc_shm_mono_ns()) - t0 < grace)
-		hc_shm_futex_wait(&ctl_stop, 0, grace - (now - t0));
 	if (__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE))
 		return false;
 	hc_shm_t *s = segment_create(child_parent);
-	if (child_pinned)      /* failing, it stays where it is: harmless */
-		pthread_setaffinity_np(pthread_self(), sizeof child_cpus, &child_cpus);
 	if (s == NULL)
 		return false;
 	child_parent = 0;
@@ -636,30 +635,12 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
-/* This process is under no seccomp filter.  A fork child pins its control
- * thread only then: a filter may refuse sched_setaffinity, and one that
- * kills (SystemCallFilter=~@resources, as Debian's redis-server.service
- * has) would take the whole service with it.  Filters are never removed,
- * so a process with none has made none. */
-static bool unfiltered(void)
-{
-	char buf[4096];
-	int e = errno;
-	ssize_t n = read_file("/proc/self/status", buf, sizeof buf);
-	errno = e;
-	const char *f = n > 0 ? strstr(buf, "\nSeccomp:\t") : NULL;
-	return f != NULL && f[10] == '0' && f[11] == '\n';
-}
-
-/* Create the control thread, on the CPUs of cpus if not NULL. */
-static int thread_create(const cpu_set_t *cpus)
+static int thread_create(void)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	int err = cpus != NULL ? pthread_attr_setaffinity_np(&attr, sizeof *cpus, cpus) : 0;
-	if (err == 0)
-		err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	int err = pthread_create(&ctl_thread, &attr, control_main, NULL);
 	pthread_attr_destroy(&attr);
 	return err;
 }
@@ -671,24 +652,8 @@ static void thread_start(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;      /* what glibc allocates here is not sampled */
-	/* A fork child's thread starts on the child's CPU (see the top):
-	 * glibc copies the set (malloc) and applies it before the thread
-	 * first runs. */
-	cpu_set_t one;
-	int cpu = child_parent != 0 && unfiltered() ? sched_getcpu() : -1;
-	child_pinned = cpu >= 0 && cpu < CPU_SETSIZE &&
-	    sched_getaffinity(0, sizeof child_cpus, &child_cpus) == 0 &&
-	    CPU_COUNT(&child_cpus) > 1;
-	if (child_pinned) {
-		CPU_ZERO(&one);
-		CPU_SET(cpu, &one);
-	}
 	__atomic_store_n(&ctl_stop, 0, __ATOMIC_RELEASE);
-	int err = thread_create(child_pinned ? &one : NULL);
-	if (err && child_pinned) {   /* that CPU refused (a cpuset changed) */
-		child_pinned = false;
-		err = thread_create(NULL);
-	}
+	int err = thread_create();
 	ctl_running = err == 0;
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -791,6 +756,8 @@ void hc_agent_start(void)
 void hc_control_fork_prepare(bool outer)
 {
 	hc_mutex_lock(outer ? &pause_lock : &ev_lock);
+	if (outer)
+		fork_pid = getpid();
 }
 
 void hc_control_fork_parent(bool outer)
@@ -804,17 +771,37 @@ void hc_control_fork_child(void)
 	hc_mutex_reinit(&pause_lock);
 	ctl_running = false;
 	hc_shm_t *old = seg;
-	if (old == NULL)
+	/* a child forked before its parent, itself a fork child, published */
+	if (old == NULL && !hc_control_child_pending)
 		return;
 	seg = NULL;
-	munmap(old, sizeof(hc_shm_t));
+	if (old != NULL)
+		munmap(old, sizeof(hc_shm_t));
 	seg_path[0] = 0;
 	last_dump[0] = 0;
 	have_last = false;
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
-	child_parent = seg_pid;
-	thread_start();
+	child_parent = fork_pid;
+	child_forked_ns = hc_shm_mono_ns();
+	__atomic_store_n(&hc_control_child_pending, true, __ATOMIC_RELEASE);
+	hc_heap_reset_countdowns();   /* each thread's next allocation polls */
+}
+
+/* From the profiler's countdown (hc_agent_event, no allocator lock held),
+ * while hc_control_child_pending: start the fork child's control thread
+ * once the grace period is over.  A pause (unshare) in progress, or
+ * another thread at it, leaves it to a later poll. */
+void hc_control_child_poll(void)
+{
+	if (hc_shm_mono_ns() - child_forked_ns < (uint64_t)CHILD_GRACE_MS * 1000000u ||
+	    hc_mutex_trylock(&pause_lock) != 0)
+		return;
+	if (hc_control_child_pending) {
+		__atomic_store_n(&hc_control_child_pending, false, __ATOMIC_RELEASE);
+		thread_start();
+	}
+	hc_mutex_unlock(&pause_lock);
 }
 
 /* Last of the library's destructors: watchers learn the process is going,

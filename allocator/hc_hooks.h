@@ -26,7 +26,8 @@
  * hc_agent_event: a thread's byte countdown ran out.  consumed is the bytes
  *   allocated since the countdown was last set, this allocation (usize
  *   bytes) included.  Returns the next countdown; sets *sample when this
- *   allocation is to be sampled.
+ *   allocation is to be sampled.  In a fork child it may start the
+ *   child's control thread (pthread_create, which allocates).
  * hc_agent_sample: p (promoted to whole pages so its free can find the
  *   record; usize bytes usable, what malloc_usable_size reports for it) is
  *   the sampled allocation; the countdown was charged `charged` bytes for

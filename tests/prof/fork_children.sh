@@ -4,8 +4,9 @@
 #  * Children that end at once (_exit, exit, exec) never make a control
 #    segment: none of 300 such children leaves a file in /dev/shm (before,
 #    each _exit child left its heapctl.<pid> for the next sweep).
-#  * A child that lives on publishes its own segment a moment after the
-#    fork, and answers heapctl under its own pid.
+#  * A child that lives on and allocates publishes its own segment a moment
+#    after the fork, and answers heapctl under its own pid; one that sleeps
+#    without allocating starts no thread and makes no segment.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 hc_setup fork_children "$@"
@@ -41,11 +42,24 @@ int main(void)
 	}
 	printf("short done\n");
 	sleep(2);                                      /* the test looks now */
-	pid_t c = fork();
-	if (c == 0) {                                  /* a worker that lives on */
+	pid_t idle = fork();
+	if (idle == 0) {                               /* lives on, never allocates */
 		sleep(20);
 		_exit(0);
 	}
+	pid_t c = fork();
+	if (c == 0) {                                  /* a worker that lives on */
+		for (int i = 0; i < 2000; i++) {
+			void *p[16];
+			for (int k = 0; k < 16; k++)
+				p[k] = malloc(1000);
+			for (int k = 0; k < 16; k++)
+				free(p[k]);
+			usleep(10000);
+		}
+		_exit(0);
+	}
+	printf("idle %d\n", (int)idle);
 	printf("long %d\n", (int)c);
 	fflush(stdout);
 	sleep(20);
@@ -60,7 +74,7 @@ mkdir -p "$WORK/run"
 ls /dev/shm | grep '^heapctl\.' >"$WORK/before" || true
 (cd "$WORK/run" && exec env LD_PRELOAD="$LIB" "$WORK/prog") >"$WORK/prog.out" 2>"$WORK/prog.err" &
 prog=$!
-trap 'kill $prog $(sed -n "s/^long //p" "$WORK/prog.out" 2>/dev/null) 2>/dev/null; rm -rf "$WORK"' EXIT
+trap 'kill $prog $(sed -n "s/^\(long\|idle\) //p" "$WORK/prog.out" 2>/dev/null) 2>/dev/null; rm -rf "$WORK"' EXIT
 for _ in $(seq 300); do
 	grep -q '^short done' "$WORK/prog.out" 2>/dev/null && break
 	sleep 0.1
@@ -94,5 +108,8 @@ done
 [ -n "$ok" ] || fail "the long-lived child $long never answered heapctl status: $out"
 lst=$("$H" list 2>&1 || true)
 grep -qE "^$long " <<<"$lst" || fail "heapctl list does not show the long-lived child $long: $lst"
+idle=$(sed -n 's/^idle //p' "$WORK/prog.out")
+check_eq "threads of the child that sleeps without allocating" "$(ls "/proc/$idle/task" | wc -l)" 1
+[ ! -e "/dev/shm/heapctl.$idle" ] || fail "the child that never allocated made a segment"
 check_stderr_empty prog
 finish
