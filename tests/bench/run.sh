@@ -38,7 +38,7 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree"
 
 first_cpu=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
@@ -53,6 +53,9 @@ bench_argv() {
 	# on one CPU: without the wake-ups of the other CPU, whose cost on a VM
 	# depends on how long each thread runs more than on what it does
 	thread_churn_1cpu) argv=(taskset -c "$first_cpu" "$out/thread_churn") ;;
+	# a small program that forks children that exit at once (a shell, a
+	# fork-per-connection server's listener): what the fork itself costs
+	fork_small) argv=("$out/fork_cost" objects=1000 forks=2000) ;;
 	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
 		/usr/bin/perl "$here/real_perl.pl") ;;
 	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc
