@@ -240,6 +240,16 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 		return;
 	}
 	(void)err;
+	int parent;
+	if (hc_shm_fork_pending(pid, &parent)) {
+		char fix[128];
+		snprintf(fix, sizeof fix, "none: it publishes one when it next allocates; heapctl reaches "
+		    "its parent, %d, meanwhile", parent);
+		add(d, CLI_NOTE, 0, "segment", fix, "a child of fork (of %d) that has not allocated since "
+		    "20 ms after the fork: it has started no control thread nor published a segment yet",
+		    parent);
+		return;
+	}
 	add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "read the '<heapctl>: cannot create the control "
 	    "segment' line the process printed on its standard error at start", "the library is loaded "
 	    "but published no control segment");

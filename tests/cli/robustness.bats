@@ -304,6 +304,9 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	# stopped as fork returned: no thread of ours, no segment
 	[ "$(ls "/proc/$CHILD/task" | wc -l)" -eq 1 ]
 	[ ! -e "$(seg "$CHILD")" ]
+	run "$HEAPCTL" status "$CHILD"
+	[ "$status" -eq 4 ]
+	[ "$output" = "heapctl: process $CHILD, a child of fork (of $TPID), has published no segment yet: it does when it next allocates, 20 ms or more after the fork" ]
 	kill -CONT "$CHILD"      # it churns malloc: the thread starts after 20 ms
 	wait_for 5 control_running "$CHILD"
 	[ "$(ls "/proc/$CHILD/task" | wc -l)" -eq 2 ]

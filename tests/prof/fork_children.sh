@@ -111,5 +111,14 @@ grep -qE "^$long " <<<"$lst" || fail "heapctl list does not show the long-lived 
 idle=$(sed -n 's/^idle //p' "$WORK/prog.out")
 check_eq "threads of the child that sleeps without allocating" "$(ls "/proc/$idle/task" | wc -l)" 1
 [ ! -e "/dev/shm/heapctl.$idle" ] || fail "the child that never allocated made a segment"
+parent=$(sed -n 's/^pid //p' "$WORK/prog.out")
+if out=$("$H" status "$idle" 2>&1); then
+	fail "heapctl status answered for the child that never allocated: $out"
+fi
+check_eq "heapctl status of the child that never allocated" "$out" \
+    "heapctl: process $idle, a child of fork (of $parent), has published no segment yet: it does when it next allocates, 20 ms or more after the fork"
+dout=$("$H" doctor "$idle" 2>&1) || fail "heapctl doctor of the child that never allocated: exit $?: $dout"
+grep -q "^note    segment   a child of fork (of $parent) that has not allocated" <<<"$dout" ||
+	fail "heapctl doctor does not say the idle child is a fork child that has not allocated: $dout"
 check_stderr_empty prog
 finish
