@@ -379,9 +379,10 @@ bool hc_shm_fork_pending(int pid, int *ppid)
 	bool ctl = false;
 	for (struct dirent *e; !ctl && (e = readdir(d)) != NULL; ) {
 		char comm[64], name[32] = "";
-		if (e->d_name[0] == '.' || strlen(e->d_name) > 10)
+		int tid = atoi(e->d_name);
+		if (tid <= 0)
 			continue;
-		snprintf(comm, sizeof comm, "/proc/%d/task/%s/comm", pid, e->d_name);
+		snprintf(comm, sizeof comm, "/proc/%d/task/%d/comm", pid, tid);
 		ctl = read_text(comm, name, sizeof name) && strncmp(name, "heapctl-ctl", 11) == 0;
 	}
 	closedir(d);
