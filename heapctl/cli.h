@@ -60,6 +60,11 @@ int cli_private_dir(const char *dir, char *why, size_t len);   /* fd; -1, -2 (pr
 int cli_find_library(const char *name, char *out, size_t len);
 bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
+/* A child of fork that runs the library and has not started its control
+ * thread nor published its segment yet (it does when it next allocates,
+ * 20 ms or more after the fork): the library mapped, no heapctl-ctl
+ * thread, and the same executable as its live parent, whose pid is set. */
+bool cli_proc_fork_pending(int pid, int *ppid);
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len);
 bool cli_proc_status_field(int pid, const char *key, char *out, size_t len);
 char cli_proc_state(int pid);              /* its State letter, 0 if unknown */

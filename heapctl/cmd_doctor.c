@@ -241,7 +241,7 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 	}
 	(void)err;
 	int parent;
-	if (hc_shm_fork_pending(pid, &parent)) {
+	if (cli_proc_fork_pending(pid, &parent)) {
 		char fix[128];
 		snprintf(fix, sizeof fix, "none: it publishes one when it next allocates; heapctl reaches "
 		    "its parent, %d, meanwhile", parent);

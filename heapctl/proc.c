@@ -9,6 +9,7 @@
  * read is bounded and every parse tolerates garbage.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -147,6 +148,39 @@ bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable)
 	}
 	fclose(f);
 	return found;
+}
+
+bool cli_proc_fork_pending(int pid, int *ppid)
+{
+	char v[32], path[64], pexe[64];
+	int parent = cli_proc_status_field(pid, "PPid", v, sizeof v) ? atoi(v) : 0;
+	if (parent <= 1)
+		return false;
+	struct stat a, b;
+	snprintf(path, sizeof path, "/proc/%d/exe", pid);
+	snprintf(pexe, sizeof pexe, "/proc/%d/exe", parent);
+	bool readable;
+	if (stat(path, &a) != 0 || stat(pexe, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
+	    !cli_proc_maps_library(pid, NULL, 0, &readable))
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return false;
+	bool ctl = false;
+	for (struct dirent *e; !ctl && (e = readdir(d)) != NULL; ) {
+		char comm[64], name[32] = "";
+		int tid = atoi(e->d_name);
+		if (tid <= 0)
+			continue;
+		snprintf(comm, sizeof comm, "/proc/%d/task/%d/comm", pid, tid);
+		ctl = cli_read_file(comm, name, sizeof name) > 0 && strncmp(name, "heapctl-ctl", 11) == 0;
+	}
+	closedir(d);
+	if (ctl)
+		return false;
+	*ppid = parent;
+	return true;
 }
 
 /* The environment is NUL-separated; -1: unreadable, 0: not set, 1: set. */

@@ -20,8 +20,11 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 {
 	char err[512];
 	if (a->pid) {
-		int code = hc_shm_open(a->pid, t, err, sizeof err);
-		if (code)
+		int code = hc_shm_open(a->pid, t, err, sizeof err), parent;
+		if (code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent))
+			cli_err(code, "process %d, a child of fork (of %d), has published no segment yet: it "
+			    "does when it next allocates, 20 ms or more after the fork", a->pid, parent);
+		else if (code)
 			cli_err(code, "%s", err);
 		return code;
 	}

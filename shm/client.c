@@ -331,65 +331,11 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 		    pid, user_name(t->uid, who, sizeof who));
 	if (code == HC_EXIT_NOLIB && why[0] == 0 && kill(pid, 0) != 0 && errno == ESRCH)
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
-	int parent;
-	if (code == HC_EXIT_NOLIB && why[0] == 0 && hc_shm_fork_pending(pid, &parent))
-		return fail(err, errlen, HC_EXIT_NOLIB,
-		    "process %d, a child of fork (of %d), has published no segment yet: it does when it "
-		    "next allocates, 20 ms or more after the fork", pid, parent);
 	if (code == HC_EXIT_NOLIB && why[0] == 0)
 		return fail(err, errlen, HC_EXIT_NOLIB,
 		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)",
 		    pid);
 	return fail(err, errlen, code, "%s", why);
-}
-
-bool hc_shm_fork_pending(int pid, int *ppid)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/status", pid);
-	if (!read_text(path, buf, sizeof buf))
-		return false;
-	const char *pp = strstr(buf, "\nPPid:");
-	int parent = pp ? atoi(pp + 6) : 0;
-	if (parent <= 1)
-		return false;
-	struct stat a, b;
-	char pexe[64];
-	snprintf(path, sizeof path, "/proc/%d/exe", pid);
-	snprintf(pexe, sizeof pexe, "/proc/%d/exe", parent);
-	if (stat(path, &a) != 0 || stat(pexe, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-		return false;
-	snprintf(path, sizeof path, "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return false;
-	bool lib = false;
-	char line[4096];
-	while (!lib && fgets(line, sizeof line, f)) {
-		char *n = strrchr(line, '/');
-		lib = n != NULL && strncmp(n, "/libheapctl", 11) == 0 && strstr(n, ".so") != NULL;
-	}
-	fclose(f);
-	if (!lib)
-		return false;
-	snprintf(path, sizeof path, "/proc/%d/task", pid);
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return false;
-	bool ctl = false;
-	for (struct dirent *e; !ctl && (e = readdir(d)) != NULL; ) {
-		char comm[64], name[32] = "";
-		int tid = atoi(e->d_name);
-		if (tid <= 0)
-			continue;
-		snprintf(comm, sizeof comm, "/proc/%d/task/%d/comm", pid, tid);
-		ctl = read_text(comm, name, sizeof name) && strncmp(name, "heapctl-ctl", 11) == 0;
-	}
-	closedir(d);
-	if (ctl)
-		return false;
-	*ppid = parent;
-	return true;
 }
 
 void hc_shm_close(hc_shm_target_t *t)

@@ -398,11 +398,6 @@ typedef struct hc_shm_target_s {
 /* Find, open, map and check the segment of process pid.  Returns an
  * HC_EXIT_* code; on failure err holds a one-line reason. */
 int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen);
-/* A child of fork that runs the library and has not started its control
- * thread nor published its segment yet (it does when it next allocates,
- * 20 ms or more after the fork): the library mapped, no heapctl-ctl
- * thread, and the same executable as its live parent, whose pid is set. */
-bool hc_shm_fork_pending(int pid, int *ppid);
 void hc_shm_close(hc_shm_target_t *t);
 /* true while the process that made the segment is still running */
 bool hc_shm_alive(const hc_shm_target_t *t);
