@@ -72,6 +72,7 @@ BEGIN { FS = "\t" }
 	}
 	walls[k] = walls[k] " " $4
 	cpus[k] = cpus[k] " " ($10 + $11)
+	if ($12 != "") faults[k] = faults[k] " " $12
 	rsss[k] = rsss[k] " " $5
 	if ($8 != "") { tights[k] = tights[k] " " $8; batches[k] = batches[k] " " $9 }
 	sum[k, $3] = $7
@@ -172,6 +173,26 @@ END {
 	for (a = 1; a <= na; a++)
 		printf "%s", nc[A[a]] ? sprintf(" **%.2f** |", exp(lc[A[a]] / nc[A[a]])) : " - |"
 	printf "\n"
+
+	# Page faults: on a machine where a fault is dear (the header quotes
+	# its cost) they are much of the fixed-cost rows' time.
+	printf "\nPage faults: median minor faults of a run (ratio to %s); times the header's cost of one, an estimate of the time they took.\n\n", base
+	table_head()
+	for (b = 1; b <= nb; b++) {
+		kb = B[b] SUBSEP base
+		bf = median(faults[kb])
+		printf "| %s |", B[b]
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			if (!runs[k] || failed[k] || faults[k] == "") { printf " - |"; continue }
+			fv = median(faults[k])
+			if (!failed[kb] && bf > 0)
+				printf " %.0f (%.2f) |", fv, fv / bf
+			else
+				printf " %.0f |", fv
+		}
+		printf "\n"
+	}
 
 	# Against the best peer: each row's best median time and best median
 	# RSS among the allocators that are not heapctl, and every allocator's

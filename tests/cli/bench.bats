@@ -1,14 +1,16 @@
 #!/usr/bin/env bats
 # tests/cli/bench.bats - make bench's report (tests/bench/report.awk) reads
 # its numbers right: fed a results.tsv made up here, the table against the
-# best peer holds the ratios worked out by hand, leaves out a failed cell,
+# best peer holds the ratios worked out by hand, the page-fault table its
+# medians and ratios, leaves out a failed cell,
 # and counts the rows and the worst ratio of each allocator.
 
 setup() {
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	tsv=$BATS_TEST_TMPDIR/results.tsv
 	# bench alloc rep wall_s rss_kib status checksum tight batch user sys faults
-	row() { printf '%s\t%s\t%s\t%s\t%s\t%s\tc0ffee\t\t\t0.1\t0.1\t10\n' "$@"; }
+	# (the seventh argument, the minor faults, defaults to 10)
+	row() { printf '%s\t%s\t%s\t%s\t%s\t%s\tc0ffee\t\t\t0.1\t0.1\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "${7:-10}"; }
 	{
 		# r1: jemalloc fastest, glibc smallest; heapctl 1.05x both (its
 		# median of three: 1.0, 1.05, 9.0 s)
@@ -20,7 +22,7 @@ setup() {
 		# r2: both peers best on both; heapctl 1.2x the time, 0.9x the RSS
 		row r2 glibc 1 1.0 1000 0
 		row r2 jemalloc 1 1.0 1000 0
-		row r2 heapctl 1 1.2 900 0
+		row r2 heapctl 1 1.2 900 0 15
 		# r3: heapctl crashed (SIGSEGV): no ratio for it
 		row r3 glibc 1 1.0 2000 0
 		row r3 jemalloc 1 1.5 1000 0
@@ -46,4 +48,13 @@ report() {
 	[ "$status" -eq 0 ]
 	grep -qF '| **both <= 1.1** | 1 of 3 | 1 of 3 | 1 of 2 |' <<<"$output"
 	grep -qF '| **worst** | 2.00 | 3.00 | 1.20 |' <<<"$output"
+}
+
+@test "bench report: median page faults and their ratio to the base" {
+	run report
+	[ "$status" -eq 0 ]
+	grep -qF 'Page faults: median minor faults of a run (ratio to jemalloc)' <<<"$output"
+	grep -qF '| r1 | 10 (1.00) | 10 (1.00) | 10 (1.00) |' <<<"$output"
+	grep -qF '| r2 | 10 (1.00) | 10 (1.00) | 15 (1.50) |' <<<"$output"
+	grep -qF '| r3 | 10 (1.00) | 10 (1.00) | - |' <<<"$output"
 }
