@@ -108,28 +108,31 @@ $(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LIBFLAGS) -c $< -o $@
 
-$(BUILD)/libheapctl.so: $(LIB_OBJ)
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+# what the fork handlers write, on one page (allocator/fork_data.ld)
+LIB_LDFLAGS := -Wl,-T,allocator/fork_data.ld
+
+$(BUILD)/libheapctl.so: $(LIB_OBJ) allocator/fork_data.ld
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
 	    -o $@ $(LIB_OBJ) -ldl
 
 # heapctl inject's agent: agent/ over the process's own malloc
 # (agent/inject/shim.c), with the allocator's formatting and lock checks
 AGENT_OBJ := $(filter $(BUILD)/obj/agent/% $(BUILD)/obj/shm/%,$(LIB_OBJ)) \
              $(BUILD)/obj/agent/inject/shim.o $(BUILD)/obj/allocator/os.o $(BUILD)/obj/allocator/lock.o
-$(BUILD)/libheapctl-agent.so: $(AGENT_OBJ)
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+$(BUILD)/libheapctl-agent.so: $(AGENT_OBJ) allocator/fork_data.ld
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
 	    -o $@ $(AGENT_OBJ) -ldl
 
-$(BUILD)/libheapctl-alone.so: $(ALONE_OBJ)
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+$(BUILD)/libheapctl-alone.so: $(ALONE_OBJ) allocator/fork_data.ld
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
 	    -o $@ $(ALONE_OBJ) -ldl
 
 $(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LIBFLAGS) -DHC_CHECKS=HC_CHECK_ALL -c $< -o $@
 
-$(BUILD)/libheapctl-secure.so: $(SECURE_OBJ)
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined \
+$(BUILD)/libheapctl-secure.so: $(SECURE_OBJ) allocator/fork_data.ld
+	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
 	    -o $@ $(SECURE_OBJ) -ldl
 
 $(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile

@@ -54,23 +54,26 @@
 #include "../allocator/heapctl.h"
 #include "../shm/heapctl_shm.h"
 
-static hc_shm_t *seg;                 /* NULL: no segment in this process */
+static hc_shm_t *seg HC_FORK_DATA;    /* NULL: no segment in this process */
 static int seg_pid;                   /* the pid that made it            */
-static char seg_path[64];
+static char seg_path[64] HC_FORK_DATA;
 static uint64_t start_time, pidns;
-static hc_mutex_t ev_lock = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock");   /* private */
-static uint64_t commands;             /* control thread only             */
+static hc_mutex_t ev_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock");   /* private */
+static uint64_t commands HC_FORK_DATA;   /* control thread only          */
 static pthread_t ctl_thread;
-static bool ctl_running;              /* ctl_thread exists (pause_lock)  */
+static bool ctl_running HC_FORK_DATA; /* ctl_thread exists (pause_lock)  */
 static uint32_t ctl_stop;             /* asks it to return (atomic)      */
-static int child_parent;              /* fork child, no segment yet: the
+static int child_parent HC_FORK_DATA; /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-bool hc_control_child_pending;        /* fork child without its thread yet
+bool hc_control_child_pending HC_FORK_DATA;   /* fork child without its thread yet
                                          (atomic; cleared under pause_lock) */
-static uint64_t child_forked_ns;      /* when this process was forked    */
-static int fork_pid;                  /* the forking process's pid (fork
-                                         handlers, outer prepare)         */
+static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
+static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
+static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
+                                         (outer prepare), where the clock's
+                                         pages are mapped: a child reading
+                                         it took two page faults          */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
@@ -78,7 +81,7 @@ static bool (*eject_hook)(char *why, size_t len);
 static unsigned (*scan_hook)(bool force);
 static bool ejecting;                 /* control thread only */
 static bool pausing;                  /* under pause_lock */
-static hc_mutex_t pause_lock = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
+static hc_mutex_t pause_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
 
 /* ---- identity ------------------------------------------------------------- */
@@ -308,7 +311,7 @@ static void config_read(hc_shm_state_t *c)
 
 /* The control thread's last published configuration. */
 static hc_shm_state_t last;
-static bool have_last;
+static bool have_last HC_FORK_DATA;
 
 /* Settings always; counters (a walk over the heap) when asked. */
 static void mirror(bool counters)
@@ -487,7 +490,7 @@ static void serve(hc_shm_slot_t *sl)
  * once this thread has seen the same {state, gen} for a whole lease by its
  * own clock (see hc_shm_slot_t: a client's stamp is not to be believed);
  * so is a slot whose state is garbage, at once. */
-static uint64_t seen_word[HC_SHM_SLOTS], seen_since[HC_SHM_SLOTS];
+static uint64_t seen_word[HC_SHM_SLOTS] HC_FORK_DATA, seen_since[HC_SHM_SLOTS];
 
 static void reclaim(uint64_t now)
 {
@@ -756,8 +759,10 @@ void hc_agent_start(void)
 void hc_control_fork_prepare(bool outer)
 {
 	hc_mutex_lock(outer ? &pause_lock : &ev_lock);
-	if (outer)
+	if (outer) {
 		fork_pid = getpid();
+		fork_ns = hc_shm_mono_ns();
+	}
 }
 
 void hc_control_fork_parent(bool outer)
@@ -778,12 +783,13 @@ void hc_control_fork_child(void)
 	if (old != NULL)
 		munmap(old, sizeof(hc_shm_t));
 	seg_path[0] = 0;
-	last_dump[0] = 0;
+	if (last_dump[0])      /* a write only where needed: the page is copied */
+		last_dump[0] = 0;
 	have_last = false;
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
 	child_parent = fork_pid;
-	child_forked_ns = hc_shm_mono_ns();
+	child_forked_ns = fork_ns;
 	__atomic_store_n(&hc_control_child_pending, true, __ATOMIC_RELEASE);
 	hc_heap_reset_countdowns();   /* each thread's next allocation polls */
 }

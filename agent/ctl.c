@@ -67,7 +67,7 @@ static size_t type_size(ctl_type_t t)
 
 static hc_stats_t snapshot;
 static uint64_t epoch_value = 1;
-static hc_mutex_t snapshot_lock = HC_MUTEX_INIT(HC_RANK_SNAPSHOT, "snapshot_lock");
+static hc_mutex_t snapshot_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_SNAPSHOT, "snapshot_lock");
 static bool snapshot_taken;
 
 static void snapshot_refresh(void)

@@ -306,7 +306,7 @@ static void append_maps(buf_t *b)
 
 /* ---- file names --------------------------------------------------------- */
 
-static hc_mutex_t name_lock = HC_MUTEX_INIT(HC_RANK_DUMP_NAME, "name_lock");
+static hc_mutex_t name_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_DUMP_NAME, "name_lock");
 static uint64_t seq, seq_i, seq_m, seq_u, seq_t, seq_s, seq_p, dumps_written;
 
 uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
@@ -439,7 +439,7 @@ static void remove_stale_tmp(const char *path)
  * wait for other threads, so the exit path waits for dumps in flight (a
  * timer or high-water dump) and refuses new ones but its own final dump;
  * otherwise their temporary files would be left half written. */
-static int writing, exiting;            /* atomic */
+static int writing HC_FORK_DATA, exiting;   /* atomic */
 static __thread bool exit_thread;
 
 static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
@@ -574,7 +574,7 @@ int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
 
 /* ---- interval and threshold accounting ---------------------------------- */
 
-static uint64_t interval_accum;     /* atomic: bytes since the last i dump */
+static uint64_t interval_accum HC_FORK_DATA;   /* atomic: bytes since the last i dump */
 static bool threshold_fired;
 
 void hc_dump_interval_account(uint64_t bytes)
@@ -604,7 +604,7 @@ void hc_dump_interval_account(uint64_t bytes)
 
 static size_t last_u_mapped, last_peak_mapped;
 static uint64_t last_u_ms;
-static hc_mutex_t hw_lock = HC_MUTEX_INIT(HC_RANK_HIGHWATER, "hw_lock");
+static hc_mutex_t hw_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HIGHWATER, "hw_lock");
 
 static uint64_t now_ms(void)
 {
@@ -653,7 +653,7 @@ bool hc_agent_highwater(size_t mapped)
 
 /* ---- the timer thread ---------------------------------------------------- */
 
-static int timer_started;           /* atomic */
+static int timer_started HC_FORK_DATA;   /* atomic */
 
 static void *timer_main(void *arg)
 {

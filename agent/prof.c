@@ -29,7 +29,7 @@
 #include "hc_math.h"
 
 hc_prof_state_t hc_prof;
-hc_mutex_t hc_prof_lock = HC_MUTEX_INIT(HC_RANK_PROF, "hc_prof_lock");
+hc_mutex_t hc_prof_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PROF, "hc_prof_lock");
 __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 
 #define NBUCKETS 16384

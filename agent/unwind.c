@@ -64,7 +64,7 @@ static __thread unsigned thread_samples;
  * child.  Unwinds hold this lock as readers; the fork handler takes it as
  * writer (writers first, so a stream of samples cannot starve fork).
  */
-static pthread_rwlock_t unwind_fork_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static pthread_rwlock_t unwind_fork_lock HC_FORK_DATA = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 static hc_lockid_t unwind_id = { "unwind_fork_lock", HC_RANK_UNWIND, 0 };
 

@@ -13,7 +13,7 @@
 
 #include "internal.h"
 
-static hc_mutex_t cache_lock = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
+static hc_mutex_t cache_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
 /* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
  * a chunk keeps its size for life, so it only ever returns to its list. */
 static hc_chunk_t *cache_head[2];        /* under cache_lock */

@@ -79,6 +79,14 @@ typedef struct hc_mutex_s {
 
 #define HC_MUTEX_INIT(rank, name) { PTHREAD_MUTEX_INITIALIZER, { name, rank, 0 } }
 
+/* What the fork handlers write: every lock they take and the state a
+ * child resets.  A page written after fork is a copy-on-write fault, in the
+ * parent for an unlock and in the child for a reinit, at every fork; spread
+ * over the files' data these were seven pages of the child's and four of
+ * the parent's.  Marked with this, they share one section, which the
+ * library's link starts on a page of its own (allocator/fork_data.ld). */
+#define HC_FORK_DATA __attribute__((section("hc_fork_data")))
+
 /* The order check (lock.c): before taking id, after taking it, and when
  * releasing or reinitialising it.  Debug builds only. */
 void hc_lock_check(const hc_lockid_t *id);

@@ -169,24 +169,26 @@ static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
 #endif
 typedef struct {
 	hc_heap_t heap;
-	hc_mutex_t lock;
 } __attribute__((aligned(64))) hc_shared_t;
 
 #define SHARED_INIT { .heap = { .direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, \
-	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 }, \
-	.lock = HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") }
+	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 } }
 static hc_shared_t shared[HC_NSHARED] = { [0 ... HC_NSHARED - 1] = SHARED_INIT };
+/* shared[i]'s lock, with the other locks fork takes (hc_lock.h) */
+static hc_mutex_t shared_locks[HC_NSHARED] HC_FORK_DATA = {
+	[0 ... HC_NSHARED - 1] = HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") };
+#define shared_mutex(sh) (&shared_locks[(sh) - shared])
 #define heap_fallback (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
 
-static hc_mutex_t heaps_lock = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
+static hc_mutex_t heaps_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
 static hc_heap_t *heaps_all;          /* registry, under heaps_lock */
 static hc_heap_t *heaps_pool;         /* recycled, under heaps_lock */
 static size_t heaps_count;
 
-static hc_mutex_t abandoned_lock = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
+static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
 static hc_chunk_t *abandoned;          /* under abandoned_lock */
 static size_t abandoned_count;
 
@@ -904,13 +906,13 @@ static HC_NOINLINE hc_shared_t *shared_lock(hc_heap_t *h, hc_shared_t *sh)
 		unsigned n = shared_count();
 		for (unsigned k = 1; k < n; k++) {
 			unsigned j = (h->shared_index + k) % n;
-			if (hc_mutex_trylock(&shared[j].lock) == 0) {
+			if (hc_mutex_trylock(&shared_locks[j]) == 0) {
 				h->shared_index = (uint8_t)j;
 				return &shared[j];
 			}
 		}
 	}
-	hc_mutex_lock(&sh->lock);
+	hc_mutex_lock(shared_mutex(sh));
 	return sh;
 }
 
@@ -933,11 +935,11 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 		sh = &shared[h->shared_index];
 	}
 	if (sh != NULL) {
-		if (hc_mutex_trylock(&sh->lock) != 0)
+		if (hc_mutex_trylock(shared_mutex(sh)) != 0)
 			sh = shared_lock(h, sh);
 		shared_tidy(&sh->heap, false);
 		void *p = small_alloc(&sh->heap, (unsigned)cls);
-		hc_mutex_unlock(&sh->lock);
+		hc_mutex_unlock(shared_mutex(sh));
 		return p;
 	}
 	return small_alloc(h, (unsigned)cls);
@@ -1251,9 +1253,9 @@ void hc_thread_cache_flush(void)
 void hc_heap_collect_self(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
-		hc_mutex_lock(&shared[i].lock);
+		hc_mutex_lock(&shared_locks[i]);
 		shared_tidy(&shared[i].heap, true);
-		hc_mutex_unlock(&shared[i].lock);
+		hc_mutex_unlock(&shared_locks[i]);
 	}
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
@@ -1268,7 +1270,7 @@ void hc_heap_collect_self(void)
 void hc_heap_fork_prepare(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_lock(&shared[i].lock);
+		hc_mutex_lock(&shared_locks[i]);
 	hc_mutex_lock(&heaps_lock);
 	hc_mutex_lock(&abandoned_lock);
 }
@@ -1278,7 +1280,7 @@ void hc_heap_fork_parent(void)
 	hc_mutex_unlock(&abandoned_lock);
 	hc_mutex_unlock(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_unlock(&shared[i].lock);
+		hc_mutex_unlock(&shared_locks[i]);
 }
 
 /* In the child only the forking thread exists.  The other threads' heaps
@@ -1290,7 +1292,7 @@ void hc_heap_fork_child(void)
 	hc_mutex_reinit(&abandoned_lock);
 	hc_mutex_reinit(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_reinit(&shared[i].lock);
+		hc_mutex_reinit(&shared_locks[i]);
 	hc_heap_t *self = hc_tls_heap;
 	uintptr_t tid = hc_thread_id();
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {

@@ -20,7 +20,7 @@
 #include "internal.h"
 
 #define CACHE_MAX 64
-static hc_mutex_t huge_lock = HC_MUTEX_INIT(HC_RANK_HUGE, "huge_lock");
+static hc_mutex_t huge_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HUGE, "huge_lock");
 static struct {
 	hc_chunk_t *hdr;
 	uint64_t epoch;

@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-static hc_arena_t arenas[HC_MAX_ARENAS];
+static hc_arena_t arenas[HC_MAX_ARENAS] HC_FORK_DATA;   /* each starts with its lock */
 static unsigned narenas;
 static unsigned next_arena;
 static pthread_once_t arenas_once = PTHREAD_ONCE_INIT;

@@ -17,7 +17,7 @@
 #define META_NCLASSES (META_MAX_SHIFT - META_MIN_SHIFT + 1)
 #define META_SPAN ((size_t)64 << 10)
 
-static hc_mutex_t meta_lock = HC_MUTEX_INIT(HC_RANK_META, "meta_lock");
+static hc_mutex_t meta_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_META, "meta_lock");
 static hc_block_t *meta_free[META_NCLASSES];
 static char *meta_bump, *meta_end;
 
