@@ -174,10 +174,15 @@ typedef struct {
 #define SHARED_INIT { .heap = { .direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, \
 	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 } }
 static hc_shared_t shared[HC_NSHARED] = { [0 ... HC_NSHARED - 1] = SHARED_INIT };
-/* shared[i]'s lock, with the other locks fork takes (hc_lock.h) */
-static hc_mutex_t shared_locks[HC_NSHARED] HC_FORK_DATA = {
-	[0 ... HC_NSHARED - 1] = HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") };
-#define shared_mutex(sh) (&shared_locks[(sh) - shared])
+/* shared[i]'s lock, with the other locks fork takes (hc_lock.h); a cache
+ * line each, as they had inside their heaps: threads on different shared
+ * heaps take them at the same moment */
+typedef struct {
+	hc_mutex_t m;
+} __attribute__((aligned(64))) hc_shared_lock_t;
+static hc_shared_lock_t shared_locks[HC_NSHARED] HC_FORK_DATA = {
+	[0 ... HC_NSHARED - 1] = { HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") } };
+#define shared_mutex(sh) (&shared_locks[(sh) - shared].m)
 #define heap_fallback (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
@@ -906,7 +911,7 @@ static HC_NOINLINE hc_shared_t *shared_lock(hc_heap_t *h, hc_shared_t *sh)
 		unsigned n = shared_count();
 		for (unsigned k = 1; k < n; k++) {
 			unsigned j = (h->shared_index + k) % n;
-			if (hc_mutex_trylock(&shared_locks[j]) == 0) {
+			if (hc_mutex_trylock(&shared_locks[j].m) == 0) {
 				h->shared_index = (uint8_t)j;
 				return &shared[j];
 			}
@@ -1253,9 +1258,9 @@ void hc_thread_cache_flush(void)
 void hc_heap_collect_self(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
-		hc_mutex_lock(&shared_locks[i]);
+		hc_mutex_lock(&shared_locks[i].m);
 		shared_tidy(&shared[i].heap, true);
-		hc_mutex_unlock(&shared_locks[i]);
+		hc_mutex_unlock(&shared_locks[i].m);
 	}
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
@@ -1270,7 +1275,7 @@ void hc_heap_collect_self(void)
 void hc_heap_fork_prepare(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_lock(&shared_locks[i]);
+		hc_mutex_lock(&shared_locks[i].m);
 	hc_mutex_lock(&heaps_lock);
 	hc_mutex_lock(&abandoned_lock);
 }
@@ -1280,7 +1285,7 @@ void hc_heap_fork_parent(void)
 	hc_mutex_unlock(&abandoned_lock);
 	hc_mutex_unlock(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_unlock(&shared_locks[i]);
+		hc_mutex_unlock(&shared_locks[i].m);
 }
 
 /* In the child only the forking thread exists.  The other threads' heaps
@@ -1292,7 +1297,7 @@ void hc_heap_fork_child(void)
 	hc_mutex_reinit(&abandoned_lock);
 	hc_mutex_reinit(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
-		hc_mutex_reinit(&shared_locks[i]);
+		hc_mutex_reinit(&shared_locks[i].m);
 	hc_heap_t *self = hc_tls_heap;
 	uintptr_t tid = hc_thread_id();
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
