@@ -66,6 +66,9 @@ bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
  * thread, and the same executable as its live parent, whose pid is set. */
 bool cli_proc_fork_pending(int pid, int *ppid);
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len);
+/* The process's HEAPCTL_CONF or MALLOC_CONF sets option:value as in pair
+ * (HEAPCTL_CONF wins, and the last of one string), as the library reads them. */
+bool cli_proc_conf_has(int pid, const char *pair);
 bool cli_proc_status_field(int pid, const char *key, char *out, size_t len);
 char cli_proc_state(int pid);              /* its State letter, 0 if unknown */
 /* What to run when a process that is not stopped does not answer (%d: pid). */

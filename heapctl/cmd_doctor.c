@@ -168,27 +168,6 @@ static void why_not_loaded(cli_diag_t *d, int pid)
 
 /* ---- the segment and the control thread -------------------------------------------- */
 
-static bool conf_has(int pid, const char *needle)
-{
-	char v[4096];
-	const char *names[] = { "MALLOC_CONF", "HEAPCTL_CONF" };
-	bool last = false, seen = false;
-	/* HEAPCTL_CONF wins; within one string the last pair wins */
-	for (int i = 0; i < 2; i++) {
-		if (cli_proc_getenv(pid, names[i], v, sizeof v) != 1)
-			continue;
-		char *save = NULL;
-		size_t nl = strcspn(needle, ":");
-		for (char *t = strtok_r(v, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			if (strncmp(t, needle, nl) == 0 && t[nl] == ':') {
-				seen = true;
-				last = strcmp(t, needle) == 0;
-			}
-		}
-	}
-	return seen && last;
-}
-
 /* Would the process's user be allowed to create files in st? */
 static bool may_write(int pid, const struct stat *st)
 {
@@ -212,7 +191,7 @@ static bool may_write(int pid, const struct stat *st)
 
 static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 {
-	if (conf_has(pid, "control:false")) {
+	if (cli_proc_conf_has(pid, "control:false")) {
 		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "remove control:false from its HEAPCTL_CONF "
 		    "or MALLOC_CONF and restart it", "the library runs with control:false: it publishes no "
 		    "segment and starts no control thread, so heapctl cannot reach it");

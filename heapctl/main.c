@@ -78,8 +78,9 @@ static void usage(FILE *f)
 	    "  --json            machine-readable output where data is printed\n"
 	    "  -h, --help        help for the command\n\n"
 	    "exit status: 0 ok, 1 failed in the target, 2 usage, 3 no such process,\n"
-	    "4 not running libheapctl.so, 5 permission denied, 6 incompatible or corrupt segment,\n"
-	    "7 no answer in time, 8 no PID given and not exactly one candidate.\n"
+	    "4 no segment (the library not loaded, or control:false), 5 permission denied,\n"
+	    "6 incompatible or corrupt segment, 7 no answer in time, 8 no PID given and\n"
+	    "not exactly one candidate.\n"
 	    "See heapctl(1).\n");
 }
 

@@ -202,6 +202,27 @@ int cli_proc_getenv(int pid, const char *name, char *out, size_t len)
 	return 0;
 }
 
+bool cli_proc_conf_has(int pid, const char *pair)
+{
+	char v[4096];
+	const char *names[] = { "MALLOC_CONF", "HEAPCTL_CONF" };
+	bool last = false, seen = false;
+	/* HEAPCTL_CONF wins; within one string the last pair wins */
+	for (int i = 0; i < 2; i++) {
+		if (cli_proc_getenv(pid, names[i], v, sizeof v) != 1)
+			continue;
+		char *save = NULL;
+		size_t nl = strcspn(pair, ":");
+		for (char *t = strtok_r(v, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			if (strncmp(t, pair, nl) == 0 && t[nl] == ':') {
+				seen = true;
+				last = strcmp(t, pair) == 0;
+			}
+		}
+	}
+	return seen && last;
+}
+
 /* One "Key:\tvalue" line of /proc/PID/status. */
 bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
 {

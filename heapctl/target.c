@@ -21,10 +21,20 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 	char err[512];
 	if (a->pid) {
 		int code = hc_shm_open(a->pid, t, err, sizeof err), parent;
+		bool readable;
+		/* "not running libheapctl.so" is wrong for a process that maps it
+		 * and has no segment: say what is known, doctor says the rest */
 		if (code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent))
 			cli_err(code, "process %d, a child of fork (of %d), has published no segment yet: it "
 			    "does when it next allocates, 20 ms or more after the fork", a->pid, parent);
-		else if (code)
+		else if (code == HC_EXIT_NOLIB && cli_proc_maps_library(a->pid, NULL, 0, &readable)) {
+			if (cli_proc_conf_has(a->pid, "control:false"))
+				cli_err(code, "process %d runs libheapctl.so with control:false: it publishes "
+				    "no control segment, so heapctl cannot reach it", a->pid);
+			else
+				cli_err(code, "process %d runs libheapctl.so, but heapctl finds no control "
+				    "segment of it; 'heapctl doctor %d' says why", a->pid, a->pid);
+		} else if (code)
 			cli_err(code, "%s", err);
 		return code;
 	}

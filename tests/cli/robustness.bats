@@ -431,14 +431,30 @@ sys.exit(1 if stale or n != 1000 else 0)' "$T/out"
 	[[ "$output" != *heapctl-ctl* ]]
 	run "$HEAPCTL" status "$TPID"
 	[ "$status" -eq 4 ]
-	[ "$output" = "heapctl: process $TPID is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)" ]
+	[ "$output" = "heapctl: process $TPID runs libheapctl.so with control:false: it publishes no control segment, so heapctl cannot reach it" ]
 	run "$HEAPCTL" on "$TPID"
 	[ "$status" -eq 4 ]
+	[ "$output" = "heapctl: process $TPID runs libheapctl.so with control:false: it publishes no control segment, so heapctl cannot reach it" ]
+	# a process without the library is told apart
+	sleep 30 &
+	local plain=$!
+	track "$plain"
+	run "$HEAPCTL" status "$plain"
+	[ "$status" -eq 4 ]
+	[ "$output" = "heapctl: process $plain is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)" ]
 
 	# and with control on, the thread is there
 	start_target
 	run cat /proc/"$TPID"/task/*/comm
 	[[ "$output" == *heapctl-ctl* ]]
+}
+
+@test "i. a process that runs the library but whose segment is gone: said so, and where to look" {
+	start_target
+	rm "$(seg "$TPID")"
+	run "$HEAPCTL" status "$TPID"
+	[ "$status" -eq 4 ]
+	[ "$output" = "heapctl: process $TPID runs libheapctl.so, but heapctl finds no control segment of it; 'heapctl doctor $TPID' says why" ]
 }
 
 @test "i. a normal exit removes the segment file" {
