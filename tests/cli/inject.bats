@@ -168,14 +168,18 @@ let_go() {
 	"$HEAPCTL" on "$PID"
 	"$HEAPCTL" set "$PID" prof.lg_sample=12
 	[ "$(status_field "$PID" prof.lg_sample)" = 12 ]
-	"$HEAPCTL" watch "$PID" --json --count 1 >"$T/watch.out" &
+	# every event until the dump's: others (a high-water mark, a setting)
+	# may come first
+	"$HEAPCTL" watch "$PID" --json >"$T/watch.out" &
 	local w=$!
+	track "$w"
 	wait_for 5 maps_segment "$w" "$PID"
 	touch "$T/go"
 	wait_for 10 grep -q '^done 18496' "$T/prog.out"
 	"$HEAPCTL" dump "$PID" --prefix "$T/d" >/dev/null
-	wait "$w"
-	grep -q '"dump"' "$T/watch.out"
+	wait_for 10 grep -q '"dump"' "$T/watch.out"
+	kill "$w"
+	wait "$w" || true
 	near "$(bytes "$T"/d.*.heap site_a)" 33554432 15
 	# eject: the segment goes, commands say so, the program runs on
 	run "$HEAPCTL" eject "$PID"
