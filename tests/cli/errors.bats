@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # Every error exit of heapctl: its code and its one-line message.
 #   1 failed in the target (commands.bats: dump), 2 usage, 3 no such process,
-#   4 no segment (not running libheapctl.so, control:false), 5 permission denied, 6 another ABI or a
-#   corrupt segment, 7 no answer in time, 8 no PID and not exactly one.
+#   4 no segment (not running libheapctl.so, control:false), 5 permission
+#   denied, 6 another ABI or a corrupt segment, 7 no answer in time, 8 no PID
+#   and not exactly one.
 
 load helpers
 
