@@ -324,6 +324,7 @@ HC_EXPORT void *malloc(size_t n)
 				return malloc_bad_link(b);
 			h->countdown = left;
 			pg->free = next;
+			hc_block_unmark(b, hc_class_size[cls]);
 			__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 			if (HC_DEBUG)
 				memset(b, HC_JUNK_ALLOC, pg->block_size);

@@ -147,7 +147,7 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 		pg->flags = 0;
 		pg->live = 0;
 		pg->free = NULL;
-		pg->xfree = NULL;
+		c->xpage[i] = (hc_xpage_t){ 0 };
 	}
 }
 

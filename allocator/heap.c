@@ -9,10 +9,11 @@
  *    fresh blocks lazily so untouched memory stays untouched;
  *  - frees from other threads: kept by the freeing thread for its own next
  *    allocations of the class (the remote cache), and in time pushed onto
- *    the page's atomic xfree list and collected by the owner; if the page
- *    sits on the owner's full list, the page is also pushed (once) onto its
- *    chunk's xpages list so the owner finds it again without scanning full
- *    pages;
+ *    the page's atomic xfree list (a count and a head in one word, kept
+ *    apart from the page's descriptor: hc_xpage_t) and taken whole by the
+ *    owner; if the page sits on the owner's full list, the page is also
+ *    pushed (once) onto its chunk's xpages list so the owner finds it again
+ *    without scanning full pages;
  *  - retiring empty pages and releasing empty chunks to the cache;
  *  - thread exit: the heap's chunks are abandoned to a global list and adopted
  *    by the next heap that needs a chunk, so a churn of short-lived threads
@@ -59,23 +60,19 @@ static uint32_t class_reserved(unsigned cls)
  * another's. */
 static uint64_t key_secret, key_count;
 
-/* The second word of a block that a thread's remote cache or a page's
- * remote list holds (blocks of 16 bytes and more; set by the freer, cleared
- * when the block leaves: mark_set, mark_clear): a free of a block that
- * carries it is a double free, by the same thread or by another.  Drawn
- * from the per-process secret, so no program writes it by chance. */
+/* The second word of a block that another thread than its page's owner
+ * freed (blocks of 16 bytes and more; set by the freer, cleared when the
+ * block is handed out again: mark_set, hc_block_unmark), while it sits in
+ * that thread's remote cache, its page's remote list or, collected, the
+ * page's free list: a free of a block that carries it is a double free, by
+ * the same thread or by another.  Drawn from the per-process secret, so no
+ * program writes it by chance. */
 static uintptr_t free_mark;
 
 static inline void mark_set(hc_block_t *b, uint32_t bs)
 {
 	if (bs > sizeof *b)
 		((uintptr_t *)b)[1] = free_mark;
-}
-
-static inline void mark_clear(hc_block_t *b, uint32_t bs)
-{
-	if (bs > sizeof *b)
-		((uintptr_t *)b)[1] = 0;
 }
 
 static inline bool marked(const void *p, uint32_t bs)
@@ -449,31 +446,53 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 
 /* ---- pages ------------------------------------------------------------- */
 
-/* Move other threads' frees onto the owner's list.  Returns blocks gained. */
+/* A page's remote list is one word, so that a push and a take each are
+ * one atomic operation and the owner learns how many blocks it took without
+ * walking them (a miss per block, on lines another thread wrote: prodcons
+ * spent 10% of its time there): the number of blocks in the high half, the
+ * head's offset in its chunk (never 0: that is the header) in the low. */
+#define XLIST_OFF ((uint64_t)HC_CHUNK_MASK)
+
+static inline hc_block_t *xlist_head(hc_chunk_t *c, uint64_t w)
+{
+	return (w & XLIST_OFF) ? (hc_block_t *)((char *)c + (w & XLIST_OFF)) : NULL;
+}
+
+/* Move other threads' frees onto the owner's list.  Returns blocks gained.
+ * Their blocks keep free_mark until they are handed out (malloc and
+ * small_alloc clear it): a remote free of one before then is a double
+ * free, and is caught. */
 static uint32_t page_collect(hc_page_t *pg)
 {
-	if (__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED) == NULL)
+	hc_chunk_t *c = hc_chunk_of(pg);
+	hc_xpage_t *xp = &c->xpage[pg - c->pages];
+	if (__atomic_load_n(&xp->xfree, __ATOMIC_RELAXED) == 0)
 		return 0;
-	hc_block_t *list = __atomic_exchange_n(&pg->xfree, NULL, __ATOMIC_ACQUIRE);
+	uint64_t w = __atomic_exchange_n(&xp->xfree, 0, __ATOMIC_ACQUIRE);
+	hc_block_t *list = xlist_head(c, w);
+	uint32_t n = (uint32_t)(w >> 32);
 	if (list == NULL)
 		return 0;
-	/* remote frees were pushed with encoded links; a corrupted one (or a
-	 * loop, which only corruption makes) is caught here */
-	uint32_t n = 1, bs = pg->block_size;
-	hc_block_t *tail = list;
-	if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
+	if (unlikely(n == 0 || n > pg->capacity))
 		hc_bad_link(list);
-	for (;;) {
-		mark_clear(tail, bs);    /* no longer freed remotely */
-		hc_block_t *next = hc_link(pg, tail, tail->next);
-		if (unlikely(!hc_link_ok(tail, next) || n > pg->capacity))
-			hc_bad_link(tail);
-		if (next == NULL)
-			break;
-		tail = next;
-		n++;
+	if ((HC_CHECKS & HC_CHECK_LINKS) || pg->free != NULL) {
+		/* the checked build follows every link, which catches a
+		 * corrupted one (or a loop, which only corruption makes); and
+		 * a list is spliced in front of blocks already free by its
+		 * tail */
+		hc_block_t *tail = list;
+		if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
+			hc_bad_link(list);
+		for (uint32_t i = 1;; i++) {
+			hc_block_t *next = hc_link(pg, tail, tail->next);
+			if (unlikely(!hc_link_ok(tail, next) || (next == NULL) != (i == n)))
+				hc_bad_link(tail);
+			if (next == NULL)
+				break;
+			tail = next;
+		}
+		tail->next = hc_link(pg, tail, pg->free);
 	}
-	tail->next = hc_link(pg, tail, pg->free);
 	pg->free = list;
 	__atomic_store_n(&pg->live, pg->live - (int32_t)n, __ATOMIC_RELAXED);
 	return n;
@@ -523,9 +542,12 @@ static void page_extend(hc_chunk_t *c, hc_page_t *pg)
  * them sees the other (see hc_small_free_remote). */
 static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 {
+	hc_xpage_t *xp = hc_xpage(pg);
 	__atomic_store_n(&pg->flags, pg->flags | HC_PG_FULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&xp->full, 1, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pg->xfree, __ATOMIC_RELAXED) != NULL) {
+	if (__atomic_load_n(&xp->xfree, __ATOMIC_RELAXED) != 0) {
+		__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
 		return false;
 	}
@@ -542,6 +564,7 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 	pq_remove(&h->full, pg);
 	__atomic_store_n(&pg->live, pg->live + HC_LIVE_FULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&hc_xpage(pg)->full, 0, __ATOMIC_RELAXED);
 	pq_push_back(&h->queue[pg->cls], pg);
 	if (h->direct[pg->cls] == &page_empty)
 		direct_update(h, pg->cls);
@@ -575,6 +598,9 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 	__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->live, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->in_use, 0, __ATOMIC_RELAXED);
+	hc_xpage_t *xp = hc_xpage(pg);
+	__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&xp->in_use, 0, __ATOMIC_RELAXED);
 	uint64_t bit = 1ULL << (pg - c->pages);
 	c->used_slots &= ~bit;
 	h->retired = true;
@@ -605,7 +631,12 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 	pg->next = pg->prev = NULL;
 	pg->key = page_key();
 	page_extend(c, pg);
+	hc_xpage_t *xp = hc_xpage(pg);
+	xp->block_size = pg->block_size;
+	xp->cls = pg->cls;
+	__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->in_use, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&xp->in_use, 1, __ATOMIC_RELEASE);
 }
 
 /* ---- chunks of a heap -------------------------------------------------- */
@@ -678,6 +709,7 @@ static bool heap_adopt(hc_heap_t *h)
 		/* drop the old heap's pin and FULL bias */
 		__atomic_store_n(&pg->live, hc_page_used(pg), __ATOMIC_RELAXED);
 		__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&hc_xpage(pg)->full, 0, __ATOMIC_RELAXED);
 		pg->next = pg->prev = NULL;
 		page_collect(pg);
 		pq_push_back(&h->queue[pg->cls], pg);
@@ -829,6 +861,7 @@ static void *small_alloc(hc_heap_t *h, unsigned cls)
 	if (unlikely(!hc_link_ok(b, next)))
 		hc_bad_link(b);
 	pg->free = next;
+	hc_block_unmark(b, pg->block_size);
 	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
 	return b;
 }
@@ -952,20 +985,24 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 
 /* ---- frees ------------------------------------------------------------- */
 
-/* Push the chain first..last, blocks of pg linked in order and marked,
+/* Push the chain first..last, n blocks of pg linked in order and marked,
  * onto the page's remote list (the caller is not the chunk's owner).
- * Lock-free. */
-static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc_block_t *last)
+ * Lock-free.  (No ABA: the owner only ever takes the whole list.) */
+static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc_block_t *last,
+    uint32_t n)
 {
-	hc_block_t *head = __atomic_load_n(&pg->xfree, __ATOMIC_RELAXED);
+	hc_xpage_t *xp = &c->xpage[pg - c->pages];
+	uint64_t w = __atomic_load_n(&xp->xfree, __ATOMIC_RELAXED), next;
 	do {
+		hc_block_t *head = xlist_head(c, w);
 		if (unlikely(head == first))    /* the same block freed twice in a row */
 			hc_fatal_ptr("free(): double free of", first);
 		last->next = hc_link(pg, last, head);
-	} while (!__atomic_compare_exchange_n(&pg->xfree, &head, first, true,
+		next = (((w >> 32) + n) << 32) | (uint64_t)((char *)first - (char *)c);
+	} while (!__atomic_compare_exchange_n(&xp->xfree, &w, next, true,
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!(__atomic_load_n(&pg->flags, __ATOMIC_RELAXED) & HC_PG_FULL))
+	if (!__atomic_load_n(&xp->full, __ATOMIC_RELAXED))
 		return;
 	/* The owner parked this page as full: tell it, once. */
 	if (__atomic_exchange_n(&pg->queued, 1, __ATOMIC_SEQ_CST))
@@ -980,8 +1017,8 @@ static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc
 /* A free from a thread that does not own the chunk.  Lock-free. */
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 {
-	mark_set(p, pg->block_size);
-	page_push_remote(c, pg, p, p);
+	mark_set(p, c->xpage[pg - c->pages].block_size);
+	page_push_remote(c, pg, p, p, 1);
 }
 
 /* The owner frees b into its page. */
@@ -1028,20 +1065,21 @@ static void xcache_release(hc_block_t *b, unsigned n)
 		if (unlikely(b == NULL))
 			hc_fatal_ptr("free(): a thread's cache of freed blocks is corrupt (write after free?) at", b);
 		hc_block_t *first = b, *last = b;
+		uint32_t run = 1;
 		for (b = b->next, n--; n != 0 && b && (((uintptr_t)b ^ (uintptr_t)first) >> HC_SLOT_SHIFT) == 0;
-		    b = b->next, n--)
+		    b = b->next, n--, run++)
 			last = b;
 		if (unlikely(n == 0 && b != NULL))
 			hc_fatal_ptr("free(): double free (a block twice in a thread's cache), at", b);
 		hc_chunk_t *c = hc_chunk_of(first);
 		hc_page_t *pg = &c->pages[((uintptr_t)first >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		if (__atomic_load_n(&c->owner, __ATOMIC_ACQUIRE) != hc_thread_id()) {
-			page_push_remote(c, pg, first, last);
+			page_push_remote(c, pg, first, last, run);
 			continue;
 		}
 		for (hc_block_t *x = first, *next;; x = next) {
 			next = x->next;
-			mark_clear(x, pg->block_size);
+			hc_block_unmark(x, pg->block_size);
 			free_local(c, pg, x);
 			if (x == last)
 				break;
@@ -1091,16 +1129,16 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 	h->xtaken[cls] = 0;
 }
 
-static void xcache_put(hc_heap_t *h, hc_page_t *pg, hc_block_t *b)
+static void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
-	unsigned cls = pg->cls;
+	unsigned cls = xp->cls;
 	if (unlikely(h->xcache[cls] == b))    /* the mark misses 8-byte blocks */
 		hc_fatal_ptr("free(): double free of", b);
 	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
 		xcache_overflow(h, cls);
 	if (HC_DEBUG)
-		memset(b + 1, HC_JUNK_FREE, pg->block_size - sizeof *b);
-	mark_set(b, pg->block_size);
+		memset(b + 1, HC_JUNK_FREE, xp->block_size - sizeof *b);
+	mark_set(b, xp->block_size);
 	b->next = h->xcache[cls];
 	h->xcache[cls] = b;
 	h->xcount[cls]++;
@@ -1118,7 +1156,7 @@ static inline hc_block_t *xcache_take(hc_heap_t *h, unsigned cls)
 	if (HC_DEBUG)
 		memset(b, HC_JUNK_ALLOC, bs);
 	else
-		mark_clear(b, bs);
+		hc_block_unmark(b, bs);
 	return b;
 }
 
@@ -1143,24 +1181,32 @@ void *hc_small_cached(size_t n)
  * none). */
 void hc_small_free_slow(hc_chunk_t *c, void *p)
 {
-	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
-	if (unlikely(!pg->in_use))
-		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
-	if (unlikely(!hc_block_start(pg, p)))
-		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
+	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
+	hc_page_t *pg = &c->pages[slot];
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
 	if (owner == hc_thread_id()) {
+		if (unlikely(!pg->in_use))
+			hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+		if (unlikely(!hc_block_start(pg, p)))
+			hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
 		free_local(c, pg, p);
 		return;
 	}
-	if (unlikely(marked(p, pg->block_size)))
+	/* not the owner's: only the page's remote half (hc_xpage_t) is read,
+	 * but where the checked build looks at where blocks start */
+	hc_xpage_t *xp = &c->xpage[slot];
+	if (unlikely(!__atomic_load_n(&xp->in_use, __ATOMIC_ACQUIRE)))
+		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+	if (unlikely(!hc_block_start(pg, p)))
+		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
+	if (unlikely(marked(p, xp->block_size)))
 		hc_fatal_ptr("free(): double free of", p);
 	/* a shared heap's blocks go back at once: they are the starter
 	 * blocks of threads to come (thread_cost: 2,000 idle threads kept the
 	 * 28 blocks each had freed, 25 KiB a thread) */
 	hc_heap_t *h = hc_tls_heap;
 	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK)
-		xcache_put(h, pg, p);
+		xcache_put(h, xp, p);
 	else
 		hc_small_free_remote(c, pg, p);
 }

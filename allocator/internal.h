@@ -127,9 +127,10 @@ typedef struct hc_chunk_s hc_chunk_t;
  *  - free, live, flags, capacity and the queue links are touched by the
  *    owner only;
  *  - every block is in exactly one of: handed out (counted in live),
- *    pg->free, pg->xfree or a thread's remote cache (both also still
- *    counted in live), or the uncarved tail [capacity, reserved);
- *  - xfree is pushed by any thread and emptied only by the owner;
+ *    pg->free, the page's remote list (hc_xpage_t's xfree) or a thread's
+ *    remote cache (both also still counted in live), or the uncarved tail
+ *    [capacity, reserved);
+ *  - the remote list is pushed by any thread and emptied only by the owner;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
  *  - flags & PINNED <=> heap->pinned[cls] == the page, which is then
  *    heap->direct[cls] and the only page of the class queue.
@@ -146,10 +147,33 @@ typedef struct hc_page_s {
 	uint32_t reserved;           /* blocks that fit in the slot              */
 	uint32_t key;                /* random: free-list links are encoded with
 	                                it (hc_link), set when the page is made  */
-	hc_block_t *xfree;           /* other threads' frees (atomic)            */
+	uint64_t spare;              /* keeps a page to one cache line of its own */
 	struct hc_page_s *next, *prev;   /* class queue or full list             */
 	struct hc_page_s *xnext;     /* link on chunk->xpages                    */
 } hc_page_t;
+_Static_assert(sizeof(hc_page_t) == 64, "a page is one cache line");
+
+/*
+ * What a thread that frees another thread's block reads and writes of its
+ * page, apart from the page itself (chunk->xpage[slot]): the owner writes
+ * its page's line on every malloc (free, live), and a consumer that read
+ * or wrote that same line on every free (in_use, block_size, flags, the
+ * remote list) took it from the owner each time.  block_size, cls, in_use
+ * and full are the owner's copies of the page's, written when they change
+ * (rarely: a page made, retired, put on or off the full list); xfree is
+ * pushed by any thread and emptied only by the owner.  FULL and xfree are
+ * read and written across threads with a fence on each side (page_to_full,
+ * page_push_remote).
+ */
+typedef struct {
+	uint64_t xfree;              /* other threads' frees (atomic): a count
+	                                and the head's offset (heap.c, xlist) */
+	uint32_t block_size;         /* pg->block_size                           */
+	uint8_t cls;                 /* pg->cls                                  */
+	uint8_t in_use;              /* pg->in_use (atomic)                      */
+	uint8_t full;                /* pg->flags & HC_PG_FULL (atomic)          */
+	uint8_t spare;
+} hc_xpage_t;
 
 /* ---- misuse checks ------------------------------------------------------
  *
@@ -316,6 +340,7 @@ struct hc_chunk_s {
 	 * chunk writes of its header lies in two OS pages, not three (4 KiB
 	 * less resident per small chunk) */
 	hc_page_t pages[HC_NSLOTS] __attribute__((aligned(64)));
+	hc_xpage_t xpage[HC_NSLOTS] __attribute__((aligned(64)));
 	/* large only (the maps) */
 	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS],
 	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
@@ -330,6 +355,21 @@ _Static_assert(HC_SMALL_HDR_BYTES <= 2 * HC_PAGE, "a small chunk's header spans 
 static inline hc_chunk_t *hc_chunk_of(const void *p)
 {
 	return (hc_chunk_t *)((uintptr_t)p & ~(uintptr_t)HC_CHUNK_MASK);
+}
+
+/* A block handed out loses the mark that another thread's free of it left
+ * in its second word (heap.c, free_mark), if it has one. */
+static inline void hc_block_unmark(hc_block_t *b, uint32_t bs)
+{
+	if (bs > sizeof *b)
+		((uintptr_t *)b)[1] = 0;
+}
+
+/* The part of a page that other threads' frees touch. */
+static inline hc_xpage_t *hc_xpage(hc_page_t *pg)
+{
+	hc_chunk_t *c = hc_chunk_of(pg);
+	return &c->xpage[pg - c->pages];
 }
 
 static inline void *hc_page_start(const hc_chunk_t *c, const hc_page_t *pg)

@@ -1519,16 +1519,46 @@ static void double_free_child_threads(void)
         in_thread(double_free_first_thread, &x);
 }
 
+/* A thread that only frees pushes other threads' blocks straight onto their
+ * pages' remote lists. */
+static void *free_two_thread(void *arg)
+{
+    void **p = arg;
+    v_free(p[0]);
+    v_free(p[1]);
+    return NULL;
+}
+
+/* Blocks that another thread freed go back to their page's free list when
+ * the owner takes its remote list (whole, without reading them), still
+ * marked as freed: a second free of one before malloc hands it out again is
+ * caught.  Here a and b are freed remotely, the owner allocates until it
+ * gets b back (the list is newest first), and a, now on its free list, is
+ * freed again by another thread. */
+static void double_free_child_collected(void)
+{
+    void *keep[17];
+    for (int i = 0; i < 17; i++)    /* past the shared starter blocks */
+        keep[i] = v_malloc(200);
+    (void)keep;
+    void *p[2] = {v_malloc(200), v_malloc(200)};
+    in_thread(free_two_thread, p);
+    for (long i = 0; i < 100000 && v_malloc(200) != p[1]; i++)
+        ;
+    in_thread(double_free_first_thread, &p[0]);
+}
+
 /* A second free of the only block of a page is caught, not absorbed: in a
  * page of the thread's own and in a shared one; so are a double free of
- * another thread's block with a free between, and one by two threads. */
+ * another thread's block with a free between, one by two threads, and one
+ * of a block that the owner took back from its page's remote list. */
 static void test_double_free_caught(void)
 {
     if (!under_heapctl)
         return;
     void (*child[])(void) = { double_free_child_own, double_free_child_shared, double_free_child_apart,
-                              double_free_child_threads };
-    for (int i = 0; i < 4; i++) {
+                              double_free_child_threads, double_free_child_collected };
+    for (int i = 0; i < 5; i++) {
         char err[512];
         int st = run_child_stderr(child[i], err, sizeof err);
         CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
