@@ -475,11 +475,16 @@ static uint32_t page_collect(hc_page_t *pg)
 		return 0;
 	if (unlikely(n == 0 || n > pg->capacity))
 		hc_bad_link(list);
-	if ((HC_CHECKS & HC_CHECK_LINKS) || pg->free != NULL) {
-		/* the checked build follows every link, which catches a
-		 * corrupted one (or a loop, which only corruption makes); and
-		 * a list is spliced in front of blocks already free by its
-		 * tail */
+	if ((HC_CHECKS & HC_CHECK_LINKS) || pg->free != NULL || pg->block_size <= sizeof *list) {
+		/* Follow every link, and so catch a corrupted one or a loop
+		 * (a block freed twice), where that matters or is needed: in
+		 * the checked build; for 8-byte blocks, which have no room
+		 * for the mark that catches a double free at the free (a
+		 * thread without a heap of its own freeing a, c, a pushes a
+		 * loop); and to splice a list in front of blocks already free,
+		 * by its tail.  (Two threads freeing one block at the same
+		 * moment can also loop a list of another class; as in
+		 * jemalloc, that goes unseen.) */
 		hc_block_t *tail = list;
 		if (!hc_link_ok(list, list) || !hc_block_start(pg, list))
 			hc_bad_link(list);

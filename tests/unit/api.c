@@ -1485,8 +1485,8 @@ static void double_free_child_own(void)
 /* Another thread's blocks freed a, c, a (the second free of a is not next
  * to the first), then a block that another thread freed before it exited:
  * both used to loop the page's remote list and be caught when the owner
- * walked it; a thread that keeps such blocks (the remote cache) catches
- * them at the free. */
+ * walked it; the mark that a remote free leaves in a block catches them at
+ * the free (blocks of 16 bytes and more; see double_free_child_tiny). */
 static void *double_free_apart_thread(void *arg)
 {
     void **p = arg;
@@ -1535,12 +1535,18 @@ static void *free_two_thread(void *arg)
  * caught.  Here a and b are freed remotely, the owner allocates until it
  * gets b back (the list is newest first), and a, now on its free list, is
  * freed again by another thread. */
+/* Allocate (and keep) past a class's shared starter blocks: the thread's
+ * next blocks of it come from a page of its own. */
+static void past_starters(size_t size)
+{
+    for (int i = 0; i < 17; i++)
+        if (v_malloc(size) == NULL)
+            break;
+}
+
 static void double_free_child_collected(void)
 {
-    void *keep[17];
-    for (int i = 0; i < 17; i++)    /* past the shared starter blocks */
-        keep[i] = v_malloc(200);
-    (void)keep;
+    past_starters(200);
     void *p[2] = {v_malloc(200), v_malloc(200)};
     in_thread(free_two_thread, p);
     for (long i = 0; i < 100000 && v_malloc(200) != p[1]; i++)
@@ -1548,10 +1554,34 @@ static void double_free_child_collected(void)
     in_thread(double_free_first_thread, &p[0]);
 }
 
+/* 8-byte blocks have no room for the mark: a, c, a freed by a thread that
+ * only frees loops their page's remote list, and the owner, which takes
+ * back lists of that class by walking them, stops there. */
+static void *free_aca_thread(void *arg)
+{
+    void **p = arg;
+    v_free(p[0]);
+    v_free(p[1]);
+    v_free(p[0]);
+    return NULL;
+}
+
+static void double_free_child_tiny(void)
+{
+    past_starters(8);
+    void *p[2] = {v_malloc(8), v_malloc(8)};
+    in_thread(free_aca_thread, p);
+    for (long i = 0; i < 100000; i++)    /* until the page runs dry */
+        if (v_malloc(8) == NULL)
+            break;
+}
+
 /* A second free of the only block of a page is caught, not absorbed: in a
  * page of the thread's own and in a shared one; so are a double free of
  * another thread's block with a free between, one by two threads, and one
- * of a block that the owner took back from its page's remote list. */
+ * of a block that the owner took back from its page's remote list.  A
+ * loop of 8-byte blocks is caught as a corrupted list when the owner takes
+ * it back. */
 static void test_double_free_caught(void)
 {
     if (!under_heapctl)
@@ -1564,6 +1594,10 @@ static void test_double_free_caught(void)
         CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
         CHECK(strstr(err, "double free") != NULL, "double free %d: stderr was \"%s\"", i, err);
     }
+    char err[512];
+    int st = run_child_stderr(double_free_child_tiny, err, sizeof err);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free: child status %#x", st);
+    CHECK(strstr(err, "corrupted free list") != NULL, "8-byte double free: stderr was \"%s\"", err);
 }
 
 /* ---- a thread's first blocks come from shared pages --------------------- */
