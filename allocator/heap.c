@@ -1210,7 +1210,11 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	 * blocks of threads to come (thread_cost: 2,000 idle threads kept the
 	 * 28 blocks each had freed, 25 KiB a thread) */
 	hc_heap_t *h = hc_tls_heap;
-	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK)
+	/* 8-byte blocks have no room for the mark, so nothing would catch
+	 * one freed twice into the cache before the cache handed it out
+	 * twice; their page's list is walked when it is taken back */
+	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK &&
+	    xp->block_size > sizeof(hc_block_t))
 		xcache_put(h, xp, p);
 	else
 		hc_small_free_remote(c, pg, p);

@@ -1576,6 +1576,29 @@ static void double_free_child_tiny(void)
             break;
 }
 
+/* The same by a thread that has allocated, and then allocates three more:
+ * a thread's cache of other threads' blocks must not take 8-byte ones (it
+ * would hand a out twice); they go to their page, whose owner stops. */
+static void *free_aca_alloc_thread(void *arg)
+{
+    own_heap();
+    free_aca_thread(arg);
+    void *q[3] = {v_malloc(8), v_malloc(8), v_malloc(8)};
+    if (q[0] == q[2] || q[0] == q[1] || q[1] == q[2])
+        _exit(3);    /* a block handed out twice */
+    return NULL;
+}
+
+static void double_free_child_tiny_cached(void)
+{
+    past_starters(8);
+    void *p[2] = {v_malloc(8), v_malloc(8)};
+    in_thread(free_aca_alloc_thread, p);
+    for (long i = 0; i < 100000; i++)
+        if (v_malloc(8) == NULL)
+            break;
+}
+
 /* A second free of the only block of a page is caught, not absorbed: in a
  * page of the thread's own and in a shared one; so are a double free of
  * another thread's block with a free between, one by two threads, and one
@@ -1594,10 +1617,14 @@ static void test_double_free_caught(void)
         CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
         CHECK(strstr(err, "double free") != NULL, "double free %d: stderr was \"%s\"", i, err);
     }
-    char err[512];
-    int st = run_child_stderr(double_free_child_tiny, err, sizeof err);
-    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free: child status %#x", st);
-    CHECK(strstr(err, "corrupted free list") != NULL, "8-byte double free: stderr was \"%s\"", err);
+    void (*tiny[])(void) = { double_free_child_tiny, double_free_child_tiny_cached };
+    for (int i = 0; i < 2; i++) {
+        char err[512];
+        int st = run_child_stderr(tiny[i], err, sizeof err);
+        CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free %d: child status %#x", i,
+              st);
+        CHECK(strstr(err, "corrupted free list") != NULL, "8-byte double free %d: stderr was \"%s\"", i, err);
+    }
 }
 
 /* ---- a thread's first blocks come from shared pages --------------------- */
