@@ -1137,7 +1137,7 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 static void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
 	unsigned cls = xp->cls;
-	if (unlikely(h->xcache[cls] == b))    /* the mark misses 8-byte blocks */
+	if (unlikely(h->xcache[cls] == b))    /* the mark catches this first; kept as a guard */
 		hc_fatal_ptr("free(): double free of", b);
 	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
 		xcache_overflow(h, cls);
