@@ -1529,12 +1529,6 @@ static void *free_two_thread(void *arg)
     return NULL;
 }
 
-/* Blocks that another thread freed go back to their page's free list when
- * the owner takes its remote list (whole, without reading them), still
- * marked as freed: a second free of one before malloc hands it out again is
- * caught.  Here a and b are freed remotely, the owner allocates until it
- * gets b back (the list is newest first), and a, now on its free list, is
- * freed again by another thread. */
 /* Allocate (and keep) past a class's shared starter blocks: the thread's
  * next blocks of it come from a page of its own. */
 static void past_starters(size_t size)
@@ -1544,6 +1538,12 @@ static void past_starters(size_t size)
             break;
 }
 
+/* Blocks that another thread freed go back to their page's free list when
+ * the owner takes its remote list (whole, without reading them), still
+ * marked as freed: a second free of one before malloc hands it out again is
+ * caught.  Here a and b are freed remotely, the owner allocates until it
+ * gets b back (the list is newest first), and a, now on its free list, is
+ * freed again by another thread. */
 static void double_free_child_collected(void)
 {
     past_starters(200);
