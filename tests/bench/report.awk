@@ -231,6 +231,39 @@ END {
 	for (a = 1; a <= na; a++) printf "%s", nrows[a] ? sprintf(" %.2f |", wst[a]) : " - |"
 	printf "\n"
 
+	# Dominated: with two measures, the best time and the best RSS of a row
+	# can belong to two peers, and then "within 1.1x of both" is out of
+	# every allocator's reach (the table above shows how often).  A row is
+	# lost outright where a single peer is faster by more than 10% and
+	# smaller by more than 10% at once: such an allocator is listed, with
+	# the row's time and RSS over its.  heapctl's builds are not set
+	# against each other.
+	printf "\nDominated: the allocators that beat one on a row by more than 1.1x on time and on RSS at once, each with the one's median time and peak RSS over theirs (heapctl's builds are not set against each other); \"none\" where no allocator does. \"Not dominated\" counts those rows.\n\n"
+	table_head()
+	for (b = 1; b <= nb; b++) {
+		for (a = 1; a <= na; a++) {
+			k = B[b] SUBSEP A[a]
+			valid[a] = runs[k] && !failed[k] && !bad[k] && walls[k] != ""
+			if (valid[a]) { vt[a] = median(walls[k]); vr[a] = median(rsss[k]) }
+		}
+		printf "| %s |", B[b]
+		for (a = 1; a <= na; a++) {
+			if (!valid[a] || vt[a] <= 0 || vr[a] <= 0) { printf " - |"; continue }
+			dom = ""
+			for (pc = 1; pc <= na; pc++) {
+				if (pc == a || !valid[pc] || (A[pc] ~ /^heapctl/ && A[a] ~ /^heapctl/)) continue
+				if (vt[pc] * 1.1 < vt[a] && vr[pc] * 1.1 < vr[a])
+					dom = dom (dom == "" ? "" : "; ") sprintf("%s %.2f, %.2f", A[pc], vt[a] / vt[pc], vr[a] / vr[pc])
+			}
+			printf " %s |", dom == "" ? "none" : dom
+			drows[a]++; dfree[a] += dom == ""
+		}
+		printf "\n"
+	}
+	printf "| **not dominated** |"
+	for (a = 1; a <= na; a++) printf "%s", drows[a] ? sprintf(" %d of %d |", dfree[a], drows[a]) : " - |"
+	printf "\n"
+
 	hasfast = 0
 	for (a = 1; a <= na; a++) if (tights["fastpath" SUBSEP A[a]] != "") hasfast = 1
 	if (hasfast) {

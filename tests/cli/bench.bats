@@ -3,7 +3,9 @@
 # its numbers right: fed a results.tsv made up here, the table against the
 # best peer holds the ratios worked out by hand, the page-fault table its
 # medians and ratios, leaves out a failed cell,
-# and counts the rows and the worst ratio of each allocator.
+# and counts the rows and the worst ratio of each allocator; the table of
+# dominated rows names each allocator that beats another by more than 1.1x
+# on both measures, and no other.
 
 setup() {
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -27,11 +29,19 @@ setup() {
 		row r3 glibc 1 1.0 2000 0
 		row r3 jemalloc 1 1.5 1000 0
 		row r3 heapctl 1 0.5 500 139
+		# r4: glibc beats heapctl 1.5x and 1.2x, and both beat jemalloc
+		row r4 glibc 1 1.0 1000 0
+		row r4 jemalloc 1 3.0 5000 0
+		row r4 heapctl 1 1.5 1200 0
+		# r5: glibc beats jemalloc on both, but by 5% only on time
+		row r5 glibc 1 1.0 1000 0
+		row r5 jemalloc 1 1.05 1500 0
+		row r5 heapctl 1 1.0 1000 0
 	} >"$tsv"
 }
 
 report() {
-	awk -v allocs="glibc jemalloc heapctl" -v benches="r1 r2 r3" -v base=jemalloc \
+	awk -v allocs="glibc jemalloc heapctl" -v benches="r1 r2 r3 r4 r5" -v base=jemalloc \
 	    -v header="test" -f "$root/tests/bench/report.awk" "$tsv" 2>/dev/null
 }
 
@@ -41,13 +51,27 @@ report() {
 	grep -qF '| r1 | 2.00, 1.00 | 1.00, 3.00 | **1.05, 1.05** |' <<<"$output"
 	grep -qF '| r2 | **1.00, 1.00** | **1.00, 1.00** | 1.20, 0.90 |' <<<"$output"
 	grep -qF '| r3 | 1.00, 2.00 | 1.50, 1.00 | - |' <<<"$output"
+	grep -qF '| r4 | **1.00, 1.00** | 3.00, 5.00 | 1.50, 1.20 |' <<<"$output"
+	grep -qF '| r5 | **1.00, 1.00** | 1.05, 1.50 | **1.00, 1.00** |' <<<"$output"
 }
 
 @test "bench report: rows within 1.1x of the best peer on both, and the worst ratio" {
 	run report
 	[ "$status" -eq 0 ]
-	grep -qF '| **both <= 1.1** | 1 of 3 | 1 of 3 | 1 of 2 |' <<<"$output"
-	grep -qF '| **worst** | 2.00 | 3.00 | 1.20 |' <<<"$output"
+	grep -qF '| **both <= 1.1** | 3 of 5 | 1 of 5 | 2 of 4 |' <<<"$output"
+	grep -qF '| **worst** | 2.00 | 5.00 | 1.50 |' <<<"$output"
+}
+
+@test "bench report: the allocators that beat another on both time and RSS" {
+	run report
+	[ "$status" -eq 0 ]
+	# r1 and r2: one is faster, another smaller, or neither by 10%
+	grep -qF '| r1 | none | none | none |' <<<"$output"
+	grep -qF '| r2 | none | none | none |' <<<"$output"
+	grep -qF '| r3 | none | none | - |' <<<"$output"
+	grep -qF '| r4 | none | glibc 3.00, 5.00; heapctl 2.00, 4.17 | glibc 1.50, 1.20 |' <<<"$output"
+	grep -qF '| r5 | none | none | none |' <<<"$output"
+	grep -qF '| **not dominated** | 5 of 5 | 4 of 5 | 3 of 4 |' <<<"$output"
 }
 
 @test "bench report: median page faults and their ratio to the base" {
