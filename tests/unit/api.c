@@ -1566,14 +1566,22 @@ static void *free_aca_thread(void *arg)
     return NULL;
 }
 
-static void double_free_child_tiny(void)
+/* Two 8-byte blocks of a page of the thread's own, freed a, c, a by the
+ * thread freer runs in; then allocate until the page runs dry, which takes
+ * its remote list back. */
+static void tiny_aca_then_drain(void *(*freer)(void *))
 {
     past_starters(8);
     void *p[2] = {v_malloc(8), v_malloc(8)};
-    in_thread(free_aca_thread, p);
-    for (long i = 0; i < 100000; i++)    /* until the page runs dry */
+    in_thread(freer, p);
+    for (long i = 0; i < 100000; i++)
         if (v_malloc(8) == NULL)
             break;
+}
+
+static void double_free_child_tiny(void)
+{
+    tiny_aca_then_drain(free_aca_thread);
 }
 
 /* The same by a thread that has allocated, and then allocates three more:
@@ -1591,12 +1599,7 @@ static void *free_aca_alloc_thread(void *arg)
 
 static void double_free_child_tiny_cached(void)
 {
-    past_starters(8);
-    void *p[2] = {v_malloc(8), v_malloc(8)};
-    in_thread(free_aca_alloc_thread, p);
-    for (long i = 0; i < 100000; i++)
-        if (v_malloc(8) == NULL)
-            break;
+    tiny_aca_then_drain(free_aca_alloc_thread);
 }
 
 /* A second free of the only block of a page is caught, not absorbed: in a
