@@ -589,7 +589,7 @@ static void *control_main(void *arg)
 	poll_highwater();
 	mirror(true);
 	if (!child)            /* the first process of the program swept */
-		hc_shm_clean_stale();
+		hc_shm_clean_stale(false);
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
 	/* The slots are looked at only when the doorbell moved since the last

@@ -72,7 +72,7 @@ int cmd_list(cli_args_t *a)
 	int *pids = malloc(MAX * sizeof *pids);
 	if (pids == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
-	int stale = hc_shm_clean_stale();
+	int stale = hc_shm_clean_stale(true);
 	if (stale)
 		fprintf(stderr, "%s: removed %d stale segment%s of processes that are gone\n", cli_prog,
 		    stale, stale == 1 ? "" : "s");

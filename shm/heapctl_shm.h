@@ -333,8 +333,11 @@ uint64_t hc_shm_proc_start_time(int pid, bool *ended);
 /* The inode of /proc/self/ns/pid, 0 if unknown. */
 uint64_t hc_shm_pidns(void);
 /* Remove segments in /dev/shm left by processes of our PID namespace that
- * are gone (bounded); returns how many were removed. */
-int hc_shm_clean_stale(void);
+ * are gone (bounded); returns how many were removed.  With reused, also
+ * those whose pid a later process has (which costs a look at each live
+ * process's segment and /proc/PID/stat); without, only those whose pid no
+ * process has. */
+int hc_shm_clean_stale(bool reused);
 /* The pid in a segment's name, "heapctl.<pid>" or, where that name was
  * taken by something else, "heapctl.<pid>.<16 hex digits>"; -1 otherwise. */
 int hc_shm_name_pid(const char *name);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The control plane's numbers for `make bench`: the round trip of a `set`
 # to an idle target (command posted to answer read), the same through the
-# heapctl command (process start included), and a dump of a profile with
-# 10,000 stacks requested through the segment.  Prints Markdown.
+# heapctl command (process start included), a dump of a profile with
+# 10,000 stacks requested through the segment, and the sweep of /dev/shm
+# for segments of processes that are gone.  Prints Markdown.
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,7 +15,8 @@ target="$root/$build/tests/cli/target"
 [ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
 tmp=$(mktemp -d)
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+# (killed, the processes leave their segments: the sweep removes them)
+cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; "$out/ctl_rtt" 0 sweep 1 >/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 start() {  # conf args... -> sets $pid once the target is ready
@@ -59,3 +61,25 @@ printf '| dump of %s stacks (%s KiB file) requested through the segment (%d x 5)
     "$nstk" "$((bytes / 1024))" "$reps" \
     "$(awk -v u="$d_med" 'BEGIN{printf "%.1f", u/1000}')" "$(awk -v u="$d_p90" 'BEGIN{printf "%.1f", u/1000}')" \
     "$(awk -v u="$d_max" 'BEGIN{printf "%.1f", u/1000}')"
+
+# The sweep for segments of processes that are gone, with 200 live
+# processes running the library: as each process that starts makes it (a
+# kill(2) a segment) and as heapctl list does (a look at every segment and
+# /proc/PID/stat, for pids taken since by another process).
+for ((i = 0; i < 200; i++)); do
+	LD_PRELOAD="$root/$build/libheapctl.so" sleep 60 &
+	pids+=($!)
+done
+for _ in $(seq 100); do
+	[ "$(find /dev/shm -maxdepth 1 -name 'heapctl.*' | wc -l)" -ge 200 ] && break
+	sleep 0.05
+done
+nseg=$(find /dev/shm -maxdepth 1 -name 'heapctl.*' | wc -l)
+for mode in sweep sweep-all; do
+	rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" 0 "$mode" 20; done)
+	what="a process that starts with the library"
+	[ "$mode" = sweep-all ] && what="heapctl list"
+	printf '| sweep of /dev/shm (%s segments of live processes) as %s makes it (%d x 20) | %s us | %s us | %s us |\n' \
+	    "$nseg" "$what" "$reps" "$(echo "$rows" | field median_us | median)" \
+	    "$(echo "$rows" | field p90_us | median)" "$(echo "$rows" | field max_us | sort -g | tail -1)"
+done

@@ -6,6 +6,11 @@
  *   ctl_rtt PID set N           N times "set prof.lg_sample=<current>"
  *   ctl_rtt PID dump N DIR      N dumps into DIR (the dump is written in
  *                               the target before it answers)
+ *   ctl_rtt 0 sweep N           N sweeps of /dev/shm for stale segments,
+ *                               as a process that starts with the library
+ *                               makes them (only pids that no process has)
+ *   ctl_rtt 0 sweep-all N       the same as heapctl list makes them (pids
+ *                               taken since by another process too)
  *
  * Prints "median_us=… p90_us=… max_us=…" (and bytes= for dumps).
  */
@@ -30,6 +35,23 @@ int main(int argc, char **argv)
 	}
 	int pid = atoi(argv[1]), n = atoi(argv[3]);
 	bool dump = !strcmp(argv[2], "dump");
+	if (n < 1) {
+		fprintf(stderr, "ctl_rtt: N must be 1 or more\n");
+		return 2;
+	}
+	if (!strncmp(argv[2], "sweep", 5)) {
+		double *us = calloc((size_t)n, sizeof *us);
+		if (us == NULL)
+			return 1;
+		for (int i = 0; i < n; i++) {
+			uint64_t t0 = hc_shm_mono_ns();
+			hc_shm_clean_stale(!strcmp(argv[2], "sweep-all"));
+			us[i] = (double)(hc_shm_mono_ns() - t0) / 1e3;
+		}
+		qsort(us, (size_t)n, sizeof *us, cmp);
+		printf("median_us=%.1f p90_us=%.1f max_us=%.1f\n", us[n / 2], us[n * 9 / 10], us[n - 1]);
+		return 0;
+	}
 	hc_shm_target_t t;
 	char err[512];
 	if (hc_shm_open(pid, &t, err, sizeof err)) {

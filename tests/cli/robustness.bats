@@ -380,6 +380,34 @@ for _ in $(seq 40); do [ -e /dev/shm/heapctl.$a ] || break; sleep 0.05; done
 	[ "$output" = "left behind"$'\n'"removed"$'\n'"new one there" ]
 }
 
+@test "g. a process that starts removes the segments of processes that are gone, heapctl list also one whose PID was taken since" {
+	need_pidns
+	run in_pidns '
+ns_start; a=$NSPID
+ns_start; c=$NSPID
+kill -KILL "$c"; wait "$c" 2>/dev/null
+sleep 60 & s=$!
+cp /dev/shm/heapctl.$a /dev/shm/heapctl.$s
+python3 -c "import struct, sys; f = open(sys.argv[1], \"r+b\"); f.seek(16); f.write(struct.pack(\"<i\", int(sys.argv[2])))" /dev/shm/heapctl.$s $s
+ns_start; b=$NSPID
+for _ in $(seq 40); do [ -e /dev/shm/heapctl.$c ] || break; sleep 0.05; done
+[ -e /dev/shm/heapctl.$c ] || echo "gone one removed"
+[ -e /dev/shm/heapctl.$s ] && echo "taken one left"
+"$H" list 2>&1 >/dev/null; echo "exit $?"
+[ -e /dev/shm/heapctl.$s ] || echo "taken one removed"
+[ -e /dev/shm/heapctl.$a ] && [ -e /dev/shm/heapctl.$b ] && echo "live ones there"
+kill $s
+'
+	[ "$status" -eq 0 ]
+	echo "$output"
+	[ "${lines[0]}" = "gone one removed" ]
+	[ "${lines[1]}" = "taken one left" ]
+	[ "${lines[2]}" = "heapctl: removed 1 stale segment of processes that are gone" ]
+	[ "${lines[3]}" = "exit 0" ]
+	[ "${lines[4]}" = "taken one removed" ]
+	[ "${lines[5]}" = "live ones there" ]
+}
+
 # h. ------------------------------------------------------------------------------------
 
 @test "h. a thousand commands back to back through attach" {

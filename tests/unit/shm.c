@@ -418,7 +418,7 @@ static void test_client(void)
 	CHECK(mkfifo(path, 0666) == 0, "mkfifo");
 	code = hc_shm_open(getpid(), &t, err, sizeof err);
 	CHECK(code == HC_EXIT_NOLIB, "FIFO only: %d %s", code, err);
-	CHECK(hc_shm_clean_stale() >= 0, "clean_stale over a FIFO");
+	CHECK(hc_shm_clean_stale(true) >= 0 && hc_shm_clean_stale(false) >= 0, "clean_stale over a FIFO");
 	unlink(path);
 	CHECK(hc_shm_name_pid("heapctl.12") == 12 && hc_shm_name_pid("heapctl.12.0123456789abcdef") == 12,
 	    "name forms");
