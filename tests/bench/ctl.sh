@@ -16,7 +16,7 @@ target="$root/$build/tests/cli/target"
 tmp=$(mktemp -d)
 pids=()
 # (killed, the processes leave their segments: the sweep removes them)
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; "$out/ctl_rtt" 0 sweep 1 >/dev/null; rm -rf "$tmp"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; "$out/ctl_rtt" 0 sweep 1 >/dev/null 2>&1; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 start() {  # conf args... -> sets $pid once the target is ready
@@ -63,9 +63,9 @@ printf '| dump of %s stacks (%s KiB file) requested through the segment (%d x 5)
     "$(awk -v u="$d_max" 'BEGIN{printf "%.1f", u/1000}')"
 
 # The sweep for segments of processes that are gone, with 200 live
-# processes running the library: as each process that starts makes it (a
-# kill(2) a segment) and as heapctl list does (a look at every segment and
-# /proc/PID/stat, for pids taken since by another process).
+# processes running the library: as each process that starts makes it (one
+# kill(2) for each segment) and as heapctl list does (a look at every
+# segment and /proc/PID/stat, for pids taken since by another process).
 for ((i = 0; i < 200; i++)); do
 	LD_PRELOAD="$root/$build/libheapctl.so" sleep 60 &
 	pids+=($!)

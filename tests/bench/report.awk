@@ -251,7 +251,8 @@ END {
 			if (!valid[a] || vt[a] <= 0 || vr[a] <= 0) { printf " - |"; continue }
 			dom = ""
 			for (pc = 1; pc <= na; pc++) {
-				if (pc == a || !valid[pc] || (A[pc] ~ /^heapctl/ && A[a] ~ /^heapctl/)) continue
+				if (pc == a || !valid[pc] || vt[pc] <= 0 || vr[pc] <= 0 ||
+				    (A[pc] ~ /^heapctl/ && A[a] ~ /^heapctl/)) continue
 				if (vt[pc] * 1.1 < vt[a] && vr[pc] * 1.1 < vr[a])
 					dom = dom (dom == "" ? "" : "; ") sprintf("%s %.2f, %.2f", A[pc], vt[a] / vt[pc], vr[a] / vr[pc])
 			}
