@@ -35,6 +35,16 @@ function spread(list,    n, v, i, lo, hi, m) {
 	return m > 0 ? 100 * (hi - lo) / m : 0
 }
 
+# Row b's cells: valid[a] for those that ran, finished and checked out,
+# with their median time in vt[a] and median peak RSS in vr[a].
+function row_cells(b,    a, k) {
+	for (a = 1; a <= na; a++) {
+		k = B[b] SUBSEP A[a]
+		valid[a] = runs[k] && !failed[k] && !bad[k] && walls[k] != ""
+		if (valid[a]) { vt[a] = median(walls[k]); vr[a] = median(rsss[k]) }
+	}
+}
+
 # The head of a table with one column per allocator.
 function table_head(    a) {
 	printf "| benchmark |"
@@ -204,12 +214,9 @@ END {
 	table_head()
 	for (b = 1; b <= nb; b++) {
 		pt = pr = ""
+		row_cells(b)
 		for (a = 1; a <= na; a++) {
-			k = B[b] SUBSEP A[a]
-			valid[a] = runs[k] && !failed[k] && !bad[k] && walls[k] != ""
-			if (!valid[a]) continue
-			vt[a] = median(walls[k]); vr[a] = median(rsss[k])
-			if (A[a] ~ /^heapctl/) continue
+			if (!valid[a] || A[a] ~ /^heapctl/) continue
 			if (pt == "" || vt[a] < pt) pt = vt[a]
 			if (pr == "" || vr[a] < pr) pr = vr[a]
 		}
@@ -241,11 +248,7 @@ END {
 	printf "\nDominated: the allocators that beat one on a row by more than 1.1x on time and on RSS at once, each with the one's median time and peak RSS over theirs (heapctl's builds are not set against each other); \"none\" where no allocator does. \"Not dominated\" counts those rows.\n\n"
 	table_head()
 	for (b = 1; b <= nb; b++) {
-		for (a = 1; a <= na; a++) {
-			k = B[b] SUBSEP A[a]
-			valid[a] = runs[k] && !failed[k] && !bad[k] && walls[k] != ""
-			if (valid[a]) { vt[a] = median(walls[k]); vr[a] = median(rsss[k]) }
-		}
+		row_cells(b)
 		printf "| %s |", B[b]
 		for (a = 1; a <= na; a++) {
 			if (!valid[a] || vt[a] <= 0 || vr[a] <= 0) { printf " - |"; continue }
