@@ -28,6 +28,12 @@ start() {  # conf args... -> sets $pid once the target is ready
 }
 source "$root/tests/bench/lib.sh"
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+# rtt_stats ROWS: the median of ctl_rtt's medians and p90s over the runs, and
+# the worst of their worsts (in us)
+rtt_stats() {
+	echo "$(echo "$1" | field median_us | median) $(echo "$1" | field p90_us | median)" \
+	    "$(echo "$1" | field max_us | sort -g | tail -1)"
+}
 
 machine_line
 echo
@@ -35,9 +41,7 @@ echo
 start "" grow=0 tick_ms=1000
 sleep 0.5
 rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" "$pid" set 1000; sleep 0.2; done)
-set_med=$(echo "$rows" | field median_us | median)
-set_p90=$(echo "$rows" | field p90_us | median)
-set_max=$(echo "$rows" | field max_us | sort -g | tail -1)
+read -r set_med set_p90 set_max <<<"$(rtt_stats "$rows")"
 cli=$(for ((i = 0; i < 50; i++)); do
 	t0=$(date +%s%N); "$root/$build/heapctl" set "$pid" prof.lg_sample=19 >/dev/null; t1=$(date +%s%N)
 	echo $(((t1 - t0) / 1000))
@@ -52,9 +56,7 @@ printf '| heapctl set command, process start to exit (50 runs) | %s us | | |\n' 
 start "prof:true,lg_prof_sample:0" grow=0 tick_ms=1000 stacks=10000
 sleep 0.5
 rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" "$pid" dump 5 "$tmp"; done)
-d_med=$(echo "$rows" | field median_us | median)
-d_p90=$(echo "$rows" | field p90_us | median)
-d_max=$(echo "$rows" | field max_us | sort -g | tail -1)
+read -r d_med d_p90 d_max <<<"$(rtt_stats "$rows")"
 bytes=$(echo "$rows" | field bytes | tail -1)
 nstk=$(grep -c '^@' "$tmp/rtt.0.heap")
 printf '| dump of %s stacks (%s KiB file) requested through the segment (%d x 5) | %s ms | %s ms | %s ms |\n' \
@@ -71,15 +73,15 @@ for ((i = 0; i < 200; i++)); do
 	pids+=($!)
 done
 for _ in $(seq 100); do
-	[ "$(find /dev/shm -maxdepth 1 -name 'heapctl.*' | wc -l)" -ge 200 ] && break
+	nseg=$(find /dev/shm -maxdepth 1 -name 'heapctl.*' | wc -l)
+	[ "$nseg" -ge 200 ] && break
 	sleep 0.05
 done
-nseg=$(find /dev/shm -maxdepth 1 -name 'heapctl.*' | wc -l)
 for mode in sweep sweep-all; do
 	rows=$(for ((i = 0; i < reps; i++)); do "$out/ctl_rtt" 0 "$mode" 20; done)
+	read -r s_med s_p90 s_max <<<"$(rtt_stats "$rows")"
 	what="a process that starts with the library"
 	[ "$mode" = sweep-all ] && what="heapctl list"
 	printf '| sweep of /dev/shm (%s segments of live processes) as %s makes it (%d x 20) | %s us | %s us | %s us |\n' \
-	    "$nseg" "$what" "$reps" "$(echo "$rows" | field median_us | median)" \
-	    "$(echo "$rows" | field p90_us | median)" "$(echo "$rows" | field max_us | sort -g | tail -1)"
+	    "$nseg" "$what" "$reps" "$s_med" "$s_p90" "$s_max"
 done

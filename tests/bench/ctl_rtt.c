@@ -27,6 +27,13 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Sort the n times and print their median, p90 and worst (no newline). */
+static void print_times(double *us, int n)
+{
+	qsort(us, (size_t)n, sizeof *us, cmp);
+	printf("median_us=%.1f p90_us=%.1f max_us=%.1f", us[n / 2], us[n * 9 / 10], us[n - 1]);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -48,8 +55,8 @@ int main(int argc, char **argv)
 			hc_shm_clean_stale(!strcmp(argv[2], "sweep-all"));
 			us[i] = (double)(hc_shm_mono_ns() - t0) / 1e3;
 		}
-		qsort(us, (size_t)n, sizeof *us, cmp);
-		printf("median_us=%.1f p90_us=%.1f max_us=%.1f\n", us[n / 2], us[n * 9 / 10], us[n - 1]);
+		print_times(us, n);
+		printf("\n");
 		return 0;
 	}
 	hc_shm_target_t t;
@@ -81,8 +88,7 @@ int main(int argc, char **argv)
 		us[i] = (double)(t1 - t0) / 1e3;
 		bytes = rep.value;
 	}
-	qsort(us, (size_t)n, sizeof *us, cmp);
-	printf("median_us=%.1f p90_us=%.1f max_us=%.1f", us[n / 2], us[n * 9 / 10], us[n - 1]);
+	print_times(us, n);
 	if (dump)
 		printf(" bytes=%llu", (unsigned long long)bytes);
 	printf("\n");
