@@ -214,7 +214,7 @@ need_root() {
 # in_pidns SCRIPT: run the bash SCRIPT in a private PID namespace (its /proc
 # shows only its own processes) with a private /dev/shm, so that "PID left
 # out" sees exactly the processes the script starts.  Everything in it dies
-# with the namespace.  $H (heapctl), $TARGET and ns_start are
+# with the namespace.  $H (heapctl), $TARGET, ns_start and poke are
 # defined inside.
 need_pidns() {
 	need_root
@@ -238,6 +238,7 @@ ns_start() {
 	rm -f "$out"
 }
 '
+	export -f poke
 	HEAPCTL=$HEAPCTL TARGET=$TARGET timeout 60 unshare --pid --fork --mount-proc \
 	    bash -c "$prelude$1"
 }

@@ -388,7 +388,7 @@ ns_start; c=$NSPID
 kill -KILL "$c"; wait "$c" 2>/dev/null
 sleep 60 & s=$!
 cp /dev/shm/heapctl.$a /dev/shm/heapctl.$s
-python3 -c "import struct, sys; f = open(sys.argv[1], \"r+b\"); f.seek(16); f.write(struct.pack(\"<i\", int(sys.argv[2])))" /dev/shm/heapctl.$s $s
+poke /dev/shm/heapctl.$s 16 "<i" $s
 ns_start; b=$NSPID
 for _ in $(seq 40); do [ -e /dev/shm/heapctl.$c ] || break; sleep 0.05; done
 [ -e /dev/shm/heapctl.$c ] || echo "gone one removed"
