@@ -1662,12 +1662,36 @@ static void *starter_thread(void *arg)
     return NULL;
 }
 
+enum { STARTER_MAXT = 200 };
+static void *starter_keep[STARTER_MAXT][4 * 20];
+
+static int cmp_uintptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* How many 4 MiB chunks the threads' blocks number `index` of class 24
+ * lie in, after starter_chunks: one each if every thread has a heap chunk
+ * of its own, new or adopted from a thread gone before. */
+static int starter_block_chunks(int nthreads, int index)
+{
+    uintptr_t ids[STARTER_MAXT];
+    for (int t = 0; t < nthreads; t++)
+        ids[t] = (uintptr_t)starter_keep[t][index] >> 22;
+    qsort(ids, (size_t)nthreads, sizeof ids[0], cmp_uintptr);
+    int n = 0;
+    for (int t = 0; t < nthreads; t++)
+        n += t == 0 || ids[t] != ids[t - 1];
+    return n;
+}
+
 /* Threads alive at once, each holding `blocks` blocks of four classes: how
  * many small chunks the live threads added. */
 static long starter_chunks(int nthreads, int blocks)
 {
-    enum { MAXT = 200 };
-    static void *keep[MAXT][4 * 20];
+    enum { MAXT = STARTER_MAXT };
+    void *(*keep)[4 * 20] = starter_keep;
     pthread_t t[MAXT];
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -1695,15 +1719,23 @@ static long starter_chunks(int nthreads, int blocks)
 }
 
 /* 200 threads that hold 16 blocks each of four classes get no chunk of
- * their own (the four shared heaps may add one each); with 17 they do. */
+ * their own (the four shared heaps may add one each); with 17 they do.
+ * That is read from the blocks' addresses, not the count of chunks: a
+ * thread may adopt the chunk of one that exited earlier in this program
+ * (holding blocks it left), which adds none. */
 static void test_thread_starter_blocks(void)
 {
     if (!under_heapctl)
         return;
     long shared = starter_chunks(200, 16);
     CHECK(shared >= 0 && shared <= 4, "200 threads with 16 blocks a class added %ld small chunks, want <= 4", shared);
+    int lastshared = starter_block_chunks(200, 15);
+    CHECK(lastshared <= 8, "200 threads' 16th blocks of 24 bytes lie in %d chunks, want <= 8", lastshared);
     long own = starter_chunks(200, 17);
-    CHECK(own >= 200, "200 threads with 17 blocks a class added %ld small chunks, want >= 200", own);
+    int first = starter_block_chunks(200, 0), own17 = starter_block_chunks(200, 16);
+    CHECK(own >= 0, "200 threads with 17 blocks a class: no chunk count (%ld)", own);
+    CHECK(first <= 8, "200 threads' first blocks of 24 bytes lie in %d chunks, want <= 8", first);
+    CHECK(own17 == 200, "200 threads' 17th blocks of 24 bytes lie in %d chunks, want 200 (one each)", own17);
 }
 
 /* Two blocks in one 4 MiB chunk (one heap's, or one shared heap's). */
