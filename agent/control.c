@@ -218,9 +218,10 @@ static hc_shm_t *segment_create(int parent)
 	}
 	close(dfd);
 	hc_shm_header_t *h = &s->hdr;
-	h->magic = HC_SHM_MAGIC;
 	h->abi = HC_SHM_ABI;
 	h->size = (uint32_t)sizeof(hc_shm_t);
+	/* last of the three a client checks first: it waits while magic is 0 */
+	__atomic_store_n(&h->magic, HC_SHM_MAGIC, __ATOMIC_RELEASE);
 	h->pid = pid;
 	h->uid = (uint32_t)getuid();
 	h->start_time = start_time;

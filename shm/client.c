@@ -198,6 +198,23 @@ static uint64_t pidns_of(int pid)
 	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* One of the 40 waits (200 ms in all) given a process still making its
+ * segment, at each of two steps. */
+static void pause_starting(void)
+{
+	struct timespec ts = { 0, 5000000 };
+	nanosleep(&ts, NULL);
+}
+
+/* The segment's first 16 bytes (magic, abi, size): 1, or 0 while the file
+ * is shorter, or -1 when fstat fails. */
+static int read_start(int fd, struct stat *st, hc_shm_header_t *first)
+{
+	if (fstat(fd, st) != 0)
+		return -1;
+	return st->st_size >= 16 && pread(fd, first, 16, 0) == 16;
+}
+
 /* Open, check and map one candidate.  HC_EXIT_OK with t->seg set; NOLIB
  * when it is not this process's segment (why says so when there is more to
  * say; *denied counts files we may not open); other codes are final. */
@@ -214,7 +231,16 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 	struct stat st;
 	hc_shm_header_t first;
 	int code = HC_EXIT_OK;
-	if (fstat(fd, &st) != 0 || st.st_size < 16 || pread(fd, &first, 16, 0) != 16) {
+	int got = read_start(fd, &st, &first);
+	/* A process creates its segment, then sizes it, then writes the
+	 * header: caught in between, the file is short or its magic still 0.
+	 * Give it the time the ready flag gets below. */
+	for (int i = 0; i < 40 && got >= 0 && (got == 0 || first.magic == 0) &&
+	    (st.st_uid == t->uid || st.st_uid == 0); i++) {
+		pause_starting();
+		got = read_start(fd, &st, &first);
+	}
+	if (got <= 0) {
 		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is truncated", t->path, pid);
 	} else if (st.st_uid != t->uid && st.st_uid != 0) {
 		code = fail(why, whylen, HC_EXIT_PERM,
@@ -243,10 +269,8 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 		return fail(why, whylen, HC_EXIT_FAILED, "cannot map %s: %s", t->path, strerror(errno));
 	t->seg = m;
 	const hc_shm_header_t *h = &t->seg->hdr;
-	for (int i = 0; i < 40 && !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = { 0, 5000000 };
-		nanosleep(&ts, NULL);      /* a process still starting */
-	}
+	for (int i = 0; i < 40 && !__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE); i++)
+		pause_starting();
 	if (__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE) != 1) {
 		hc_shm_close(t);
 		if (!in_maps)

@@ -160,7 +160,8 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	: >"$theirs" && chown nobody:nogroup "$theirs" && touch -d "1 hour ago" "$theirs"
 	run "$HEAPCTL" list
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"removed 1 stale segment"* ]]
+	# 1, or more where other processes were killed meanwhile
+	[[ "$output" =~ removed\ [1-9][0-9]*\ stale\ segment ]]
 	[ ! -e "$mine" ] && [ -e "$young" ] && [ -e "$theirs" ]
 }
 
