@@ -617,7 +617,9 @@ static void test_size_sweep(void)
     }
 }
 
-static int cmp_block_addr(const void *a, const void *b)
+/* qsort order of elements by their first uintptr_t (a block's address,
+ * a chunk's number) */
+static int cmp_first_word(const void *a, const void *b)
 {
     const uintptr_t *x = a, *y = b;
     return x[0] < y[0] ? -1 : x[0] > y[0];
@@ -664,7 +666,7 @@ static void test_no_overlap(void)
         blk[i][3] = n;
         hc_fill(p, u, blk[i][2]);
     }
-    qsort(blk, N, sizeof blk[0], cmp_block_addr);
+    qsort(blk, N, sizeof blk[0], cmp_first_word);
     int overlaps = 0;
     for (int i = 0; i + 1 < N; i++) {
         if (blk[i][0] == 0)
@@ -1665,10 +1667,10 @@ static void *starter_thread(void *arg)
 enum { STARTER_MAXT = 200 };
 static void *starter_keep[STARTER_MAXT][4 * 20];
 
-static int cmp_uintptr(const void *a, const void *b)
+/* The 4 MiB chunk a block lies in (one heap's, or one shared heap's). */
+static uintptr_t chunk_number(const void *p)
 {
-    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
-    return x < y ? -1 : x > y;
+    return (uintptr_t)p >> 22;
 }
 
 /* How many 4 MiB chunks the threads' blocks number `index` of class 24
@@ -1678,8 +1680,8 @@ static int starter_block_chunks(int nthreads, int index)
 {
     uintptr_t ids[STARTER_MAXT];
     for (int t = 0; t < nthreads; t++)
-        ids[t] = (uintptr_t)starter_keep[t][index] >> 22;
-    qsort(ids, (size_t)nthreads, sizeof ids[0], cmp_uintptr);
+        ids[t] = chunk_number(starter_keep[t][index]);
+    qsort(ids, (size_t)nthreads, sizeof ids[0], cmp_first_word);
     int n = 0;
     for (int t = 0; t < nthreads; t++)
         n += t == 0 || ids[t] != ids[t - 1];
@@ -1690,9 +1692,7 @@ static int starter_block_chunks(int nthreads, int index)
  * many small chunks the live threads added. */
 static long starter_chunks(int nthreads, int blocks)
 {
-    enum { MAXT = STARTER_MAXT };
-    void *(*keep)[4 * 20] = starter_keep;
-    pthread_t t[MAXT];
+    pthread_t t[STARTER_MAXT];
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64 << 10);
@@ -1702,7 +1702,7 @@ static long starter_chunks(int nthreads, int blocks)
     long before = small_chunks();
     int made = 0;
     for (; made < nthreads; made++)
-        if (pthread_create(&t[made], &attr, starter_thread, keep[made]) != 0)
+        if (pthread_create(&t[made], &attr, starter_thread, starter_keep[made]) != 0)
             break;
     CHECK(made == nthreads, "starter: made %d of %d threads", made, nthreads);
     if (made < nthreads)
@@ -1738,10 +1738,10 @@ static void test_thread_starter_blocks(void)
     CHECK(own17 == 200, "200 threads' 17th blocks of 24 bytes lie in %d chunks, want 200 (one each)", own17);
 }
 
-/* Two blocks in one 4 MiB chunk (one heap's, or one shared heap's). */
+/* Two blocks in one chunk. */
 static bool same_chunk(const void *a, const void *b)
 {
-    return ((uintptr_t)a >> 22) == ((uintptr_t)b >> 22);
+    return chunk_number(a) == chunk_number(b);
 }
 
 /* heapctl's allocator with sampling off, for the tests of where blocks
