@@ -649,6 +649,9 @@ int hc_shm_clean_stale(bool reused)
 			}
 			if (err != 0 || h.magic != HC_SHM_MAGIC || h.pidns != pidns || h.pid != pid)
 				continue;
+			/* asked again also without reused: a process that took the
+			 * pid since the first look may have made this file, and its
+			 * start time is what tells */
 			bool gone = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 			if (!gone) {
 				bool ended;
