@@ -209,12 +209,12 @@ void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
 void hc_control_start(void);
 void hc_control_fork_prepare(bool outer), hc_control_fork_parent(bool outer);
 void hc_control_fork_child(void);
-/* A fork child whose control thread has not started (control.c): each
- * thread's countdown comes due every HC_CHILD_QUANTUM bytes meanwhile, and
- * hc_agent_event polls. */
-extern bool hc_control_child_pending;
-#define HC_CHILD_QUANTUM ((int64_t)16 << 10)
-void hc_control_child_poll(void);
+/* A process without the control thread it should have (control.c: one
+ * that could not be started): each thread's countdown comes due every
+ * HC_POLL_QUANTUM bytes meanwhile, and hc_agent_event polls. */
+extern bool hc_control_poll_pending;
+#define HC_POLL_QUANTUM ((int64_t)16 << 10)
+void hc_control_poll(void);
 bool hc_control_pause(void);
 /* heapctl inject (agent/inject/shim.c): its eject and object scan, and the
  * segment and control thread made (again) with the profile counting from

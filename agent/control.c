@@ -19,19 +19,28 @@
  * a command is copied out of its slot, checked, executed and answered, and
  * a client that is gone simply never reads the answer.
  *
- * A child of fork starts neither: its first allocation CHILD_GRACE_MS or
- * more after the fork starts the thread (hc_control_child_poll, from the
- * profiler's byte countdown, which comes due every HC_CHILD_QUANTUM bytes a
- * thread allocates until then), and the thread makes the child's segment.
- * Most children exec or exit well before (system(), popen, a fork-per-task
- * server) and pay for neither.  A thread started in every child cost each
- * fork-and-exit 0.5-0.9 ms on the project machine (its creation and its
- * end copy-on-write pages of the child's, and a child of two threads ends
- * by waking the other): 1.8 ms a fork of a small program, 1.0 without the
- * control thread, 0.8 under glibc.  A worker that lives on and
- * allocates is in `heapctl list` a moment after the grace period; one that
- * never allocates again has a heap that is its parent's at the fork, and
- * appears when it next allocates.
+ * A child of fork gets its own thread at once, from the fork handler, but
+ * the thread makes the child's segment only CHILD_GRACE_MS after the fork:
+ * a child that execs or exits before (system(), popen, a fork-per-task
+ * server) leaves no segment, and one that lives on is in `heapctl list`
+ * then, whatever it does: an idle pre-forked worker, the grandchild of a
+ * daemon's double fork that only sleeps, a postgres backend waiting for its
+ * first query.  The thread exists before the child's own code runs, so a
+ * child that then caps its threads (haproxy's workers set RLIMIT_NPROC to
+ * 0) or chroots still has it; for the chroot the handler also opens
+ * /dev/shm (O_PATH), and the thread closes that descriptor as soon as the
+ * segment is made.  A child that waited for its first allocation 20 ms
+ * after the fork (as before) could not be reached while idle; the thread
+ * costs a small program's fork-and-exit a few hundred microseconds
+ * (tests/bench/RESULTS.md, fork_small and fork_cost).
+ *
+ * Where no thread can be started (pthread_create fails: a thread limit, a
+ * seccomp filter), the segment says why (hdr.control_err) and the
+ * program's own allocations serve the mailbox instead: each thread's
+ * countdown comes due every HC_POLL_QUANTUM bytes and hc_control_poll
+ * serves what is posted, mirrors the counters and tries the thread again,
+ * at most once per control_refresh_ms.  Such a process answers while it
+ * allocates, not while it is idle.
  *
  * unshare(CLONE_NEWUSER) and setns() into a user or mount namespace need a
  * single-threaded process: agent/namespaces.c stops the thread around
@@ -66,8 +75,15 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent HC_FORK_DATA; /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-bool hc_control_child_pending HC_FORK_DATA;   /* fork child without its thread yet
-                                         (atomic; cleared under pause_lock) */
+bool hc_control_poll_pending HC_FORK_DATA;   /* no control thread where one should
+                                         be: allocations poll (atomic;
+                                         cleared under pause_lock)       */
+static int thread_err HC_FORK_DATA;   /* pthread_create's error, 0       */
+static uint64_t poll_last_ns HC_FORK_DATA;   /* hc_control_poll's last turn */
+static int child_dfd HC_FORK_DATA = -1;   /* fork child: /dev/shm (O_PATH),
+                                         until its segment is made      */
+static dev_t child_dfd_dev HC_FORK_DATA;   /* and what it is, for a program */
+static ino_t child_dfd_ino HC_FORK_DATA;   /* that closed it meanwhile      */
 static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
 static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
 static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
@@ -186,6 +202,20 @@ static void command_line(char *out, size_t len)
 	hc_shm_strlcpy(out, n > 0 ? buf : "?", len);
 }
 
+/* The fork child's /dev/shm descriptor, once, if it still is what the
+ * fork handler opened: a daemon may have closed every descriptor since and
+ * opened another file under its number, which is then left alone. */
+static int child_dir(void)
+{
+	int fd = child_dfd;
+	child_dfd = -1;
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != child_dfd_dev ||
+	    st.st_ino != child_dfd_ino)
+		return -1;
+	return fd;
+}
+
 static hc_shm_t *segment_create(int parent)
 {
 	int pid = getpid();
@@ -193,7 +223,11 @@ static hc_shm_t *segment_create(int parent)
 	start_time = hc_shm_proc_start_time(pid, &ended);
 	pidns = hc_shm_pidns();
 	char name[64];
-	int dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* a fork child may have chrooted since the fork: its handler opened
+	 * the directory then */
+	int dfd = child_dir();
+	if (dfd < 0)
+		dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int fd = dfd < 0 ? -errno : create_file(dfd, name, sizeof name);
 	if (fd < 0) {
 		if (dfd >= 0)
@@ -229,7 +263,8 @@ static hc_shm_t *segment_create(int parent)
 	h->created_ns = hc_shm_now_ns();
 	hc_shm_strlcpy(h->version, HC_VERSION, sizeof h->version);
 	command_line(h->comm, sizeof h->comm);
-	h->control = 1;          /* cleared if the thread cannot be started */
+	h->control = thread_err == 0;   /* cleared if the thread cannot be started */
+	h->control_err = thread_err;
 	h->counts_since_ns = counts_since;
 	memcpy(seg_path, path, sizeof seg_path);
 	seg_pid = pid;
@@ -416,6 +451,7 @@ static void do_dump(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		reply(rep, HC_REP_FAILED, path, ": ");
 		size_t n = strlen(rep->text);
 		hc_shm_strlcpy(rep->text + n, strerrordesc_np(err), sizeof rep->text - n);
+		rep->value = (uint64_t)err;   /* heapctl stages the dump where this is EACCES */
 		return;
 	}
 	reply(rep, HC_REP_OK, path, NULL);
@@ -517,12 +553,19 @@ static void reclaim(uint64_t now)
 	}
 }
 
-/* In a fork child, past the grace period: publish the segment.  False if
- * the thread is to stop instead. */
+/* In a fork child: wait out the grace period (a child that execs or exits
+ * meanwhile leaves no segment), then publish the segment.  False if the
+ * thread is to stop instead (a pause: it is started again after). */
 static bool child_publish(void)
 {
-	if (__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE))
-		return false;
+	for (;;) {
+		if (__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE))
+			return false;
+		uint64_t now = hc_shm_mono_ns(), due = child_forked_ns + (uint64_t)CHILD_GRACE_MS * 1000000u;
+		if (now >= due)
+			break;
+		hc_shm_futex_wait(&ctl_stop, 0, due - now);
+	}
 	hc_shm_t *s = segment_create(child_parent);
 	if (s == NULL)
 		return false;
@@ -585,7 +628,7 @@ static void *control_main(void *arg)
 	pthread_setname_np(pthread_self(), "heapctl-ctl");
 	bool child = child_parent != 0;
 	if (child && !child_publish())
-		return NULL;
+		return NULL;         /* stopped, or no segment: the thread ends */
 	hc_shm_t *s = seg;
 	poll_highwater();
 	mirror(true);
@@ -649,7 +692,10 @@ static int thread_create(void)
 	return err;
 }
 
-static void thread_start(void)
+/* Start the control thread; false if pthread_create failed, which the
+ * segment then says (hdr.control_err) and the allocations' poll makes up
+ * for as far as it can. */
+static bool thread_start(void)
 {
 	sigset_t all, old;
 	sigfillset(&all);
@@ -661,11 +707,22 @@ static void thread_start(void)
 	ctl_running = err == 0;
 	hc_prof_busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err && seg != NULL)
-		__atomic_store_n(&seg->hdr.control, 0, __ATOMIC_RELEASE);
-	if (err)
-		hc_say("cannot start the control thread: ", strerrordesc_np(err),
-		    "; heapctl can read this process but not control it", NULL);
+	bool first = thread_err == 0;
+	thread_err = err;
+	hc_shm_t *s = seg;
+	if (s != NULL) {
+		__atomic_store_n(&s->hdr.control_err, err, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->hdr.control, err == 0, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&hc_control_poll_pending, err != 0, __ATOMIC_RELEASE);
+	if (err) {
+		hc_heap_reset_countdowns();   /* each thread's next allocation polls */
+		if (first)
+			hc_say("cannot start the control thread: ", strerrordesc_np(err),
+			    err == EAGAIN ? " (a thread limit: RLIMIT_NPROC, or the cgroup's pids.max)" : "",
+			    "; heapctl commands are served while the program allocates", NULL);
+	}
+	return err == 0;
 }
 
 static void control_begin(void)
@@ -752,9 +809,6 @@ void hc_agent_start(void)
 	control_begin();
 }
 
-/* The child has the parent's mapping but not its thread: it starts its own
- * thread, which makes its own segment after the grace period (see the top);
- * the parent's segment stays the parent's. */
 /* fork: pause_lock is the agent's outermost lock, ev_lock an inner one
  * (allocator/hc_lock.h); outer says which. */
 void hc_control_fork_prepare(bool outer)
@@ -771,14 +825,20 @@ void hc_control_fork_parent(bool outer)
 	hc_mutex_unlock(outer ? &pause_lock : &ev_lock);
 }
 
+/* The child has the parent's mapping but not its thread: it starts its own
+ * thread now, which makes the child's segment after the grace period (see
+ * the top); the parent's segment stays the parent's.  Last of the fork
+ * handlers' work: the allocator and the agent's locks are fresh. */
 void hc_control_fork_child(void)
 {
 	hc_mutex_reinit(&ev_lock);
 	hc_mutex_reinit(&pause_lock);
 	ctl_running = false;
 	hc_shm_t *old = seg;
-	/* a child forked before its parent, itself a fork child, published */
-	if (old == NULL && !hc_control_child_pending)
+	/* a child forked before its parent, itself a fork child, published:
+	 * the parent has (or is to have) a segment when it has a thread, its
+	 * own or pending */
+	if (old == NULL && child_parent == 0 && !hc_control_poll_pending)
 		return;
 	seg = NULL;
 	if (old != NULL)
@@ -791,22 +851,56 @@ void hc_control_fork_child(void)
 	memset(seen_word, 0, sizeof seen_word);
 	child_parent = fork_pid;
 	child_forked_ns = fork_ns;
-	__atomic_store_n(&hc_control_child_pending, true, __ATOMIC_RELEASE);
-	hc_heap_reset_countdowns();   /* each thread's next allocation polls */
+	poll_last_ns = 0;
+	if (child_dfd >= 0)    /* the parent's, not yet used: ours is new */
+		child_dfd = -1;
+	int dfd = open(HC_SHM_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (dfd >= 0 && fstat(dfd, &st) == 0) {
+		child_dfd_dev = st.st_dev;
+		child_dfd_ino = st.st_ino;
+		child_dfd = dfd;
+	} else if (dfd >= 0) {
+		close(dfd);
+	}
+	thread_start();
 }
 
 /* From the profiler's countdown (hc_agent_event, no allocator lock held),
- * while hc_control_child_pending: start the fork child's control thread
- * once the grace period is over.  A pause (unshare) in progress, or
- * another thread at it, leaves it to a later poll. */
-void hc_control_child_poll(void)
+ * while hc_control_poll_pending: the process has no control thread.  At
+ * most once per control_refresh_ms: make a fork child's segment once its
+ * grace period is over, try the thread again, and else serve what clients
+ * posted and mirror the counters from here.  A pause (unshare) in
+ * progress, or another thread at it, leaves it to a later poll. */
+void hc_control_poll(void)
 {
-	if (hc_shm_mono_ns() - child_forked_ns < (uint64_t)CHILD_GRACE_MS * 1000000u ||
+	uint64_t now = hc_shm_mono_ns();
+	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
+	if (now - __atomic_load_n(&poll_last_ns, __ATOMIC_RELAXED) < period ||
 	    hc_mutex_trylock(&pause_lock) != 0)
 		return;
-	if (hc_control_child_pending) {
-		__atomic_store_n(&hc_control_child_pending, false, __ATOMIC_RELEASE);
-		thread_start();
+	if (!hc_control_poll_pending || ctl_running || now - poll_last_ns < period) {
+		hc_mutex_unlock(&pause_lock);
+		return;
+	}
+	__atomic_store_n(&poll_last_ns, now, __ATOMIC_RELAXED);
+	if (child_parent != 0 && now - child_forked_ns >= (uint64_t)CHILD_GRACE_MS * 1000000u) {
+		hc_shm_t *s = segment_create(child_parent);
+		if (s != NULL) {
+			child_parent = 0;
+			__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+		}
+	}
+	if (!thread_start() && seg != NULL) {
+		int busy = hc_prof_busy;
+		hc_prof_busy = 1;
+		hc_shm_t *s = seg;
+		for (unsigned i = 0; i < HC_SHM_SLOTS; i++)
+			if (__atomic_load_n(&s->box.slot[i].state, __ATOMIC_ACQUIRE) == HC_SLOT_POSTED)
+				serve(&s->box.slot[i]);
+		reclaim(now);
+		mirror(true);
+		hc_prof_busy = busy;
 	}
 	hc_mutex_unlock(&pause_lock);
 }

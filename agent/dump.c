@@ -307,25 +307,52 @@ static void append_maps(buf_t *b)
 /* ---- file names --------------------------------------------------------- */
 
 static hc_mutex_t name_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_DUMP_NAME, "name_lock");
-static uint64_t seq, seq_i, seq_m, seq_u, seq_t, seq_s, seq_p, dumps_written;
+/* Each process numbers its dumps from 0 (a fork child starts again), and a
+ * dump that failed gives its numbers back unless a later one took the next
+ * ones meanwhile. */
+static uint64_t seq HC_FORK_DATA, seq_i HC_FORK_DATA, seq_m HC_FORK_DATA, seq_u HC_FORK_DATA,
+    seq_t HC_FORK_DATA, seq_s HC_FORK_DATA, seq_p HC_FORK_DATA, dumps_written HC_FORK_DATA;
 
 uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
 
-/* <prefix>.<pid>.<seq>.<kind><n>.heap; the final dump has no <n>; with
- * prof_time_names a UTC timestamp goes before ".heap". */
-static void make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, size_t outlen)
+static uint64_t *kind_seq(hc_dump_kind_t kind)
 {
-	hc_mutex_lock(&name_lock);
-	uint64_t n = 0;
 	switch (kind) {
-	case HC_DUMP_INTERVAL: n = seq_i++; break;
-	case HC_DUMP_MANUAL: n = seq_m++; break;
-	case HC_DUMP_GDUMP: n = seq_u++; break;
-	case HC_DUMP_TIMER: n = seq_t++; break;
-	case HC_DUMP_THRESHOLD: n = seq_s++; break;
-	case HC_DUMP_PEAK: n = seq_p++; break;
+	case HC_DUMP_INTERVAL: return &seq_i;
+	case HC_DUMP_MANUAL: return &seq_m;
+	case HC_DUMP_GDUMP: return &seq_u;
+	case HC_DUMP_TIMER: return &seq_t;
+	case HC_DUMP_THRESHOLD: return &seq_s;
+	case HC_DUMP_PEAK: return &seq_p;
 	case HC_DUMP_FINAL: break;
 	}
+	return NULL;
+}
+
+/* The numbers a name took, to give back if its dump fails. */
+typedef struct {
+	uint64_t s, n;
+} name_seq_t;
+
+static void unmake_name(hc_dump_kind_t kind, name_seq_t taken)
+{
+	hc_mutex_lock(&name_lock);
+	uint64_t *k = kind_seq(kind);
+	if (seq == taken.s + 1 && (k == NULL || *k == taken.n + 1)) {
+		seq = taken.s;
+		if (k)
+			*k = taken.n;
+	}
+	hc_mutex_unlock(&name_lock);
+}
+
+/* <prefix>.<pid>.<seq>.<kind><n>.heap; the final dump has no <n>; with
+ * prof_time_names a UTC timestamp goes before ".heap". */
+static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, size_t outlen)
+{
+	hc_mutex_lock(&name_lock);
+	uint64_t *k = kind_seq(kind);
+	uint64_t n = k ? (*k)++ : 0;
 	uint64_t s = seq++;
 	char prefix[HC_PREFIX_MAX];
 	if (prefix_for) {
@@ -367,6 +394,7 @@ static void make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, si
 		plen = outlen - strlen(tail) - 1;
 	memcpy(out, prefix, plen);
 	strcpy(out + plen, tail);
+	return (name_seq_t){ s, n };
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -554,14 +582,18 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
     char *out, size_t outlen, uint64_t *size)
 {
 	char name[HC_PREFIX_MAX + 160];
-	if (path == NULL) {
-		make_name(kind, prefix, name, sizeof name);
+	name_seq_t taken = { 0, 0 };
+	bool named = path == NULL;
+	if (named) {
+		taken = make_name(kind, prefix, name, sizeof name);
 		path = name;
 	}
 	int saved = errno;
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;      /* the dump's own work is never sampled */
 	int err = dump_reported(kind, path, NULL, NULL, NULL, out, outlen, size);
+	if (err && named)
+		unmake_name(kind, taken);
 	hc_prof_busy = busy;
 	errno = saved;
 	return err;
@@ -722,6 +754,8 @@ void hc_dump_fork_child(void)
 	hc_mutex_reinit(&hw_lock);
 	hc_mutex_reinit(&name_lock);
 	timer_started = 0;    /* threads do not survive fork; restarted on demand */
+	if (seq | dumps_written)   /* a write only where needed: the page is copied */
+		seq = seq_i = seq_m = seq_u = seq_t = seq_s = seq_p = dumps_written = 0;
 	writing = 0;          /* nor do the dumps they were writing */
 	interval_accum = 0;
 }

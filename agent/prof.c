@@ -162,10 +162,10 @@ int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample)
 		int64_t q = ((int64_t)1 << lgi) / 16;
 		quantum = q < 1 ? 1 : q < quantum ? q : quantum;
 	}
-	if (__builtin_expect(__atomic_load_n(&hc_control_child_pending, __ATOMIC_ACQUIRE), 0)) {
-		hc_control_child_poll();
-		if (quantum > HC_CHILD_QUANTUM)
-			quantum = HC_CHILD_QUANTUM;
+	if (__builtin_expect(__atomic_load_n(&hc_control_poll_pending, __ATOMIC_ACQUIRE), 0)) {
+		hc_control_poll();
+		if (quantum > HC_POLL_QUANTUM)
+			quantum = HC_POLL_QUANTUM;
 	}
 	if (!__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) || !thread_active(t)) {
 		t->generation = 0;   /* draw afresh when sampling resumes */
@@ -602,8 +602,7 @@ void hc_agent_fork_child(void)
 	/* the child's own thread keeps its record, with its new tid */
 	if (tsd.thread)
 		tsd.thread->tid = (int)syscall(SYS_gettid);
-	/* last, once every lock of the agent is fresh: it arranges for the
-	 * child's control thread to start later, from this process's
-	 * allocations (hc_control_child_poll), which take these locks */
+	/* last, once every lock of the agent is fresh: it starts the child's
+	 * control thread, which takes these locks */
 	hc_control_fork_child();
 }

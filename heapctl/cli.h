@@ -42,6 +42,10 @@ int cli_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int cli_target(cli_args_t *a, hc_shm_target_t *t);
 /* One round trip; prints transport errors and the target's refusals. */
 int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep);
+/* cli_call in two steps: the round trip (0 when an answer came, whatever
+ * it says), and the answer as an exit code and a message */
+int cli_call_raw(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep);
+int cli_reply(const hc_shm_target_t *t, const hc_shm_rep_t *rep);
 
 /* Does the target see the file system as we do (same mount namespace and
  * root directory)?  false when that cannot be told. */
@@ -60,11 +64,11 @@ int cli_private_dir(const char *dir, char *why, size_t len);   /* fd; -1, -2 (pr
 int cli_find_library(const char *name, char *out, size_t len);
 bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);
-/* A child of fork that runs the library and has not started its control
- * thread nor published its segment yet (it does when it next allocates,
- * 20 ms or more after the fork): the library mapped, no heapctl-ctl
- * thread, and the same executable as its live parent, whose pid is set. */
+/* A child of fork (of *ppid, same executable) that maps the library and
+ * has no segment: its control thread makes it 20 ms after the fork. */
 bool cli_proc_fork_pending(int pid, int *ppid);
+/* The soft limit of /proc/PID/limits' line NAME ("Max processes"). */
+bool cli_proc_limit(int pid, const char *name, char *out, size_t len);
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len);
 /* The process's HEAPCTL_CONF or MALLOC_CONF sets option:value as in pair
  * (HEAPCTL_CONF wins, and the last of one string), as the library reads them. */

@@ -221,12 +221,17 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 	(void)err;
 	int parent;
 	if (cli_proc_fork_pending(pid, &parent)) {
-		char fix[128];
-		snprintf(fix, sizeof fix, "none: it publishes one when it next allocates; heapctl reaches "
-		    "its parent, %d, meanwhile", parent);
-		add(d, CLI_NOTE, 0, "segment", fix, "a child of fork (of %d) that has not allocated since "
-		    "20 ms after the fork: it has started no control thread nor published a segment yet",
-		    parent);
+		char fix[160];
+		bool stopped = cli_proc_state(pid) == 'T';
+		if (stopped)
+			snprintf(fix, sizeof fix, "continue it (kill -CONT %d); heapctl reaches its parent, "
+			    "%d, meanwhile", pid, parent);
+		else
+			snprintf(fix, sizeof fix, "read the '<heapctl>:' lines it printed on its standard "
+			    "error; heapctl reaches its parent, %d, meanwhile", parent);
+		add(d, stopped ? CLI_NOTE : CLI_PROBLEM, stopped ? 0 : HC_EXIT_NOLIB, "segment", fix,
+		    "a child of fork (of %d) without a segment: its control thread makes one 20 ms after "
+		    "the fork%s", parent, stopped ? ", and the process is stopped" : "");
 		return;
 	}
 	add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "read the '<heapctl>: cannot create the control "
@@ -236,6 +241,18 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 
 static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns)
 {
+	int terr = __atomic_load_n(&t->seg->hdr.control_err, __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && terr) {
+		char lim[64] = "?";
+		cli_proc_limit(t->pid, "Max processes", lim, sizeof lim);
+		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "control", terr == EAGAIN ? "raise the user's process "
+		    "limit (LimitNPROC= in its unit, ulimit -u) or the cgroup's pids.max, or set it to 0 only "
+		    "after the library has started (a fork child's thread starts in the fork)" : "allow it "
+		    "to create threads", "the control thread could not be started (pthread_create: %s; "
+		    "max processes %s): heapctl commands are served only while the program allocates",
+		    strerror(terr), lim);
+		return;
+	}
 	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE)) {
 		char sec[32] = "0";
 		cli_proc_status_field(t->pid, "Seccomp", sec, sizeof sec);

@@ -17,6 +17,15 @@
  * write, under a name with 64 random bits; heapctl copies that file to the
  * caller's name through /proc/PID/root and removes it.  No protocol change
  * is involved: the staging name is an ordinary -o or --prefix to the target.
+ *
+ * With no option, a process that cannot write into its own prof.prefix
+ * (a worker that switched to another user after the directory was made for
+ * the service's first one, a chroot in which the directory does not exist)
+ * answers EACCES, EPERM, EROFS or ENOENT: its dump is then staged the same
+ * way and copied to the prefix's directory as the caller sees it, or into
+ * the caller's directory when the caller cannot write there either.  A
+ * failed dump uses no sequence number, so the file has the name it would
+ * have had.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,8 +79,20 @@ static bool direct(const hc_shm_target_t *t, const dump_opts_t *o)
 	return !o->dest_is_file || lstat(o->dest, &st) != 0 || S_ISREG(st.st_mode);
 }
 
+/* Whether uid is the process's effective or file-system uid now: the
+ * user a process that switched users after making its segment (memcached
+ * -u, nginx's and haproxy's workers) writes its files as. */
+static bool process_uid(int pid, uid_t uid)
+{
+	char v[128];
+	unsigned r, e, sv, fs;
+	return cli_proc_status_field(pid, "Uid", v, sizeof v) &&
+	    sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) == 4 && (uid == e || uid == fs);
+}
+
 /* Copy the staged file to dest (the caller's name); the staged file must
- * be a regular file owned by whoever owns the segment. */
+ * be a regular file owned by whoever owns the segment, or by the user the
+ * process runs as now. */
 static int copy_out(const hc_shm_target_t *t, const char *staged, const char *dest)
 {
 	struct stat seg, st;
@@ -80,7 +101,7 @@ static int copy_out(const hc_shm_target_t *t, const char *staged, const char *de
 		return cli_err(HC_EXIT_FAILED, "cannot read the profile process %d wrote, %s: %s",
 		    t->pid, staged, strerror(errno));
 	if (fstat(in, &st) != 0 || stat(t->path, &seg) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != seg.st_uid) {
+	    (st.st_uid != seg.st_uid && !process_uid(t->pid, st.st_uid))) {
 		close(in);
 		return cli_err(HC_EXIT_FAILED, "%s is not the profile process %d wrote: not trusted",
 		    staged, t->pid);
@@ -140,6 +161,48 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	return code;
 }
 
+/* Errors of a process that cannot write into its prof.prefix's directory. */
+static bool unwritable(uint64_t err)
+{
+	return err == EACCES || err == EPERM || err == EROFS || err == ENOENT;
+}
+
+static bool writable_dir_of(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL || (size_t)(slash - path) >= sizeof dir)
+		return false;
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	struct stat st;
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) == 0;
+}
+
+/* Where the caller gets the dump of a process that cannot write its
+ * prof.prefix (absolute, as the process sees it): the same directory as
+ * the caller sees it (through /proc/PID/root where that is another view,
+ * or the caller's own path of that name where the process's root lacks
+ * it: a chroot), else the caller's directory; o->dest gets the prefix. */
+static int fallback_prefix(const hc_shm_target_t *t, const char *prefix, bool here, dump_opts_t *o)
+{
+	char local[PATH_MAX + HC_SHM_PATH_MAX];
+	cli_local_path(t, prefix, local, sizeof local);
+	const char *cands[] = { local, prefix };
+	for (unsigned i = 0; i < 2 && !here; i++) {
+		if (writable_dir_of(cands[i]) && strlen(cands[i]) < 1024) {
+			strcpy(o->dest, cands[i]);
+			return 0;
+		}
+	}
+	const char *base = strrchr(prefix, '/');
+	if (!here)
+		fprintf(stderr, "%s: process %d cannot write into its prof.prefix %s, nor can you: "
+		    "the dump goes into the current directory\n", cli_prog, t->pid, prefix);
+	return cli_absolute("dump: prof.prefix", base ? base + 1 : prefix, o->dest, 1024);
+}
+
 enum { D_PEAK = 256, D_FETCH, D_PREFIX };
 const cli_opt_t dump_opts[] = {
 	{ "prefix", D_PREFIX, "P", "write the dump as P.<pid>.<seq>.m<n>.heap (the target writes it)" },
@@ -193,8 +256,8 @@ int cmd_dump(cli_args_t *a)
 	hc_shm_target_t t;
 	if ((code = cli_target(a, &t)) != 0)
 		return code;
+	hc_shm_state_t st;
 	if (o.prefix == NULL && o.file == NULL) {
-		hc_shm_state_t st;
 		if (!hc_shm_state_read(&t.seg->state, &st)) {
 			hc_shm_close(&t);
 			return cli_err(HC_EXIT_ABI, "process %d: the settings in %s never held still "
@@ -215,8 +278,14 @@ int cmd_dump(cli_args_t *a)
 		/* the target's own absolute prof.prefix */
 		hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o.peak };
 		hc_shm_rep_t rep;
-		code = cli_call(a, &t, &req, &rep);
-		if (code == 0) {
+		code = cli_call_raw(a, &t, &req, &rep);
+		if (code == 0 && rep.code == HC_REP_FAILED && unwritable(rep.value)) {
+			/* a worker that dropped privileges, a chroot: staged instead */
+			code = fallback_prefix(&t, st.prefix, o.fetch, &o);
+			if (code == 0)
+				code = staged_dump(a, &t, &o, path, sizeof path, &bytes);
+			fetched = true;
+		} else if (code == 0 && (code = cli_reply(&t, &rep)) == 0) {
 			bytes = rep.value;
 			hc_shm_strlcpy(target_path, rep.text, sizeof target_path);
 			cli_local_path(&t, rep.text, path, sizeof path);

@@ -156,7 +156,8 @@ int cmd_status(cli_args_t *a)
 		return code;
 	/* whether the control thread answers (which also refreshes the
 	 * counters), within a second at most */
-	bool control = __atomic_load_n(&t.seg->hdr.control, __ATOMIC_ACQUIRE) == 1, answers = false;
+	int terr = __atomic_load_n(&t.seg->hdr.control_err, __ATOMIC_RELAXED);
+	bool control = __atomic_load_n(&t.seg->hdr.control, __ATOMIC_ACQUIRE) == 1 || terr, answers = false;
 	char why[600] = "";
 	if (control) {
 		hc_shm_req_t req = { .cmd = HC_CMD_PING };
@@ -210,6 +211,8 @@ int cmd_status(cli_args_t *a)
 		json_str(&j, "updated", out_time(st.updated_ns, upd, sizeof upd));
 		json_bool(&j, "control", control);
 		json_bool(&j, "answers", answers);
+		if (terr && !__atomic_load_n(&t.seg->hdr.control, __ATOMIC_ACQUIRE))
+			json_str(&j, "control_error", strerror(terr));
 		if (why[0])
 			json_str(&j, "not_answering", why);
 		json_bool(&j, "opt.prof", st.prof);
@@ -241,7 +244,12 @@ int cmd_status(cli_args_t *a)
 		if (since)
 			printf("injected       heapctl inject, its own malloc wrapped: the profile counts what was "
 			    "allocated from %s on\n", out_time(since, when, sizeof when));
-		if (control && !answers)
+		if (terr && !__atomic_load_n(&h->control, __ATOMIC_ACQUIRE))
+			printf("control        no thread (pthread_create: %s): served while the program "
+			    "allocates%s%s, %llu commands served\n", strerror(terr),
+			    answers ? "" : "; not answering: ", answers ? "" : out_safe(why, safe, sizeof safe),
+			    (unsigned long long)st.commands);
+		else if (control && !answers)
 			printf("control        not answering: %s\n", out_safe(why, safe, sizeof safe));
 		else
 			printf("control        %s, %llu commands served\n", control ? "running" : "not running",

@@ -163,24 +163,25 @@ bool cli_proc_fork_pending(int pid, int *ppid)
 	if (stat(path, &a) != 0 || stat(pexe, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
 	    !cli_proc_maps_library(pid, NULL, 0, &readable))
 		return false;
-	snprintf(path, sizeof path, "/proc/%d/task", pid);
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return false;
-	bool ctl = false;
-	for (struct dirent *e; !ctl && (e = readdir(d)) != NULL; ) {
-		char comm[64], name[32] = "";
-		int tid = atoi(e->d_name);
-		if (tid <= 0)
-			continue;
-		snprintf(comm, sizeof comm, "/proc/%d/task/%d/comm", pid, tid);
-		ctl = cli_read_file(comm, name, sizeof name) > 0 && strncmp(name, "heapctl-ctl", 11) == 0;
-	}
-	closedir(d);
-	if (ctl)
-		return false;
 	*ppid = parent;
 	return true;
+}
+
+bool cli_proc_limit(int pid, const char *name, char *out, size_t len)
+{
+	char p[64], buf[4096];
+	snprintf(p, sizeof p, "/proc/%d/limits", pid);
+	if (cli_read_file(p, buf, sizeof buf) <= 0)
+		return false;
+	size_t nl = strlen(name);
+	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char soft[32];
+		if (strncmp(l, name, nl) == 0 && l[nl] == ' ' && sscanf(l + nl, "%31s", soft) == 1) {
+			snprintf(out, len, "%s", soft);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* The environment is NUL-separated; -1: unreadable, 0: not set, 1: set. */

@@ -22,11 +22,20 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 	if (a->pid) {
 		int code = hc_shm_open(a->pid, t, err, sizeof err), parent;
 		bool readable;
+		/* a fork child that is younger than its grace period: a moment */
+		for (int i = 0; i < 20 && code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent) &&
+		    cli_proc_state(a->pid) != 'T'; i++) {
+			struct timespec ts = { 0, 10000000 };
+			nanosleep(&ts, NULL);
+			code = hc_shm_open(a->pid, t, err, sizeof err);
+		}
 		/* "not running libheapctl.so" is wrong for a process that maps it
 		 * and has no segment: say what is known, doctor says the rest */
 		if (code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent))
-			cli_err(code, "process %d, a child of fork (of %d), has published no segment yet: it "
-			    "does when it next allocates, 20 ms or more after the fork", a->pid, parent);
+			cli_err(code, "process %d, a child of fork (of %d), has published no segment: its "
+			    "control thread does so 20 ms after the fork%s; 'heapctl doctor %d' says more",
+			    a->pid, parent, cli_proc_state(a->pid) == 'T' ? ", and the process is stopped" : "",
+			    a->pid);
 		else if (code == HC_EXIT_NOLIB && cli_proc_maps_library(a->pid, NULL, 0, &readable)) {
 			if (cli_proc_conf_has(a->pid, "control:false"))
 				cli_err(code, "process %d runs libheapctl.so with control:false: it publishes "
@@ -74,7 +83,8 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 	return 0;
 }
 
-int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep)
+/* The round trip alone: 0 when the process answered, whatever it said. */
+int cli_call_raw(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep)
 {
 	char err[512];
 	int code = hc_shm_call(t, req, rep, a->timeout_ns, err, sizeof err);
@@ -84,6 +94,12 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 		return cli_err(code, "%s; " CLI_STACKS_HINT, err, t->pid);
 	if (code)
 		return cli_err(code, "%s", err);
+	return 0;
+}
+
+/* What the process answered, as an exit code and a message. */
+int cli_reply(const hc_shm_target_t *t, const hc_shm_rep_t *rep)
+{
 	char text[4 * HC_SHM_PATH_MAX];
 	out_safe(rep->text, text, sizeof text);
 	switch (rep->code) {
@@ -99,6 +115,12 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 	default:
 		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, text);
 	}
+}
+
+int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep)
+{
+	int code = cli_call_raw(a, t, req, rep);
+	return code ? code : cli_reply(t, rep);
 }
 
 static bool same_file(const char *a, const char *b)

@@ -381,9 +381,14 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 	hc_shm_mailbox_t *box = &t->seg->box;
 	uint64_t deadline = hc_shm_mono_ns() + timeout_ns;
 	double secs = (double)timeout_ns / 1e9;
-	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE))
+	/* without its thread (control_err says why pthread_create failed) a
+	 * process serves the mailbox from its allocations */
+	int nothread = __atomic_load_n(&t->seg->hdr.control_err, __ATOMIC_RELAXED);
+	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && nothread == 0)
 		return fail(err, errlen, HC_EXIT_NOLIB,
-		    "process %d has no control thread (it is exiting, or could not start one)", t->pid);
+		    "process %d has no control thread (it is exiting, or was ejected)", t->pid);
+	if (__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE))
+		nothread = 0;
 
 	/* claim a slot: {FREE, g} -> {CLAIMED, g + 1} in one CAS */
 	hc_shm_slot_t *sl = NULL;
@@ -450,6 +455,12 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 		uint64_t now = hc_shm_mono_ns();
 		if (now >= deadline) {
 			hc_shm_slot_cas(sl, HC_SLOT_POSTED, gen, HC_SLOT_FREE, gen);
+			if (nothread)
+				return fail(err, errlen, HC_EXIT_TIMEOUT,
+				    "process %d did not answer within %g s: it could not start its control thread "
+				    "(%s%s), so it answers only while it allocates; raise its limit, or ask again "
+				    "when it is busy", t->pid, secs, strerror(nothread), nothread == EAGAIN ?
+				    ": a thread limit, RLIMIT_NPROC (ulimit -u, LimitNPROC=) or the cgroup's pids.max" : "");
 			return fail(err, errlen, HC_EXIT_TIMEOUT,
 			    "process %d did not answer within %g s", t->pid, secs);
 		}

@@ -69,7 +69,11 @@ typedef struct hc_shm_header_s {
 	uint64_t counts_since_ns;  /* heapctl inject: CLOCK_REALTIME from which
 	                              the profile counts (0: from the start);
 	                              written before ready                     */
-	uint8_t pad[48];
+	int32_t control_err;       /* control 0: the errno of the control
+	                              thread's pthread_create (EAGAIN: a thread
+	                              limit such as RLIMIT_NPROC), 0 if none was
+	                              tried (control:false, an eject)          */
+	uint8_t pad[44];
 } hc_shm_header_t;
 
 /* ---- state: configuration and counters, behind a seqlock ---------------- */
@@ -148,7 +152,7 @@ typedef struct hc_shm_req_s {
 typedef struct hc_shm_rep_s {
 	uint32_t code;             /* hc_shm_rep_code_t                          */
 	uint32_t pad;
-	uint64_t value;            /* DUMP: bytes written                        */
+	uint64_t value;            /* DUMP: bytes written; failed: the errno     */
 	char text[HC_SHM_PATH_MAX];   /* DUMP: the path; errors: the reason      */
 } hc_shm_rep_t;
 
