@@ -82,6 +82,7 @@ static int thread_err HC_FORK_DATA;   /* pthread_create's error, 0       */
 static uint64_t poll_last_ns HC_FORK_DATA;   /* hc_control_poll's last turn */
 static int child_dfd HC_FORK_DATA = -1;   /* fork child: /dev/shm (O_PATH),
                                          until its segment is made      */
+static int child_procfd HC_FORK_DATA = -1;   /* and its /proc/PID (O_PATH) */
 static dev_t child_dfd_dev HC_FORK_DATA;   /* and what it is, for a program */
 static ino_t child_dfd_ino HC_FORK_DATA;   /* that closed it meanwhile      */
 static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
@@ -220,8 +221,19 @@ static hc_shm_t *segment_create(int parent)
 {
 	int pid = getpid();
 	bool ended;
-	start_time = hc_shm_proc_start_time(pid, &ended);
-	pidns = hc_shm_pidns();
+	struct stat nst;
+	/* a fork child may have chrooted since the fork, away from /proc */
+	if (child_procfd >= 0 && (start_time = hc_shm_proc_start_time_at(child_procfd, "stat", &ended)) &&
+	    fstatat(child_procfd, "ns/pid", &nst, 0) == 0) {
+		pidns = (uint64_t)nst.st_ino;
+	} else {
+		start_time = hc_shm_proc_start_time(pid, &ended);
+		pidns = hc_shm_pidns();
+	}
+	if (child_procfd >= 0) {
+		close(child_procfd);
+		child_procfd = -1;
+	}
 	char name[64];
 	/* a fork child may have chrooted since the fork: its handler opened
 	 * the directory then */
@@ -854,6 +866,9 @@ void hc_control_fork_child(void)
 	poll_last_ns = 0;
 	if (child_dfd >= 0)    /* the parent's, not yet used: ours is new */
 		child_dfd = -1;
+	if (child_procfd >= 0)
+		child_procfd = -1;
+	child_procfd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	int dfd = open(HC_SHM_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
 	if (dfd >= 0 && fstat(dfd, &st) == 0) {

@@ -242,7 +242,9 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns)
 {
 	int terr = __atomic_load_n(&t->seg->hdr.control_err, __ATOMIC_RELAXED);
-	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && terr) {
+	char sec[32] = "0";
+	cli_proc_status_field(t->pid, "Seccomp", sec, sizeof sec);
+	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && terr && sec[0] != '2') {
 		char lim[64] = "?";
 		cli_proc_limit(t->pid, "Max processes", lim, sizeof lim);
 		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "control", terr == EAGAIN ? "raise the user's process "
@@ -254,8 +256,6 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 		return;
 	}
 	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE)) {
-		char sec[32] = "0";
-		cli_proc_status_field(t->pid, "Seccomp", sec, sizeof sec);
 		if (sec[0] == '2')
 			add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "control", "allow thread creation (clone, clone3) in "
 			    "its seccomp filter; systemd's @system-service does", "the control thread is not "

@@ -121,6 +121,47 @@ static int copy_out(const hc_shm_target_t *t, const char *staged, const char *de
 	return 0;
 }
 
+/* A process whose root has no /dev/shm (a chroot made after its segment
+ * was) stages into a directory heapctl makes at the top of that root, of
+ * the process's user, mode 0700, named with the same random bits, and
+ * removes after; only root can make it there.  Returns the directory's
+ * fd (O_PATH) or -1 after saying why; name gets its name. */
+static int chroot_stage_dir(const hc_shm_target_t *t, const char *rnd, char *name, size_t len)
+{
+	char root[64], v[128];
+	unsigned r, e = 0, sv, fs, gr, ge = 0;
+	snprintf(root, sizeof root, "/proc/%d/root", t->pid);
+	snprintf(name, len, ".%s%s", CLI_STAGE_BASE, rnd);
+	if (!cli_proc_status_field(t->pid, "Uid", v, sizeof v) ||
+	    sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) != 4 ||
+	    !cli_proc_status_field(t->pid, "Gid", v, sizeof v) ||
+	    sscanf(v, "%u %u %u %u", &gr, &ge, &sv, &fs) != 4) {
+		cli_err(HC_EXIT_NOPROC, "process %d exited", t->pid);
+		return -1;
+	}
+	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0 || mkdirat(rfd, name, 0700) != 0) {
+		cli_err(HC_EXIT_FAILED, "process %d has no /dev/shm in its root directory (a chroot), and "
+		    "heapctl cannot make a directory there to take its dump: %s (run heapctl as root)",
+		    t->pid, strerror(errno));
+		if (rfd >= 0)
+			close(rfd);
+		return -1;
+	}
+	int dfd = openat(rfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || fchownat(dfd, "", e, ge, AT_EMPTY_PATH) != 0) {
+		cli_err(HC_EXIT_FAILED, "cannot prepare %s/%s for process %d: %s", root, name, t->pid,
+		    strerror(errno));
+		if (dfd >= 0)
+			close(dfd);
+		unlinkat(rfd, name, AT_REMOVEDIR);
+		close(rfd);
+		return -1;
+	}
+	close(rfd);
+	return dfd;
+}
+
 /* The target writes into its /dev/shm; we move the file to o->dest. */
 static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, char *path,
     size_t pathlen, uint64_t *bytes)
@@ -128,35 +169,61 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	unsigned char rnd[8];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
 		return cli_err(HC_EXIT_FAILED, "dump: no random bytes: %s", strerror(errno));
-	char stage[96];
-	int n = snprintf(stage, sizeof stage, "%s/" CLI_STAGE_BASE, HC_SHM_DIR);
+	char hex[17], stage[128], cdir[64] = "", in_root[PATH_MAX];
 	for (unsigned i = 0; i < sizeof rnd; i++)
-		n += snprintf(stage + n, sizeof stage - (size_t)n, "%02x", rnd[i]);
+		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+	int cfd = -1;
+	snprintf(in_root, sizeof in_root, "/proc/%d/root" HC_SHM_DIR, t->pid);
+	struct stat dst;
+	if (stat(in_root, &dst) != 0 && errno == ENOENT) {
+		if ((cfd = chroot_stage_dir(t, hex, cdir, sizeof cdir)) < 0)
+			return HC_EXIT_FAILED;
+		snprintf(stage, sizeof stage, "/%s/%s", cdir, CLI_STAGE_BASE);
+	} else {
+		snprintf(stage, sizeof stage, "%s/" CLI_STAGE_BASE "%s", HC_SHM_DIR, hex);
+	}
 	hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o->peak };
 	if (o->dest_is_file)
 		snprintf(req.text2, sizeof req.text2, "%s.heap", stage);
 	else
 		snprintf(req.text, sizeof req.text, "%s", stage);
-	hc_shm_rep_t rep;
+	hc_shm_rep_t rep = { 0 };
 	int code = cli_call(a, t, &req, &rep);
-	if (code)
-		return code;
 	/* the reply names the staged file: believe it only inside our name */
 	const char *tail = rep.text + strlen(stage);
-	if (strncmp(rep.text, stage, strlen(stage)) != 0 || strchr(tail, '/') || strstr(tail, ".."))
-		return cli_err(HC_EXIT_ABI, "process %d answered with a file heapctl did not ask for: %s",
+	if (code == 0 && (strncmp(rep.text, stage, strlen(stage)) != 0 || strchr(tail, '/') ||
+	    strstr(tail, "..")))
+		code = cli_err(HC_EXIT_ABI, "process %d answered with a file heapctl did not ask for: %s",
 		    t->pid, rep.text);
-	char staged[PATH_MAX];
+	char staged[PATH_MAX + 64];
 	const char *segdir_end = strrchr(t->path, '/');
-	snprintf(staged, sizeof staged, "%.*s/%s", (int)(segdir_end - t->path), t->path,
-	    rep.text + strlen(HC_SHM_DIR "/"));
-	if (o->dest_is_file)
+	if (cfd >= 0)
+		snprintf(staged, sizeof staged, "/proc/%d/root%s", t->pid, rep.text);
+	else
+		snprintf(staged, sizeof staged, "%.*s/%s", (int)(segdir_end - t->path), t->path,
+		    rep.text + strlen(HC_SHM_DIR "/"));
+	if (code == 0 && o->dest_is_file)
 		snprintf(path, pathlen, "%s", o->dest);
-	else if ((size_t)snprintf(path, pathlen, "%s%s", o->dest, tail) >= pathlen)
+	else if (code == 0 && (size_t)snprintf(path, pathlen, "%s%s", o->dest, tail) >= pathlen)
 		code = cli_err(HC_EXIT_USAGE, "dump: --prefix %s: file name too long", o->dest);
 	if (code == 0)
 		code = copy_out(t, staged, path);
-	unlink(staged);
+	if (cfd >= 0) {
+		/* only the file we asked for, in the directory we made */
+		const char *base = strrchr(rep.text, '/');
+		if (code == 0 && base)
+			unlinkat(cfd, base + 1, 0);
+		close(cfd);
+		char root[64];
+		snprintf(root, sizeof root, "/proc/%d/root", t->pid);
+		int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (rfd >= 0) {
+			unlinkat(rfd, cdir, AT_REMOVEDIR);
+			close(rfd);
+		}
+	} else if (code == 0 || strncmp(rep.text, stage, strlen(stage)) == 0) {
+		unlink(staged);
+	}
 	*bytes = rep.value;
 	return code;
 }

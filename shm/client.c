@@ -145,16 +145,21 @@ static int open_in(const char *dir, const char *name, char *path, size_t len)
 }
 
 /* The directory holding the process's segments: through /proc/PID/root,
- * or our /dev/shm when that is closed to us and the PID namespace is ours.
- * Returns 0 or -errno of the first way. */
+ * or our /dev/shm when that is closed to us and the PID namespace is ours,
+ * or when the process chrooted (our mount namespace) into a root without
+ * one after its fork made it there.  Returns 0 or -errno of the first way. */
 static int segment_dir(int pid, int nspid, char *dir, size_t len)
 {
-	struct stat st;
+	struct stat st, a, b;
 	snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, pid);
 	if (stat(dir, &st) == 0)
 		return 0;
 	int err = errno;
-	if (nspid != pid || (err != EACCES && err != EPERM))
+	char ns[64];
+	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", pid);
+	bool chrooted = err == ENOENT && nspid == pid && stat("/proc/self/ns/mnt", &a) == 0 &&
+	    stat(ns, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+	if (!chrooted && (nspid != pid || (err != EACCES && err != EPERM)))
 		return -err;
 	snprintf(dir, len, HC_SHM_DIR);
 	return 0;

@@ -334,6 +334,9 @@ int hc_shm_event_read(const hc_shm_ring_t *r, uint64_t n, hc_shm_event_t *out);
 /* Field 22 of /proc/PID/stat (clock ticks since boot), 0 if unreadable;
  * *ended tells whether the process has exited (a zombie still has one). */
 uint64_t hc_shm_proc_start_time(int pid, bool *ended);
+/* The same from a stat file named relative to dfd (a /proc/PID directory
+ * opened before a chroot). */
+uint64_t hc_shm_proc_start_time_at(int dfd, const char *path, bool *ended);
 /* The inode of /proc/self/ns/pid, 0 if unknown. */
 uint64_t hc_shm_pidns(void);
 /* Remove segments in /dev/shm left by processes of our PID namespace that

@@ -516,10 +516,16 @@ const char *hc_shm_dump_kind_name(uint32_t kind)
 
 uint64_t hc_shm_proc_start_time(int pid, bool *ended)
 {
-	char path[40] = "/proc/", buf[1024];
+	char path[40] = "/proc/";
 	strcpy(fmt_u64(path + 6, (unsigned)pid), "/stat");
+	return hc_shm_proc_start_time_at(AT_FDCWD, path, ended);
+}
+
+uint64_t hc_shm_proc_start_time_at(int dfd, const char *path, bool *ended)
+{
+	char buf[1024];
 	*ended = true;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	int fd = openat(dfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	ssize_t n;

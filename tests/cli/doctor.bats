@@ -452,8 +452,8 @@ for f in json.loads(sys.argv[1])["findings"]:
 	wait_for 5 grep -q "cannot start the control thread: Resource temporarily unavailable" "$TERR"
 	doctor "$TPID"
 	[ "$status" -eq 4 ]
-	finding problem control "the control thread is not running: it could not be started, or the process is exiting" \
-	    "a thread limit?"
+	finding problem control "the control thread could not be started (pthread_create: Resource temporarily unavailable; max processes 1): heapctl commands are served only while the program allocates" \
+	    "raise the user's process limit"
 	[[ "$output" != *seccomp* ]]
 }
 
