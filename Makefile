@@ -15,8 +15,9 @@
 #   make man-settings  rewrite the settings tables of libheapctl(3) and
 #                   heapctl(1) from shm/hc_settings.def (docs.bats checks them)
 #   make demo       profile a bundled example service live, then report on it
-#   make install    PREFIX (/usr/local) and DESTDIR: the library, the command,
-#                   the man pages, the header and an example drop-in
+#   make install    PREFIX (/usr/local) and DESTDIR: the command, every library
+#                   it loads, the man pages, the header, an example drop-in
+#                   and heapctl-serve.service
 #   make uninstall  removes exactly those files
 
 CC      ?= gcc
@@ -96,9 +97,16 @@ DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
 
 .PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
-all: $(BUILD)/libheapctl.so $(BUILD)/libheapctl-secure.so $(BUILD)/include/heapctl.h $(BUILD)/heapctl \
-     $(BUILD)/libheapctl-report.so $(BUILD)/libheapctl-serve.so $(BUILD)/libheapctl-trace.so \
-     $(BUILD)/libheapctl-agent.so
+# Every library built is installed (make install, uninstall): the preload,
+# its secure build, and the ones heapctl loads from next to itself or from
+# ../lib: report (also stacks, inject), serve, trace, and the agent inject
+# puts into a process.
+HC_LIBS := libheapctl.so libheapctl-secure.so libheapctl-report.so libheapctl-serve.so \
+           libheapctl-trace.so libheapctl-agent.so
+MAN_PAGES := $(wildcard man/*.[1-8])
+# man/heapctl.1 -> MANDIR/man1/heapctl.1
+man_dest = $(MANDIR)/man$(subst .,,$(suffix $(1)))/$(notdir $(1))
+all: $(addprefix $(BUILD)/,$(HC_LIBS)) $(BUILD)/include/heapctl.h $(BUILD)/heapctl
 
 $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
@@ -299,32 +307,27 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo/demo.sh $(BUILD)
 
-# heapctl finds the library next to itself (build/) or in ../lib (installed).
+# heapctl finds its libraries next to itself (build/) or in ../lib
+# (installed): cli_find_installed, heapctl/proc.c.  tests/cli/installed.bats
+# runs every command from a tree installed with DESTDIR.
 install: all
-	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(MANDIR)/man1 $(MANDIR)/man3 \
-	    $(MANDIR)/man5 $(DOCDIR)/examples
+	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(DOCDIR)/examples $(UNITDIR) \
+	    $(sort $(foreach m,$(MAN_PAGES),$(dir $(call man_dest,$(m)))))
 	install -m 0755 $(BUILD)/heapctl $(BINDIR)/heapctl
-	install -m 0755 $(BUILD)/libheapctl.so $(LIBDIR)/libheapctl.so
-	install -m 0755 $(BUILD)/libheapctl-secure.so $(LIBDIR)/libheapctl-secure.so
-	install -m 0755 $(BUILD)/libheapctl-report.so $(LIBDIR)/libheapctl-report.so
-	install -m 0755 $(BUILD)/libheapctl-serve.so $(LIBDIR)/libheapctl-serve.so
-	install -m 0755 $(BUILD)/libheapctl-agent.so $(LIBDIR)/libheapctl-agent.so
+	install -m 0755 $(addprefix $(BUILD)/,$(HC_LIBS)) $(LIBDIR)/
 	install -m 0644 allocator/heapctl.h $(INCDIR)/heapctl.h
-	install -m 0644 man/heapctl.1 $(MANDIR)/man1/heapctl.1
-	install -m 0644 man/libheapctl.3 $(MANDIR)/man3/libheapctl.3
-	install -m 0644 man/heapctl-shm.5 $(MANDIR)/man5/heapctl-shm.5
+	$(foreach m,$(MAN_PAGES),install -m 0644 $(m) $(call man_dest,$(m)) &&) true
 	sed 's|@LIBDIR@|$(PREFIX)/lib|' man/50-heapctl.conf.example \
 	    > $(DOCDIR)/examples/50-heapctl.conf
 	chmod 0644 $(DOCDIR)/examples/50-heapctl.conf
-	install -d $(UNITDIR)
 	sed 's|@BINDIR@|$(PREFIX)/bin|' man/heapctl-serve.service > $(UNITDIR)/heapctl-serve.service
 	chmod 0644 $(UNITDIR)/heapctl-serve.service
 
+# Exactly what install wrote, and heapctl's own documentation directory.
 uninstall:
-	rm -f $(BINDIR)/heapctl $(LIBDIR)/libheapctl.so $(LIBDIR)/libheapctl-secure.so $(LIBDIR)/libheapctl-report.so $(LIBDIR)/libheapctl-agent.so \
-	    $(LIBDIR)/libheapctl-serve.so $(INCDIR)/heapctl.h \
-	    $(MANDIR)/man1/heapctl.1 $(MANDIR)/man3/libheapctl.3 \
-	    $(MANDIR)/man5/heapctl-shm.5 $(DOCDIR)/examples/50-heapctl.conf $(UNITDIR)/heapctl-serve.service
+	rm -f $(BINDIR)/heapctl $(addprefix $(LIBDIR)/,$(HC_LIBS)) $(INCDIR)/heapctl.h \
+	    $(foreach m,$(MAN_PAGES),$(call man_dest,$(m))) \
+	    $(DOCDIR)/examples/50-heapctl.conf $(UNITDIR)/heapctl-serve.service
 	-rmdir $(DOCDIR)/examples $(DOCDIR) 2>/dev/null
 
 clean:

@@ -60,7 +60,7 @@ int cli_absolute(const char *what, const char *in, char *out, size_t len);
 /* proc.c: processes, programs and helpers (see there) */
 ssize_t cli_read_file(const char *path, char *buf, size_t len);
 int cli_private_dir(const char *dir, char *why, size_t len);   /* fd; -1, -2 (proc.c) */
-/* libheapctl.so or libheapctl-fast.so (HEAPCTL_LIB wins): 0 or exit code, printed */
+/* libheapctl.so or libheapctl-secure.so (HEAPCTL_LIB wins): 0 or exit code, printed */
 int cli_find_library(const char *name, char *out, size_t len);
 bool cli_is_library(const char *path);               /* .../libheapctl*.so*    */
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable);

@@ -50,7 +50,9 @@ void cli_event_json(FILE *f, const hc_shm_target_t *t, bool same, const hc_shm_e
 	json_i64(&j, "pid", t->pid);
 	switch (e->type) {
 	case HC_EV_GDUMP:
-		json_u64(&j, "mapped", e->value);
+		/* the mark, the figure list and status call highwater; not
+		 * "mapped", which is what is mapped now and may be lower */
+		json_u64(&j, "highwater", e->value);
 		json_u64(&j, "previous", e->value2);
 		if (e->path[0])
 			json_path(&j, path, e->path);
@@ -102,7 +104,7 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 	out_safe(e->path, value, sizeof value);
 	switch (e->type) {
 	case HC_EV_GDUMP:
-		printf("%s gdump mapped %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
+		printf("%s gdump high-water %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
 		    out_bytes(e->value2, b2, sizeof b2), e->path[0] ? ", dumped " : "", path);
 		break;
 	case HC_EV_DUMP:

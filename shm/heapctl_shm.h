@@ -192,8 +192,9 @@ typedef struct hc_shm_mailbox_s {
 /* ---- events ------------------------------------------------------------- */
 
 typedef enum {
-	HC_EV_GDUMP = 1,           /* new high-water: value = mapped bytes,
-	                              value2 = previous mark; path if dumped   */
+	HC_EV_GDUMP = 1,           /* new high-water: value = the mark (what
+	                              state.highwater then holds), value2 = the
+	                              previous event's mark; path if dumped    */
 	HC_EV_DUMP = 2,            /* a profile written: kind, path, value=size */
 	HC_EV_DUMP_FAILED = 3,     /* kind, path, text = reason                 */
 	HC_EV_CONFIG = 4,          /* name, text = new value                    */

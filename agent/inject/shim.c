@@ -26,7 +26,8 @@
  *
  * The allocator's side of agent/ (allocator/hc_alloc.h) is answered from
  * the process: statistics from mallinfo2 and /proc/self/statm, metadata
- * from its calloc, high-water marks of resident memory.
+ * from its calloc, high-water marks of stats.mapped (as the allocator's
+ * are: heapctl shows both under one name).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -563,6 +564,8 @@ static size_t statm_resident(void)
 	return p ? (size_t)strtoull(p + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
+static void raise_highwater(size_t mapped);
+
 void hc_stats_refresh(hc_stats_t *st)
 {
 	memset(st, 0, sizeof *st);
@@ -573,6 +576,7 @@ void hc_stats_refresh(hc_stats_t *st)
 	st->dirty = mi.fordblks;
 	st->resident = statm_resident();
 	st->narenas = 1;
+	raise_highwater(st->mapped);
 }
 
 void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
@@ -586,18 +590,35 @@ size_t hc_usable_size(const void *p) { return real.usable((void *)p); }
 void *hc_meta_alloc(size_t n) { return real.calloc(1, n); }
 void hc_meta_free(void *p, size_t n) { (void)n; real.free(p); }
 
-/* High-water marks of resident memory, polled by the control thread. */
-static size_t high;
-size_t hc_mapped_now(void) { return statm_resident(); }
+/* High-water marks of stats.mapped.  Each refresh of the statistics
+ * raises the mark rather than a second mallinfo2 here (it walks every
+ * arena's free lists under the arena's lock, and the control thread
+ * already refreshes once a period); the thread's next poll delivers it, a
+ * period later.  It was resident memory (statm), which heapctl showed as
+ * highwater beside stats.mapped, another quantity. */
+static size_t high, high_told;         /* atomic; high_told: control thread */
+
+static void raise_highwater(size_t mapped)
+{
+	size_t hw = __atomic_load_n(&high, __ATOMIC_RELAXED);
+	while (mapped > hw && !__atomic_compare_exchange_n(&high, &hw, mapped, true, __ATOMIC_RELAXED,
+	    __ATOMIC_RELAXED))
+		;
+}
+
+size_t hc_mapped_now(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+	return mi.arena + mi.hblkhd;
+}
+
 size_t hc_mapped_highwater(void) { return __atomic_load_n(&high, __ATOMIC_RELAXED); }
 
 void hc_highwater_poll(void)
 {
 	if (!__atomic_load_n(&armed, __ATOMIC_ACQUIRE))
 		return;
-	size_t now = statm_resident();
-	if (now > high) {
-		high = now;
-		hc_agent_highwater(now);
-	}
+	size_t hw = hc_mapped_highwater();
+	if (hw > high_told && hc_agent_highwater(hw))
+		high_told = hw;
 }

@@ -467,7 +467,7 @@ assert re.fullmatch(r"/nonexistent/dir/x\.%s\.(\d+)\.m\1\.heap" % sys.argv[2], e
 assert e["error"] == "No such file or directory", e' "$T/w" "$TPID"
 }
 
-@test "watch --json: gdump events while the target grows carry mapped and a .u<n>.heap path" {
+@test "watch --json: gdump events while the target grows carry the highwater mark and a .u<n>.heap path" {
 	start_target -c "prof:true,prof_gdump:true,prof_gdump_pct:1,prof_gdump_min_ms:0,prof_prefix:$T/g,control_refresh_ms:100" \
 	    grow=1048576 tick_ms=20
 	run timeout 20 "$HEAPCTL" watch "$TPID" --json --count 6
@@ -481,7 +481,7 @@ ev = [json.loads(l) for l in open(sys.argv[1])]
 g = [e for e in ev if e["type"] == "gdump"]
 assert g, ev
 for e in g:
-    assert e["mapped"] > e["previous"] >= 0, e
+    assert e["highwater"] > e["previous"] >= 0, e
     assert re.fullmatch(re.escape(sys.argv[2]) + r"/g\.%s\.\d+\.u\d+\.heap" % sys.argv[3], e["path"]), e
     assert os.path.exists(e["path"]), e
 d = [e for e in ev if e["type"] == "dump"]

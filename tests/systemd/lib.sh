@@ -250,12 +250,10 @@ ct_t() {
 }
 
 # sd_install: the build under test, installed into the container with the
-# project's own `make install` (PREFIX=/usr/local).  -o: install exactly
-# this build, never rebuild it from sources that changed since.
+# project's own `make install` (PREFIX=/usr/local).  -o all: install exactly
+# this build, never rebuild any of it from sources that changed since.
 sd_install() {
-	if ! make -s -C "$SD_REPO" install DESTDIR="$(ct_root)" PREFIX=/usr/local BUILD="$BUILD" \
-	    -o "$BUILD/heapctl" -o "$BUILD/libheapctl.so" -o "$BUILD/libheapctl-secure.so" \
-	    -o "$BUILD/include/heapctl.h" \
+	if ! make -s -C "$SD_REPO" -o all install DESTDIR="$(ct_root)" PREFIX=/usr/local BUILD="$BUILD" \
 	    >"$WORK/install.log" 2>&1; then
 		sed 's/^/    /' "$WORK/install.log" >&2
 		die "make -C $SD_REPO install DESTDIR=$(ct_root) PREFIX=/usr/local BUILD=$BUILD failed"
