@@ -101,18 +101,11 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 	}
 }
 
-static bool same_file(const char *a, const char *b)
-{
-	struct stat x, y;
-	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
 bool cli_same_view(const hc_shm_target_t *t)
 {
-	char ns[64], root[64];
-	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", t->pid);
+	char root[64];
 	snprintf(root, sizeof root, "/proc/%d/root/", t->pid);
-	return same_file("/proc/self/ns/mnt", ns) && same_file("/", root);
+	return cli_proc_same_mntns(t->pid) == 1 && cli_same_file("/", root);
 }
 
 /* A path that names the same file on our side as the target's path does
