@@ -88,6 +88,9 @@ typedef struct cli_eh_table_s {
 	uint64_t nfde;             /* 0: no table that can be used               */
 } cli_eh_table_t;
 bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t);
+bool cli_proc_inject_mark(int pid, hc_inject_mark_t *mark);   /* an injected agent's state */
+enum { CLI_AGENT_EJECTED = 1, CLI_AGENT_UNARMED = 2 };
+int cli_proc_agent_inert(int pid, char *when, size_t len);
 bool cli_opt_has(const char *opts, const char *opt);
 int cli_elf_static(const char *path);
 const char *cli_program_secure(const char *path);

@@ -365,6 +365,59 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
 	return true;
 }
 
+/* heapctl inject's agent in process pid, when it has no segment: its mark
+ * (shm/heapctl_shm.h), found by its magic in the agent's writable
+ * mappings.  false: no agent mapped, or its memory may not be read. */
+bool cli_proc_inject_mark(int pid, hc_inject_mark_t *mark)
+{
+	char path[64], line[4200];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/mem", pid);
+	int mem = open(path, O_RDONLY | O_CLOEXEC);
+	bool found = false;
+	while (!found && mem >= 0 && fgets(line, sizeof line, f)) {
+		unsigned long long lo, hi;
+		char perms[8];
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &pos) != 3 || pos == 0 ||
+		    perms[1] != 'w' || hi - lo > (1u << 20))
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		const char *b = strrchr(line + pos, '/');
+		if (b == NULL || strncmp(b + 1, "libheapctl-agent", 16) != 0)
+			continue;
+		static char buf[1u << 20];
+		ssize_t n = pread(mem, buf, (size_t)(hi - lo), (off_t)lo);
+		for (ssize_t o = 0; !found && o + (ssize_t)sizeof *mark <= n; o += 8) {
+			if (memcmp(buf + o, HC_INJECT_MARK_MAGIC, 16) == 0) {
+				memcpy(mark, buf + o, sizeof *mark);
+				found = true;
+			}
+		}
+	}
+	if (mem >= 0)
+		close(mem);
+	fclose(f);
+	return found;
+}
+
+/* Whether heapctl inject's agent in process pid is inert, from its mark:
+ * CLI_AGENT_EJECTED (when gets the time of the eject), CLI_AGENT_UNARMED,
+ * or 0 (armed, none, or its memory may not be read). */
+int cli_proc_agent_inert(int pid, char *when, size_t len)
+{
+	hc_inject_mark_t m;
+	if (!cli_proc_inject_mark(pid, &m) || m.armed)
+		return 0;
+	if (m.ejected_ns == 0)
+		return CLI_AGENT_UNARMED;
+	out_time(m.ejected_ns, when, len);
+	return CLI_AGENT_EJECTED;
+}
+
 /* The options of the mount that holds path, as the process pid sees it:
  * the per-mount ones (ro, noexec, ...).  false if unknown. */
 bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len)

@@ -28,7 +28,11 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 			cli_err(code, "process %d, a child of fork (of %d), has published no segment yet: it "
 			    "does when it next allocates, 20 ms or more after the fork", a->pid, parent);
 		else if (code == HC_EXIT_NOLIB && cli_proc_maps_library(a->pid, NULL, 0, &readable)) {
-			if (cli_proc_conf_has(a->pid, "control:false"))
+			char when[64];
+			if (cli_proc_agent_inert(a->pid, when, sizeof when) == CLI_AGENT_EJECTED)
+				cli_err(code, "process %d has heapctl inject's agent loaded but inert: it was ejected "
+				    "at %s; 'heapctl inject %d' arms it again", a->pid, when, a->pid);
+			else if (cli_proc_conf_has(a->pid, "control:false"))
 				cli_err(code, "process %d runs libheapctl.so with control:false: it publishes "
 				    "no control segment, so heapctl cannot reach it", a->pid);
 			else

@@ -383,6 +383,33 @@ let_go() {
 	wait "$PID"
 }
 
+@test "inject into a set-user-ID program: its real user's status says the segment is its effective user's, not that the library is absent" {
+	need_root
+	cp "$TB/prog" "$T/suid"
+	chmod 4755 "$T/suid"
+	started setpriv --reuid=65534 --regid=65534 --clear-groups "$T/suid" "$T/go" "$T/end"
+	[ "$(awk '/^Uid:/ { print $2 " " $3 }' "/proc/$PID/status")" = "65534 0" ]
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %u "/dev/shm/heapctl.$PID")" = 0 ]
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$HEAPCTL" status "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	[ "$output" = "heapctl: permission denied: process $PID runs libheapctl.so, but its segment /dev/shm/heapctl.$PID belongs to root (uid 0), its effective user (a set-user-ID program); run heapctl as that user or as root" ]
+	# doctor, as that user, says the same rather than secure execution
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$HEAPCTL" doctor "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	local nl=$'\n'
+	[[ "$output" == *"${nl}PROBLEM segment   process $PID runs libheapctl.so, but its segment /dev/shm/heapctl.$PID belongs to root (uid 0), its effective user (a set-user-ID program)${nl}"*"fix: run heapctl as that user or as root"* ]]
+	[[ "$output" != *"secure-execution"* ]]
+	run "$HEAPCTL" status "$PID"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	touch "$T/go" "$T/end"
+	wait "$PID"
+}
+
 @test "inject and eject 200 times into 8 threads churning malloc and forking: no crash, no hang, no stopped thread, the same output" {
 	need_root
 	# niced: its 8 busy threads on two CPUs kept every process this test
