@@ -191,6 +191,18 @@ static bool may_write(int pid, const struct stat *st)
 
 static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 {
+	char when[64], fix[128];
+	snprintf(fix, sizeof fix, "heapctl inject %d arms it again", pid);
+	switch (cli_proc_agent_inert(pid, when, sizeof when)) {
+	case CLI_AGENT_EJECTED:
+		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", fix, "the agent heapctl inject loaded was ejected at "
+		    "%s (heapctl eject): it stays mapped, inert, and publishes no segment", when);
+		return;
+	case CLI_AGENT_UNARMED:
+		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", fix, "the agent heapctl inject loaded was never armed "
+		    "(the inject failed after loading it): it is inert and publishes no segment");
+		return;
+	}
 	if (cli_proc_conf_has(pid, "control:false")) {
 		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "segment", "remove control:false from its HEAPCTL_CONF "
 		    "or MALLOC_CONF and restart it", "the library runs with control:false: it publishes no "
@@ -221,7 +233,6 @@ static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 	(void)err;
 	int parent;
 	if (cli_proc_fork_pending(pid, &parent)) {
-		char fix[160];
 		bool stopped = cli_proc_state(pid) == 'T';
 		if (stopped)
 			snprintf(fix, sizeof fix, "continue it (kill -CONT %d); heapctl reaches its parent, "
@@ -419,6 +430,22 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	bool mapped = cli_proc_maps_library(pid, libpath, sizeof libpath, &readable);
 	long euid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 0),
 	    egid = status_num(pid, "Gid", 1);
+	hc_shm_target_t t;
+	char err[512];
+	/* a set-user-ID program may run the library all the same (heapctl
+	 * inject): its segment is its effective user's, and hc_shm_open says so */
+	if (!readable && euid != uid) {
+		int c = hc_shm_open(pid, &t, err, sizeof err);
+		if (c == HC_EXIT_OK)
+			hc_shm_close(&t);
+		char *fix_in_err = strstr(err, "; run heapctl as");
+		if (c == HC_EXIT_PERM && strstr(err, "runs libheapctl.so") && fix_in_err) {
+			*fix_in_err = 0;       /* the fix has a line of its own */
+			add(d, CLI_PROBLEM, c, "segment", "run heapctl as that user or as root", "%s",
+			    err + strlen("permission denied: "));
+			return;
+		}
+	}
 	if (!readable && (euid != uid || egid != gid)) {
 		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "library", "run the program as the user that owns it, "
 		    "without privileges gained at exec; it cannot be profiled with LD_PRELOAD otherwise",
@@ -440,8 +467,6 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	}
 	if (mapped)
 		add(d, CLI_OK, 0, "library", NULL, "%s is loaded", libpath);
-	hc_shm_target_t t;
-	char err[512];
 	int code = hc_shm_open(pid, &t, err, sizeof err);
 	if (code == HC_EXIT_NOLIB && mapped) {
 		why_no_segment(d, pid, err);

@@ -273,14 +273,150 @@ int cli_proc_secure(int pid)
 	return -1;
 }
 
-/* Where to open a file that process pid maps: under its root (a
- * container's paths are its own), else as the maps show it (a chroot's
- * are shown as this side sees them). */
+bool cli_same_file(const char *a, const char *b)
+{
+	struct stat x, y;
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* 1: process pid is in heapctl's mount namespace, 0: in another, -1:
+ * unknown (its /proc/PID/ns/mnt cannot be read: another user's). */
+int cli_proc_same_mntns(int pid)
+{
+	char ns[64];
+	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", pid);
+	struct stat x;
+	if (stat(ns, &x) != 0)
+		return -1;
+	return cli_same_file("/proc/self/ns/mnt", ns);
+}
+
+/* What the paths in /proc/PID/maps are relative to, as heapctl opens them.
+ * The kernel writes a mapped file's path from the reader's root (d_path)
+ * when the file is reachable from there, which every file of a process in
+ * heapctl's mount namespace is, chrooted or not: a chroot's libc shows as
+ * /srv/jail/lib/.../libc.so.6, and /proc/PID/root/srv/jail/... is no
+ * file.  A process in another mount namespace (a container) has its paths
+ * written from that namespace's root, which /proc/PID/root is.  So "" for
+ * the first and "/proc/PID/root" for the second (and when it is unknown,
+ * as before). */
+void cli_proc_maps_root(int pid, char *out, size_t len)
+{
+	if (cli_proc_same_mntns(pid) == 1)
+		snprintf(out, len, "%s", "");
+	else
+		snprintf(out, len, "/proc/%d/root", pid);
+}
+
+/* Where to open a file that process pid maps (path as its maps show it):
+ * under cli_proc_maps_root(), else, where that is no file (a namespace
+ * unknown, a chroot inside a container), as the maps show it. */
 void cli_proc_object_path(int pid, const char *path, char *out, size_t len)
 {
-	snprintf(out, len, "/proc/%d/root%s", pid, path);
-	if (access(out, R_OK) != 0)
+	char root[64];
+	cli_proc_maps_root(pid, root, sizeof root);
+	snprintf(out, len, "%s%s", root, path);
+	if (root[0] && access(out, R_OK) != 0)
 		snprintf(out, len, "%s", path);
+}
+
+static bool mem_read(int memfd, uint64_t addr, void *buf, size_t len)
+{
+	return pread(memfd, buf, len, (off_t)addr) == (ssize_t)len;
+}
+
+/* The unwind table of the ELF object whose first page a process has at
+ * base, read from its memory (memfd: its /proc/PID/mem) rather than from
+ * a file: the loader maps PT_GNU_EH_FRAME with the text, so the table is
+ * there whatever the process's root, its mount namespace, or a file
+ * deleted since.  Only the encoding every toolchain writes is taken
+ * (version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table
+ * datarel|sdata4); another leaves nfde 0.  false: no 64-bit ELF object
+ * with a loadable segment there. */
+bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
+{
+	memset(t, 0, sizeof *t);
+	Elf64_Ehdr eh;
+	if (!mem_read(memfd, base, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum >= 256)
+		return false;
+	Elf64_Phdr ph[256];
+	uint64_t first_load = UINT64_MAX, hdr_vaddr = 0;
+	if (mem_read(memfd, base + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0])) {
+		for (unsigned i = 0; i < eh.e_phnum; i++) {
+			if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
+				first_load = ph[i].p_vaddr & ~(uint64_t)4095;
+			if (ph[i].p_type == PT_GNU_EH_FRAME)
+				hdr_vaddr = ph[i].p_vaddr;
+		}
+	}
+	if (first_load == UINT64_MAX)
+		return false;
+	t->bias = eh.e_type == ET_DYN ? base - first_load : 0;
+	unsigned char h[12];
+	if (hdr_vaddr == 0)
+		return true;
+	t->hdr = t->bias + hdr_vaddr;
+	if (mem_read(memfd, t->hdr, h, sizeof h) && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 && h[3] == 0x3b) {
+		uint32_t n;
+		memcpy(&n, h + 8, sizeof n);
+		t->table = t->hdr + 12;
+		t->nfde = n;
+	}
+	return true;
+}
+
+/* heapctl inject's agent in process pid, when it has no segment: its mark
+ * (shm/heapctl_shm.h), found by its magic in the agent's writable
+ * mappings.  false: no agent mapped, or its memory may not be read. */
+bool cli_proc_inject_mark(int pid, hc_inject_mark_t *mark)
+{
+	char path[64], line[4200];
+	snprintf(path, sizeof path, "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL)
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/mem", pid);
+	int mem = open(path, O_RDONLY | O_CLOEXEC);
+	bool found = false;
+	while (!found && mem >= 0 && fgets(line, sizeof line, f)) {
+		unsigned long long lo, hi;
+		char perms[8];
+		int pos = 0;
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &pos) != 3 || pos == 0 ||
+		    perms[1] != 'w' || hi - lo > (1u << 20))
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		const char *b = strrchr(line + pos, '/');
+		if (b == NULL || strncmp(b + 1, "libheapctl-agent", 16) != 0)
+			continue;
+		static char buf[1u << 20];
+		ssize_t n = pread(mem, buf, (size_t)(hi - lo), (off_t)lo);
+		for (ssize_t o = 0; !found && o + (ssize_t)sizeof *mark <= n; o += 8) {
+			if (memcmp(buf + o, HC_INJECT_MARK_MAGIC, 16) == 0) {
+				memcpy(mark, buf + o, sizeof *mark);
+				found = true;
+			}
+		}
+	}
+	if (mem >= 0)
+		close(mem);
+	fclose(f);
+	return found;
+}
+
+/* Whether heapctl inject's agent in process pid is inert, from its mark:
+ * CLI_AGENT_EJECTED (when gets the time of the eject), CLI_AGENT_UNARMED,
+ * or 0 (armed, none, or its memory may not be read). */
+int cli_proc_agent_inert(int pid, char *when, size_t len)
+{
+	hc_inject_mark_t m;
+	if (!cli_proc_inject_mark(pid, &m) || m.armed)
+		return 0;
+	if (m.ejected_ns == 0)
+		return CLI_AGENT_UNARMED;
+	out_time(m.ejected_ns, when, len);
+	return CLI_AGENT_EJECTED;
 }
 
 /* The options of the mount that holds path, as the process pid sees it:

@@ -37,7 +37,11 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 			    a->pid, parent, cli_proc_state(a->pid) == 'T' ? ", and the process is stopped" : "",
 			    a->pid);
 		else if (code == HC_EXIT_NOLIB && cli_proc_maps_library(a->pid, NULL, 0, &readable)) {
-			if (cli_proc_conf_has(a->pid, "control:false"))
+			char when[64];
+			if (cli_proc_agent_inert(a->pid, when, sizeof when) == CLI_AGENT_EJECTED)
+				cli_err(code, "process %d has heapctl inject's agent loaded but inert: it was ejected "
+				    "at %s; 'heapctl inject %d' arms it again", a->pid, when, a->pid);
+			else if (cli_proc_conf_has(a->pid, "control:false"))
 				cli_err(code, "process %d runs libheapctl.so with control:false: it publishes "
 				    "no control segment, so heapctl cannot reach it", a->pid);
 			else
@@ -123,18 +127,11 @@ int cli_call(cli_args_t *a, hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_
 	return code ? code : cli_reply(t, rep);
 }
 
-static bool same_file(const char *a, const char *b)
-{
-	struct stat x, y;
-	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
 bool cli_same_view(const hc_shm_target_t *t)
 {
-	char ns[64], root[64];
-	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", t->pid);
+	char root[64];
 	snprintf(root, sizeof root, "/proc/%d/root/", t->pid);
-	return same_file("/proc/self/ns/mnt", ns) && same_file("/", root);
+	return cli_proc_same_mntns(t->pid) == 1 && cli_same_file("/", root);
 }
 
 /* A path that names the same file on our side as the target's path does

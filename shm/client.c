@@ -63,7 +63,7 @@ static bool read_text(const char *path, char *buf, size_t len)
 }
 
 /* NSpid's last entry and the real uid, from /proc/PID/status. */
-static bool proc_status(int pid, int *nspid, unsigned *uid)
+static bool proc_status(int pid, int *nspid, unsigned *uid, unsigned *euid)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof path, "/proc/%d/status", pid);
@@ -82,7 +82,9 @@ static bool proc_status(int pid, int *nspid, unsigned *uid)
 			if (last)
 				*nspid = atoi(last);
 		} else if (strncmp(line, "Uid:", 4) == 0) {
-			*uid = (unsigned)strtoul(line + 4, NULL, 10);
+			char *end;
+			*uid = (unsigned)strtoul(line + 4, &end, 10);
+			*euid = (unsigned)strtoul(end, NULL, 10);
 		}
 		line = next;
 	}
@@ -222,32 +224,37 @@ static int read_start(int fd, struct stat *st, hc_shm_header_t *first)
 
 /* Open, check and map one candidate.  HC_EXIT_OK with t->seg set; NOLIB
  * when it is not this process's segment (why says so when there is more to
- * say; *denied counts files we may not open); other codes are final. */
+ * say; *denied_uid gets the owner of a file we may not open, -1 unknown);
+ * other codes are final. */
 static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bool readable,
-    bool in_maps, char *why, size_t whylen, int *denied)
+    bool in_maps, char *why, size_t whylen, bool *denied, int64_t *denied_uid)
 {
 	int pid = t->pid;
 	char who[96];
 	int fd = open_in(dir, name, t->path, sizeof t->path);
-	if (fd == -EACCES || fd == -EPERM)
-		(*denied)++;
+	struct stat st;
+	if (fd == -EACCES || fd == -EPERM) {
+		*denied = true;
+		*denied_uid = lstat(t->path, &st) == 0 ? (int64_t)st.st_uid : -1;
+	}
 	if (fd < 0)
 		return HC_EXIT_NOLIB;
-	struct stat st;
 	hc_shm_header_t first;
 	int code = HC_EXIT_OK;
 	int got = read_start(fd, &st, &first);
 	/* A process creates its segment, then sizes it, then writes the
 	 * header: caught in between, the file is short or its magic still 0.
 	 * Give it the time the ready flag gets below. */
-	for (int i = 0; i < 40 && got >= 0 && (got == 0 || first.magic == 0) &&
-	    (st.st_uid == t->uid || st.st_uid == 0); i++) {
+	/* the process makes its segment with its effective uid: another than
+	 * the real one in a set-user-ID program */
+	bool owner_ok = st.st_uid == t->uid || st.st_uid == t->euid || st.st_uid == 0;
+	for (int i = 0; i < 40 && got >= 0 && (got == 0 || first.magic == 0) && owner_ok; i++) {
 		pause_starting();
 		got = read_start(fd, &st, &first);
 	}
 	if (got <= 0) {
 		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is truncated", t->path, pid);
-	} else if (st.st_uid != t->uid && st.st_uid != 0) {
+	} else if (!owner_ok) {
 		code = fail(why, whylen, HC_EXIT_PERM,
 		    "segment %s belongs to uid %u but process %d to %s: not trusted",
 		    t->path, (unsigned)st.st_uid, pid, user_name(t->uid, who, sizeof who));
@@ -321,7 +328,7 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	char who[96];
 	if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH))
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
-	if (!proc_status(pid, &t->nspid, &t->uid))
+	if (!proc_status(pid, &t->nspid, &t->uid, &t->euid))
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 	bool ended;
 	t->start_time = hc_shm_proc_start_time(pid, &ended);
@@ -345,15 +352,24 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	bool readable = false;
 	bool in_maps = maps_segment(pid, t->nspid, mapped, sizeof mapped, &readable);
 	int nc = candidates(dir, t->nspid, in_maps ? mapped : NULL, names, 16);
-	int code = HC_EXIT_NOLIB, denied = 0;
+	int code = HC_EXIT_NOLIB;
+	bool denied = false;
+	int64_t denied_uid = -1;
 	char why[512] = "";
 	for (int i = 0; i < nc; i++) {
-		code = try_segment(t, dir, names[i], readable, in_maps, why, sizeof why, &denied);
+		code = try_segment(t, dir, names[i], readable, in_maps, why, sizeof why, &denied, &denied_uid);
 		if (code == HC_EXIT_OK)
 			return HC_EXIT_OK;
 		if (code != HC_EXIT_NOLIB)
 			break;            /* corrupt, another ABI, not trusted: say so */
 	}
+	/* a segment of the process's effective user (a set-user-ID program,
+	 * injected) that its real user may not open: it does run the library */
+	if (code == HC_EXIT_NOLIB && denied && denied_uid >= 0 && denied_uid == t->euid && t->euid != t->uid)
+		return fail(err, errlen, HC_EXIT_PERM,
+		    "permission denied: process %d runs libheapctl.so, but its segment %s belongs to %s, its "
+		    "effective user (a set-user-ID program); run heapctl as that user or as root", pid, t->path,
+		    user_name(t->euid, who, sizeof who));
 	if (code == HC_EXIT_NOLIB && denied && t->uid != geteuid())
 		return fail(err, errlen, HC_EXIT_PERM,
 		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
@@ -538,8 +554,8 @@ int hc_shm_scan(int *pids, int max)
 		if (*end || pid <= 0)
 			continue;
 		int nspid;
-		unsigned uid;
-		if (!proc_status((int)pid, &nspid, &uid))
+		unsigned uid, euid;
+		if (!proc_status((int)pid, &nspid, &uid, &euid))
 			continue;
 		char dir[96];
 		if (segment_dir((int)pid, nspid, dir, sizeof dir) != 0)

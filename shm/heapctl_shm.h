@@ -397,10 +397,22 @@ enum {
 	HC_EXIT_PICK = 8,          /* no PID given and not exactly one candidate */
 };
 
+/* heapctl inject's agent keeps this in its own writable data: after
+ * heapctl eject no segment says that it is there, or since when it is
+ * inert, and heapctl doctor finds it by its magic in the agent's writable
+ * mapping (reading the process's memory, as ptrace allows). */
+#define HC_INJECT_MARK_MAGIC "heapctl-inj-mark"   /* 16 bytes, no NUL */
+typedef struct hc_inject_mark_s {
+	char magic[16];
+	uint64_t armed;            /* 1 while the agent is armed                 */
+	uint64_t ejected_ns;       /* CLOCK_REALTIME of the last eject; 0: none  */
+} hc_inject_mark_t;
+
 typedef struct hc_shm_target_s {
 	int pid;                   /* as heapctl sees it                         */
 	int nspid;                 /* as the target sees itself                  */
 	unsigned uid;              /* the process's real uid                     */
+	unsigned euid;             /* and its effective uid (a set-user-ID one)  */
 	uint64_t start_time;       /* from /proc/PID/stat                        */
 	char path[320];            /* the segment file opened                    */
 	hc_shm_t *seg;

@@ -62,6 +62,8 @@ static struct {
 
 static bool armed;                     /* atomic */
 static uint64_t armed_ns;              /* CLOCK_REALTIME of the last arm */
+/* armed and the last eject, for heapctl doctor (shm/heapctl_shm.h) */
+__attribute__((used)) static volatile hc_inject_mark_t mark = { .magic = HC_INJECT_MARK_MAGIC };
 
 /* ---- the countdown ------------------------------------------------------ */
 
@@ -511,6 +513,7 @@ HC_EXPORT int heapctl_inject_arm(const char *conf)
 	hc_prof_reset(-1);
 	hc_heap_reset_countdowns();
 	__atomic_store_n(&armed, true, __ATOMIC_RELEASE);
+	mark.armed = 1;
 	scan(true);
 	if (!hc_control_begin(armed_ns))
 		return 3;
@@ -523,6 +526,10 @@ static bool disarm(char *why, size_t len)
 {
 	(void)why, (void)len;
 	__atomic_store_n(&armed, false, __ATOMIC_RELEASE);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	mark.ejected_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	mark.armed = 0;
 	restore_slots();
 	hc_mutex_lock(&table_lock);
 	node_t *all = NULL;

@@ -32,7 +32,8 @@
  *   - Refused, with the reason and a way out: a statically linked program,
  *     a libc other than glibc, a process that runs the library already, a
  *     seccomp filter (it could kill the process for a call dlopen makes), a
- *     container where the agent's file is not, ptrace_scope or missing
+ *     container where the agent's file is not, a chroot without it, /dev/shm
+ *     or /proc (its directory and the mounts it lacks named), ptrace_scope or missing
  *     CAP_SYS_PTRACE (stacks.c says which).
  */
 #define _GNU_SOURCE
@@ -440,20 +441,55 @@ static int refuse_before(proc_t *p)
 	return 0;
 }
 
-/* The agent's file, and the same file as the process sees it (a container
- * has its own mount namespace). */
+/* The agent's file, and the same file as the process sees it: a process
+ * opens it from its own root, which differs from heapctl's in a container
+ * (another mount namespace) or a chroot (the same one, another root
+ * directory).  The two are told apart because their ways out differ: a
+ * chroot's directory is on this side, and what is mounted into it here is
+ * seen there.  A chroot also needs a /dev/shm for the segment and a /proc:
+ * the agent reads /proc/self to publish it, and without one it is loaded
+ * and publishes nothing. */
 static int agent_path(proc_t *p, char *path, size_t len)
 {
 	if (cli_find_installed(AGENT_LIB, path, len, false) != 0)
 		return HC_EXIT_FAILED;
-	struct stat mine, theirs;
-	char there[4200];
+	char there[4200], shm[128], proc[128];
 	snprintf(there, sizeof there, "%s%s", p->root, path);
-	if (stat(path, &mine) != 0 || stat(there, &theirs) != 0 || mine.st_dev != theirs.st_dev ||
-	    mine.st_ino != theirs.st_ino)
+	snprintf(shm, sizeof shm, "%s/dev/shm/.", p->root);
+	snprintf(proc, sizeof proc, "%s/proc/self/stat", p->root);
+	bool agent = cli_same_file(path, there);
+	char jail[4096];
+	ssize_t n = readlink(p->root, jail, sizeof jail - 1);
+	jail[n > 0 ? n : 0] = 0;
+	if (cli_proc_same_mntns(p->pid) != 1 || n <= 0 || strcmp(jail, "/") == 0) {
+		if (agent)
+			return 0;
 		return cli_err(HC_EXIT_FAILED, "process %d runs in another mount namespace (a container) where %s is "
 		    "not: put it there at the same path, or use heapctl trace %d --malloc", p->pid, path, p->pid);
-	return 0;
+	}
+	bool has_shm = access(shm, W_OK) == 0, has_proc = access(proc, R_OK) == 0;
+	if (agent && has_shm && has_proc)
+		return 0;
+	char dir[4096], what[4200] = "", how[16384] = "";
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	size_t w = 0, h = 0;
+	if (!agent) {
+		w += (size_t)snprintf(what + w, sizeof what - w, "%s", path);
+		h += (size_t)snprintf(how + h, sizeof how - h, "mount --bind %s %s%s", dir, jail, dir);
+	}
+	if (!has_shm) {
+		w += (size_t)snprintf(what + w, sizeof what - w, "%s/dev/shm", w ? ", " : "");
+		h += (size_t)snprintf(how + h, sizeof how - h, "%smount --bind /dev/shm %s/dev/shm", h ? "; " : "", jail);
+	}
+	if (!has_proc) {
+		snprintf(what + w, sizeof what - w, "%s/proc", w ? ", " : "");
+		snprintf(how + h, sizeof how - h, "%smount -t proc proc %s/proc", h ? "; " : "", jail);
+	}
+	return cli_err(HC_EXIT_FAILED, "process %d is in a chroot (its root directory is %s), which has no %s: "
+	    "%s, or use heapctl trace %d --malloc", p->pid, jail, what, how, p->pid);
 }
 
 /* ---- the command -------------------------------------------------------- */

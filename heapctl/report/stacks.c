@@ -1,8 +1,16 @@
 /*
  * heapctl/report/stacks.c - `heapctl stacks PID`: the stack of every thread
  * of a process, read with ptrace and libunwind-ptrace, and symbolized as
- * the report symbolizes (symbolize.c, with the process's own files under
- * /proc/PID/root).  The process need not run the library.
+ * the report symbolizes (symbolize.c, with the process's own files: under
+ * /proc/PID/root for a container, as its maps name them for a chroot, see
+ * cli_proc_maps_root).  The process need not run the library.
+ *
+ * libunwind's ptrace accessors find an address's unwind info in the file
+ * the maps name, which they open under /proc/PID/root: no file for a
+ * chrooted process, whose maps name its files as heapctl sees them, and
+ * the stack ended at its first frame.  So the tables are read from the
+ * process's memory first (.eh_frame_hdr, as `trace` reads them), and the
+ * file is only a fallback.
  *
  * The process is stopped only while its stacks are read: every thread is
  * seized (PTRACE_SEIZE, which sends no signal), interrupted, unwound and
@@ -17,6 +25,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +38,7 @@
 
 #include "../cli.h"
 #include "../json.h"
+#include "../unwind.h"
 #include "rp_internal.h"
 
 uint64_t rp_now_ns(void)
@@ -249,8 +259,21 @@ void rp_release_all(rp_thr_t *th, size_t nth)
 	}
 }
 
-/* The process's executable mappings, into p. */
-static void read_maps(int pid, rp_profile_t *p)
+/* Each executable mapping of a file, with the unwind table of its object
+ * as the process has it in memory. */
+typedef struct eh_map_s {
+	uint64_t lo, hi;
+	cli_eh_table_t t;
+} eh_map_t;
+
+static struct {
+	eh_map_t *m;
+	size_t n;
+} EH;
+
+/* The process's executable mappings, into p, and their unwind tables
+ * (memfd: its /proc/PID/mem; -1 leaves libunwind to the files). */
+static void read_maps(int pid, int memfd, rp_profile_t *p)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/maps", pid);
@@ -258,19 +281,49 @@ static void read_maps(int pid, rp_profile_t *p)
 	if (f == NULL)
 		return;
 	char *line = NULL;
-	size_t len = 0, cap = 0;
+	size_t len = 0, cap = 0, ehcap = 0;
+	uint64_t base = 0;            /* the last mapping at file offset 0 ... */
+	const char *base_path = NULL; /* ... and its file, interned           */
 	while (getline(&line, &len, f) > 0) {
 		line[strcspn(line, "\n")] = 0;
+		unsigned long long lo, off;
+		int pos = 0;
+		if (sscanf(line, "%llx-%*x %*s %llx %*s %*s %n", &lo, &off, &pos) == 2 && pos && line[pos] == '/' &&
+		    off == 0) {
+			base = lo;
+			base_path = rp_intern(line + pos);
+		}
 		rp_map_t m;
 		if (rp_map_line(line, &m) != 1)
 			continue;
 		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
 		p->maps[p->nmaps++] = m;
+		/* the object's headers are in its first page: the mapping at
+		 * offset 0 of the same file before this one */
+		eh_map_t e = { .lo = m.start, .hi = m.limit };
+		if (memfd < 0 || m.path != base_path || !cli_proc_eh_table(memfd, base, &e.t) || e.t.nfde == 0)
+			continue;
+		EH.m = rp_grow(EH.m, &ehcap, EH.n + 1, sizeof *EH.m);
+		EH.m[EH.n++] = e;
 	}
 	free(line);
 	fclose(f);
 	if (rp_maps_sort(p) != 0)
 		p->nmaps = 0;            /* /proc never overlaps; if it did, no names */
+}
+
+/* find_proc_info: the table in memory, else libunwind's file reader. */
+static int find_in_memory(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need, void *arg)
+{
+	for (size_t i = 0; i < EH.n; i++) {
+		const eh_map_t *e = &EH.m[i];
+		if (ip >= e->lo && ip < e->hi) {
+			if (cli_unw_search(as, ip, e->lo, e->hi, e->t.hdr, e->t.table, e->t.nfde, pi, need, arg) == 0)
+				return 0;
+			break;
+		}
+	}
+	return _UPT_find_proc_info(as, ip, pi, need, arg);
 }
 
 /* Every distinct address is a location; an exact pc is keyed one past
@@ -418,7 +471,9 @@ int hc_stacks_main(cli_args_t *a)
 	rp_thr_t *th = calloc(RP_MAX_THREADS, sizeof *th);
 	if (th == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
-	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+	unw_accessors_t acc = _UPT_accessors;
+	acc.find_proc_info = find_in_memory;
+	unw_addr_space_t as = unw_create_addr_space(&acc, 0);
 	if (as == NULL) {
 		free(th);
 		return cli_err(HC_EXIT_FAILED, "libunwind: cannot make an address space");
@@ -433,7 +488,12 @@ int hc_stacks_main(cli_args_t *a)
 	rp_profile_t prof = { 0 };
 	uint64_t t1 = t0;
 	if (code == 0) {
-		read_maps(pid, &prof);
+		/* its memory may be read now that it is held (we trace it) */
+		snprintf(path, sizeof path, "/proc/%d/mem", pid);
+		int memfd = open(path, O_RDONLY | O_CLOEXEC);
+		read_maps(pid, memfd, &prof);
+		if (memfd >= 0)
+			close(memfd);
 		for (size_t i = 0; i < nth; i++)
 			if (th[i].stopped)
 				rp_unwind_thread(as, &th[i]);
@@ -462,8 +522,8 @@ int hc_stacks_main(cli_args_t *a)
 		if (i == 0 || keys[i] != keys[i - 1])
 			prof.locs[prof.nlocs++] = (rp_loc_t){ .addr = keys[i], .map = -1 };
 	char root[64], err[512];
-	snprintf(root, sizeof root, "/proc/%d/root", pid);
-	if (access(root, X_OK) != 0)
+	cli_proc_maps_root(pid, root, sizeof root);
+	if (root[0] && access(root, X_OK) != 0)
 		root[0] = 0;               /* exited since: the paths as they are */
 	if (rp_symbolize(&prof, root[0] ? root : NULL, err, sizeof err) != 0)
 		fprintf(stderr, "%s: %s; addresses only\n", cli_prog, err);

@@ -35,6 +35,7 @@
 
 #include "../cli.h"
 #include "../outfile.h"
+#include "../unwind.h"
 #include "trace.h"
 #include "trace.skel.h"
 
@@ -240,11 +241,6 @@ static int live_put(uint64_t ptr, stack_t_ *s, uint64_t size, double w)
  * name.
  */
 
-/* libunwind's search of such a table (exported, not in its headers): what
- * the ptrace accessors call for a table they found in a file */
-extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
-    unw_proc_info_t *pi, int need_unwind_info, void *arg);
-
 typedef struct eh_obj_s {
 	uint64_t lo, hi;           /* the object's mappings                    */
 	uint64_t hdr, table;       /* .eh_frame_hdr and its search table       */
@@ -336,11 +332,6 @@ static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
 	return -UNW_ENOINFO;
 }
 
-
-static bool mem_read(uint64_t addr, void *buf, size_t len)
-{
-	return pread(T.memfd, buf, len, (off_t)addr) == (ssize_t)len;
-}
 
 static int by_pc(const void *a, const void *b)
 {
@@ -444,32 +435,14 @@ static void eh_make(eh_obj_t *o, const char *path, uint64_t bias)
 static void eh_add(uint64_t base, uint64_t lo, uint64_t hi, const char *path)
 {
 	eh_obj_t o = { .lo = lo, .hi = hi };
-	Elf64_Ehdr eh;
-	if (mem_read(base, &eh, sizeof eh) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
-		Elf64_Phdr ph[256];
-		uint64_t first_load = UINT64_MAX, hdr_vaddr = 0;
-		if (mem_read(base + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0])) {
-			for (unsigned i = 0; i < eh.e_phnum; i++) {
-				if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
-					first_load = ph[i].p_vaddr & ~(uint64_t)4095;
-				if (ph[i].p_type == PT_GNU_EH_FRAME)
-					hdr_vaddr = ph[i].p_vaddr;
-			}
-		}
-		uint64_t bias = eh.e_type == ET_DYN && first_load != UINT64_MAX ? base - first_load : 0;
-		unsigned char h[12];
-		/* version 1; eh_frame_ptr pcrel|sdata4; fde_count udata4; table
-		 * datarel|sdata4: what every toolchain writes */
-		if (hdr_vaddr && mem_read(bias + hdr_vaddr, h, sizeof h) && h[0] == 1 && h[1] == 0x1b &&
-		    h[2] == 0x03 && h[3] == 0x3b) {
-			uint32_t n;
-			memcpy(&n, h + 8, sizeof n);
-			o.hdr = bias + hdr_vaddr;
-			o.table = o.hdr + 12;
-			o.nfde = n;
-		} else if (hdr_vaddr == 0 && first_load != UINT64_MAX) {
-			eh_make(&o, path, bias);
+	cli_eh_table_t t;
+	if (cli_proc_eh_table(T.memfd, base, &t)) {
+		if (t.nfde) {
+			o.hdr = t.hdr;
+			o.table = t.table;
+			o.nfde = t.nfde;
+		} else if (t.hdr == 0) {
+			eh_make(&o, path, t.bias);
 		}
 	}
 	EH.o[EH.n++] = o;
@@ -538,14 +511,7 @@ static int acc_find(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int
 		const eh_obj_t *o = &EH.o[i];
 		if (ip < o->lo || ip >= o->hi)
 			continue;
-		if (o->nfde == 0)
-			break;
-		unw_dyn_info_t di = {
-			.start_ip = o->lo, .end_ip = o->hi, .format = UNW_INFO_FORMAT_REMOTE_TABLE,
-			.u.rti = { .segbase = o->hdr, .table_len = o->nfde * 8 / sizeof(unw_word_t),
-			    .table_data = o->table },
-		};
-		if (_Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need, T.upt) == 0)
+		if (o->nfde && cli_unw_search(as, ip, o->lo, o->hi, o->hdr, o->table, o->nfde, pi, need, T.upt) == 0)
 			return 0;
 		break;
 	}

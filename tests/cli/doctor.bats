@@ -323,6 +323,37 @@ time.sleep(60)'
 	finding problem library "LD_PRELOAD names $LIB, but the program runs in secure-execution mode (set-user-ID, set-group-ID or file capabilities)"
 }
 
+@test "doctor: an injected process after heapctl eject is exit 4, topic segment, 'ejected at', fix inject; status says so too" {
+	need_root
+	spawn sleep 60
+	"$HEAPCTL" inject "$SPID" >/dev/null
+	local before after
+	before=$(date -u +%s)
+	run "$HEAPCTL" eject "$SPID"
+	[ "$status" -eq 0 ]
+	after=$(date -u +%s)
+	doctor "$SPID"
+	[ "$status" -eq 4 ]
+	[ "$(first_problem)" = "segment: $(awk -F '\t' '$1 == "problem" { print $3 }' "$T/findings")" ]
+	finding problem segment "the agent heapctl inject loaded was ejected at " "heapctl inject $SPID arms it again"
+	# the time of the eject, as the agent took it
+	local when
+	when=$(sed -n 's/.*ejected at \([0-9T:.-]*Z\).*/\1/p' "$T/findings")
+	[ -n "$when" ]
+	when=$(date -u -d "${when%.*}" +%s)
+	[ "$when" -ge "$before" ] && [ "$when" -le "$after" ]
+	! grep -q "cannot create the control segment" "$T/findings"
+	run "$HEAPCTL" status "$SPID"
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == "heapctl: process $SPID has heapctl inject's agent loaded but inert: it was ejected at "*"Z; 'heapctl inject $SPID' arms it again" ]]
+	# armed again, it is healthy
+	"$HEAPCTL" inject "$SPID" >/dev/null
+	doctor "$SPID"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" eject "$SPID" >/dev/null
+}
+
 @test "doctor: a statically linked program is exit 4 'statically linked'" {
 	spawn env "LD_PRELOAD=$LIB" "$BATS_FILE_TMPDIR/static_sleep"
 	doctor "$SPID"

@@ -11,6 +11,17 @@
 
 load helpers
 
+# helpers' teardown, after unmounting what a test mounted under $T (the
+# chroot test binds the build directory and /dev/shm there, which rm -rf
+# would otherwise empty)
+eval "helpers_$(declare -f teardown)"
+teardown() {
+	if [ -n "${T:-}" ]; then
+		findmnt -rn -o TARGET | grep "^$T/" | sort -r | xargs -r umount -l
+	fi
+	helpers_teardown
+}
+
 setup_file() {
 	export TB="$BATS_FILE_TMPDIR"
 	gcc -O2 -g -pthread -o "$TB/prog" "$BATS_TEST_DIRNAME/../trace/prog.c"
@@ -330,6 +341,72 @@ let_go() {
 	near "$(bytes "$T/c.heap" site_a --sysroot "$r")" 33554432 10
 	near "$(bytes "$T/c.heap" site_b --sysroot "$r")" 8388608 10
 	touch "$r/w/end"
+	wait "$PID"
+}
+
+@test "inject into a chroot of our mount namespace: refused with its root directory and what it lacks; the mounts it names make it work" {
+	need_root
+	local j="$T/jail" lib
+	mkdir -p "$j/w"
+	cp "$TB/prog" "$j/prog"
+	for lib in $(ldd "$TB/prog" | grep -o '/[^ ]*'); do
+		mkdir -p "$j$(dirname "$lib")"
+		cp -L "$lib" "$j$lib"
+	done
+	started chroot "$j" /prog /w/go /w/end
+	[ "$(readlink "/proc/$PID/root")" = "$j" ]
+	run "$HEAPCTL" inject "$PID"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "${#lines[@]}" -eq 1 ]
+	local agent="$HEAPCTL_BUILD/libheapctl-agent.so"
+	[[ "$output" == "heapctl: process $PID is in a chroot (its root directory is $j), which has no $agent, /dev/shm, /proc: "* ]]
+	[[ "$output" == *"mount --bind $HEAPCTL_BUILD $j$HEAPCTL_BUILD; mount --bind /dev/shm $j/dev/shm; mount -t proc proc $j/proc, or use heapctl trace $PID --malloc" ]]
+	[[ "$output" != *"container"* ]]
+	let_go "$PID"
+	# the way out it names, as it names it
+	local how=${output#*/proc: }
+	how=${how%, or use heapctl trace*}
+	mkdir -p "$j$HEAPCTL_BUILD" "$j/dev/shm" "$j/proc"
+	eval "$how"
+	run "$HEAPCTL" inject "$PID" --lg-sample 12
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"injected into process $PID"* ]]
+	run "$HEAPCTL" status "$PID"
+	[ "$status" -eq 0 ]
+	touch "$j/w/go"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" -o "$T/j.heap" 2>/dev/null
+	near "$(bytes "$T/j.heap" site_a --sysroot "$j")" 33554432 10
+	touch "$j/w/end"
+	wait "$PID"
+}
+
+@test "inject into a set-user-ID program: its real user's status says the segment is its effective user's, not that the library is absent" {
+	need_root
+	cp "$TB/prog" "$T/suid"
+	chmod 4755 "$T/suid"
+	started setpriv --reuid=65534 --regid=65534 --clear-groups "$T/suid" "$T/go" "$T/end"
+	[ "$(awk '/^Uid:/ { print $2 " " $3 }' "/proc/$PID/status")" = "65534 0" ]
+	run "$HEAPCTL" inject "$PID"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %u "/dev/shm/heapctl.$PID")" = 0 ]
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$HEAPCTL" status "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	[ "$output" = "heapctl: permission denied: process $PID runs libheapctl.so, but its segment /dev/shm/heapctl.$PID belongs to root (uid 0), its effective user (a set-user-ID program); run heapctl as that user or as root" ]
+	# doctor, as that user, says the same rather than secure execution
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$HEAPCTL" doctor "$PID"
+	echo "$output"
+	[ "$status" -eq 5 ]
+	local nl=$'\n'
+	[[ "$output" == *"${nl}PROBLEM segment   process $PID runs libheapctl.so, but its segment /dev/shm/heapctl.$PID belongs to root (uid 0), its effective user (a set-user-ID program)${nl}"*"fix: run heapctl as that user or as root"* ]]
+	[[ "$output" != *"secure-execution"* ]]
+	run "$HEAPCTL" status "$PID"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	touch "$T/go" "$T/end"
 	wait "$PID"
 }
 

@@ -261,3 +261,56 @@ time.sleep(60)' >"$T/py.out" 2>&1 &
 	[ "$(sed -n 's/^got //p' "$T/sigs.out")" = 3000 ]
 	released "$PID"
 }
+
+@test "stacks: a chrooted process is unwound through its own libraries, as deep as eu-stack, with the same names" {
+	need_root
+	cat >"$T/chain.c" <<-'EOF2'
+	#include <stdio.h>
+	#include <unistd.h>
+	__attribute__((noinline)) void chain_c(void) { printf("ready\n"); fflush(stdout); for (;;) pause(); }
+	__attribute__((noinline)) void chain_b(void) { chain_c(); __asm__ volatile(""); }
+	__attribute__((noinline)) void chain_a(void) { chain_b(); __asm__ volatile(""); }
+	int main(void) { chain_a(); return 0; }
+	EOF2
+	gcc -O2 -g -fomit-frame-pointer -o "$T/chain" "$T/chain.c"
+	# the program and the libraries it loads, at their paths inside
+	mkdir "$T/jail"
+	cp "$T/chain" "$T/jail/chain"
+	local lib
+	for lib in $(ldd "$T/chain" | grep -o '/[^ ]*'); do
+		mkdir -p "$T/jail$(dirname "$lib")"
+		cp -L "$lib" "$T/jail$lib"
+	done
+	chroot "$T/jail" /chain >"$T/chain.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/chain.out"
+	[ "$(readlink "/proc/$PID/root")" = "$T/jail" ]
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == "process $PID: /chain" ]]
+	# innermost first, each in the file of the jail's program
+	order=$(echo "$output" | grep -o ' in [a-z_]* at [^ ]* (chain)$' | awk '{ print $2 }' | tr '\n' ,)
+	[ "$order" = "chain_c,chain_b,chain_a,main," ]
+	[[ "$output" == *" in chain_c at $T/chain.c:3 (chain)"* ]]
+	# the jail's libc, unwound and named: pause() below, glibc's start-up
+	# above (__libc_pause and __libc_start_main_impl with libc6-dbg)
+	echo "$output" | grep -q '^  #0  0x[0-9a-f]* in [_a-z]*pause .*(libc\.so\.6)$'
+	echo "$output" | grep -q ' in __libc_start_main[_a-z@.0-9]* .*(libc\.so\.6)$'
+	local depth
+	depth=$(echo "$output" | grep -c '^  #')
+	[ "$depth" -ge 7 ]
+	released "$PID"
+	if command -v eu-stack >/dev/null; then
+		local eu
+		eu=$(eu-stack -p "$PID")
+		echo "$eu"
+		[ "$depth" -ge "$(echo "$eu" | grep -c '^#')" ]
+		# every function eu-stack names in the program is named here too
+		for fn in $(echo "$eu" | awk '/^#/ { print $3 }' | grep '^chain_\|^main$'); do
+			[[ "$output" == *" in $fn at "* ]]
+		done
+		[ "$(echo "$eu" | awk '/^#/ { print $3 }' | grep -c '^chain_\|^main$')" -eq 4 ]
+	fi
+}
