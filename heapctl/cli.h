@@ -124,7 +124,13 @@ typedef struct cli_diag_s {
 } cli_diag_t;
 void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d);
 void cli_diag_print(const cli_diag_t *d, bool json, const char *indent);
-/* cmd_systemd.c: doctor for a unit's main process */
+struct json_s;
+void cli_diag_json(struct json_s *j, const cli_diag_t *d);    /* pid, ok, exit, findings */
+void cli_diag_json_findings(struct json_s *j, const cli_diag_t *d);
+bool cli_diag_answers(const cli_diag_t *d);         /* its control thread answered */
+const char *cli_diag_why(const cli_diag_t *d);      /* the first problem (or note) */
+void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen);
+/* cmd_systemd.c: doctor for every process of a unit */
 int cli_doctor_unit(cli_args_t *a, const char *unit);
 
 /* cmd_watch.c: one event as `heapctl watch --json` prints it, a line on f

@@ -504,26 +504,38 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 
 static const char *level_name[] = { [CLI_OK] = "ok", [CLI_NOTE] = "note", [CLI_PROBLEM] = "PROBLEM" };
 
+/* The findings as members of an open JSON object: pid, ok, exit, findings
+ * (cli_diag_json), or findings alone (cli_diag_json_findings). */
+void cli_diag_json(json_t *j, const cli_diag_t *d)
+{
+	json_i64(j, "pid", d->pid);
+	json_bool(j, "ok", d->code == 0);
+	json_i64(j, "exit", d->code);
+	cli_diag_json_findings(j, d);
+}
+
+void cli_diag_json_findings(json_t *j, const cli_diag_t *d)
+{
+	json_arr(j, "findings");
+	for (int i = 0; i < d->n; i++) {
+		const cli_finding_t *f = &d->f[i];
+		json_obj(j, NULL);
+		json_str(j, "level", f->level == CLI_PROBLEM ? "problem" : level_name[f->level]);
+		json_str(j, "topic", f->topic);
+		json_str(j, "text", f->text);
+		json_str(j, "fix", f->fix[0] ? f->fix : NULL);
+		json_end(j);
+	}
+	json_end(j);
+}
+
 void cli_diag_print(const cli_diag_t *d, bool json, const char *indent)
 {
 	if (json) {
 		json_t j;
 		json_begin(&j, stdout, JSON_PRETTY);
 		json_obj(&j, NULL);
-		json_i64(&j, "pid", d->pid);
-		json_bool(&j, "ok", d->code == 0);
-		json_i64(&j, "exit", d->code);
-		json_arr(&j, "findings");
-		for (int i = 0; i < d->n; i++) {
-			const cli_finding_t *f = &d->f[i];
-			json_obj(&j, NULL);
-			json_str(&j, "level", f->level == CLI_PROBLEM ? "problem" : level_name[f->level]);
-			json_str(&j, "topic", f->topic);
-			json_str(&j, "text", f->text);
-			json_str(&j, "fix", f->fix[0] ? f->fix : NULL);
-			json_end(&j);
-		}
-		json_end(&j);
+		cli_diag_json(&j, d);
 		json_end(&j);
 		return;
 	}
@@ -535,6 +547,41 @@ void cli_diag_print(const cli_diag_t *d, bool json, const char *indent)
 		if (f->fix[0] && f->level != CLI_OK)
 			printf("%s%-7s %-9s fix: %s\n", indent, "", "", out_safe(f->fix, safe, sizeof safe));
 	}
+}
+
+/* A process's control thread answered the diagnosis's ping. */
+bool cli_diag_answers(const cli_diag_t *d)
+{
+	for (int i = 0; i < d->n; i++)
+		if (d->f[i].level == CLI_OK && !strcmp(d->f[i].topic, "control"))
+			return true;
+	return false;
+}
+
+/* Why it does not answer, in one line: the first problem, or else the
+ * first note (a child of fork that has published no segment yet). */
+const char *cli_diag_why(const cli_diag_t *d)
+{
+	for (int level = CLI_PROBLEM; level >= CLI_NOTE; level--)
+		for (int i = 0; i < d->n; i++)
+			if (d->f[i].level == level)
+				return d->f[i].text;
+	return "no control thread answered";
+}
+
+/* Who a process of a unit is: its user's name (the uid where it has none)
+ * and its command line, as it set it (nginx: "nginx: worker process"). */
+void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen)
+{
+	long uid = status_num(pid, "Uid", 1);
+	struct passwd *pw = uid >= 0 ? getpwuid((uid_t)uid) : NULL;
+	if (pw)
+		snprintf(user, ulen, "%s", pw->pw_name);
+	else
+		snprintf(user, ulen, "%ld", uid);
+	char raw[1024];
+	out_cmdline(pid, NULL, raw, sizeof raw);
+	out_safe(raw, cmd, clen);
 }
 
 int cmd_doctor(cli_args_t *a)

@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -316,6 +317,55 @@ static int check_exec(const unit_t *u, plan_t *pl)
 	return 0;
 }
 
+/* A unit whose ExecStart runs no program of its own (none, or true(1)):
+ * Debian's postgresql.service is a oneshot /bin/true that stays "active
+ * (exited)" so that starting and stopping it reaches the clusters' units.
+ * A preload there loads into nothing, so it is refused, naming the
+ * services it groups (ConsistsOf=: theirs PartOf= it; Wants=, Requires=),
+ * which run the programs. */
+static int check_umbrella(const unit_t *u)
+{
+	char path[PATH_MAX], argv[4096], ran[PATH_MAX] = "";
+	for (int i = 0; exec_start(u, i, path, sizeof path, argv, sizeof argv); i++) {
+		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		if (strcmp(base, "true") != 0)
+			return 0;
+		snprintf(ran, sizeof ran, "%s", path);
+	}
+	char members[1024] = "", v[4096], type[32], remain[16], why[PATH_MAX + 256], fix[1536];
+	static const char *const rel[] = { "ConsistsOf", "Wants", "Requires", "BindsTo" };
+	for (unsigned r = 0; r < sizeof rel / sizeof rel[0]; r++) {
+		char *save = NULL;
+		prop(u, rel[r], v, sizeof v);
+		for (char *t = strtok_r(v, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+			size_t l = strlen(t), ml = strlen(members);
+			if (l < 9 || strcmp(t + l - 8, ".service") != 0 || !strcmp(t, u->name))
+				continue;
+			char padded[300];
+			snprintf(padded, sizeof padded, " %s,", t);
+			char have[1100];
+			snprintf(have, sizeof have, " %s,", members);
+			if (strstr(have, padded) == NULL && ml + l + 3 < sizeof members)
+				snprintf(members + ml, sizeof members - ml, "%s%s", ml ? ", " : "", t);
+		}
+	}
+	prop(u, "Type", type, sizeof type);
+	prop(u, "RemainAfterExit", remain, sizeof remain);
+	if (ran[0])
+		snprintf(why, sizeof why, "its ExecStart runs %s, no program of its own (Type=%s, "
+		    "RemainAfterExit=%s): a preload there would load into nothing", ran, type, remain);
+	else
+		snprintf(why, sizeof why, "it has no ExecStart, so no program of its own to preload into");
+	if (members[0]) {
+		char first[300];
+		snprintf(first, sizeof first, "%.*s", (int)strcspn(members, ","), members);
+		snprintf(fix, sizeof fix, "the work is done by %s: heapctl systemd enable %s", members, first);
+	} else {
+		snprintf(fix, sizeof fix, "enable the unit that runs the service's program");
+	}
+	return refuse(u, why, fix);
+}
+
 static int check_hardening(const unit_t *u, plan_t *pl)
 {
 	char v[4096], hit[PATH_MAX], why[4 * PATH_MAX], fix[3 * PATH_MAX];
@@ -518,21 +568,15 @@ static int pg_clusters(const unit_t *u, glob_t *g)
 
 #define PG_MARK "# heapctl systemd enable: the two lines below (heapctl systemd disable removes them)"
 
+static int pg_unwrite_env(const char *file);
+
+/* The settings go after PG_MARK at the end of the cluster's environment
+ * file.  Enabled again: the same lines are left as they are (the file not
+ * rewritten), other ones (a new --conf) replace them. */
 static int pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *record,
     size_t reclen)
 {
-	char text[65536], dir[PMAX + 64], cl[PATH_MAX], data[PATH_MAX + 64];
-	ssize_t n = cli_read_file(file, text, sizeof text);
-	if (n < 0)
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot read %s: %s", u->name, file, strerror(errno));
-	if (strstr(text, PG_MARK))
-		return 0;                 /* written before; nothing to add */
-	for (char *l = text; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		const char *t = l + strspn(l, " \t");
-		if (!strncmp(t, "LD_PRELOAD", 10) || !strncmp(t, "HEAPCTL_CONF", 12))
-			return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s already sets %.*s; add %s to it "
-			    "yourself", u->name, file, (int)strcspn(t, " ="), t, pl->lib);
-	}
+	char text[65536], dir[PMAX + 64], cl[PATH_MAX], data[PATH_MAX + 64], block[8192];
 	/* the cluster's owner writes the dumps: its own directory, not a
 	 * StateDirectory= (pg_ctlcluster runs as root and drops privileges) */
 	snprintf(cl, sizeof cl, "%s", file);
@@ -548,25 +592,42 @@ static int pg_write_env(const unit_t *u, const plan_t *pl, const char *file, cha
 		snprintf(dir, sizeof dir, "%s", pl->dump_dir);
 	else
 		snprintf(dir, sizeof dir, "/var/lib/heapctl/postgresql@%.200s-%.200s", version, cluster);
+	if (strchr(pl->lib, '\'') || strchr(dir, '\'') || strchr(pl->conf, '\''))
+		return cli_err(HC_EXIT_USAGE, "systemd enable %s: a quote in a path or --conf cannot go into "
+		    "%s", u->name, file);
+	snprintf(block, sizeof block, "%s\nLD_PRELOAD = '%s'\nHEAPCTL_CONF = 'prof:true,prof_active:%s,"
+	    "prof_prefix:%s/postgres%s%s'\n", PG_MARK, pl->lib, pl->off ? "false" : "true", dir,
+	    pl->conf[0] ? "," : "", pl->conf);
+	ssize_t n = cli_read_file(file, text, sizeof text);
+	if (n < 0)
+		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot read %s: %s", u->name, file, strerror(errno));
+	bool same = strstr(text, block) != NULL;
+	int e = 0;
+	if (!same && strstr(text, PG_MARK) && ((e = pg_unwrite_env(file)) != 0 ||
+	    cli_read_file(file, text, sizeof text) < 0))
+		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot take the earlier settings out of "
+		    "%s: %s", u->name, file, strerror(e ? e : errno));
+	for (char *l = text; !same && l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *t = l + strspn(l, " \t");
+		if (!strncmp(t, "LD_PRELOAD", 10) || !strncmp(t, "HEAPCTL_CONF", 12))
+			return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s already sets %.*s; add %s to it "
+			    "yourself", u->name, file, (int)strcspn(t, " ="), t, pl->lib);
+	}
 	bool existed = access(dir, F_OK) == 0;
-	int e = mkdirs(dir, 0750);
+	e = mkdirs(dir, 0750);
 	if (e == 0 && !existed && chown(dir, st.st_uid, st.st_gid) != 0)
 		e = errno;
 	if (e)
 		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot make %s for the cluster's owner: %s",
 		    u->name, dir, strerror(e));
-	if (strchr(pl->lib, '\'') || strchr(dir, '\'') || strchr(pl->conf, '\''))
-		return cli_err(HC_EXIT_USAGE, "systemd enable %s: a quote in a path or --conf cannot go into "
-		    "%s", u->name, file);
-	size_t len = strlen(text);
-	snprintf(text + len, sizeof text - len, "%s%s\nLD_PRELOAD = '%s'\nHEAPCTL_CONF = 'prof:true,"
-	    "prof_active:%s,prof_prefix:%s/postgres%s%s'\n", len && text[len - 1] != '\n' ? "\n" : "",
-	    PG_MARK, pl->lib, pl->off ? "false" : "true", dir, pl->conf[0] ? "," : "", pl->conf);
-	if ((e = write_atomic(file, text, st.st_mode & 0777 ? 0644 : 0644)) != 0)
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot write %s: %s", u->name, file, strerror(e));
-	struct stat fst;
-	if (stat(file, &fst) == 0)
+	if (!same) {
+		size_t len = strlen(text);
+		snprintf(text + len, sizeof text - len, "%s%s", len && text[len - 1] != '\n' ? "\n" : "", block);
+		if ((e = write_atomic(file, text, 0644)) != 0)
+			return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot write %s: %s", u->name, file,
+			    strerror(e));
 		(void)chown(file, st.st_uid, st.st_gid);
+	}
 	size_t rl = strlen(record);
 	snprintf(record + rl, reclen - rl, "# heapctl-envfile: %.1024s\n# heapctl-dumps: %s%s\n", file, dir,
 	    existed ? "" : " (created)");
@@ -593,6 +654,33 @@ static int pg_unwrite_env(const char *file)
 	if (e == 0)
 		(void)chown(file, st.st_uid, st.st_gid);
 	return e;
+}
+
+/* Remove the drop-in enable wrote and what it lists (lines in a cluster's
+ * environment file), and reload systemd; where dumps went in dumps. */
+static int dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file,
+    char *dumps, size_t dlen)
+{
+	char text[16384];
+	if (cli_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
+		return cli_err(HC_EXIT_FAILED, "systemd %s %s: not enabled (no %s written by heapctl)", verb,
+		    u->name, file);
+	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char path[PATH_MAX];
+		if (sscanf(l, "# heapctl-envfile: %4095[^\n]", path) == 1) {
+			int e = pg_unwrite_env(path);
+			if (e)
+				return cli_err(HC_EXIT_FAILED, "systemd %s %s: cannot restore %s: %s", verb, u->name,
+				    path, strerror(e));
+		}
+		if (sscanf(l, "# heapctl-dumps: %4095[^\n]", path) == 1)
+			snprintf(dumps, dlen, "%s", path);
+	}
+	if (unlink(file) != 0)
+		return cli_err(HC_EXIT_FAILED, "systemd %s %s: cannot remove %s: %s", verb, u->name, file,
+		    strerror(errno));
+	rmdir(dir);               /* only if nothing else is in it */
+	return systemctl(u, NULL, 0, "daemon-reload", NULL, NULL, NULL);
 }
 
 /* ---- the processes of a unit --------------------------------------------------------- */
@@ -624,32 +712,138 @@ static int unit_pids(const unit_t *u, const char *name, int *pids, int max)
 	return n;
 }
 
-/* After a restart: does the new main process carry the library? */
-static int verify(cli_args_t *a, const unit_t *u, const char *name)
+/* The unit's processes, its main one first: nginx's and haproxy's workers
+ * are other processes of the unit (running as another user after setuid,
+ * haproxy's in a chroot), and what is wrong with one is not seen in the
+ * main one.  n: how many. */
+static int unit_procs(const unit_t *u, const char *name, int main_pid, int *pids, int max)
+{
+	int got[256], n = unit_pids(u, name, got, 256), k = 0;
+	if (main_pid && k < max)
+		pids[k++] = main_pid;
+	for (int i = 0; i < n && k < max; i++)
+		if (got[i] != main_pid)
+			pids[k++] = got[i];
+	return k;
+}
+
+/* How many of the unit's processes map the library; *n: of how many. */
+static int unit_loaded(const unit_t *u, const char *name, int *n)
+{
+	int pids[256], with = 0;
+	bool readable;
+	*n = unit_pids(u, name, pids, 256);
+	for (int i = 0; i < *n; i++)
+		with += cli_proc_maps_library(pids[i], NULL, 0, &readable);
+	return with;
+}
+
+/* When a process started, in ns of CLOCK_REALTIME (0: unknown): its start
+ * in clock ticks since boot (/proc/PID/stat, field 22, CLOCK_BOOTTIME),
+ * plus when the system booted.  10 ms precise, where /proc/stat's btime is
+ * whole seconds: a drop-in written and the unit restarted within the same
+ * second are told apart. */
+static int64_t proc_started_ns(int pid)
+{
+	char line[1024], path[64];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (cli_read_file(path, line, sizeof line) <= 0)
+		return 0;
+	char *p = strrchr(line, ')');
+	for (int f = 2; p && *p && f < 22; p++)
+		if (*p == ' ')
+			f++;
+	if (p == NULL || *p == 0)
+		return 0;
+	unsigned long long ticks = strtoull(p, NULL, 10);
+	struct timespec rt, bt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_BOOTTIME, &bt);
+	int64_t boot = ((int64_t)rt.tv_sec - bt.tv_sec) * 1000000000 + (rt.tv_nsec - bt.tv_nsec);
+	return boot + (int64_t)(ticks * 1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* What systemd says of a unit after a start: its main process, whether its
+ * Condition= checks held, its state and how its main process last ended. */
+typedef struct {
+	int main_pid;
+	char active[32], sub[32], result[32], cond[8], status[16];
+} unit_state_t;
+
+static int unit_state(const unit_t *u, const char *name, unit_state_t *s)
 {
 	char out[4096], v[64];
-	unit_t tmp = *u;
-	int main_pid = 0;
-	for (int i = 0; i < 100 && main_pid == 0; i++) {
-		if (systemctl(&tmp, out, sizeof out, "show", name, "-p", "MainPID") != 0)
-			return HC_EXIT_FAILED;
-		main_pid = atoi(prop_nth(out, "MainPID", 0, v, sizeof v) ? v : "0");
-		if (main_pid == 0)
-			usleep(100000);
+	memset(s, 0, sizeof *s);
+	int code = systemctl(u, out, sizeof out, "show", name, "-p",
+	    "MainPID,ConditionResult,ActiveState,SubState,Result,ExecMainStatus");
+	if (code)
+		return code;
+	s->main_pid = atoi(prop_nth(out, "MainPID", 0, v, sizeof v) ? v : "0");
+	prop_nth(out, "ActiveState", 0, s->active, sizeof s->active);
+	prop_nth(out, "SubState", 0, s->sub, sizeof s->sub);
+	prop_nth(out, "Result", 0, s->result, sizeof s->result);
+	prop_nth(out, "ConditionResult", 0, s->cond, sizeof s->cond);
+	prop_nth(out, "ExecMainStatus", 0, s->status, sizeof s->status);
+	return 0;
+}
+
+/* Wait (10 s at most) until the unit has a main process, or is plainly
+ * down: inactive or failed (a Condition= not met leaves it inactive at
+ * once), waiting to be restarted after a crash (Restart=), or a oneshot
+ * that has exited.  true: it is up, s->main_pid is its process. */
+static bool wait_up(const unit_t *u, const char *name, unit_state_t *s)
+{
+	for (int i = 0; i < 100; i++) {
+		if (unit_state(u, name, s) != 0)
+			return false;
+		if (s->main_pid)
+			return true;
+		if (!strcmp(s->active, "inactive") || !strcmp(s->active, "failed") ||
+		    !strcmp(s->sub, "auto-restart") || !strcmp(s->sub, "exited"))
+			return false;
+		usleep(100000);
 	}
-	if (main_pid == 0)
-		return cli_err(HC_EXIT_FAILED, "systemd: %s did not come back after the restart "
-		    "(systemctl status %s)", name, name);
+	return false;
+}
+
+/* Up, and still up with the same main process half a second later: a
+ * Type=simple unit is "running" as soon as it has forked, and a program
+ * that exits at once (a bad configuration, or the library) is down only
+ * a moment after.  Half a second is not every failure; it is the ones
+ * that happen at start, which are what a preload causes. */
+static bool stays_up(const unit_t *u, const char *name, unit_state_t *s)
+{
+	if (!wait_up(u, name, s))
+		return false;
+	int pid = s->main_pid;
+	usleep(500000);
+	if (unit_state(u, name, s) != 0)
+		return false;
+	return s->main_pid == pid && kill(pid, 0) == 0;
+}
+
+/* After a restart: does the new main process carry the library?  *down:
+ * it did not come up at all (its state in s), which the caller tells
+ * apart (not_started). */
+static int verify(cli_args_t *a, const unit_t *u, const char *name, bool *down, unit_state_t *s)
+{
+	*down = false;
+	int main_pid = 0;
 	bool readable = false, mapped = false;
 	for (int i = 0; i < 50 && !mapped; i++) {
+		if (main_pid == 0 || kill(main_pid, 0) != 0) {
+			if (!stays_up(u, name, s)) {
+				*down = true;
+				return HC_EXIT_FAILED;
+			}
+			main_pid = s->main_pid;
+		}
 		mapped = cli_proc_maps_library(main_pid, NULL, 0, &readable);
 		if (!mapped)
 			usleep(100000);
 	}
 	if (mapped) {
-		int pids[256], n = unit_pids(u, name, pids, 256), with = 0;
-		for (int i = 0; i < n; i++)
-			with += cli_proc_maps_library(pids[i], NULL, 0, &readable);
+		int n, with = unit_loaded(u, name, &n);
 		printf("%s: main process %d runs with libheapctl.so (%d of the unit's %d processes)\n",
 		    name, main_pid, with, n);
 		return 0;
@@ -664,15 +858,31 @@ static int verify(cli_args_t *a, const unit_t *u, const char *name)
 	return cli_err(HC_EXIT_NOLIB, "systemd: %s restarted without the library (see above)", name);
 }
 
-static int restart(cli_args_t *a, const unit_t *u)
+/* systemctl restart NAME, its failure not printed: a start that fails
+ * (Type=notify, forking) fails the command, and what systemd says of the
+ * unit afterwards tells why (not_started). */
+static void restart_quiet(const unit_t *u, const char *name)
 {
-	char out[65536];
+	char out[1024], err[1024];
+	char *argv[] = { "systemctl", u->user ? "--user" : "--system", "restart", (char *)name, NULL };
+	(void)cli_spawn(argv, NULL, out, sizeof out, err, sizeof err, 120000);
+}
+
+/* Restart the unit (a template: each running instance) and verify it.
+ * An instance that did not come up is named in downed, its state in s. */
+static int restart(cli_args_t *a, const unit_t *u, char *downed, size_t dlen, unit_state_t *s)
+{
+	char out[65536], pat[300];
+	bool down = false;
+	downed[0] = 0;
 	if (!u->tmpl) {
-		int code = systemctl(u, out, sizeof out, "restart", u->name, NULL, NULL);
-		return code ? code : verify(a, u, u->name);
+		restart_quiet(u, u->name);
+		int code = verify(a, u, u->name, &down, s);
+		if (down)
+			snprintf(downed, dlen, "%s", u->name);
+		return code;
 	}
 	/* a template: every running instance */
-	char pat[300];
 	snprintf(pat, sizeof pat, "%.*s@*.service", (int)(strlen(u->name) - 9), u->name);
 	int code = systemctl(u, out, sizeof out, "list-units", "--state=active", "--plain", pat);
 	if (code)
@@ -682,9 +892,12 @@ static int restart(cli_args_t *a, const unit_t *u)
 		char name[300];
 		if (sscanf(l, "%299s", name) != 1 || strncmp(name, pat, strlen(pat) - 9) != 0)
 			continue;
-		if ((code = systemctl(u, NULL, 0, "restart", name, NULL, NULL)) != 0 ||
-		    (code = verify(a, u, name)) != 0)
+		restart_quiet(u, name);
+		if ((code = verify(a, u, name, &down, s)) != 0) {
+			if (down)
+				snprintf(downed, dlen, "%s", name);
 			return code;
+		}
 		restarted++;
 	}
 	if (restarted == 0)
@@ -692,9 +905,158 @@ static int restart(cli_args_t *a, const unit_t *u)
 	return 0;
 }
 
+/* The Condition= that kept a unit from starting: systemd names it in the
+ * journal ("skipped because of an unmet condition check (X=Y)"); where
+ * the journal cannot tell, the unit's Condition lines. */
+static void unmet_condition(const unit_t *u, const char *name, char *out, size_t len)
+{
+	char *text = malloc(1 << 16), err[256];
+	snprintf(out, len, "a Condition= of the unit");
+	if (text == NULL)
+		return;
+	char *jargv[] = { "journalctl", u->user ? "--user-unit" : "--unit", (char *)name, "-o", "cat",
+		"-n", "50", "--no-pager", NULL };
+	if (cli_spawn(jargv, NULL, text, 1 << 16, err, sizeof err, 10000) == 0) {
+		const char *key = "unmet condition check (", *hit = NULL;
+		for (const char *p = strstr(text, key); p; p = strstr(p + 1, key))
+			hit = p;
+		if (hit) {
+			hit += strlen(key);
+			snprintf(out, len, "%.*s", (int)strcspn(hit, ")\n"), hit);
+			free(text);
+			return;
+		}
+	}
+	char *cargv[] = { "systemctl", u->user ? "--user" : "--system", "cat", (char *)name, NULL };
+	if (cli_spawn(cargv, NULL, text, 1 << 16, err, sizeof err, 10000) == 0) {
+		size_t o = 0;
+		for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+			if (!strncmp(l, "Condition", 9) && o + 8 < len)
+				o += (size_t)snprintf(out + o, len - o, "%s%.*s", o ? " or " : "one of ",
+				    (int)strcspn(l, "\n"), l);
+	}
+	free(text);
+}
+
+/* --restart, and NAME did not come up.  A unit that did not start for
+ * reasons of its own must not read as one the library broke: a Condition=
+ * not met (systemd skipped it: ConditionResult=no), or an exit that
+ * happens without the library too, which heapctl finds out by removing
+ * the drop-in and starting it again.  The drop-in goes in every case,
+ * with a reload (--keep: it stays, and nothing is tried without it). */
+static int not_started(const unit_t *u, const char *dir, const char *file, const char *name,
+    const unit_state_t *s, bool keep)
+{
+	char why[1536], cond[1024], dumps[PATH_MAX] = "", left[PATH_MAX + 128];
+	if (!strcmp(s->cond, "no")) {
+		unmet_condition(u, name, cond, sizeof cond);
+		snprintf(why, sizeof why, "%s did not start for a reason of its own, not the library: its "
+		    "condition %s is not met (ConditionResult=no; it is %s, without a process)", name, cond,
+		    s->active);
+	} else if (!strcmp(s->result, "success") && strcmp(s->active, "active") != 0) {
+		snprintf(why, sizeof why, "%s did not stay up, for a reason of its own: it is %s (%s), its "
+		    "main process exited with status %s and Result=success, so nothing is left to carry the "
+		    "library", name, s->active, s->sub, s->status[0] ? s->status : "?");
+	} else if (keep) {
+		snprintf(why, sizeof why, "%s did not come back after the restart: it is %s (%s), "
+		    "Result=%s, exit status %s (journalctl -u %s)", name, s->active, s->sub, s->result,
+		    s->status[0] ? s->status : "?", name);
+	} else {
+		/* was it the library?  the same start without it tells */
+		unit_state_t w;
+		int code = dropin_remove(u, "enable", dir, file, dumps, sizeof dumps);
+		if (code)
+			return code;
+		restart_quiet(u, name);
+		if (stays_up(u, name, &w))
+			return cli_err(HC_EXIT_NOLIB, "systemd enable %s: %s failed with the library (it was %s, "
+			    "Result=%s, exit status %s) and runs without it (main process %d): removed %s, and "
+			    "it is restarted without the library; journalctl -u %s says why", u->name, name,
+			    s->sub, s->result, s->status[0] ? s->status : "?", w.main_pid, file, name);
+		return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s did not start for a reason of its own, "
+		    "not the library: it fails without it too (Result=%s, exit status %s; with the library "
+		    "Result=%s, status %s); removed %s (journalctl -u %s)", u->name, name, w.result,
+		    w.status[0] ? w.status : "?", s->result, s->status[0] ? s->status : "?", file, name);
+	}
+	if (keep)
+		snprintf(left, sizeof left, "kept %s (--keep)", file);
+	else {
+		int code = dropin_remove(u, "enable", dir, file, dumps, sizeof dumps);
+		if (code)
+			return code;
+		snprintf(left, sizeof left, "removed %s and reloaded systemd (--keep keeps it)", file);
+	}
+	return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s; %s", u->name, why, left);
+}
+
+/* enable --json: the line's object, opened, with what every answer has. */
+static void enable_json(json_t *j, const unit_t *u, const char *file, const plan_t *pl)
+{
+	json_begin(j, stdout, JSON_LINE);
+	json_obj(j, NULL);
+	json_str(j, "unit", u->name);
+	json_str(j, "dropin", file);
+	json_str(j, "library", pl->lib);
+}
+
+/* Does the unit already run the library from the drop-in at file, whose
+ * text is what this enable would write?  Its main process started after
+ * the file was written and maps the library this enable names.  Then there
+ * is nothing to write and nothing to restart: says so (or its JSON). */
+static bool already_loaded(cli_args_t *a, const unit_t *u, const plan_t *pl, const char *file)
+{
+	unit_state_t s;
+	struct stat st;
+	char lib[PATH_MAX];
+	bool readable;
+	if (u->tmpl || unit_state(u, u->name, &s) != 0 || s.main_pid == 0 || stat(file, &st) != 0 ||
+	    !cli_proc_maps_library(s.main_pid, lib, sizeof lib, &readable) || strcmp(lib, pl->lib) != 0)
+		return false;
+	int64_t written = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+	    started = proc_started_ns(s.main_pid);
+	/* the start time is in clock ticks: 10 ms either way */
+	if (started == 0 || started + 10000000 < written)
+		return false;
+	int n, with = unit_loaded(u, u->name, &n);
+	if (a->json) {
+		json_t j;
+		enable_json(&j, u, file, pl);
+		json_bool(&j, "already_loaded", true);
+		json_i64(&j, "main_pid", s.main_pid);
+		json_i64(&j, "processes", n);
+		json_i64(&j, "loaded", with);
+		json_bool(&j, "restarted", false);
+		json_end(&j);
+	} else {
+		printf("%s: already loaded: main process %d started with %s, and runs %s (%d of the unit's "
+		    "%d processes); nothing written, nothing to restart\n", u->name, s.main_pid, file, pl->lib,
+		    with, n);
+	}
+	return true;
+}
+
+/* Two drop-ins say the same, but for "(created)" after a directory in its
+ * records: a directory enable made the first time exists the next. */
+static bool same_dropin(const char *a, const char *b)
+{
+	static const char created[] = " (created)";
+	const size_t cl = sizeof created - 1;
+	while (*a || *b) {
+		if (!strncmp(a, created, cl) && (a[cl] == '\n' || !a[cl]))
+			a += cl;
+		if (!strncmp(b, created, cl) && (b[cl] == '\n' || !b[cl]))
+			b += cl;
+		if (*a != *b)
+			return false;
+		if (*a)
+			a++, b++;
+	}
+	return true;
+}
+
 /* ---- enable ------------------------------------------------------------------------------ */
 
-static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
+static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool keep)
 {
 	int code;
 	if ((code = cli_find_library(pl->secure ? "libheapctl-secure.so" : "libheapctl.so", pl->lib,
@@ -715,7 +1077,8 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 		return cli_err(HC_EXIT_USAGE, "systemd enable: --dump-dir must be an absolute path");
 	if (pl->conf[0] && (code = cli_check_conf(pl->lib, pl->conf)) != 0)
 		return code;
-	if ((code = check_exec(u, pl)) != 0 || (code = check_hardening(u, pl)) != 0)
+	if ((code = check_umbrella(u)) != 0 || (code = check_exec(u, pl)) != 0 ||
+	    (code = check_hardening(u, pl)) != 0)
 		return code;
 	if ((code = dropin_path(u, dir, sizeof dir, file, sizeof file)) != 0)
 		return code;
@@ -779,13 +1142,25 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 		    dd.shown, dd.created[0] ? " (created)" : "");
 	}
 	n += (size_t)snprintf(lines + n, sizeof lines - n, "%s", record);
-	int e = mkdirs(dir, 0755);
-	if (e == 0)
-		e = write_atomic(file, lines, 0644);
-	if (e)
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot write %s: %s", u->name, file, strerror(e));
-	if ((code = systemctl(u, NULL, 0, "daemon-reload", NULL, NULL, NULL)) != 0)
-		return code;
+	/* the same drop-in again: left as it is, so that its time still tells
+	 * whether the processes started with it */
+	char *before = malloc(sizeof lines);
+	if (before == NULL)
+		return cli_err(HC_EXIT_FAILED, "out of memory");
+	bool same = cli_read_file(file, before, sizeof lines) >= 0 && same_dropin(before, lines);
+	free(before);
+	if (same && already_loaded(a, u, pl, file))
+		return 0;
+	if (!same) {
+		int e = mkdirs(dir, 0755);
+		if (e == 0)
+			e = write_atomic(file, lines, 0644);
+		if (e)
+			return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot write %s: %s", u->name, file,
+			    strerror(e));
+		if ((code = systemctl(u, NULL, 0, "daemon-reload", NULL, NULL, NULL)) != 0)
+			return code;
+	}
 	/* where dumps go: the one directory, or each cluster's */
 	char shown[8192] = "";
 	for (char *l = record; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
@@ -800,13 +1175,10 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 	}
 	if (a->json) {
 		json_t j;
-		json_begin(&j, stdout, JSON_LINE);
-		json_obj(&j, NULL);
-		json_str(&j, "unit", u->name);
-		json_str(&j, "dropin", file);
-		json_str(&j, "library", pl->lib);
+		enable_json(&j, u, file, pl);
 		json_str(&j, "dumps", shown);
 		json_bool(&j, "exec_paths_added", pl->add_execpaths);
+		json_bool(&j, "already_loaded", false);
 		json_bool(&j, "restarted", restart_it);
 		json_end(&j);
 	} else {
@@ -821,37 +1193,21 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it)
 			printf("restart the service to load the library: systemctl%s restart %s\n",
 			    u->user ? " --user" : "", u->tmpl ? "INSTANCE" : u->name);
 	}
-	return restart_it ? restart(a, u) : 0;
+	if (!restart_it)
+		return 0;
+	char downed[300];
+	unit_state_t s;
+	code = restart(a, u, downed, sizeof downed, &s);
+	return downed[0] ? not_started(u, dir, file, downed, &s, keep) : code;
 }
 
 /* ---- disable ------------------------------------------------------------------------------ */
 
 static int do_disable(cli_args_t *a, unit_t *u, bool restart_it)
 {
-	char dir[PATH_MAX], file[PATH_MAX + 32], text[16384];
+	char dir[PATH_MAX], file[PATH_MAX + 32], dumps[PATH_MAX] = "";
 	int code = dropin_path(u, dir, sizeof dir, file, sizeof file);
-	if (code)
-		return code;
-	if (cli_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
-		return cli_err(HC_EXIT_FAILED, "systemd disable %s: not enabled (no %s written by heapctl)",
-		    u->name, file);
-	char dumps[PATH_MAX] = "";
-	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		char path[PATH_MAX];
-		if (sscanf(l, "# heapctl-envfile: %4095[^\n]", path) == 1) {
-			int e = pg_unwrite_env(path);
-			if (e)
-				return cli_err(HC_EXIT_FAILED, "systemd disable %s: cannot restore %s: %s", u->name,
-				    path, strerror(e));
-		}
-		if (sscanf(l, "# heapctl-dumps: %4095[^\n]", path) == 1)
-			snprintf(dumps, sizeof dumps, "%s", path);
-	}
-	if (unlink(file) != 0)
-		return cli_err(HC_EXIT_FAILED, "systemd disable %s: cannot remove %s: %s", u->name, file,
-		    strerror(errno));
-	rmdir(dir);               /* only if nothing else is in it */
-	if ((code = systemctl(u, NULL, 0, "daemon-reload", NULL, NULL, NULL)) != 0)
+	if (code || (code = dropin_remove(u, "disable", dir, file, dumps, sizeof dumps)) != 0)
 		return code;
 	char *created = strstr(dumps, " (created)");
 	if (created)
@@ -910,17 +1266,45 @@ static void status_one(cli_args_t *a, bool user, const char *unit, const char *d
 			prop_nth(out, "ActiveState", 0, active, sizeof active);
 			main_pid = atoi(prop_nth(out, "MainPID", 0, v, sizeof v) ? v : "0");
 		}
-		int pids[256], np = unit_pids(&u, names[i], pids, 256), with = 0;
-		bool readable, main_has = main_pid && cli_proc_maps_library(main_pid, NULL, 0, &readable);
-		for (int k = 0; k < np; k++)
-			with += cli_proc_maps_library(pids[k], NULL, 0, &readable);
-		char lib[64];
+		/* per process: a worker that runs the library but whose control
+		 * thread could not start (haproxy's, under RLIMIT_NPROC 0) is not
+		 * "loaded" as far as heapctl goes, and is named */
+		int pids[256], np = unit_procs(&u, names[i], main_pid, pids, 256), with = 0, answering = 0;
+		bool readable, main_has = false;
+		struct proc_row { int pid; bool loaded, answers; char who[64], cmd[256], why[512]; } *rows;
+		rows = calloc((size_t)np + 1, sizeof *rows);
+		cli_diag_t *d = malloc(sizeof *d);
+		if (rows == NULL || d == NULL) {
+			free(rows);
+			free(d);
+			cli_err(HC_EXIT_FAILED, "out of memory");
+			return;
+		}
+		for (int k = 0; k < np; k++) {
+			struct proc_row *r = &rows[k];
+			r->pid = pids[k];
+			r->loaded = cli_proc_maps_library(pids[k], NULL, 0, &readable);
+			cli_proc_who(pids[k], r->who, sizeof r->who, r->cmd, sizeof r->cmd);
+			if (!r->loaded)
+				continue;
+			with++;
+			main_has = main_has || pids[k] == main_pid;
+			cli_diagnose(pids[k], a->timeout_ns, d);
+			r->answers = cli_diag_answers(d);
+			answering += r->answers;
+			if (!r->answers)
+				snprintf(r->why, sizeof r->why, "%s", cli_diag_why(d));
+		}
+		free(d);
+		char lib[96];
 		if (!main_pid)
 			snprintf(lib, sizeof lib, "-");
-		else if (main_has)
+		else if (!main_has)
+			snprintf(lib, sizeof lib, "NOT loaded: doctor %d", main_pid);
+		else if (answering == with)
 			snprintf(lib, sizeof lib, "loaded (%d of %d)", with, np);
 		else
-			snprintf(lib, sizeof lib, "NOT loaded: doctor %d", main_pid);
+			snprintf(lib, sizeof lib, "loaded (%d of %d), %d not answering", with, np, with - answering);
 		if (a->json) {
 			json_obj(j, NULL);
 			json_str(j, "unit", names[i]);
@@ -929,11 +1313,29 @@ static void status_one(cli_args_t *a, bool user, const char *unit, const char *d
 			json_bool(j, "main_loaded", main_has);
 			json_i64(j, "processes", np);
 			json_i64(j, "loaded", with);
+			json_i64(j, "answering", answering);
 			json_str(j, "dumps", dumps);
+			json_arr(j, "each");
+			for (int k = 0; k < np; k++) {
+				json_obj(j, NULL);
+				json_i64(j, "pid", rows[k].pid);
+				json_str(j, "user", rows[k].who);
+				json_str(j, "command", rows[k].cmd);
+				json_bool(j, "loaded", rows[k].loaded);
+				json_bool(j, "answers", rows[k].answers);
+				json_str(j, "why", rows[k].loaded && !rows[k].answers ? rows[k].why : NULL);
+				json_end(j);
+			}
+			json_end(j);
 			json_end(j);
 		} else {
 			printf("%-32s %-9s %8d  %-26s %s\n", names[i], active, main_pid, lib, dumps);
+			for (int k = 0; k < np; k++)
+				if (rows[k].loaded && !rows[k].answers)
+					printf("  process %d (%s): %s: not answering: %s\n", rows[k].pid, rows[k].who,
+					    rows[k].cmd, rows[k].why);
 		}
+		free(rows);
 	}
 }
 
@@ -991,69 +1393,73 @@ int cli_doctor_unit(cli_args_t *a, const char *name)
 		free(u.show);
 		return code;
 	}
-	char v[256], dir[PATH_MAX], file[PATH_MAX + 32];
-	int main_pid = atoi(prop(&u, "MainPID", v, sizeof v));
-	cli_diag_t *d = calloc(1, sizeof *d);
-	if (d == NULL) {
+	if (u.tmpl) {
 		free(u.show);
-		return cli_err(HC_EXIT_FAILED, "out of memory");
+		return cli_err(HC_EXIT_USAGE, "doctor: %s is a template; name an instance (foo@INSTANCE)", u.name);
 	}
+	char v[256], active[64], dir[PATH_MAX], file[PATH_MAX + 32];
+	int main_pid = atoi(prop(&u, "MainPID", v, sizeof v));
+	prop(&u, "ActiveState", active, sizeof active);
 	/* the unit's drop-in, or its template's */
 	struct stat st;
 	bool dropin = false;
-	time_t written = 0;
+	int64_t written = 0;
 	for (int t = 0; t < 2 && !dropin; t++) {
 		unit_t x = u;
 		const char *at = strchr(u.name, '@');
 		if (t == 1) {
-			if (at == NULL || u.tmpl)
+			if (at == NULL)
 				break;
 			snprintf(x.name, sizeof x.name, "%.*s@.service", (int)(at - u.name), u.name);
 		}
 		if (dropin_path(&x, dir, sizeof dir, file, sizeof file) == 0 && stat(file, &st) == 0) {
 			dropin = true;
-			written = st.st_mtime;
+			written = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 		}
 	}
-	if (u.tmpl) {
+	int pids[256], np = unit_procs(&u, u.name, main_pid, pids, 256);
+	cli_diag_t *d = calloc(1, sizeof *d), *unit_d = calloc(1, sizeof *unit_d);
+	if (d == NULL || unit_d == NULL) {
 		free(d);
+		free(unit_d);
 		free(u.show);
-		return cli_err(HC_EXIT_USAGE, "doctor: %s is a template; name an instance (foo@INSTANCE)", u.name);
+		return cli_err(HC_EXIT_FAILED, "out of memory");
 	}
-	if (main_pid == 0) {
-		d->code = HC_EXIT_NOPROC;
-		d->n = 1;
-		d->f[0] = (cli_finding_t){ .level = CLI_PROBLEM, .code = HC_EXIT_NOPROC };
-		snprintf(d->f[0].topic, sizeof d->f[0].topic, "unit");
-		snprintf(d->f[0].text, sizeof d->f[0].text, "%s is %s: it has no main process",
-		    u.name, prop(&u, "ActiveState", v, sizeof v));
-		snprintf(d->f[0].fix, sizeof d->f[0].fix, "systemctl start %s", u.name);
+	if (np == 0) {
+		unit_d->code = HC_EXIT_NOPROC;
+		unit_d->n = 1;
+		unit_d->f[0] = (cli_finding_t){ .level = CLI_PROBLEM, .code = HC_EXIT_NOPROC };
+		snprintf(unit_d->f[0].topic, sizeof unit_d->f[0].topic, "unit");
+		snprintf(unit_d->f[0].text, sizeof unit_d->f[0].text, "%s is %s: it has no process", u.name,
+		    active);
+		snprintf(unit_d->f[0].fix, sizeof unit_d->f[0].fix, "systemctl start %s", u.name);
+	}
+	json_t j;
+	if (a->json) {
+		json_begin(&j, stdout, JSON_PRETTY);
+		json_obj(&j, NULL);
+		json_str(&j, "unit", u.name);
+		json_str(&j, "active", active);
+		json_i64(&j, "main_pid", main_pid);
 	} else {
-		cli_diagnose(main_pid, a->timeout_ns, d);
+		printf("unit %s: %s, main process %d, %d process%s\n", u.name, active, main_pid, np,
+		    np == 1 ? "" : "es");
+		cli_diag_print(unit_d, false, "");
+	}
+	code = unit_d->code;
+	if (a->json)
+		json_arr(&j, "processes");
+	for (int i = 0; i < np; i++) {
+		cli_diagnose(pids[i], a->timeout_ns, d);
+		int64_t started = proc_started_ns(pids[i]);
 		/* a drop-in newer than the process: it was never restarted */
-		char stat_line[1024], path[64];
-		snprintf(path, sizeof path, "/proc/%d/stat", main_pid);
-		uint64_t started = 0;
-		char btime_s[4096];
-		if (cli_read_file(path, stat_line, sizeof stat_line) > 0 &&
-		    cli_read_file("/proc/stat", btime_s, sizeof btime_s) > 0) {
-			char *p = strrchr(stat_line, ')');
-			unsigned long long ticks = 0;
-			for (int f = 2; p && *p && f < 22; p++)
-				if (*p == ' ')
-					f++;
-			if (p)
-				ticks = strtoull(p, NULL, 10);
-			char *b = strstr(btime_s, "btime ");
-			if (b)
-				started = strtoull(b + 6, NULL, 10) + ticks / (unsigned long long)sysconf(_SC_CLK_TCK);
-		}
-		if (dropin && started && (uint64_t)written > started && d->code == HC_EXIT_NOLIB) {
+		if (dropin && started && written > started + 10000000 && d->code == HC_EXIT_NOLIB) {
 			cli_finding_t *f = &d->f[d->n < CLI_DIAG_MAX ? d->n++ : d->n - 1];
 			*f = (cli_finding_t){ .level = CLI_PROBLEM, .code = HC_EXIT_NOLIB };
 			snprintf(f->topic, sizeof f->topic, "unit");
-			snprintf(f->text, sizeof f->text, "the heapctl drop-in %.600s was written after the main "
-			    "process started: the library loads at the next start", file);
+			snprintf(f->text, sizeof f->text, "the heapctl drop-in %.600s was written after the %s "
+			    "started: the library loads at the next start", file,
+			    pids[i] == main_pid ? "main process" : "process");
 			snprintf(f->fix, sizeof f->fix, "systemctl restart %s", u.name);
 		} else if (!dropin && d->code == HC_EXIT_NOLIB) {
 			cli_finding_t *f = &d->f[d->n < CLI_DIAG_MAX ? d->n++ : d->n - 1];
@@ -1062,19 +1468,38 @@ int cli_doctor_unit(cli_args_t *a, const char *name)
 			snprintf(f->text, sizeof f->text, "%s has no heapctl drop-in", u.name);
 			snprintf(f->fix, sizeof f->fix, "heapctl systemd enable %s --restart", u.name);
 		}
+		char who[64], cmd[512];
+		cli_proc_who(pids[i], who, sizeof who, cmd, sizeof cmd);
+		if (a->json) {
+			json_obj(&j, NULL);
+			json_str(&j, "user", who);
+			json_str(&j, "command", cmd);
+			json_bool(&j, "main", pids[i] == main_pid);
+			cli_diag_json(&j, d);
+			json_end(&j);
+		} else {
+			printf("process %d (%s%s): %s\n", pids[i], who, pids[i] == main_pid ? ", main" : "", cmd);
+			cli_diag_print(d, false, "  ");
+		}
+		if (code == 0)
+			code = d->code;
 	}
-	if (!a->json)
-		printf("unit %s: %s, main process %d\n", u.name, prop(&u, "ActiveState", v, sizeof v), main_pid);
-	cli_diag_print(d, a->json, "");
-	code = d->code;
+	if (a->json) {
+		json_end(&j);
+		json_bool(&j, "ok", code == 0);
+		json_i64(&j, "exit", code);
+		cli_diag_json_findings(&j, unit_d);
+		json_end(&j);
+	}
 	free(d);
+	free(unit_d);
 	free(u.show);
 	return code;
 }
 
 /* ---- the command ------------------------------------------------------------------------------ */
 
-enum { SD_OFF = 256, SD_SECURE, SD_CONF, SD_DUMP_DIR, SD_USER, SD_RESTART };
+enum { SD_OFF = 256, SD_SECURE, SD_CONF, SD_DUMP_DIR, SD_USER, SD_RESTART, SD_KEEP };
 const cli_opt_t systemd_opts[] = {
 	{ "conf", SD_CONF, "CONF", "enable: settings for the library (HEAPCTL_CONF), checked before "
 	  "anything is written" },
@@ -1083,6 +1508,8 @@ const cli_opt_t systemd_opts[] = {
 	{ "secure", SD_SECURE, NULL, "enable: libheapctl-secure.so, with the allocator's misuse checks" },
 	{ "user", SD_USER, NULL, "a user unit (systemctl --user)" },
 	{ "restart", SD_RESTART, NULL, "restart the unit, and check the new process carries the library" },
+	{ "keep", SD_KEEP, NULL, "enable --restart: keep the drop-in when the unit does not come up "
+	  "(it is removed otherwise)" },
 	{ 0 },
 };
 
@@ -1092,7 +1519,7 @@ int cmd_systemd(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "systemd: enable UNIT, disable UNIT or status (see 'heapctl help systemd')");
 	const char *verb = a->argv[0];
 	plan_t pl = { 0 };
-	bool user = false, restart_it = false;
+	bool user = false, restart_it = false, keep = false;
 	const char *unit = NULL;
 	cli_args_t rest = *a;            /* after the verb */
 	rest.argc--;
@@ -1104,6 +1531,7 @@ int cmd_systemd(cli_args_t *a)
 		switch (id) {
 		case SD_USER: user = true; break;
 		case SD_RESTART: restart_it = true; break;
+		case SD_KEEP: keep = true; break;
 		case SD_OFF: pl.off = true; break;
 		case SD_SECURE: pl.secure = true; break;
 		case SD_CONF:
@@ -1144,12 +1572,12 @@ int cmd_systemd(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "systemd: unknown action '%s' (enable, disable or status)", verb);
 	if (unit == NULL)
 		return cli_err(HC_EXIT_USAGE, "systemd %s: which unit?", verb);
-	if (is_disable && (pl.conf[0] || pl.dump_dir[0] || pl.off || pl.secure))
+	if (is_disable && (pl.conf[0] || pl.dump_dir[0] || pl.off || pl.secure || keep))
 		return cli_err(HC_EXIT_USAGE, "systemd disable: takes only UNIT, --user and --restart");
 	unit_t u;
 	code = unit_load(&u, unit, user);
 	if (code == 0)
-		code = is_enable ? do_enable(a, &u, &pl, restart_it) : do_disable(a, &u, restart_it);
+		code = is_enable ? do_enable(a, &u, &pl, restart_it, keep) : do_disable(a, &u, restart_it);
 	free(u.show);
 	return code;
 }

@@ -169,16 +169,22 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 		    "Start-up values: heapctl help conf.\n");
 	}
 	if (strcmp(c->name, "systemd") == 0)
-		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart]\n"
+		fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart [--keep]]\n"
 		    "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
 		    "      from the start, CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps in\n"
 		    "      /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
 		    "      forbids executing the library; refuses, with the fix, where the preload\n"
-		    "      cannot work\n"
+		    "      cannot work (also a unit that runs no program of its own, /bin/true:\n"
+		    "      it names the units that do); \"already loaded\", exit 0, where the unit's\n"
+		    "      processes run the library from that drop-in.  A unit that does not come\n"
+		    "      up after --restart: says whether for its own reasons (a Condition= not\n"
+		    "      met, it fails without the library too) or the library's, and removes the\n"
+		    "      drop-in (--keep: not)\n"
 		    "  disable UNIT [--user] [--restart]\n"
 		    "      remove exactly what enable wrote\n"
 		    "  status [--user] [--json]\n"
-		    "      units with the drop-in, and whether their processes carry the library\n"
+		    "      units with the drop-in: of their processes, how many carry the library\n"
+		    "      and answer; each one that carries it and does not answer, and why\n"
 		    "UNIT may be a template (foo@.service: every instance) or an instance.\n", f);
 	if (strcmp(c->name, "run") == 0)
 		fputs("\nLD_PRELOAD gets libheapctl.so first (a preload you have is kept after it);\n"

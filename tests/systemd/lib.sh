@@ -41,10 +41,11 @@
 
 # The packages of the root file system, in one place: systemd and what
 # booting needs, heapctl's runtime libraries (so heapctl also runs inside),
-# real services for the tests that profile them, ps/pgrep, and what a
+# real services for the tests that profile them (daemons.sh: nginx,
+# memcached and haproxy, whose workers drop privileges), ps/pgrep, and what a
 # user's service manager needs (user@UID.service fails without them: "PAM
 # unable to dlopen(pam_systemd.so)", "XDG_RUNTIME_DIR is not set").
-SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g libmicrohttpd12 redis-server postgresql procps libpam-systemd dbus-user-session"
+SD_PACKAGES="systemd systemd-sysv dbus libunwind8 libdw1 libelf1 zlib1g libmicrohttpd12 redis-server postgresql nginx memcached haproxy procps libpam-systemd dbus-user-session"
 SD_SUITE=bookworm
 SD_VARIANT=minbase
 SD_CACHE=${HEAPCTL_TEST_CACHE:-/var/cache/heapctl-test}
