@@ -191,7 +191,7 @@ static bool may_write(int pid, const struct stat *st)
 
 static void why_no_segment(cli_diag_t *d, int pid, const char *err)
 {
-	char when[64], fix[128];
+	char when[64], fix[160];
 	snprintf(fix, sizeof fix, "heapctl inject %d arms it again", pid);
 	switch (cli_proc_agent_inert(pid, when, sizeof when)) {
 	case CLI_AGENT_EJECTED:
