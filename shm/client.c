@@ -62,7 +62,7 @@ static bool read_text(const char *path, char *buf, size_t len)
 	return true;
 }
 
-/* NSpid's last entry and the real uid, from /proc/PID/status. */
+/* NSpid's last entry and the real and effective uids, from /proc/PID/status. */
 static bool proc_status(int pid, int *nspid, unsigned *uid, unsigned *euid)
 {
 	char path[64], buf[4096];
@@ -224,17 +224,17 @@ static int read_start(int fd, struct stat *st, hc_shm_header_t *first)
 
 /* Open, check and map one candidate.  HC_EXIT_OK with t->seg set; NOLIB
  * when it is not this process's segment (why says so when there is more to
- * say; *denied_uid gets the owner of a file we may not open, -1 unknown);
- * other codes are final. */
+ * say; a file we may not open is named in denied, and its owner in
+ * *denied_uid, -1 unknown); other codes are final. */
 static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bool readable,
-    bool in_maps, char *why, size_t whylen, bool *denied, int64_t *denied_uid)
+    bool in_maps, char *why, size_t whylen, char (*denied)[320], int64_t *denied_uid)
 {
 	int pid = t->pid;
 	char who[96];
 	int fd = open_in(dir, name, t->path, sizeof t->path);
 	struct stat st;
 	if (fd == -EACCES || fd == -EPERM) {
-		*denied = true;
+		snprintf(*denied, sizeof *denied, "%s", t->path);
 		*denied_uid = lstat(t->path, &st) == 0 ? (int64_t)st.st_uid : -1;
 	}
 	if (fd < 0)
@@ -353,7 +353,7 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	bool in_maps = maps_segment(pid, t->nspid, mapped, sizeof mapped, &readable);
 	int nc = candidates(dir, t->nspid, in_maps ? mapped : NULL, names, 16);
 	int code = HC_EXIT_NOLIB;
-	bool denied = false;
+	char denied[320] = "";
 	int64_t denied_uid = -1;
 	char why[512] = "";
 	for (int i = 0; i < nc; i++) {
@@ -365,12 +365,12 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	}
 	/* a segment of the process's effective user (a set-user-ID program,
 	 * injected) that its real user may not open: it does run the library */
-	if (code == HC_EXIT_NOLIB && denied && denied_uid >= 0 && denied_uid == t->euid && t->euid != t->uid)
+	if (code == HC_EXIT_NOLIB && denied[0] && denied_uid == t->euid && t->euid != t->uid)
 		return fail(err, errlen, HC_EXIT_PERM,
 		    "permission denied: process %d runs libheapctl.so, but its segment %s belongs to %s, its "
-		    "effective user (a set-user-ID program); run heapctl as that user or as root", pid, t->path,
+		    "effective user (a set-user-ID program); run heapctl as that user or as root", pid, denied,
 		    user_name(t->euid, who, sizeof who));
-	if (code == HC_EXIT_NOLIB && denied && t->uid != geteuid())
+	if (code == HC_EXIT_NOLIB && denied[0] && t->uid != geteuid())
 		return fail(err, errlen, HC_EXIT_PERM,
 		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
 		    pid, user_name(t->uid, who, sizeof who));

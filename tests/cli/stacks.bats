@@ -44,6 +44,26 @@ write_stuck() {
 	EOF
 }
 
+# $T/chain: main -> chain_a -> chain_b -> chain_c, which sleeps in pause()
+write_chain() {
+	cat >"$T/chain.c" <<-'EOF'
+	#include <stdio.h>
+	#include <unistd.h>
+	__attribute__((noinline)) void chain_c(void) { printf("ready\n"); fflush(stdout); for (;;) pause(); }
+	__attribute__((noinline)) void chain_b(void) { chain_c(); __asm__ volatile(""); }
+	__attribute__((noinline)) void chain_a(void) { chain_b(); __asm__ volatile(""); }
+	int main(void) { chain_a(); return 0; }
+	EOF
+	gcc -O2 -g -fomit-frame-pointer -o "$T/chain" "$T/chain.c"
+}
+
+# $output has chain's frames, named in its file, innermost first
+chain_order() {
+	local order
+	order=$(echo "$output" | grep -o ' in [a-z_]* at [^ ]* (chain)$' | awk '{ print $2 }' | tr '\n' ,)
+	[ "$order" = "chain_c,chain_b,chain_a,main," ]
+}
+
 # released LINE: the process is not held by anyone after heapctl
 released() {
 	[ "$(awk '/^TracerPid:/ { print $2 }' "/proc/$1/status")" = 0 ]
@@ -264,15 +284,7 @@ time.sleep(60)' >"$T/py.out" 2>&1 &
 
 @test "stacks: a chrooted process is unwound through its own libraries, as deep as eu-stack, with the same names" {
 	need_root
-	cat >"$T/chain.c" <<-'EOF2'
-	#include <stdio.h>
-	#include <unistd.h>
-	__attribute__((noinline)) void chain_c(void) { printf("ready\n"); fflush(stdout); for (;;) pause(); }
-	__attribute__((noinline)) void chain_b(void) { chain_c(); __asm__ volatile(""); }
-	__attribute__((noinline)) void chain_a(void) { chain_b(); __asm__ volatile(""); }
-	int main(void) { chain_a(); return 0; }
-	EOF2
-	gcc -O2 -g -fomit-frame-pointer -o "$T/chain" "$T/chain.c"
+	write_chain
 	# the program and the libraries it loads, at their paths inside
 	mkdir "$T/jail"
 	cp "$T/chain" "$T/jail/chain"
@@ -291,8 +303,7 @@ time.sleep(60)' >"$T/py.out" 2>&1 &
 	[ "$status" -eq 0 ]
 	[[ "${lines[0]}" == "process $PID: /chain" ]]
 	# innermost first, each in the file of the jail's program
-	order=$(echo "$output" | grep -o ' in [a-z_]* at [^ ]* (chain)$' | awk '{ print $2 }' | tr '\n' ,)
-	[ "$order" = "chain_c,chain_b,chain_a,main," ]
+	chain_order
 	[[ "$output" == *" in chain_c at $T/chain.c:3 (chain)"* ]]
 	# the jail's libc, unwound and named: pause() below, glibc's start-up
 	# above (__libc_pause and __libc_start_main_impl with libc6-dbg)
@@ -313,4 +324,23 @@ time.sleep(60)' >"$T/py.out" 2>&1 &
 		done
 		[ "$(echo "$eu" | awk '/^#/ { print $3 }' | grep -c '^chain_\|^main$')" -eq 4 ]
 	fi
+}
+
+@test "stacks: a process in a mount namespace of its own, its program on a tmpfs only it sees: unwound and named from /proc/PID/root" {
+	need_root
+	write_chain
+	mkdir "$T/priv"
+	(cd "$T" && exec unshare --mount --propagation private sh -c \
+	    "mount -t tmpfs tmpfs '$T/priv' && cp '$T/chain' '$T/priv/chain' && exec '$T/priv/chain'") >"$T/chain.out" 2>&1 &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/chain.out"
+	[ ! -e "$T/priv/chain" ]
+	[ -e "/proc/$PID/root$T/priv/chain" ]
+	run "$HEAPCTL" stacks "$PID"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	chain_order
+	[ "$(echo "$output" | grep -c '^  #')" -ge 7 ]
+	released "$PID"
 }
