@@ -146,22 +146,65 @@ static int open_in(const char *dir, const char *name, char *path, size_t len)
 	return fd;
 }
 
+/* Whether processes p and q (0: this one) share a mount namespace. */
+static bool same_mntns(int p, int q)
+{
+	char a[48], b[48];
+	struct stat x, y;
+	snprintf(a, sizeof a, "/proc/%d/ns/mnt", p);
+	if (q)
+		snprintf(b, sizeof b, "/proc/%d/ns/mnt", q);
+	else
+		snprintf(b, sizeof b, "/proc/self/ns/mnt");
+	return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_ino == y.st_ino && x.st_dev == y.st_dev;
+}
+
+/* The parent of pid, from field 4 of /proc/PID/stat; 0 if unknown. */
+static int parent_of(int pid)
+{
+	char path[48], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *r = strrchr(buf, ')');
+	int ppid = 0;
+	return r && sscanf(r + 1, " %*c %d", &ppid) == 1 ? ppid : 0;
+}
+
 /* The directory holding the process's segments: through /proc/PID/root,
- * or our /dev/shm when that is closed to us and the PID namespace is ours,
- * or when the process chrooted (our mount namespace) into a root without
- * one after its fork made it there.  Returns 0 or -errno of the first way. */
+ * or our /dev/shm when that is closed to us and the PID namespace is ours.
+ * A process that chrooted after its fork made its segment (haproxy's
+ * workers) has no /dev/shm in its root: its segment is in the /dev/shm of
+ * its mount namespace, which we see when the namespace is ours, and else
+ * through an ancestor in that namespace that did not chroot (the worker's
+ * master in a container).  Returns 0 or -errno of the first way. */
 static int segment_dir(int pid, int nspid, char *dir, size_t len)
 {
-	struct stat st, a, b;
+	struct stat st;
 	snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, pid);
 	if (stat(dir, &st) == 0)
 		return 0;
 	int err = errno;
-	char ns[64];
-	snprintf(ns, sizeof ns, "/proc/%d/ns/mnt", pid);
-	bool chrooted = err == ENOENT && nspid == pid && stat("/proc/self/ns/mnt", &a) == 0 &&
-	    stat(ns, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-	if (!chrooted && (nspid != pid || (err != EACCES && err != EPERM)))
+	if (err == ENOENT && nspid == pid && same_mntns(pid, 0)) {
+		snprintf(dir, len, HC_SHM_DIR);
+		return 0;
+	}
+	for (int q = pid, i = 0; err == ENOENT && i < 8; i++) {
+		q = parent_of(q);
+		if (q <= 0 || !same_mntns(pid, q))
+			break;
+		snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, q);
+		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+			return 0;
+	}
+	snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, pid);
+	if (nspid != pid || (err != EACCES && err != EPERM))
 		return -err;
 	snprintf(dir, len, HC_SHM_DIR);
 	return 0;
