@@ -83,8 +83,9 @@ static uint64_t poll_last_ns HC_FORK_DATA;   /* hc_control_poll's last turn */
 static int child_dfd HC_FORK_DATA = -1;   /* fork child: /dev/shm (O_PATH),
                                          until its segment is made      */
 static int child_procfd HC_FORK_DATA = -1;   /* and its /proc/PID (O_PATH) */
-static dev_t child_dfd_dev HC_FORK_DATA;   /* and what it is, for a program */
-static ino_t child_dfd_ino HC_FORK_DATA;   /* that closed it meanwhile      */
+static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA;   /* what they */
+static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA;   /* are, for a
+                                         program that closed them since  */
 static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
 static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
 static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
@@ -203,18 +204,32 @@ static void command_line(char *out, size_t len)
 	hc_shm_strlcpy(out, n > 0 ? buf : "?", len);
 }
 
-/* The fork child's /dev/shm descriptor, once, if it still is what the
- * fork handler opened: a daemon may have closed every descriptor since and
+/* A descriptor the fork handler opened, once, if it still is what it
+ * opened (-1 else): a daemon may have closed every descriptor since and
  * opened another file under its number, which is then left alone. */
-static int child_dir(void)
+static int child_fd(int *fd, dev_t dev, ino_t ino)
 {
-	int fd = child_dfd;
-	child_dfd = -1;
+	int f = *fd;
+	*fd = -1;
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != child_dfd_dev ||
-	    st.st_ino != child_dfd_ino)
+	if (f < 0 || fstat(f, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != dev || st.st_ino != ino)
 		return -1;
-	return fd;
+	return f;
+}
+
+/* Open a directory for the fork child (O_PATH); -1 if it cannot. */
+static int child_open(const char *path, dev_t *dev, ino_t *ino)
+{
+	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		*dev = st.st_dev;
+		*ino = st.st_ino;
+		return fd;
+	}
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }
 
 static hc_shm_t *segment_create(int parent)
@@ -222,22 +237,20 @@ static hc_shm_t *segment_create(int parent)
 	int pid = getpid();
 	bool ended;
 	struct stat nst;
-	/* a fork child may have chrooted since the fork, away from /proc */
-	if (child_procfd >= 0 && (start_time = hc_shm_proc_start_time_at(child_procfd, "stat", &ended)) &&
-	    fstatat(child_procfd, "ns/pid", &nst, 0) == 0) {
+	/* a fork child may have chrooted since the fork, away from /proc and
+	 * /dev/shm: its handler opened both then */
+	int procfd = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino);
+	if (procfd >= 0 && (start_time = hc_shm_proc_start_time_at(procfd, "stat", &ended)) &&
+	    fstatat(procfd, "ns/pid", &nst, 0) == 0) {
 		pidns = (uint64_t)nst.st_ino;
 	} else {
 		start_time = hc_shm_proc_start_time(pid, &ended);
 		pidns = hc_shm_pidns();
 	}
-	if (child_procfd >= 0) {
-		close(child_procfd);
-		child_procfd = -1;
-	}
+	if (procfd >= 0)
+		close(procfd);
 	char name[64];
-	/* a fork child may have chrooted since the fork: its handler opened
-	 * the directory then */
-	int dfd = child_dir();
+	int dfd = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino);
 	if (dfd < 0)
 		dfd = open(HC_SHM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int fd = dfd < 0 ? -errno : create_file(dfd, name, sizeof name);
@@ -864,20 +877,14 @@ void hc_control_fork_child(void)
 	child_parent = fork_pid;
 	child_forked_ns = fork_ns;
 	poll_last_ns = 0;
-	if (child_dfd >= 0)    /* the parent's, not yet used: ours is new */
-		child_dfd = -1;
-	if (child_procfd >= 0)
-		child_procfd = -1;
-	child_procfd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int dfd = open(HC_SHM_DIR, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct stat st;
-	if (dfd >= 0 && fstat(dfd, &st) == 0) {
-		child_dfd_dev = st.st_dev;
-		child_dfd_ino = st.st_ino;
-		child_dfd = dfd;
-	} else if (dfd >= 0) {
-		close(dfd);
-	}
+	/* the parent's, a fork child's not yet used: copies of ours to close */
+	int inherited;
+	if ((inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
+		close(inherited);
+	if ((inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
+		close(inherited);
+	child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
+	child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
 	thread_start();
 }
 
