@@ -330,7 +330,8 @@ void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size,
 	if (err)
 		hc_shm_strlcpy(ev.text, strerrordesc_np(err), sizeof ev.text);
 	publish(&ev);
-	if (!err && path) {
+	/* a staged dump is heapctl's to copy out and remove: not ours to name */
+	if (!err && path && !hc_shm_staged_path(path)) {
 		hc_mutex_lock(&ev_lock);
 		hc_shm_strlcpy(last_dump, path, sizeof last_dump);
 		hc_mutex_unlock(&ev_lock);

@@ -150,8 +150,8 @@ void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len);
 
 /* cmd_dump.c: a dump the target cannot write where heapctl reads (-o,
  * --fetch) is staged in its /dev/shm under this name, copied out and
- * removed: transient, never archived. */
-#define CLI_STAGE_BASE "heapctl-fetch."
+ * removed: transient, never archived (hc_shm_staged_path). */
+#define CLI_STAGE_BASE HC_SHM_STAGE_BASE
 
 /* Commands */
 int cmd_list(cli_args_t *a);

@@ -43,6 +43,17 @@
 #define HC_SHM_ABI        1u
 #define HC_SHM_DIR        "/dev/shm"
 #define HC_SHM_BASENAME   "heapctl."              /* + decimal pid */
+/* A dump heapctl has a process write where heapctl can read it (its
+ * /dev/shm, or a directory heapctl makes in a chroot), then copies out and
+ * removes, is named with this prefix: transient, never a process's last
+ * dump, never archived. */
+#define HC_SHM_STAGE_BASE "heapctl-fetch."
+static inline bool hc_shm_staged_path(const char *path)
+{
+	const char *base = __builtin_strrchr(path, '/');
+	return __builtin_strncmp(base ? base + 1 : path, HC_SHM_STAGE_BASE,
+	    sizeof HC_SHM_STAGE_BASE - 1) == 0;
+}
 #define HC_SHM_SLOTS      8
 #define HC_SHM_EVENTS     128                     /* a power of two */
 #define HC_SHM_PATH_MAX   1280                    /* paths, prefixes, messages */

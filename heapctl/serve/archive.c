@@ -286,13 +286,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 		return;
 	/* the daemon's own dumps for /debug/pprof (in its work directory, or
 	 * staged by heapctl dump -o and already gone): a scrape is not kept */
-	const char *staged = HC_SHM_DIR "/" CLI_STAGE_BASE;
-	if ((A.skip[0] && strncmp(ev->path, A.skip, strlen(A.skip)) == 0) ||
-	    strncmp(ev->path, staged, strlen(staged)) == 0)
-		return;
 	char group[128], dir[PATH_MAX + 160], dest[PATH_MAX + 400], path[sizeof ev->path + 1];
 	memcpy(path, ev->path, sizeof ev->path);
-	path[sizeof ev->path] = 0;
+	path[sizeof ev->path] = 0;   /* the segment's bytes are not trusted */
+	if ((A.skip[0] && strncmp(path, A.skip, strlen(A.skip)) == 0) || hc_shm_staged_path(path))
+		return;
 	group_of(x, group, sizeof group);
 	snprintf(dir, sizeof dir, "%s/%s", A.dir, group);
 	if (mkdir(dir, 0750) != 0 && errno != EEXIST) {

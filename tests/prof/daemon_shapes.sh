@@ -116,7 +116,11 @@ compile "$WORK/prog" "$WORK/prog.c" -L"$BUILD" -lheapctl -Wl,-rpath,"$BUILD"
 chmod 755 "$WORK"
 mkdir -m 0755 "$WORK/state" "$WORK/here" "$WORK/empty"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true     # no "Killed" line per background job
+	rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 # wait_line FILE KEY: the number after "KEY " in FILE, within 5 s
@@ -176,6 +180,12 @@ for p in json.load(sys.stdin):
         print(p["dumps"])')
 check_eq "the worker's dump count in heapctl list" "$dumps" 5
 ls "$WORK/state" | grep -v '\.heap$' | grep . && fail "files other than dumps left in the prefix's directory"
+# every dump of the worker was staged and copied out: none is its own
+last=$("$H" status "$worker" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["last_dump"])')
+check_eq "the worker's last dump after staged ones (a removed temporary file before)" "$last" ""
+"$H" dump -p "$master" >/dev/null 2>&1 || fail "a dump of the master"
+last=$("$H" status "$master" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["last_dump"])')
+check_eq "the master's last dump" "$last" "$WORK/state/jeprof.$master.2.m2.heap"
 ls /dev/shm | grep -q "heapctl-fetch" && fail "a staged dump was left in /dev/shm: $(ls /dev/shm)"
 
 # ---- double fork ----------------------------------------------------------
