@@ -1178,11 +1178,12 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool
 		enable_json(&j, u, file, pl);
 		json_str(&j, "dumps", shown);
 		json_bool(&j, "exec_paths_added", pl->add_execpaths);
+		json_bool(&j, "written", !same);
 		json_bool(&j, "already_loaded", false);
 		json_bool(&j, "restarted", restart_it);
 		json_end(&j);
 	} else {
-		printf("wrote %s\n", file);
+		printf(same ? "%s is already this, unchanged\n" : "wrote %s\n", file);
 		if (pl->pg)
 			printf("and LD_PRELOAD, HEAPCTL_CONF in the cluster's environment file (pg_ctlcluster "
 			    "resets the environment)\n");

@@ -27,7 +27,7 @@
 #   - doctor UNIT and systemd status look at every process of the unit.
 #
 # Every failure prints heapctl's output and the unit's last journal lines.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib.sh" || exit 2
 sd_setup daemons "$@"
 
 H=$BUILD/heapctl
@@ -56,14 +56,19 @@ jget() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1]
 
 # cgroup_pids HOSTPID: the host PIDs of every process in HOSTPID's cgroup
 # (the unified hierarchy, at /sys/fs/cgroup or, on a hybrid host, at
-# /sys/fs/cgroup/unified; or the name=systemd one)
+# /sys/fs/cgroup/unified; or the name=systemd one).  On a hybrid host the
+# path is the container's own, which another container booted meanwhile
+# (another test) has too: only this container's processes count.
 cgroup_pids() {
-	local cg sd
+	local cg sd ns p
 	cg=$(sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null)
 	sd=$(sed -n 's/^[0-9]*:name=systemd://p' "/proc/$1/cgroup" 2>/dev/null)
-	cat "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null ||
+	ns=$(readlink "/proc/$SD_LEADER/ns/pid")
+	for p in $(cat "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null ||
 	    cat "/sys/fs/cgroup/unified$cg/cgroup.procs" 2>/dev/null ||
-	    cat "/sys/fs/cgroup/systemd$sd/cgroup.procs" 2>/dev/null
+	    cat "/sys/fs/cgroup/systemd$sd/cgroup.procs" 2>/dev/null); do
+		[ "$(readlink "/proc/$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "$p"
+	done
 }
 
 # euid HOSTPID: the effective uid of a process
@@ -93,9 +98,11 @@ check_report() {
 # dumps UNIT HOSTPID TAG ERE: heapctl dump -p HOSTPID with no option (the
 # printed path opens for us), --fetch, -o FILE and -o -, each reported
 dumps() {
-	local unit=$1 hp=$2 tag=$3 ere=$4 out path
-	if ! out=$("$H" dump -p "$hp" 2>"$WORK/$tag.dump.err"); then
-		fail "$tag: heapctl dump -p $hp: exit $?: $(flat "$WORK/$tag.dump.err") (journal: $(journal "$unit"))"
+	local unit=$1 hp=$2 tag=$3 ere=$4 out path st
+	out=$("$H" dump -p "$hp" 2>"$WORK/$tag.dump.err")
+	st=$?
+	if [ "$st" -ne 0 ]; then
+		fail "$tag: heapctl dump -p $hp: exit $st: $(flat "$WORK/$tag.dump.err") (journal: $(journal "$unit"))"
 	else
 		path=${out%%$'\n'*}
 		if [ -r "$path" ] && cp "$path" "$WORK/$tag.heap" 2>/dev/null; then
@@ -209,7 +216,6 @@ daemon() {
 		carries "$wp" || fail "$unit: the worker (host $wp) does not carry the library"
 		dumps "$unit" "$wp" "$tag.worker" "$ere"
 	fi
-	WORKER[$tag]=$wp
 
 	note "$unit: restart, dump again"
 	ct_t 120 systemctl restart "$unit" || fail "$unit: systemctl restart: $(journal "$unit")"
@@ -227,7 +233,6 @@ daemon() {
 	else
 		fail "$unit: after the restart the main process (host ${hp:-none}) does not carry the library"
 	fi
-	MAIN[$tag]=$hp
 }
 
 # undo UNIT TAG: disable --restart; the unit is as it was
@@ -238,6 +243,10 @@ undo() {
 	ct systemctl cat "$unit" >"$WORK/$tag.cat.after" 2>&1
 	cmp -s "$WORK/$tag.cat.before" "$WORK/$tag.cat.after" ||
 	    fail "$unit: after disable, systemctl cat differs: $(diff "$WORK/$tag.cat.before" "$WORK/$tag.cat.after" | tr '\n' '|')"
+	if [ "$tag" = pg ]; then
+		cmp -s "$CT/etc/postgresql/15/main/environment" "$SD_ROOTFS/etc/postgresql/15/main/environment" ||
+		    fail "$unit: after disable the cluster's environment file is not as shipped: $(diff "$SD_ROOTFS/etc/postgresql/15/main/environment" "$CT/etc/postgresql/15/main/environment" | tr '\n' '|')"
+	fi
 	[ ! -e "$CT/etc/systemd/system/$unit.service.d" ] ||
 	    fail "$unit: /etc/systemd/system/$unit.service.d is still there: $(ls "$CT/etc/systemd/system/$unit.service.d")"
 	sleep 0.5
@@ -248,7 +257,6 @@ undo() {
 # a sample every 4 KiB on average: a postmaster or an haproxy master holds
 # only a MiB or two, which at the default 512 KiB may be no sample at all
 CONF="--conf lg_prof_sample:12"
-declare -A WORKER MAIN
 daemon nginx nginx www-data 'ngx_'
 daemon memcached memcached memcache 'memcached'
 daemon haproxy haproxy haproxy 'ring_new|sink_|pool_|trash_|hlua_|sess_|stream_|cfg_|init_|listener'
