@@ -18,8 +18,9 @@
 # Then what issue 36 found wrong, each with its unit:
 #   - a unit whose ConditionCapability= (chrony's) or ConditionPathExists=
 #     is not met: enable --restart says so, not "did not come back", and
-#     leaves no drop-in (--keep keeps it); a unit that fails without the
-#     library too, and one that fails only with it, are told apart;
+#     leaves no drop-in (--keep keeps it); a unit that exits by itself
+#     (status 0), one that fails without the library too, and one that
+#     fails only with it, are told apart;
 #   - postgresql.service, the /bin/true umbrella: refused, naming
 #     postgresql@15-main.service;
 #   - a unit already running the library from its drop-in: "already
@@ -345,6 +346,10 @@ cat >"$CT/etc/systemd/system/hc-fails.service" <<'EOF'
 [Service]
 ExecStart=/bin/sh -c 'exit 3'
 EOF
+cat >"$CT/etc/systemd/system/hc-exits.service" <<'EOF'
+[Service]
+ExecStart=/bin/sh -c 'exit 0'
+EOF
 cat >"$CT/etc/systemd/system/hc-broken.service" <<'EOF'
 [Service]
 ExecStart=/bin/sh -c 'case "$LD_PRELOAD" in *libheapctl*) exit 7 ;; esac; exec /usr/bin/sleep 1000'
@@ -376,6 +381,7 @@ not_started hc-chrony 1 'ConditionCapability=CAP_SYS_TIME is not met.*removed /e
 not_started hc-path 1 'ConditionPathExists=/etc/hc-not-there is not met'
 not_started hc-path 1 'ConditionPathExists=/etc/hc-not-there is not met.*kept /etc/systemd/system/hc-path.service.d/50-heapctl.conf' --keep
 not_started hc-fails 1 'reason of its own.*fails without it too \(Result=exit-code, exit status 3'
+not_started hc-exits 1 'did not stay up, for a reason of its own: it is inactive \(dead\), its main process exited with status 0.*removed'
 not_started hc-broken 4 'failed with the library .*exit status 7.* runs without it'
 [ "$(ct systemctl is-active hc-broken)" = active ] || fail "hc-broken: not running again without the library"
 hp=$(sd_host_pid "$(mainpid hc-broken)")
