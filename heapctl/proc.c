@@ -179,6 +179,12 @@ bool cli_proc_fork_pending(int pid, int *ppid)
 	closedir(d);
 	if (ctl)
 		return false;
+	/* no /dev/shm (haproxy's worker, chrooted to /var/lib/haproxy): it
+	 * never publishes one, however much it allocates */
+	struct stat shm;
+	snprintf(path, sizeof path, "/proc/%d/root/dev/shm", pid);
+	if (stat(path, &shm) != 0 || !S_ISDIR(shm.st_mode))
+		return false;
 	*ppid = parent;
 	return true;
 }

@@ -318,6 +318,14 @@ for u in json.load(open(sys.argv[1])):
 	ct "$HC" systemd status >"$WORK/status.txt" 2>&1
 	[ "$(grep -c '^  process .*not answering' "$WORK/status.txt")" -ge $((carriers - answering)) ] ||
 	    fail "$unit: systemd status names fewer processes than the $((carriers - answering)) that do not answer: $(flat "$WORK/status.txt")"
+	# a process without /dev/shm (haproxy's chrooted worker) is not told it
+	# publishes its segment "when it next allocates": it never can
+	for p in $(cgroup_pids "$hp"); do
+		[ -d "/proc/$p/root/dev/shm" ] && continue
+		"$H" status "$p" >"$WORK/$tag.noshm" 2>&1 && continue
+		grep -q 'when it next allocates' "$WORK/$tag.noshm" &&
+		    fail "$unit: process $p has no /dev/shm, and heapctl status says it publishes a segment when it next allocates: $(flat "$WORK/$tag.noshm")"
+	done
 	note "$unit: doctor $(grep -c '^process' "$WORK/$tag.doctor") processes, exit $(jget exit <"$WORK/$tag.doctor.json"); status: $(grep "^$unit" "$WORK/status.txt")"
 done
 
