@@ -768,6 +768,7 @@ static int64_t proc_started_ns(int pid)
 typedef struct {
 	int main_pid;
 	char active[32], sub[32], result[32], cond[8], status[16];
+	bool cond_checked;          /* systemd has this unit's ConditionResult */
 } unit_state_t;
 
 static int unit_state(const unit_t *u, const char *name, unit_state_t *s)
@@ -775,7 +776,7 @@ static int unit_state(const unit_t *u, const char *name, unit_state_t *s)
 	char out[4096], v[64];
 	memset(s, 0, sizeof *s);
 	int code = systemctl(u, out, sizeof out, "show", name, "-p",
-	    "MainPID,ConditionResult,ActiveState,SubState,Result,ExecMainStatus");
+	    "MainPID,ConditionResult,ConditionTimestampMonotonic,ActiveState,SubState,Result,ExecMainStatus");
 	if (code)
 		return code;
 	s->main_pid = atoi(prop_nth(out, "MainPID", 0, v, sizeof v) ? v : "0");
@@ -784,6 +785,10 @@ static int unit_state(const unit_t *u, const char *name, unit_state_t *s)
 	prop_nth(out, "Result", 0, s->result, sizeof s->result);
 	prop_nth(out, "ConditionResult", 0, s->cond, sizeof s->cond);
 	prop_nth(out, "ExecMainStatus", 0, s->status, sizeof s->status);
+	/* an inactive unit nothing refers to is unloaded; loaded again to
+	 * answer, it has ConditionResult=no and no time it was checked */
+	s->cond_checked = strtoull(prop_nth(out, "ConditionTimestampMonotonic", 0, v, sizeof v) ? v : "0",
+	    NULL, 10) != 0;
 	return 0;
 }
 
@@ -861,8 +866,11 @@ static int verify(cli_args_t *a, const unit_t *u, const char *name, bool *down, 
 /* systemctl restart NAME, its failure not printed: a start that fails
  * (Type=notify, forking) fails the command, and what systemd says of the
  * unit afterwards tells why (not_started). */
+static time_t restarted_at;        /* the last restart_quiet's, for the journal */
+
 static void restart_quiet(const unit_t *u, const char *name)
 {
+	restarted_at = time(NULL);
 	char out[1024], err[1024];
 	char *argv[] = { "systemctl", u->user ? "--user" : "--system", "restart", (char *)name, NULL };
 	(void)cli_spawn(argv, NULL, out, sizeof out, err, sizeof err, 120000);
@@ -907,15 +915,19 @@ static int restart(cli_args_t *a, const unit_t *u, char *downed, size_t dlen, un
 
 /* The Condition= that kept a unit from starting: systemd names it in the
  * journal ("skipped because of an unmet condition check (X=Y)"); where
- * the journal cannot tell, the unit's Condition lines. */
-static void unmet_condition(const unit_t *u, const char *name, char *out, size_t len)
+ * the journal cannot tell, the unit's Condition lines.  false: none did
+ * (ConditionResult=no of a unit unloaded once inactive, never checked). */
+static bool unmet_condition(const unit_t *u, const char *name, const unit_state_t *s, char *out,
+    size_t len)
 {
-	char *text = malloc(1 << 16), err[256];
+	char *text = malloc(1 << 16), err[256], since[32];
 	snprintf(out, len, "a Condition= of the unit");
 	if (text == NULL)
-		return;
+		return s->cond_checked;
+	/* since the restart (the second it began in): an older skip is not this one */
+	snprintf(since, sizeof since, "@%lld", (long long)restarted_at);
 	char *jargv[] = { "journalctl", u->user ? "--user-unit" : "--unit", (char *)name, "-o", "cat",
-		"-n", "50", "--no-pager", NULL };
+		"--since", since, "--no-pager", NULL };
 	if (cli_spawn(jargv, NULL, text, 1 << 16, err, sizeof err, 10000) == 0) {
 		const char *key = "unmet condition check (", *hit = NULL;
 		for (const char *p = strstr(text, key); p; p = strstr(p + 1, key))
@@ -924,8 +936,12 @@ static void unmet_condition(const unit_t *u, const char *name, char *out, size_t
 			hit += strlen(key);
 			snprintf(out, len, "%.*s", (int)strcspn(hit, ")\n"), hit);
 			free(text);
-			return;
+			return true;
 		}
+	}
+	if (!s->cond_checked) {
+		free(text);
+		return false;
 	}
 	char *cargv[] = { "systemctl", u->user ? "--user" : "--system", "cat", (char *)name, NULL };
 	if (cli_spawn(cargv, NULL, text, 1 << 16, err, sizeof err, 10000) == 0) {
@@ -936,6 +952,7 @@ static void unmet_condition(const unit_t *u, const char *name, char *out, size_t
 				    (int)strcspn(l, "\n"), l);
 	}
 	free(text);
+	return true;
 }
 
 /* --restart, and NAME did not come up.  A unit that did not start for
@@ -948,8 +965,7 @@ static int not_started(const unit_t *u, const char *dir, const char *file, const
     const unit_state_t *s, bool keep)
 {
 	char why[1536], cond[1024], dumps[PATH_MAX] = "", left[PATH_MAX + 128];
-	if (!strcmp(s->cond, "no")) {
-		unmet_condition(u, name, cond, sizeof cond);
+	if (!strcmp(s->cond, "no") && unmet_condition(u, name, s, cond, sizeof cond)) {
 		snprintf(why, sizeof why, "%s did not start for a reason of its own, not the library: its "
 		    "condition %s is not met (ConditionResult=no; it is %s, without a process)", name, cond,
 		    s->active);
@@ -1178,11 +1194,12 @@ static int do_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool
 		enable_json(&j, u, file, pl);
 		json_str(&j, "dumps", shown);
 		json_bool(&j, "exec_paths_added", pl->add_execpaths);
+		json_bool(&j, "written", !same);
 		json_bool(&j, "already_loaded", false);
 		json_bool(&j, "restarted", restart_it);
 		json_end(&j);
 	} else {
-		printf("wrote %s\n", file);
+		printf(same ? "%s is already this, unchanged\n" : "wrote %s\n", file);
 		if (pl->pg)
 			printf("and LD_PRELOAD, HEAPCTL_CONF in the cluster's environment file (pg_ctlcluster "
 			    "resets the environment)\n");

@@ -27,8 +27,9 @@
 # Then what issue 36 found wrong, each with its unit:
 #   - a unit whose ConditionCapability= (chrony's) or ConditionPathExists=
 #     is not met: enable --restart says so, not "did not come back", and
-#     leaves no drop-in (--keep keeps it); a unit that fails without the
-#     library too, and one that fails only with it, are told apart;
+#     leaves no drop-in (--keep keeps it); a unit that exits by itself
+#     (status 0), one that fails without the library too, and one that
+#     fails only with it, are told apart;
 #   - postgresql.service, the /bin/true umbrella: refused, naming
 #     postgresql@15-main.service;
 #   - a unit already running the library from its drop-in: "already
@@ -36,7 +37,7 @@
 #   - doctor UNIT and systemd status look at every process of the unit.
 #
 # Every failure prints heapctl's output and the unit's last journal lines.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/lib.sh" || exit 2
 sd_setup daemons "$@"
 
 H=$BUILD/heapctl
@@ -65,14 +66,19 @@ jget() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1]
 
 # cgroup_pids HOSTPID: the host PIDs of every process in HOSTPID's cgroup
 # (the unified hierarchy, at /sys/fs/cgroup or, on a hybrid host, at
-# /sys/fs/cgroup/unified; or the name=systemd one)
+# /sys/fs/cgroup/unified; or the name=systemd one).  On a hybrid host the
+# path is the container's own, which another container booted meanwhile
+# (another test) has too: only this container's processes count.
 cgroup_pids() {
-	local cg sd
+	local cg sd ns p
 	cg=$(sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null)
 	sd=$(sed -n 's/^[0-9]*:name=systemd://p' "/proc/$1/cgroup" 2>/dev/null)
-	cat "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null ||
+	ns=$(readlink "/proc/$SD_LEADER/ns/pid")
+	for p in $(cat "/sys/fs/cgroup$cg/cgroup.procs" 2>/dev/null ||
 	    cat "/sys/fs/cgroup/unified$cg/cgroup.procs" 2>/dev/null ||
-	    cat "/sys/fs/cgroup/systemd$sd/cgroup.procs" 2>/dev/null
+	    cat "/sys/fs/cgroup/systemd$sd/cgroup.procs" 2>/dev/null); do
+		[ "$(readlink "/proc/$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "$p"
+	done
 }
 
 # euid HOSTPID: the effective uid of a process
@@ -102,9 +108,11 @@ check_report() {
 # dumps UNIT HOSTPID TAG ERE: heapctl dump -p HOSTPID with no option (the
 # printed path opens for us), --fetch, -o FILE and -o -, each reported
 dumps() {
-	local unit=$1 hp=$2 tag=$3 ere=$4 out path
-	if ! out=$("$H" dump -p "$hp" 2>"$WORK/$tag.dump.err"); then
-		fail "$tag: heapctl dump -p $hp: exit $?: $(flat "$WORK/$tag.dump.err") (journal: $(journal "$unit"))"
+	local unit=$1 hp=$2 tag=$3 ere=$4 out path st
+	out=$("$H" dump -p "$hp" 2>"$WORK/$tag.dump.err")
+	st=$?
+	if [ "$st" -ne 0 ]; then
+		fail "$tag: heapctl dump -p $hp: exit $st: $(flat "$WORK/$tag.dump.err") (journal: $(journal "$unit"))"
 	else
 		path=${out%%$'\n'*}
 		if [ -r "$path" ] && cp "$path" "$WORK/$tag.heap" 2>/dev/null; then
@@ -218,7 +226,6 @@ daemon() {
 		carries "$wp" || fail "$unit: the worker (host $wp) does not carry the library"
 		dumps "$unit" "$wp" "$tag.worker" "$ere"
 	fi
-	WORKER[$tag]=$wp
 
 	note "$unit: restart, dump again"
 	ct_t 120 systemctl restart "$unit" || fail "$unit: systemctl restart: $(journal "$unit")"
@@ -236,7 +243,6 @@ daemon() {
 	else
 		fail "$unit: after the restart the main process (host ${hp:-none}) does not carry the library"
 	fi
-	MAIN[$tag]=$hp
 }
 
 # undo UNIT TAG: disable --restart; the unit is as it was
@@ -247,6 +253,10 @@ undo() {
 	ct systemctl cat "$unit" >"$WORK/$tag.cat.after" 2>&1
 	cmp -s "$WORK/$tag.cat.before" "$WORK/$tag.cat.after" ||
 	    fail "$unit: after disable, systemctl cat differs: $(diff "$WORK/$tag.cat.before" "$WORK/$tag.cat.after" | tr '\n' '|')"
+	if [ "$tag" = pg ]; then
+		cmp -s "$CT/etc/postgresql/15/main/environment" "$SD_ROOTFS/etc/postgresql/15/main/environment" ||
+		    fail "$unit: after disable the cluster's environment file is not as shipped: $(diff "$SD_ROOTFS/etc/postgresql/15/main/environment" "$CT/etc/postgresql/15/main/environment" | tr '\n' '|')"
+	fi
 	[ ! -e "$CT/etc/systemd/system/$unit.service.d" ] ||
 	    fail "$unit: /etc/systemd/system/$unit.service.d is still there: $(ls "$CT/etc/systemd/system/$unit.service.d")"
 	sleep 0.5
@@ -257,7 +267,6 @@ undo() {
 # a sample every 4 KiB on average: a postmaster or an haproxy master holds
 # only a MiB or two, which at the default 512 KiB may be no sample at all
 CONF="--conf lg_prof_sample:12"
-declare -A WORKER MAIN
 daemon nginx nginx www-data 'ngx_'
 daemon memcached memcached memcache 'memcached'
 daemon haproxy haproxy haproxy 'ring_new|sink_|pool_|trash_|hlua_|sess_|stream_|cfg_|init_|listener'
@@ -318,6 +327,14 @@ for u in json.load(open(sys.argv[1])):
 	ct "$HC" systemd status >"$WORK/status.txt" 2>&1
 	[ "$(grep -c '^  process .*not answering' "$WORK/status.txt")" -ge $((carriers - answering)) ] ||
 	    fail "$unit: systemd status names fewer processes than the $((carriers - answering)) that do not answer: $(flat "$WORK/status.txt")"
+	# a process without /dev/shm (haproxy's chrooted worker) is not told it
+	# publishes its segment "when it next allocates": it never can
+	for p in $(cgroup_pids "$hp"); do
+		[ -d "/proc/$p/root/dev/shm" ] && continue
+		"$H" status "$p" >"$WORK/$tag.noshm" 2>&1 && continue
+		grep -q 'when it next allocates' "$WORK/$tag.noshm" &&
+		    fail "$unit: process $p has no /dev/shm, and heapctl status says it publishes a segment when it next allocates: $(flat "$WORK/$tag.noshm")"
+	done
 	note "$unit: doctor $(grep -c '^process' "$WORK/$tag.doctor") processes, exit $(jget exit <"$WORK/$tag.doctor.json"); status: $(grep "^$unit" "$WORK/status.txt")"
 done
 
@@ -345,6 +362,10 @@ EOF
 cat >"$CT/etc/systemd/system/hc-fails.service" <<'EOF'
 [Service]
 ExecStart=/bin/sh -c 'exit 3'
+EOF
+cat >"$CT/etc/systemd/system/hc-exits.service" <<'EOF'
+[Service]
+ExecStart=/bin/sh -c 'exit 0'
 EOF
 cat >"$CT/etc/systemd/system/hc-broken.service" <<'EOF'
 [Service]
@@ -377,6 +398,7 @@ not_started hc-chrony 1 'ConditionCapability=CAP_SYS_TIME is not met.*removed /e
 not_started hc-path 1 'ConditionPathExists=/etc/hc-not-there is not met'
 not_started hc-path 1 'ConditionPathExists=/etc/hc-not-there is not met.*kept /etc/systemd/system/hc-path.service.d/50-heapctl.conf' --keep
 not_started hc-fails 1 'reason of its own.*fails without it too \(Result=exit-code, exit status 3'
+not_started hc-exits 1 'did not stay up, for a reason of its own: it is inactive \(dead\), its main process exited with status 0.*removed'
 not_started hc-broken 4 'failed with the library .*exit status 7.* runs without it'
 [ "$(ct systemctl is-active hc-broken)" = active ] || fail "hc-broken: not running again without the library"
 hp=$(sd_host_pid "$(mainpid hc-broken)")
