@@ -216,6 +216,9 @@ extern bool hc_control_poll_pending;
 #define HC_POLL_QUANTUM ((int64_t)16 << 10)
 void hc_control_poll(void);
 bool hc_control_pause(void);
+/* /proc/self/maps opened when the segment was made, for a process that
+ * chrooted since (a dump's MAPPED_LIBRARIES); -1 if there is none. */
+int hc_control_maps_fd(void);
 /* heapctl inject (agent/inject/shim.c): its eject and object scan, and the
  * segment and control thread made (again) with the profile counting from
  * since (CLOCK_REALTIME ns). */

@@ -87,6 +87,9 @@ static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA;   /* wha
 static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA;   /* are, for a
                                          program that closed them since  */
 static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
+static int maps_fd HC_FORK_DATA = -1; /* /proc/self/maps, for after a chroot */
+static dev_t maps_dev HC_FORK_DATA;
+static ino_t maps_ino HC_FORK_DATA;
 static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
 static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
                                          (outer prepare), where the clock's
@@ -217,6 +220,15 @@ static int child_fd(int *fd, dev_t dev, ino_t ino)
 	return f;
 }
 
+int hc_control_maps_fd(void)
+{
+	struct stat st;
+	int fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
+	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
+		return -1;
+	return fd;
+}
+
 /* Open a directory for the fork child (O_PATH); -1 if it cannot. */
 static int child_open(const char *path, dev_t *dev, ino_t *ino)
 {
@@ -246,6 +258,21 @@ static hc_shm_t *segment_create(int parent)
 	} else {
 		start_time = hc_shm_proc_start_time(pid, &ended);
 		pidns = hc_shm_pidns();
+	}
+	/* a fork child keeps its maps open for its dumps, for the workers
+	 * that chroot after the fork (haproxy's, postfix's, sshd's): a file,
+	 * not a directory, so nothing outside the chroot is reached through
+	 * it but this process's own maps.  A process that was not forked
+	 * keeps no descriptor. */
+	if (maps_fd < 0 && procfd >= 0) {
+		maps_fd = openat(procfd, "maps", O_RDONLY | O_CLOEXEC);
+		if (maps_fd >= 0 && fstat(maps_fd, &nst) == 0) {
+			maps_dev = nst.st_dev;
+			maps_ino = nst.st_ino;
+		} else if (maps_fd >= 0) {
+			close(maps_fd);
+			maps_fd = -1;
+		}
 	}
 	if (procfd >= 0)
 		close(procfd);
@@ -878,8 +905,15 @@ void hc_control_fork_child(void)
 	child_parent = fork_pid;
 	child_forked_ns = fork_ns;
 	poll_last_ns = 0;
-	/* the parent's, a fork child's not yet used: copies of ours to close */
+	/* the parent's, a fork child's not yet used, and its maps (the
+	 * parent's /proc/PID/maps): copies of ours to close */
 	int inherited;
+	if (maps_fd >= 0) {
+		struct stat mst;
+		if (fstat(maps_fd, &mst) == 0 && mst.st_dev == maps_dev && mst.st_ino == maps_ino)
+			close(maps_fd);
+		maps_fd = -1;
+	}
 	if ((inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
 		close(inherited);
 	if ((inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)

@@ -290,18 +290,23 @@ static void append_maps(buf_t *b)
 {
 	buf_str(b, "\nMAPPED_LIBRARIES:\n");
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	bool own = fd >= 0;
+	if (!own)              /* chrooted since, away from /proc */
+		fd = hc_control_maps_fd();
 	if (fd < 0)
 		return;
-	for (;;) {
+	for (off_t off = 0;;) {
 		buf_reserve(b, 65536);
 		if (b->failed)
 			break;
-		ssize_t n = read(fd, b->p + b->len, b->cap - b->len);
+		ssize_t n = pread(fd, b->p + b->len, b->cap - b->len, off);
 		if (n <= 0)
 			break;
 		b->len += (size_t)n;
+		off += n;
 	}
-	close(fd);
+	if (own)
+		close(fd);
 }
 
 /* ---- file names --------------------------------------------------------- */

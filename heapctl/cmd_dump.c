@@ -254,12 +254,24 @@ static bool writable_dir_of(const char *path)
  * it: a chroot), else the caller's directory; o->dest gets the prefix. */
 static int fallback_prefix(const hc_shm_target_t *t, const char *prefix, bool here, dump_opts_t *o)
 {
-	char local[PATH_MAX + HC_SHM_PATH_MAX];
+	char local[PATH_MAX + HC_SHM_PATH_MAX], root[64], master[PATH_MAX + HC_SHM_PATH_MAX];
 	cli_local_path(t, prefix, local, sizeof local);
-	const char *cands[] = { local, prefix };
-	for (unsigned i = 0; i < 2 && !here; i++) {
+	/* a worker chrooted in a container: its master's view */
+	if (hc_shm_proc_root(t->pid, root, sizeof root) != 0)
+		snprintf(root, sizeof root, "/proc/%d/root", t->pid);
+	snprintf(master, sizeof master, "%s%s", root, prefix);
+	const char *cands[] = { local, master, prefix };
+	for (unsigned i = 0; i < 3 && !here; i++) {
 		if (writable_dir_of(cands[i]) && strlen(cands[i]) < 1024) {
-			strcpy(o->dest, cands[i]);
+			/* a path of our own for the same directory outlives the master */
+			struct stat x, y;
+			const char *ms = strrchr(master, '/'), *ps = strrchr(prefix, '/');
+			char md[PATH_MAX + HC_SHM_PATH_MAX], pd[PATH_MAX];
+			snprintf(md, sizeof md, "%.*s/", (int)(ms - master), master);
+			snprintf(pd, sizeof pd, "%.*s/", (int)(ps - prefix), prefix);
+			bool same = i == 1 && stat(md, &x) == 0 && stat(pd, &y) == 0 && x.st_dev == y.st_dev &&
+			    x.st_ino == y.st_ino;
+			strcpy(o->dest, same ? prefix : cands[i]);
 			return 0;
 		}
 	}

@@ -177,13 +177,38 @@ static int parent_of(int pid)
 	return r && sscanf(r + 1, " %*c %d", &ppid) == 1 ? ppid : 0;
 }
 
+/* The root under which a process's files are found: /proc/PID/root, or
+ * for a process that chrooted after its fork (haproxy's workers: its root
+ * has no /dev/shm) the root of its nearest ancestor in the same mount
+ * namespace whose root has one (its master).  0, or -1 if there is none. */
+int hc_shm_proc_root(int pid, char *out, size_t len)
+{
+	struct stat st;
+	snprintf(out, len, "/proc/%d/root", pid);
+	char shm[96];
+	snprintf(shm, sizeof shm, "/proc/%d/root" HC_SHM_DIR, pid);
+	if (stat(shm, &st) == 0 || errno != ENOENT)
+		return 0;
+	for (int q = pid, i = 0; i < 8; i++) {
+		q = parent_of(q);
+		if (q <= 0 || !same_mntns(pid, q))
+			break;
+		snprintf(shm, sizeof shm, "/proc/%d/root" HC_SHM_DIR, q);
+		if (stat(shm, &st) == 0 && S_ISDIR(st.st_mode)) {
+			snprintf(out, len, "/proc/%d/root", q);
+			return 0;
+		}
+	}
+	return -1;
+}
+
 /* The directory holding the process's segments: through /proc/PID/root,
  * or our /dev/shm when that is closed to us and the PID namespace is ours.
  * A process that chrooted after its fork made its segment (haproxy's
  * workers) has no /dev/shm in its root: its segment is in the /dev/shm of
  * its mount namespace, which we see when the namespace is ours, and else
- * through an ancestor in that namespace that did not chroot (the worker's
- * master in a container).  Returns 0 or -errno of the first way. */
+ * through an ancestor in that namespace (hc_shm_proc_root).  Returns 0 or
+ * -errno of the first way. */
 static int segment_dir(int pid, int nspid, char *dir, size_t len)
 {
 	struct stat st;
@@ -195,14 +220,10 @@ static int segment_dir(int pid, int nspid, char *dir, size_t len)
 		snprintf(dir, len, HC_SHM_DIR);
 		return 0;
 	}
-	for (int q = pid, i = 0; err == ENOENT && i < 8; i++) {
-		q = parent_of(q);
-		if (q <= 0 || !same_mntns(pid, q))
-			break;
-		snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, q);
-		if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
-			return 0;
-	}
+	char root[64];
+	if (err == ENOENT && hc_shm_proc_root(pid, root, sizeof root) == 0 &&
+	    (size_t)snprintf(dir, len, "%s" HC_SHM_DIR, root) < len && stat(dir, &st) == 0)
+		return 0;
 	snprintf(dir, len, "/proc/%d/root" HC_SHM_DIR, pid);
 	if (nspid != pid || (err != EACCES && err != EPERM))
 		return -err;

@@ -431,6 +431,10 @@ typedef struct hc_shm_target_s {
 
 /* Find, open, map and check the segment of process pid.  Returns an
  * HC_EXIT_* code; on failure err holds a one-line reason. */
+/* The root under which process pid's files are: /proc/PID/root, or that
+ * of the nearest ancestor in its mount namespace when pid chrooted after
+ * its fork (its root has no /dev/shm); -1 if neither has one. */
+int hc_shm_proc_root(int pid, char *out, size_t len);
 int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen);
 void hc_shm_close(hc_shm_target_t *t);
 /* true while the process that made the segment is still running */

@@ -946,9 +946,10 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	if (a->pid && o->root)
 		return cli_err(HC_EXIT_USAGE, "give --sysroot or a PID, not both");
 	if (a->pid) {
-		/* the target's own view of its files (containers) */
+		/* the target's own view of its files (containers), or its
+		 * master's where it chrooted after the fork */
 		char buf[64];
-		snprintf(buf, sizeof buf, "/proc/%d/root", a->pid);
+		hc_shm_proc_root(a->pid, buf, sizeof buf);
 		if (access(buf, R_OK | X_OK) != 0)
 			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf, strerror(errno));
 		o->root = rp_intern(buf);

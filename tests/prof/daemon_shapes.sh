@@ -197,7 +197,7 @@ out=$("$H" dump -p "$daemon" --prefix "$WORK/here/d" 2>&1) || fail "dump of the 
 check_eq "the daemon's first dump" "$out" "$WORK/here/d.$daemon.0.m0.heap"
 
 # ---- chroot, a user switch and RLIMIT_NPROC 0 -----------------------------
-HEAPCTL_CONF="prof:true,prof_prefix:/var/lib/nowhere/jeprof" LD_PRELOAD="$LIB" \
+HEAPCTL_CONF="prof:true,lg_prof_sample:0,prof_prefix:/var/lib/nowhere/jeprof" LD_PRELOAD="$LIB" \
     "$WORK/prog" chroot "$WORK/empty" >"$WORK/c.out" 2>"$WORK/c.err" &
 pids+=($!)
 cw=$(wait_line "$WORK/c.out" worker) || { fail "chroot did not start: $(cat "$WORK/c.err")"; finish; }
@@ -207,6 +207,13 @@ check_eq "the chrooted worker's limit" "$(awk '/^Max processes/ { print $3 }' "/
 out=$("$H" dump -p "$cw" 2>"$WORK/e") || fail "dump of the chrooted worker: $(cat "$WORK/e")"
 check_eq "the chrooted worker's dump" "$out" "$WORK/here/jeprof.$cw.0.m0.heap"
 head -c 8 "$out" 2>/dev/null | grep -q '^heap_v2/' || fail "the chrooted worker's dump is not a heap_v2 dump"
+# its maps, read with no /proc in its root, and its binaries found under
+# its master's root
+maps=$(sed -n '/^MAPPED_LIBRARIES:/,$p' "$out")
+grep -q " $WORK/prog\$" <<<"$maps" ||
+	fail "the chrooted worker's dump has no MAPPED_LIBRARIES line for $WORK/prog: $(sed -n "/^MAPPED_LIBRARIES:/,\$p" "$out" | head -4 | tr "\n" "|")"
+rep=$("$H" report "$out" -p "$cw" --top 5 2>&1) || fail "report -p of the chrooted worker's dump: $rep"
+grep -q shapes_leak_site <<<"$rep" || fail "the report of the chrooted worker's dump does not name shapes_leak_site: $rep"
 [ -z "$(ls -A "$WORK/empty")" ] || fail "heapctl left files in the chroot: $(ls -A "$WORK/empty")"
 
 # ---- no control thread at all ---------------------------------------------

@@ -4,15 +4,6 @@
 # (issue 36), under a real systemd booted in a container (lib.sh), one boot
 # for all of it.
 #
-# NOT YET IN make check (the file is not executable, so tests/run.sh skips
-# it; run it by hand with bash): at f05f01a merged with the systemd work it
-# still fails on haproxy's worker (chrooted to /var/lib/haproxy inside the
-# container, another mount namespace than the host's, so heapctl does not
-# look for its segment in the container's /dev/shm), on the count of a
-# unit's processes that doctor UNIT and systemd status examine (3 of
-# nginx's 6, 6 of postgres's 13), and on disable's byte-for-byte check of
-# three units.  Issue 36 stays open on these.
-#
 # nginx (a root master, www-data workers), memcached (-u memcache: the one
 # process drops privileges), haproxy (a master and a worker that chroots
 # to /var/lib/haproxy and runs as haproxy), redis-server and
