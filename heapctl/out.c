@@ -96,6 +96,8 @@ const char *out_safe(const char *s, char *buf, size_t len)
 	return buf;
 }
 
+/* The daemon's page has this in JavaScript (fmt, heapctl/serve/page.c) for
+ * the cells it refreshes: change both. */
 const char *out_bytes_f(double v, char *buf, size_t len)
 {
 	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };

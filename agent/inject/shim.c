@@ -571,7 +571,21 @@ static size_t statm_resident(void)
 	return p ? (size_t)strtoull(p + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE) : 0;
 }
 
-static void raise_highwater(size_t mapped);
+/* High-water marks of stats.mapped, not of resident memory (statm):
+ * heapctl shows the mark as highwater beside stats.mapped, as for the
+ * allocator's.  Each refresh of the statistics raises it rather than a
+ * second mallinfo2 in the poll (it walks every arena's free lists under
+ * the arena's lock, and the control thread refreshes once a period
+ * anyway); the thread's next poll delivers it, a period later. */
+static size_t high, high_told;         /* atomic; high_told: control thread */
+
+static void raise_highwater(size_t mapped)
+{
+	size_t hw = __atomic_load_n(&high, __ATOMIC_RELAXED);
+	while (mapped > hw && !__atomic_compare_exchange_n(&high, &hw, mapped, true, __ATOMIC_RELAXED,
+	    __ATOMIC_RELAXED))
+		;
+}
 
 void hc_stats_refresh(hc_stats_t *st)
 {
@@ -596,22 +610,6 @@ size_t hc_usable_size(const void *p) { return real.usable((void *)p); }
 
 void *hc_meta_alloc(size_t n) { return real.calloc(1, n); }
 void hc_meta_free(void *p, size_t n) { (void)n; real.free(p); }
-
-/* High-water marks of stats.mapped.  Each refresh of the statistics
- * raises the mark rather than a second mallinfo2 here (it walks every
- * arena's free lists under the arena's lock, and the control thread
- * already refreshes once a period); the thread's next poll delivers it, a
- * period later.  It was resident memory (statm), which heapctl showed as
- * highwater beside stats.mapped, another quantity. */
-static size_t high, high_told;         /* atomic; high_told: control thread */
-
-static void raise_highwater(size_t mapped)
-{
-	size_t hw = __atomic_load_n(&high, __ATOMIC_RELAXED);
-	while (mapped > hw && !__atomic_compare_exchange_n(&high, &hw, mapped, true, __ATOMIC_RELAXED,
-	    __ATOMIC_RELAXED))
-		;
-}
 
 size_t hc_mapped_now(void)
 {

@@ -46,8 +46,13 @@ static const char script[] =
     "const tok=document.getElementById('token'),st=document.getElementById('status');"
     "tok.value=sessionStorage.getItem('heapctl-token')||'';"
     "tok.addEventListener('input',()=>sessionStorage.setItem('heapctl-token',tok.value));"
-    "function fmt(v){const u=['B','KiB','MiB','GiB','TiB'];let i=0;"
-    "while(v>=1024&&i<4){v/=1024;i++}return (i?v.toFixed(1):v)+' '+u[i]}"
+    /* out_bytes_f (heapctl/out.c) again: the same step before rounding and
+     * printf's ties to even (toFixed takes 1.25 to 1.3, printf to 1.2), so
+     * that a refreshed cell reads as the server wrote it; v*10 is exact,
+     * v being bytes over a power of two */
+    "function fmt(v){const u=['B','KiB','MiB','GiB','TiB','PiB'];let i=0;"
+    "while(i<5&&v>=(i?1023.95:1023.5)){v/=1024;i++}if(!i)return v.toFixed(0)+' B';"
+    "let t=Math.floor(v*10);const r=v*10-t;if(r>.5||(r==.5&&t%2))t++;return (t/10).toFixed(1)+' '+u[i]}"
     "for(const b of document.querySelectorAll('button[data-act]'))"
     "b.addEventListener('click',async()=>{st.textContent=b.dataset.act+' '+b.dataset.pid+'...';"
     "try{const r=await fetch('/control/'+b.dataset.act+'?pid='+b.dataset.pid,{method:'POST',"

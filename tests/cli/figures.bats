@@ -2,7 +2,9 @@
 # tests/cli/figures.bats - a figure has one name wherever it is shown: list,
 # status, watch and the daemon's /targets and /metrics give one quiescent
 # process (it allocated a known amount, freed half, then sleeps) the same
-# value under each name, in JSON and in text (heapctl(1), COUNTERS).
+# value under each name, in JSON and in text (heapctl(1), COUNTERS), and
+# the daemon's page rounds as the command does, also where its script
+# rewrites a cell.
 # watch's gdump event once said "mapped" for the high-water mark, where
 # list said the mapped now, lower once memory was given back.
 
@@ -163,21 +165,52 @@ same_figures() {
 	[ "$row" = "$(sed -n 's/^allocated  *//p' "$T/status.txt")|$(sed -n 's/^mapped  *//p' "$T/status.txt")|$hw_status" ]
 }
 
-@test "figures: list, status, watch, /targets and /metrics show one quiescent process's figures equal, name by name" {
-	# 64 x 1 MiB, 32 of them freed: mapped falls below the high-water mark.
-	# Every new mark a gdump event (no growth gate); dirty pages purged at
-	# once, so that nothing changes by itself afterwards
+# held: hold under the library, 64 x 1 MiB with 32 of them freed, so that
+# mapped falls below the high-water mark; every new mark a gdump event (no
+# growth gate), dirty pages purged at once so that nothing changes by
+# itself afterwards.  Watched (watching) from before it allocates; HPID
+held() {
 	env -u LD_PRELOAD LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
 	    HEAPCTL_CONF=prof:true,lg_prof_sample:16,control_refresh_ms:100,prof_gdump_pct:0,prof_gdump_min_ms:0,dirty_decay_ms:0 \
 	    "$TB/hold" 1048576 64 32 "$T/go" >"$T/hold.out" 2>"$T/hold.err" &
-	local pid=$!
-	track "$pid"
-	wait_for 5 grep -q "^ready $pid\$" "$T/hold.out"
-	wait_for 5 control_running "$pid"
-	watching "$pid"
+	HPID=$!
+	track "$HPID"
+	wait_for 5 grep -q "^ready $HPID\$" "$T/hold.out"
+	wait_for 5 control_running "$HPID"
+	watching "$HPID"
 	touch "$T/go"
 	wait_for 10 grep -q '^allocated$' "$T/hold.out"
-	same_figures "$pid"
+}
+
+@test "figures: list, status, watch, /targets and /metrics show one quiescent process's figures equal, name by name" {
+	held
+	same_figures "$HPID"
+}
+
+@test "figures: the daemon's page rounds as the command does, also in the cells its script refreshes" {
+	command -v chromium >/dev/null || skip "chromium is not installed"
+	held
+	wait_for 20 figures_still "$HPID"
+	# heapctl's own rounding of chosen sizes: status prints prof.threshold
+	# with it (on another process: a threshold makes a dump); a tie at one
+	# decimal (1280, 1310720) and the step to the next unit (1048525)
+	start_target
+	local n want=() sizes=(1023 1024 1280 1792 1048524 1048525 1310720 1073689396)
+	for n in "${sizes[@]}"; do
+		"$HEAPCTL" set "$TPID" prof.threshold="$n" >/dev/null
+		want+=("$("$HEAPCTL" status "$TPID" | sed -n 's/^prof.threshold  *//p')")
+	done
+	local cells="['allocated','resident','highwater'].map(k => document.querySelector('tr[data-pid=\"$HPID\"] .' + k).textContent).join('|')"
+	run timeout 120 python3 "$BATS_TEST_DIRNAME/cdp.py" "$URL/" "$cells" "(async () => { await refresh(); return $cells })()" \
+	    "[$(IFS=,; echo "${sizes[*]}")].map(fmt).join('|')"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	local st
+	"$HEAPCTL" status "$HPID" >"$T/status.txt"
+	st="\"$(sed -n 's/^allocated  *//p' "$T/status.txt")|$(sed -n 's/^resident  *//p' "$T/status.txt")|$(sed -n 's/^high-water  *//p' "$T/status.txt")\""
+	[ "${lines[0]}" = "$st" ]          # as the server wrote them
+	[ "${lines[1]}" = "$st" ]          # as the script rewrote them
+	[ "${lines[2]}" = "\"$(IFS='|'; echo "${want[*]}")\"" ]
 }
 
 @test "figures: an injected process's highwater is its highest mapped (glibc's heap), as a preloaded one's, and shown the same everywhere" {

@@ -47,7 +47,10 @@ hidden() { "${HIDE[@]}" "$@"; }
 # no_build PID: nothing of build/ is mapped in PID, and the installed
 # LIB (a file name) is
 no_build() {
-	! grep -F "$HEAPCTL_BUILD/" "/proc/$1/maps"
+	if grep -F "$HEAPCTL_BUILD/" "/proc/$1/maps" >&2; then
+		echo "process $1 maps the files above from the build directory" >&2
+		return 1
+	fi
 	grep -qF " $P/lib/$2" "/proc/$1/maps"
 }
 
