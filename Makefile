@@ -277,9 +277,9 @@ build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/in
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c -o $@ -lm
 
-build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
+build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c heapctl/proc.c heapctl/out.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) tests/fuzz/segment.c heapctl/target.c shm/shm.c shm/client.c -o $@
+	clang $(FUZZ_CFLAGS) tests/fuzz/segment.c heapctl/target.c heapctl/proc.c heapctl/out.c shm/shm.c shm/client.c -o $@
 
 fuzz: deps build-fuzz/profile build-fuzz/segment
 	@for t in profile segment; do \

@@ -24,14 +24,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* the command's helpers that target.c needs from main.c */
-const char *cli_prog = "heapctl-fuzz";
-int cli_err(int code, const char *fmt, ...)
-{
-	(void)fmt;
-	return code;
-}
-
 static uint64_t start_time_of_self(void)
 {
 	bool ended;
