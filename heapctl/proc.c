@@ -167,22 +167,6 @@ bool cli_proc_fork_pending(int pid, int *ppid)
 	return true;
 }
 
-bool cli_proc_limit(int pid, const char *name, char *out, size_t len)
-{
-	char p[64], buf[4096];
-	snprintf(p, sizeof p, "/proc/%d/limits", pid);
-	if (cli_read_file(p, buf, sizeof buf) <= 0)
-		return false;
-	size_t nl = strlen(name);
-	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		char soft[32];
-		if (strncmp(l, name, nl) == 0 && l[nl] == ' ' && sscanf(l + nl, "%31s", soft) == 1) {
-			snprintf(out, len, "%s", soft);
-			return true;
-		}
-	}
-	return false;
-}
 
 /* The environment is NUL-separated; -1: unreadable, 0: not set, 1: set. */
 int cli_proc_getenv(int pid, const char *name, char *out, size_t len)
@@ -224,11 +208,12 @@ bool cli_proc_conf_has(int pid, const char *pair)
 	return seen && last;
 }
 
-/* One "Key:\tvalue" line of /proc/PID/status. */
-bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
+/* The rest of the line of /proc/PID/FILE that starts with key and then
+ * sep, blanks skipped, into out. */
+static bool proc_line(int pid, const char *file, const char *key, char sep, char *out, size_t len)
 {
 	char p[64], buf[8192];
-	snprintf(p, sizeof p, "/proc/%d/status", pid);
+	snprintf(p, sizeof p, "/proc/%d/%s", pid, file);
 	if (cli_read_file(p, buf, sizeof buf) <= 0)
 		return false;
 	size_t kl = strlen(key);
@@ -236,7 +221,7 @@ bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
 		char *next = strchr(line, '\n');
 		if (next)
 			*next++ = 0;
-		if (strncmp(line, key, kl) == 0 && line[kl] == ':') {
+		if (strncmp(line, key, kl) == 0 && line[kl] == sep) {
 			char *v = line + kl + 1;
 			v += strspn(v, " \t");
 			snprintf(out, len, "%s", v);
@@ -245,6 +230,22 @@ bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
 		line = next;
 	}
 	return false;
+}
+
+/* One "Key:\tvalue" line of /proc/PID/status. */
+bool cli_proc_status_field(int pid, const char *key, char *out, size_t len)
+{
+	return proc_line(pid, "status", key, ':', out, len);
+}
+
+bool cli_proc_limit(int pid, const char *name, char *out, size_t len)
+{
+	char v[128];
+	if (!proc_line(pid, "limits", name, ' ', v, sizeof v))
+		return false;
+	v[strcspn(v, " ")] = 0;        /* the soft limit, first of the columns */
+	snprintf(out, len, "%s", v);
+	return true;
 }
 
 /* AT_SECURE of the process: 1 secure execution, 0 not, -1 unknown. */
