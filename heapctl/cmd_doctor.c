@@ -255,15 +255,28 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 	int terr = __atomic_load_n(&t->seg->hdr.control_err, __ATOMIC_RELAXED);
 	char sec[32] = "0";
 	cli_proc_status_field(t->pid, "Seccomp", sec, sizeof sec);
-	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && terr && sec[0] != '2') {
+	/* the errno the process recorded says why, unless it is a seccomp
+	 * filter's EPERM (below) */
+	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE) && terr &&
+	    !(sec[0] == '2' && terr == EPERM)) {
 		char lim[64] = "?";
 		cli_proc_limit(t->pid, "Max processes", lim, sizeof lim);
-		add(d, CLI_PROBLEM, HC_EXIT_NOLIB, "control", terr == EAGAIN ? "raise the user's process "
-		    "limit (LimitNPROC= in its unit, ulimit -u) or the cgroup's pids.max, or set it to 0 only "
-		    "after the library has started (a fork child's thread starts in the fork)" : "allow it "
-		    "to create threads", "the control thread could not be started (pthread_create: %s; "
-		    "max processes %s): heapctl commands are served only while the program allocates",
-		    strerror(terr), lim);
+		const char *fix = terr == EAGAIN ? "raise the user's process limit (LimitNPROC= in its unit, "
+		    "ulimit -u) or the cgroup's pids.max, or set it to 0 only after the library has started (a "
+		    "fork child's thread starts in the fork)" : "allow it to create threads";
+		hc_shm_req_t req = { .cmd = HC_CMD_PING };
+		hc_shm_rep_t rep;
+		char err[512];
+		uint64_t t0 = hc_shm_mono_ns();
+		bool answered = hc_shm_call(t, &req, &rep, timeout_ns, err, sizeof err) == 0;
+		double ms = (double)(hc_shm_mono_ns() - t0) / 1e6;
+		if (answered)
+			add(d, CLI_OK, 0, "control", NULL, "the program's allocations answered in %.1f ms, in "
+			    "place of a control thread", ms);
+		add(d, answered ? CLI_NOTE : CLI_PROBLEM, answered ? 0 : HC_EXIT_NOLIB, "control", fix,
+		    "the control thread could not be started (pthread_create: %s; max processes %s): heapctl "
+		    "commands are served only while the program allocates%s", strerror(terr), lim,
+		    answered ? "" : ", and none was within the timeout");
 		return;
 	}
 	if (!__atomic_load_n(&t->seg->hdr.control, __ATOMIC_ACQUIRE)) {
