@@ -171,7 +171,7 @@ $(BUILD)/bpf/trace.bpf.o: heapctl/trace/trace.bpf.c heapctl/trace/trace.h Makefi
 $(BUILD)/bpf/trace.skel.h: $(BUILD)/bpf/trace.bpf.o
 	$(BPFTOOL) gen skeleton $< name trace_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
+$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h heapctl/trace/budget.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -I$(BUILD)/bpf -c $< -o $@
 

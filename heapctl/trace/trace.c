@@ -7,7 +7,9 @@
  * ring buffer.  Here they are unwound with libunwind's remote API (the
  * process's own .eh_frame, its memory read through /proc/PID/mem and the
  * copied stack), kept in a stack table, and written as heap_v2 dumps that
- * report, jeprof, pprof and the daemon read unchanged.
+ * report, jeprof, pprof and the daemon read unchanged.  --malloc keeps its
+ * probes' cost on the process within --budget by detaching them for
+ * periods (budget.c says why and how).
  *
  * This is libheapctl-trace.so, loaded by `heapctl trace` alone, so that
  * the other commands need no libbpf.
@@ -21,6 +23,7 @@
 #include <libunwind-ptrace.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,7 @@
 
 #include "../cli.h"
 #include "../outfile.h"
+#include "budget.h"
 #include "trace.h"
 #include "trace.skel.h"
 
@@ -43,7 +47,7 @@
 __attribute__((visibility("default"))) int hc_trace_main(cli_args_t *a);
 __attribute__((visibility("default"))) void hc_trace_help(FILE *f);
 
-enum { T_MALLOC = 256, T_FAULTS, T_LG, T_DURATION, T_PREFIX, T_INTERVAL, T_SYMBOLS, T_LIMIT };
+enum { T_MALLOC = 256, T_FAULTS, T_LG, T_DURATION, T_PREFIX, T_INTERVAL, T_SYMBOLS, T_LIMIT, T_BUDGET };
 
 static const cli_opt_t trace_opts[] = {
 	{ "malloc", T_MALLOC, NULL, "sampled allocations: uprobes on the allocator the process uses" },
@@ -57,6 +61,8 @@ static const cli_opt_t trace_opts[] = {
 	{ "symbols", T_SYMBOLS, "LIST", "the allocator's functions as ROLE=NAME,... (roles: malloc calloc "
 	  "realloc free memalign posix_memalign), for one heapctl does not know" },
 	{ "limit", T_LIMIT, "N", "at most N samples a second per CPU (default 10000; 0: no limit)" },
+	{ "budget", T_BUDGET, "PCT", "--malloc: the share of one CPU, in percent, the probes may take from the "
+	  "process (default 5; 0: none); past it they are detached for periods and the totals are estimates" },
 	{ 0 },
 };
 
@@ -71,6 +77,7 @@ typedef struct opts_s {
 	double duration, interval;
 	const char *prefix, *output, *symbols;
 	uint64_t limit;
+	double budget;             /* % of one CPU; 0: no budget                 */
 } opts_t;
 
 /* ---- the stack table and the live sampled objects ------------------------- */
@@ -118,6 +125,9 @@ static struct {
 	uint64_t seq, seq_i, samples, unwound_short, frees;
 	struct trace_bpf *skel;
 	bool json;
+	tb_budget_t B;
+	double scale;              /* --malloc: weight multiplier of the samples
+	                              of this window (budget.c)                   */
 } T;
 
 static uint64_t hash_frames(const uint64_t *f, unsigned n)
@@ -774,7 +784,7 @@ static void on_sample(const struct tr_sample *e)
 	if (p) {
 		p->stack = s;
 		p->size = e->size;
-		p->weight = w;
+		p->weight = w * T.scale;
 	}
 }
 
@@ -1128,7 +1138,7 @@ static const char *why_load_failed(int err)
 
 static int parse_opts(cli_args_t *a, opts_t *o)
 {
-	*o = (opts_t){ .lg = -1, .prefix = "jeprof", .limit = 10000 };
+	*o = (opts_t){ .lg = -1, .prefix = "jeprof", .limit = 10000, .budget = -1 };
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "trace", trace_opts, false);
 	const char *v;
@@ -1160,6 +1170,16 @@ static int parse_opts(cli_args_t *a, opts_t *o)
 			if (errno || *end || end == v || v[0] == '-')
 				code = cli_err(HC_EXIT_USAGE, "trace: --limit takes a count, not '%s'", v);
 			break;
+		case T_BUDGET: {
+			double d = strtod(v, &end);
+			if (end != v && *end == '%')
+				end++;
+			if (*end || end == v || !(d >= 0) || d > 100)
+				code = cli_err(HC_EXIT_USAGE, "trace: --budget takes a percent of one CPU, 0 (none) "
+				    "to 100, not '%s'", v);
+			o->budget = d;
+			break;
+		}
 		case T_PREFIX: o->prefix = v; break;
 		case 'o': o->output = v; break;
 		case T_SYMBOLS: o->symbols = v; break;
@@ -1181,6 +1201,11 @@ static int parse_opts(cli_args_t *a, opts_t *o)
 		return cli_err(HC_EXIT_USAGE, "trace: say what to trace: --malloc or --faults");
 	if (o->symbols && o->mode != T_MALLOC)
 		return cli_err(HC_EXIT_USAGE, "trace: --symbols is for --malloc");
+	if (o->budget >= 0 && o->mode != T_MALLOC)
+		return cli_err(HC_EXIT_USAGE, "trace: --budget is for --malloc (a page fault's program "
+		    "costs the process nothing per malloc)");
+	if (o->budget < 0)
+		o->budget = o->mode == T_MALLOC ? TB_DEFAULT_PCT : 0;
 	if (o->lg < 0)
 		o->lg = o->mode == T_MALLOC ? 19 : 16;
 	if (o->prefix[0] == 0)
@@ -1258,13 +1283,155 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 	return 0;
 }
 
+/* Detach every probe.  A sampled call whose return will not be seen
+ * leaves nothing behind: its thread's pending mark in the kernel and its
+ * stack here are dropped, or the first return after the probes come back
+ * would be taken for it. */
+static void *destroy_link(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+static void detach(struct bpf_link **links, unsigned *nlinks)
+{
+	/* each link's removal waits for RCU grace periods, 110-150 ms a link
+	 * in this VM, while the rest still trap: glibc's 15 links took 2.9 s
+	 * one after another, 1.1-1.6 s removed together from threads of their
+	 * own */
+	pthread_t th[2 * MAX_PROBES + 2];
+	bool started[2 * MAX_PROBES + 2];
+	for (unsigned i = 0; i < *nlinks; i++)
+		started[i] = pthread_create(&th[i], NULL, destroy_link, links[i]) == 0;
+	for (unsigned i = 0; i < *nlinks; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			bpf_link__destroy(links[i]);
+	}
+	*nlinks = 0;
+	int fd = bpf_map__fd(T.skel->maps.threads);
+	uint32_t key, *prev = NULL, at;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		struct tstate ts;
+		if (bpf_map_lookup_elem(fd, &key, &ts) == 0 && ts.pending) {
+			ts.pending = 0;
+			ts.memptr = 0;
+			bpf_map_update_elem(fd, &key, &ts, BPF_EXIST);
+		}
+		at = key;
+		prev = &at;
+	}
+	for (size_t i = 0; i < T.npend; i++)
+		T.pend[i].stack = NULL;
+}
+
+/* --malloc's duty cycle in the run loop: windows with the probes on, each
+ * measured, and off periods where the budget asks for them (budget.c). */
+typedef struct cycle_s {
+	bool on;
+	double t_next;             /* the next switch                            */
+	double t0, user, sys;      /* this window's or off period's start        */
+	uint64_t hits;             /* TR_C_HITS then                             */
+	double t_paused;           /* when the probes stopped observing          */
+} cycle_t;
+
+static void cycle_mark(cycle_t *cy, double t)
+{
+	uint64_t c[TR_NCOUNTERS];
+	counters(c);
+	cy->t0 = t;
+	cy->hits = c[TR_C_HITS];
+	if (!tb_proc_times(T.pid, &cy->user, &cy->sys))
+		cy->user = cy->sys = 0;
+}
+
+/* The one line, and the --json event, when the budget first turns the
+ * probes off: what they cost, what heapctl does, what the profile then is. */
+static void cycle_say(double off)
+{
+	const tb_budget_t *b = &T.B;
+	if (T.json) {
+		printf("{\"event\":\"budget\",\"action\":\"duty_cycle\",\"budget_pct\":%g,\"probe_cpu_pct\":%.1f"
+		    ",\"ns_per_hit\":%.0f,\"on_s\":%g,\"off_s\":%.3f}\n", b->pct, b->cpu_pct, b->ns_hit, TB_WINDOW, off);
+		fflush(stdout);
+	}
+	fprintf(stderr, "heapctl: the probes cost process %d about %.0f%% of a CPU (%.1f us a hit), over the "
+	    "budget of %g%% (--budget): they are detached and come back for %g s at a time (now after %.1f s "
+	    "off), and the profile's totals are estimates scaled from what they saw; for a process this hot, "
+	    "heapctl inject %d profiles at a few ns a call\n", T.pid, b->cpu_pct, b->ns_hit / 1000, b->pct,
+	    TB_WINDOW, off, T.pid);
+}
+
+/* The switch due now: the end of a window (the probes go off when over the
+ * budget) or of an off period (they come back, and the samples of the
+ * window that starts stand for the time unobserved too).  0, or an exit
+ * code; *ended when the process is gone. */
+static int cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks,
+    struct ring_buffer *rb, double now, bool *ended)
+{
+	double user, sys;
+	uint64_t c[TR_NCOUNTERS];
+	if (!tb_proc_times(T.pid, &user, &sys)) {
+		*ended = true;
+		return 0;
+	}
+	counters(c);
+	if (cy->on) {
+		bool over = tb_window_end(&T.B, c[TR_C_HITS] - cy->hits, now - cy->t0, user - cy->user, sys - cy->sys);
+		if (!over) {
+			ring_buffer__consume(rb);      /* this window's samples, at its scale */
+			T.scale = 1;
+			cycle_mark(cy, now);
+			cy->t_next = now + TB_WINDOW;
+			return 0;
+		}
+		T.skel->bss->paused = 1;
+		cy->t_paused = now;
+		detach(links, nlinks);
+		ring_buffer__consume(rb);
+		double t = now_s();
+		counters(c);
+		/* a process that ended meanwhile keeps its times at the window's end */
+		*ended = !tb_proc_times(T.pid, &user, &sys);
+		double off = tb_off(&T.B, c[TR_C_HITS] - cy->hits, t - cy->t0, user - cy->user, sys - cy->sys);
+		if (T.B.cycles == 1)
+			cycle_say(off);
+		cy->on = false;
+		cycle_mark(cy, t);
+		cy->t_next = t + off;
+		return 0;
+	}
+	/* what the untraced process did in the off period refines k */
+	tb_baseline(&T.B, user - cy->user, sys - cy->sys);
+	int err = attach(al, links, nlinks);
+	if (err) {
+		detach(links, nlinks);
+		if (err == -ESRCH || kill(T.pid, 0) != 0) {
+			*ended = true;
+			return 0;
+		}
+		return cli_err(HC_EXIT_FAILED, "trace: cannot attach to process %d again: %s", T.pid,
+		    why_load_failed(err));
+	}
+	double t = now_s();
+	T.scale = (t - cy->t_paused + TB_WINDOW) / TB_WINDOW;
+	T.skel->bss->paused = 0;
+	cy->on = true;
+	cycle_mark(cy, t);
+	cy->t_next = t + TB_WINDOW;
+	return 0;
+}
+
 int hc_trace_main(cli_args_t *a)
 {
 	memset(&T, 0, sizeof T);
 	T.memfd = -1;
+	T.scale = 1;
 	int code = parse_opts(a, &T.o);
 	if (code)
 		return code;
+	tb_init(&T.B, T.o.budget);
 	T.pid = a->pid;
 	T.json = a->json;
 	T.period = (double)(1ull << T.o.lg);
@@ -1275,6 +1442,10 @@ int hc_trace_main(cli_args_t *a)
 	int pidfd = (int)syscall(SYS_pidfd_open, T.pid, 0);
 	if (pidfd < 0)
 		return cli_err(errno == ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "no process %d", T.pid);
+	/* the process untraced, while the program loads: its system seconds
+	 * per user second (budget.c) */
+	double base_t = now_s(), base_user = 0, base_sys = 0;
+	tb_proc_times(T.pid, &base_user, &base_sys);
 	if (!has_caps()) {
 		close(pidfd);
 		return cli_err(HC_EXIT_PERM, "trace: needs CAP_BPF and CAP_PERFMON (or root): "
@@ -1342,6 +1513,13 @@ int hc_trace_main(cli_args_t *a)
 
 	struct bpf_link *links[2 * MAX_PROBES + 2];
 	unsigned nlinks = 0;
+	if (T.o.mode == T_MALLOC) {
+		double wait = base_t + TB_BASELINE - now_s(), user, sys;
+		if (wait > 0)
+			usleep((useconds_t)(wait * 1e6));
+		if (tb_proc_times(T.pid, &user, &sys))
+			tb_baseline(&T.B, user - base_user, sys - base_sys);
+	}
 	err = attach(&al, links, &nlinks);
 	if (err) {
 		code = cli_err(err == -ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "trace: cannot attach to process %d: %s",
@@ -1356,17 +1534,25 @@ int hc_trace_main(cli_args_t *a)
 			fprintf(stderr, "heapctl: tracing page faults of process %d, one sample per %.0f bytes "
 			    "of new pages; Ctrl-C to stop\n", T.pid, T.period);
 		}
-		double t0 = now_s(), next_dump = T.o.interval > 0 ? t0 + T.o.interval : 0, next_maps = t0 + 1;
+		double t0 = now_s(), next_dump = T.o.interval > 0 ? t0 + T.o.interval : 0, next_maps = t0 + 1, now = t0;
 		bool ended = false;
+		cycle_t cy = { .on = true };
+		if (!faults) {
+			cycle_mark(&cy, t0);
+			cy.t_next = t0 + TB_WINDOW;
+		}
 		while (!stop_signal && !ended) {
-			int r = ring_buffer__poll(rb, 100);
+			int wait_ms = 100;
+			if (cy.t_next && cy.t_next - now < 0.1)
+				wait_ms = cy.t_next > now ? (int)((cy.t_next - now) * 1000) : 0;
+			int r = ring_buffer__poll(rb, wait_ms);
 			if (r < 0 && r != -EINTR) {
 				code = cli_err(HC_EXIT_FAILED, "trace: reading the ring buffer: %s", strerror(-r));
 				break;
 			}
 			struct pollfd pf = { .fd = pidfd, .events = POLLIN };
 			ended = poll(&pf, 1, 0) == 1;
-			double now = now_s();
+			now = now_s();
 			if (T.o.duration > 0 && now - t0 >= T.o.duration)
 				break;
 			if (!ended && now >= next_maps) {
@@ -1378,10 +1564,14 @@ int hc_trace_main(cli_args_t *a)
 					code = HC_EXIT_FAILED;
 				next_dump += T.o.interval;
 			}
+			if (!ended && cy.t_next && now >= cy.t_next && (code = cycle_step(&cy, &al, links, &nlinks, rb,
+			    now, &ended)) != 0)
+				break;
 		}
-		for (unsigned i = 0; i < nlinks; i++)
-			bpf_link__destroy(links[i]);
-		nlinks = 0;
+		if (cy.on && !faults)
+			T.B.t_on += now - cy.t0;
+		T.B.t_traced = now_s() - t0;
+		detach(links, &nlinks);
 		ring_buffer__consume(rb);
 		uint64_t c[TR_NCOUNTERS];
 		counters(c);
@@ -1391,9 +1581,13 @@ int hc_trace_main(cli_args_t *a)
 		if (T.json)
 			printf("{\"event\":\"summary\",\"calls\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
 			    ",\"dropped_ring_full\":%" PRIu64 ",\"dropped_rate_limit\":%" PRIu64
-			    ",\"live_map_full\":%" PRIu64 ",\"stacks\":%zu,\"unwind_failed\":%" PRIu64 "}\n",
+			    ",\"live_map_full\":%" PRIu64 ",\"stacks\":%zu,\"unwind_failed\":%" PRIu64
+			    ",\"hits\":%" PRIu64 ",\"budget_pct\":%g,\"probe_cpu_pct\":%.1f,\"ns_per_hit\":%.0f"
+			    ",\"on_fraction\":%.4f,\"off_periods\":%" PRIu64 ",\"estimated\":%s}\n",
 			    c[TR_C_CALLS], T.samples, T.frees, c[TR_C_RINGFULL], c[TR_C_LIMITED],
-			    c[TR_C_LIVEFULL], T.nstacks, T.unwound_short);
+			    c[TR_C_LIVEFULL], T.nstacks, T.unwound_short, c[TR_C_HITS], T.B.pct, T.B.cpu_pct,
+			    T.B.ns_hit, T.B.t_traced > 0 ? T.B.t_on / T.B.t_traced : 1, T.B.cycles,
+			    T.B.cycles ? "true" : "false");
 		fprintf(stderr, "heapctl: %s%" PRIu64 " %s seen, %" PRIu64 " sampled (%zu stacks)",
 		    ended ? "the process ended; " : "", c[TR_C_CALLS], faults ? "page faults" : "calls",
 		    T.samples, T.nstacks);
@@ -1403,6 +1597,10 @@ int hc_trace_main(cli_args_t *a)
 			fprintf(stderr, "; dropped %" PRIu64 " samples (ring full %" PRIu64 ", rate limit %" PRIu64
 			    "), %" PRIu64 " not tracked (live map full)", dropped, c[TR_C_RINGFULL],
 			    c[TR_C_LIMITED], c[TR_C_LIVEFULL]);
+		if (T.B.cycles)
+			fprintf(stderr, "; over the budget of %g%% (the probes cost about %.0f%% of a CPU), they "
+			    "observed %.1f%% of the time: the totals are estimates", T.B.pct, T.B.cpu_pct,
+			    T.B.t_traced > 0 ? 100 * T.B.t_on / T.B.t_traced : 100.0);
 		fputc('\n', stderr);
 	}
 	for (unsigned i = 0; i < nlinks; i++)
