@@ -11,11 +11,11 @@
  * detached.  They observe for windows of TB_WINDOW seconds; at the end
  * of each, their share of a CPU in it is estimated from the process's own
  * CPU time (the traps run as its system time).  Over the budget, they stop
- * observing and are detached, which is not quick: each link's removal
- * waits for RCU grace periods, 110-150 ms a link in this VM, 1.1-1.6 s for
- * glibc's 15 links removed together, with the remaining probes still
- * trapping.  So the span from the window's start to the last link gone is
- * what the probes cost, and they stay off until its cost is the budget's
+ * observing and are detached, which is not instant: removing a link waits
+ * for RCU grace periods with the other probes still trapping (in this VM
+ * 85-110 ms for glibc's 7 uprobe_multi links, 1.4-1.6 s for its 15
+ * perf-event links on a kernel before 6.6).  So the span from the window's
+ * start to the last link gone is what the probes cost, and they stay off until its cost is the budget's
  * share of the whole cycle.  The samples of the next window stand for all
  * the time unobserved before it too (trace.c multiplies their weights by
  * (unobserved + window) / window), so the totals are estimates that

@@ -125,6 +125,9 @@ static struct {
 	uint64_t seq, seq_i, samples, unwound_short, frees;
 	struct trace_bpf *skel;
 	bool json;
+	bool multi;                /* the uprobes go on as uprobe_multi links     */
+	int mfd[8];                /* those links' fds                            */
+	unsigned nmfd;
 	tb_budget_t B;
 	double scale;              /* --malloc: weight multiplier of the samples
 	                              of this window (budget.c)                   */
@@ -1253,6 +1256,45 @@ static void counters(uint64_t *c)
 	free(v);
 }
 
+/*
+ * uprobe_multi links (Linux 6.6): one link puts a program on many
+ * functions, and removing it waits for RCU grace periods once, where each
+ * perf-event uprobe link waits for its own, under a mutex that every such
+ * removal takes (trace.c's detach says what that cost).  libbpf 1.1
+ * (Debian 12) predates them, so the kernel's BPF_LINK_CREATE is called
+ * directly with its ABI's numbers (include/uapi/linux/bpf.h); on a kernel
+ * without them heapctl loads the program again for perf-event links.
+ */
+#define HC_TRACE_UPROBE_MULTI 48          /* enum bpf_attach_type         */
+#define HC_F_UPROBE_MULTI_RETURN 1u
+
+struct link_create_uprobe_multi {
+	uint32_t prog_fd, target_fd, attach_type, flags;
+	uint64_t path, offsets, ref_ctr_offsets, cookies;
+	uint32_t cnt, multi_flags, pid, pad;
+};
+
+/* prog on the n functions at offs of path, at their returns if ret */
+static int attach_multi(struct bpf_program *prog, const char *path, const uint64_t *offs, uint32_t n, bool ret)
+{
+	if (n == 0)
+		return 0;
+	struct link_create_uprobe_multi a;
+	memset(&a, 0, sizeof a);
+	a.prog_fd = (uint32_t)bpf_program__fd(prog);
+	a.attach_type = HC_TRACE_UPROBE_MULTI;
+	a.path = (uintptr_t)path;
+	a.offsets = (uintptr_t)offs;
+	a.cnt = n;
+	a.multi_flags = ret ? HC_F_UPROBE_MULTI_RETURN : 0;
+	a.pid = (uint32_t)T.pid;
+	int fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof a);
+	if (fd < 0)
+		return -errno;
+	T.mfd[T.nmfd++] = fd;
+	return 0;
+}
+
 static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlinks)
 {
 	struct trace_bpf *s = T.skel;
@@ -1267,6 +1309,23 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 		s->progs.malloc_entry, s->progs.calloc_entry, s->progs.realloc_entry,
 		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry,
 	};
+	if (T.multi) {
+		/* a link for each role's program, one for the returns */
+		uint64_t offs[MAX_PROBES], rets[MAX_PROBES];
+		uint32_t nret = 0;
+		int err = 0;
+		for (int r = 0; r < R_NROLES && err == 0; r++) {
+			uint32_t n = 0;
+			for (unsigned i = 0; i < al->n; i++)
+				if (al->p[i].role == r)
+					offs[n++] = al->p[i].off;
+			err = attach_multi(entry[r], al->open_path, offs, n, false);
+		}
+		for (unsigned i = 0; i < al->n; i++)
+			if (al->p[i].role != R_FREE)
+				rets[nret++] = al->p[i].off;
+		return err ? err : attach_multi(s->progs.alloc_ret, al->open_path, rets, nret, true);
+	}
 	for (unsigned i = 0; i < al->n; i++) {
 		const probe_t *p = &al->p[i];
 		struct bpf_link *l = bpf_program__attach_uprobe(entry[p->role], false, T.pid, al->open_path, p->off);
@@ -1293,23 +1352,36 @@ static void *destroy_link(void *link)
 	return NULL;
 }
 
+static void *close_link(void *fd)
+{
+	close((int)(intptr_t)fd);
+	return NULL;
+}
+
 static void detach(struct bpf_link **links, unsigned *nlinks)
 {
-	/* each link's removal waits for RCU grace periods, 110-150 ms a link
-	 * in this VM, while the rest still trap: glibc's 15 links took 2.9 s
-	 * one after another, 1.1-1.6 s removed together from threads of their
-	 * own */
-	pthread_t th[2 * MAX_PROBES + 2];
-	bool started[2 * MAX_PROBES + 2];
-	for (unsigned i = 0; i < *nlinks; i++)
-		started[i] = pthread_create(&th[i], NULL, destroy_link, links[i]) == 0;
-	for (unsigned i = 0; i < *nlinks; i++) {
+	/* each link's removal waits for RCU grace periods, while the rest
+	 * still trap, so they are removed together from threads of their own.
+	 * In this VM glibc's 15 perf-event uprobe links took 2.9 s one after
+	 * another and 1.4-1.6 s together (a mutex keeps them mostly in turn);
+	 * its 7 uprobe_multi links take 85-110 ms */
+	pthread_t th[2 * MAX_PROBES + 2 + 8];
+	bool started[2 * MAX_PROBES + 2 + 8];
+	unsigned n = 0;
+	for (unsigned i = 0; i < *nlinks; i++, n++)
+		started[n] = pthread_create(&th[n], NULL, destroy_link, links[i]) == 0;
+	for (unsigned i = 0; i < T.nmfd; i++, n++)
+		started[n] = pthread_create(&th[n], NULL, close_link, (void *)(intptr_t)T.mfd[i]) == 0;
+	for (unsigned i = 0; i < n; i++) {
 		if (started[i])
 			pthread_join(th[i], NULL);
-		else
+		else if (i < *nlinks)
 			bpf_link__destroy(links[i]);
+		else
+			close(T.mfd[i - *nlinks]);
 	}
 	*nlinks = 0;
+	T.nmfd = 0;
 	int fd = bpf_map__fd(T.skel->maps.threads);
 	uint32_t key, *prev = NULL, at;
 	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
@@ -1423,6 +1495,32 @@ static int cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **link
 	return 0;
 }
 
+/* Open and load the BPF program: its uprobe programs for uprobe_multi
+ * links if multi.  0 or a negative errno. */
+static int load(bool multi)
+{
+	if (T.skel)
+		trace_bpf__destroy(T.skel);
+	T.skel = trace_bpf__open();
+	if (T.skel == NULL)
+		return -errno;
+	T.skel->rodata->cfg_tgid = (uint32_t)T.pid;
+	T.skel->rodata->cfg_limit = T.o.limit;
+	bool faults = T.o.mode == T_FAULTS;
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, T.skel->obj) {
+		bool is_fault = p == T.skel->progs.fault_user || p == T.skel->progs.fault_kernel;
+		bpf_program__set_autoload(p, is_fault == faults);
+		if (multi && !is_fault)
+			bpf_program__set_expected_attach_type(p, HC_TRACE_UPROBE_MULTI);
+	}
+	int err = trace_bpf__load(T.skel);
+	if (err == 0)
+		fill_variates(bpf_map__fd(T.skel->maps.variates));
+	T.multi = multi && err == 0;
+	return err;
+}
+
 int hc_trace_main(cli_args_t *a)
 {
 	memset(&T, 0, sizeof T);
@@ -1471,26 +1569,17 @@ int hc_trace_main(cli_args_t *a)
 		goto out;
 
 	libbpf_set_print(libbpf_print);
-	T.skel = trace_bpf__open();
-	if (T.skel == NULL) {
-		code = cli_err(HC_EXIT_FAILED, "trace: cannot open the BPF program: %s", why_load_failed(-errno));
-		goto out;
-	}
-	T.skel->rodata->cfg_tgid = (uint32_t)T.pid;
-	T.skel->rodata->cfg_limit = T.o.limit;
 	bool faults = T.o.mode == T_FAULTS;
-	struct bpf_program *p;
-	bpf_object__for_each_program(p, T.skel->obj) {
-		bool is_fault = p == T.skel->progs.fault_user || p == T.skel->progs.fault_kernel;
-		bpf_program__set_autoload(p, is_fault == faults);
-	}
-	int err = trace_bpf__load(T.skel);
+	/* HEAPCTL_TRACE_NO_MULTI: perf-event links, as on a kernel before 6.6 */
+	bool multi = !faults && getenv("HEAPCTL_TRACE_NO_MULTI") == NULL;
+	int err = load(multi);
+	if (err && multi)
+		err = load(false);
 	if (err) {
 		code = cli_err(err == -EPERM ? HC_EXIT_PERM : HC_EXIT_FAILED, "trace: cannot load the BPF program: %s",
 		    why_load_failed(err));
 		goto out;
 	}
-	fill_variates(bpf_map__fd(T.skel->maps.variates));
 	T.as = unw_create_addr_space(&accessors, 0);
 	T.upt = _UPT_create(T.pid);
 	if (T.as == NULL || T.upt == NULL) {
@@ -1521,6 +1610,19 @@ int hc_trace_main(cli_args_t *a)
 			tb_baseline(&T.B, user - base_user, sys - base_sys);
 	}
 	err = attach(&al, links, &nlinks);
+	if (err && T.multi && err != -ESRCH) {
+		/* a kernel without uprobe_multi links: perf-event ones */
+		if (getenv("HEAPCTL_TRACE_DEBUG"))
+			fprintf(stderr, "heapctl: uprobe_multi links: %s; perf-event links instead\n", strerror(-err));
+		detach(links, &nlinks);
+		ring_buffer__free(rb);
+		rb = NULL;
+		if ((err = load(false)) == 0 && (rb = ring_buffer__new(bpf_map__fd(T.skel->maps.ring), on_event, NULL,
+		    NULL)) == NULL)
+			err = -errno;
+		if (err == 0)
+			err = attach(&al, links, &nlinks);
+	}
 	if (err) {
 		code = cli_err(err == -ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "trace: cannot attach to process %d: %s",
 		    T.pid, err == -ESRCH ? "it has exited" : why_load_failed(err));

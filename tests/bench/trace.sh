@@ -4,7 +4,8 @@
 #    library (64-71 byte blocks, timed by the program after a go file, so
 #    attaching is not counted): untraced; under a bpftrace script of the
 #    memleak shape (uprobe and uretprobe on malloc with a user stack, uprobe
-#    on free); under `heapctl trace --malloc` (default rate, 2^19); under a
+#    on free); under `heapctl trace --malloc` (default rate, 2^19, every
+#    call probed: --budget 0); under a
 #    bare counting uprobe on malloc (the floor of one probe hit);
 #  - requests a second of Debian's redis-server (jemalloc) under
 #    redis-benchmark (SET and GET, 50 clients, pipelines of 16): untraced;
@@ -105,7 +106,7 @@ one() {
 	for i in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.05; done
 	case $mode in
 	none) ;;
-	heapctl-malloc) "$H" trace "$pid" --malloc -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
+	heapctl-malloc) "$H" trace "$pid" --malloc --budget 0 -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	heapctl-faults) "$H" trace "$pid" --faults -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	bpftrace-*) bpftrace "$tmp/${mode#bpftrace-}.bt" "$pid" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	esac

@@ -298,6 +298,18 @@ traced() {
 	[[ "$output" == *"Total:"* ]]
 }
 
+@test "trace --malloc over its budget with perf-event links (a kernel before 6.6): detached too, and the dump reads" {
+	export HEAPCTL_TRACE_NO_MULTI=1      # this test's subshell only
+	traced "$TB/prog" "$T/bp.heap" --malloc --lg-sample 13 --budget 0.01
+	[ "$status" -eq 0 ]
+	echo "$TRACE_ERR"
+	[ "$(grep -c 'over the budget of 0.01% (--budget): they are detached' <<<"$TRACE_ERR")" -eq 1 ]
+	[[ "$TRACE_ERR" == *"observed"*"the totals are estimates"* ]]
+	run "$HEAPCTL" report "$T/bp.heap" --alloc_space --collapsed
+	[ "$status" -eq 0 ]
+	[[ "$output" == *site_* ]]
+}
+
 @test "trace --malloc under its budget (the default, 5%): every call traced, nothing said" {
 	# 400 mallocs a second: under 2% of a CPU even at 19 us a hit
 	printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <string.h>' '#include <unistd.h>' \
