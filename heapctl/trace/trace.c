@@ -1342,10 +1342,6 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 	return 0;
 }
 
-/* Detach every probe.  A sampled call whose return will not be seen
- * leaves nothing behind: its thread's pending mark in the kernel and its
- * stack here are dropped, or the first return after the probes come back
- * would be taken for it. */
 static void *destroy_link(void *link)
 {
 	bpf_link__destroy(link);
@@ -1358,6 +1354,10 @@ static void *close_link(void *fd)
 	return NULL;
 }
 
+/* Detach every probe.  A sampled call whose return will not be seen
+ * leaves nothing behind: its thread's pending mark in the kernel and its
+ * stack here are dropped, or the first return after the probes come back
+ * would be taken for it. */
 static void detach(struct bpf_link **links, unsigned *nlinks)
 {
 	/* each link's removal waits for RCU grace periods, while the rest
