@@ -310,6 +310,42 @@ traced() {
 	[[ "$output" == *site_* ]]
 }
 
+@test "trace --malloc duty-cycled: the probes come back, and the samples of a window after an off period weigh for it" {
+	# malloc and free in a loop until told to stop: always over 20%
+	printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <unistd.h>' \
+	    '__attribute__((noinline)) static void site_hot(void) { void *p = malloc(64); __asm__ volatile("" : : "r"(p) : "memory"); free(p); }' \
+	    'int main(int argc, char **argv) { puts("ready"); fflush(stdout); while (access(argv[1], F_OK)) usleep(10000);' \
+	    '  for (;;) { for (int i = 0; i < 100000; i++) site_hot(); if (!access(argv[2], F_OK)) break; } puts("done"); return 0; }' \
+	    >"$T/hot.c"
+	gcc -O2 -g -o "$T/hot" "$T/hot.c"
+	rm -f "$T/go" "$T/stop"
+	env -u LD_PRELOAD "$T/hot" "$T/go" "$T/stop" >"$T/prog.out" 2>&1 &
+	local pid=$!
+	track "$pid"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+	tracing "$pid" "$T/d.heap" --malloc --lg-sample 13 --budget 20 --json
+	touch "$T/go"
+	# until a sample comes after the probes went off once: they came back
+	wait_for 60 awk '/"event":"budget"/ { b = 1 } b && /"event":"alloc"/ { f = 1 } END { exit !f }' "$T/trace.out"
+	touch "$T/stop"
+	wait "$pid"
+	wait "$TRACER"
+	python3 - "$T/trace.out" <<-'EOF'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	at = [i for i, e in enumerate(ev) if e["event"] == "budget"][0]
+	before = [e["weight"] for e in ev[:at] if e["event"] == "alloc"]
+	after = [e["weight"] for e in ev[at:] if e["event"] == "alloc"]
+	# 64 bytes at 2^13: 1 / (1 - exp(-64 / 8192)) = 128.5 each, unscaled
+	assert before and all(abs(w - 128.5) < 0.1 for w in before), before[:5]
+	# after an off period of at least a window, by (unobserved + window) / window >= 2
+	assert after and all(w >= 2 * 128.5 for w in after), after[:5]
+	s = ev[-1]
+	assert s["estimated"] is True and s["off_periods"] >= 1 and 0 < s["on_fraction"] < 1, s
+	EOF
+	[ "$(bytes "$T/d.heap" site_hot --alloc_space)" -gt 0 ]
+}
+
 @test "trace --malloc under its budget (the default, 5%): every call traced, nothing said" {
 	# 400 mallocs a second: under 2% of a CPU even at 19 us a hit
 	printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <string.h>' '#include <unistd.h>' \
