@@ -202,6 +202,11 @@ $(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocat
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
 
+# heapctl trace's budget decisions, on given CPU times (no BPF).
+$(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror tests/unit/trace_budget.c heapctl/trace/budget.c -o $@ -lm
+
 # The mailbox stress test is a client (shm/client.c) of a real target.
 $(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h
 	@mkdir -p $(dir $@)
