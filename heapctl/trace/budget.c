@@ -3,23 +3,24 @@
  * process it traces, and the duty cycle of the probes that holds it there.
  *
  * A uprobe costs its trap on every hit, whether the BPF program samples
- * the call or returns at once: 0.6 us on this 2-core VM for an instruction
- * the kernel emulates (a push), about 19 us for one it must single-step
- * (jemalloc's malloc and free begin with a cmp and a mov), which took
- * Debian's redis-server from 455k to 8.4k SETs a second.  Sampling inside
- * the program cannot lower that; only fewer hits can, so the probes are
- * detached.  They observe for windows of TB_WINDOW seconds; at the end
- * of each, their share of a CPU in it is estimated from the process's own
- * CPU time (the traps run as its system time).  Over the budget, they stop
- * observing and are detached, which is not instant: removing a link waits
- * for RCU grace periods with the other probes still trapping (in this VM
- * 85-110 ms for glibc's 7 uprobe_multi links, 1.4-1.6 s for its 15
- * perf-event links on a kernel before 6.6).  So the span from the window's
- * start to the last link gone is what the probes cost, and they stay off until its cost is the budget's
- * share of the whole cycle.  The samples of the next window stand for all
- * the time unobserved before it too (trace.c multiplies their weights by
- * (unobserved + window) / window), so the totals are estimates that
- * assume the process did the same while unobserved.
+ * the call or returns at once: 0.6-1.6 us on this 2-core VM (two hosts)
+ * for an instruction the kernel emulates (a push), 8-19 us for one it
+ * must single-step, as jemalloc's malloc and free begin with (a cmp and a
+ * mov): Debian's redis-server went from 418k to 7.5k SETs a second
+ * (tests/bench/RESULTS.md).  Sampling inside the program cannot lower
+ * that; only fewer hits can, so the probes are detached.  They observe
+ * for windows of TB_WINDOW seconds; at the end of each, their share of a
+ * CPU in it is estimated from the process's own CPU time (the traps run
+ * as its system time).  Over the budget, they stop observing and are
+ * detached, which is not instant: removing a link waits for RCU grace
+ * periods with the other probes still trapping (here 85-110 ms for
+ * glibc's 7 uprobe_multi links, 1.4-1.6 s for its 15 perf-event links on
+ * a kernel before 6.6).  So the span from the window's start to the last
+ * link gone is what the probes cost, and they stay off until that is the
+ * budget's share of the whole cycle.  The samples of the next window
+ * stand for all the time unobserved before it too (trace.c multiplies
+ * their weights by (unobserved + window) / window), so the totals are
+ * estimates that assume the process did the same while unobserved.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
