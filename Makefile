@@ -179,7 +179,7 @@ $(BUILD)/bpf/trace.bpf.o: heapctl/trace/trace.bpf.c heapctl/trace/trace.h Makefi
 $(BUILD)/bpf/trace.skel.h: $(BUILD)/bpf/trace.bpf.o
 	$(BPFTOOL) gen skeleton $< name trace_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
+$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h heapctl/trace/budget.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -I$(BUILD)/bpf -c $< -o $@
 
@@ -209,6 +209,11 @@ $(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so te
 $(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
+
+# heapctl trace's budget decisions, on given CPU times (no BPF).
+$(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror tests/unit/trace_budget.c heapctl/trace/budget.c -o $@ -lm
 
 # The mailbox stress test is a client (shm/client.c) of a real target.
 $(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h

@@ -44,13 +44,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 cfg_tgid = 0;
 const volatile __u64 cfg_limit = 0;        /* samples per second per CPU; 0: none */
-
-struct tstate {
-	__s64 countdown;       /* bytes until the next sample                  */
-	__u64 memptr;          /* posix_memalign's out pointer                 */
-	__u32 pending;         /* a sampled call has not returned yet          */
-	__u32 pad;
-};
+/* Set by heapctl while it detaches the probes (--budget): what they see
+ * then is not kept, so that the samples come from whole windows. */
+volatile __u32 paused = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -127,6 +123,9 @@ static __always_inline struct tstate *thread(__u32 *tid)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	if ((__u32)(id >> 32) != cfg_tgid)
+		return NULL;
+	count(TR_C_HITS);
+	if (paused)
 		return NULL;
 	*tid = (__u32)id;
 	struct tstate *t = bpf_map_lookup_elem(&threads, tid);
@@ -328,6 +327,9 @@ SEC("uprobe")
 int free_entry(struct pt_regs *ctx)
 {
 	if ((__u32)(bpf_get_current_pid_tgid() >> 32) != cfg_tgid)
+		return 0;
+	count(TR_C_HITS);
+	if (paused)
 		return 0;
 	on_free((__u32)bpf_get_current_pid_tgid(), ctx->di);
 	return 0;

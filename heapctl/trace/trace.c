@@ -7,7 +7,9 @@
  * ring buffer.  Here they are unwound with libunwind's remote API (the
  * process's own .eh_frame, its memory read through /proc/PID/mem and the
  * copied stack), kept in a stack table, and written as heap_v2 dumps that
- * report, jeprof, pprof and the daemon read unchanged.
+ * report, jeprof, pprof and the daemon read unchanged.  --malloc keeps its
+ * probes' cost on the process within --budget by detaching them for
+ * periods (budget.c says why and how).
  *
  * This is libheapctl-trace.so, loaded by `heapctl trace` alone, so that
  * the other commands need no libbpf.
@@ -21,6 +23,7 @@
 #include <libunwind-ptrace.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@
 #include "../cli.h"
 #include "../outfile.h"
 #include "../unwind.h"
+#include "budget.h"
 #include "trace.h"
 #include "trace.skel.h"
 
@@ -44,7 +48,7 @@
 __attribute__((visibility("default"))) int hc_trace_main(cli_args_t *a);
 __attribute__((visibility("default"))) void hc_trace_help(FILE *f);
 
-enum { T_MALLOC = 256, T_FAULTS, T_LG, T_DURATION, T_PREFIX, T_INTERVAL, T_SYMBOLS, T_LIMIT };
+enum { T_MALLOC = 256, T_FAULTS, T_LG, T_DURATION, T_PREFIX, T_INTERVAL, T_SYMBOLS, T_LIMIT, T_BUDGET };
 
 static const cli_opt_t trace_opts[] = {
 	{ "malloc", T_MALLOC, NULL, "sampled allocations: uprobes on the allocator the process uses" },
@@ -58,6 +62,8 @@ static const cli_opt_t trace_opts[] = {
 	{ "symbols", T_SYMBOLS, "LIST", "the allocator's functions as ROLE=NAME,... (roles: malloc calloc "
 	  "realloc free memalign posix_memalign), for one heapctl does not know" },
 	{ "limit", T_LIMIT, "N", "at most N samples a second per CPU (default 10000; 0: no limit)" },
+	{ "budget", T_BUDGET, "PCT", "--malloc: the share of one CPU, in percent, the probes may take from the "
+	  "process (default 5; 0: none); past it they are detached for periods and the totals are estimates" },
 	{ 0 },
 };
 
@@ -72,6 +78,7 @@ typedef struct opts_s {
 	double duration, interval;
 	const char *prefix, *output, *symbols;
 	uint64_t limit;
+	double budget;             /* % of one CPU; 0: no budget                 */
 } opts_t;
 
 /* ---- the stack table and the live sampled objects ------------------------- */
@@ -119,6 +126,12 @@ static struct {
 	uint64_t seq, seq_i, samples, unwound_short, frees;
 	struct trace_bpf *skel;
 	bool json;
+	bool multi;                /* the uprobes go on as uprobe_multi links     */
+	int mfd[8];                /* those links' fds                            */
+	unsigned nmfd;
+	tb_budget_t B;
+	double scale;              /* --malloc: weight multiplier of the samples
+	                              of this window (budget.c)                   */
 } T;
 
 static uint64_t hash_frames(const uint64_t *f, unsigned n)
@@ -740,7 +753,7 @@ static void on_sample(const struct tr_sample *e)
 	if (p) {
 		p->stack = s;
 		p->size = e->size;
-		p->weight = w;
+		p->weight = w * T.scale;
 	}
 }
 
@@ -1094,7 +1107,7 @@ static const char *why_load_failed(int err)
 
 static int parse_opts(cli_args_t *a, opts_t *o)
 {
-	*o = (opts_t){ .lg = -1, .prefix = "jeprof", .limit = 10000 };
+	*o = (opts_t){ .lg = -1, .prefix = "jeprof", .limit = 10000, .budget = -1 };
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "trace", trace_opts, false);
 	const char *v;
@@ -1126,6 +1139,16 @@ static int parse_opts(cli_args_t *a, opts_t *o)
 			if (errno || *end || end == v || v[0] == '-')
 				code = cli_err(HC_EXIT_USAGE, "trace: --limit takes a count, not '%s'", v);
 			break;
+		case T_BUDGET: {
+			double d = strtod(v, &end);
+			if (end != v && *end == '%')
+				end++;
+			if (*end || end == v || !(d >= 0) || d > 100)
+				code = cli_err(HC_EXIT_USAGE, "trace: --budget takes a percent of one CPU, 0 (none) "
+				    "to 100, not '%s'", v);
+			o->budget = d;
+			break;
+		}
 		case T_PREFIX: o->prefix = v; break;
 		case 'o': o->output = v; break;
 		case T_SYMBOLS: o->symbols = v; break;
@@ -1147,6 +1170,11 @@ static int parse_opts(cli_args_t *a, opts_t *o)
 		return cli_err(HC_EXIT_USAGE, "trace: say what to trace: --malloc or --faults");
 	if (o->symbols && o->mode != T_MALLOC)
 		return cli_err(HC_EXIT_USAGE, "trace: --symbols is for --malloc");
+	if (o->budget >= 0 && o->mode != T_MALLOC)
+		return cli_err(HC_EXIT_USAGE, "trace: --budget is for --malloc (a page fault's program "
+		    "costs the process nothing per malloc)");
+	if (o->budget < 0)
+		o->budget = o->mode == T_MALLOC ? TB_DEFAULT_PCT : 0;
 	if (o->lg < 0)
 		o->lg = o->mode == T_MALLOC ? 19 : 16;
 	if (o->prefix[0] == 0)
@@ -1194,6 +1222,45 @@ static void counters(uint64_t *c)
 	free(v);
 }
 
+/*
+ * uprobe_multi links (Linux 6.6): one link puts a program on many
+ * functions, and removing it waits for RCU grace periods once, where each
+ * perf-event uprobe link waits for its own, under a mutex that every such
+ * removal takes (trace.c's detach says what that cost).  libbpf 1.1
+ * (Debian 12) predates them, so the kernel's BPF_LINK_CREATE is called
+ * directly with its ABI's numbers (include/uapi/linux/bpf.h); on a kernel
+ * without them heapctl loads the program again for perf-event links.
+ */
+#define HC_TRACE_UPROBE_MULTI 48          /* enum bpf_attach_type         */
+#define HC_F_UPROBE_MULTI_RETURN 1u
+
+struct link_create_uprobe_multi {
+	uint32_t prog_fd, target_fd, attach_type, flags;
+	uint64_t path, offsets, ref_ctr_offsets, cookies;
+	uint32_t cnt, multi_flags, pid, pad;
+};
+
+/* prog on the n functions at offs of path, at their returns if ret */
+static int attach_multi(struct bpf_program *prog, const char *path, const uint64_t *offs, uint32_t n, bool ret)
+{
+	if (n == 0)
+		return 0;
+	struct link_create_uprobe_multi a;
+	memset(&a, 0, sizeof a);
+	a.prog_fd = (uint32_t)bpf_program__fd(prog);
+	a.attach_type = HC_TRACE_UPROBE_MULTI;
+	a.path = (uintptr_t)path;
+	a.offsets = (uintptr_t)offs;
+	a.cnt = n;
+	a.multi_flags = ret ? HC_F_UPROBE_MULTI_RETURN : 0;
+	a.pid = (uint32_t)T.pid;
+	int fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof a);
+	if (fd < 0)
+		return -errno;
+	T.mfd[T.nmfd++] = fd;
+	return 0;
+}
+
 static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlinks)
 {
 	struct trace_bpf *s = T.skel;
@@ -1208,6 +1275,23 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 		s->progs.malloc_entry, s->progs.calloc_entry, s->progs.realloc_entry,
 		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry,
 	};
+	if (T.multi) {
+		/* a link for each role's program, one for the returns */
+		uint64_t offs[MAX_PROBES], rets[MAX_PROBES];
+		uint32_t nret = 0;
+		int err = 0;
+		for (int r = 0; r < R_NROLES && err == 0; r++) {
+			uint32_t n = 0;
+			for (unsigned i = 0; i < al->n; i++)
+				if (al->p[i].role == r)
+					offs[n++] = al->p[i].off;
+			err = attach_multi(entry[r], al->open_path, offs, n, false);
+		}
+		for (unsigned i = 0; i < al->n; i++)
+			if (al->p[i].role != R_FREE)
+				rets[nret++] = al->p[i].off;
+		return err ? err : attach_multi(s->progs.alloc_ret, al->open_path, rets, nret, true);
+	}
 	for (unsigned i = 0; i < al->n; i++) {
 		const probe_t *p = &al->p[i];
 		struct bpf_link *l = bpf_program__attach_uprobe(entry[p->role], false, T.pid, al->open_path, p->off);
@@ -1224,13 +1308,194 @@ static int attach(const allocator_t *al, struct bpf_link **links, unsigned *nlin
 	return 0;
 }
 
+static void *destroy_link(void *link)
+{
+	bpf_link__destroy(link);
+	return NULL;
+}
+
+static void *close_link(void *fd)
+{
+	close((int)(intptr_t)fd);
+	return NULL;
+}
+
+/* Detach every probe.  A sampled call whose return will not be seen
+ * leaves nothing behind: its thread's pending mark in the kernel and its
+ * stack here are dropped, or the first return after the probes come back
+ * would be taken for it. */
+static void detach(struct bpf_link **links, unsigned *nlinks)
+{
+	/* each link's removal waits for RCU grace periods, while the rest
+	 * still trap, so they are removed together from threads of their own.
+	 * In this VM glibc's 15 perf-event uprobe links took 2.9 s one after
+	 * another and 1.4-1.6 s together (a mutex keeps them mostly in turn);
+	 * its 7 uprobe_multi links take 85-110 ms */
+	pthread_t th[2 * MAX_PROBES + 2 + 8];
+	bool started[2 * MAX_PROBES + 2 + 8];
+	unsigned n = 0;
+	for (unsigned i = 0; i < *nlinks; i++, n++)
+		started[n] = pthread_create(&th[n], NULL, destroy_link, links[i]) == 0;
+	for (unsigned i = 0; i < T.nmfd; i++, n++)
+		started[n] = pthread_create(&th[n], NULL, close_link, (void *)(intptr_t)T.mfd[i]) == 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else if (i < *nlinks)
+			bpf_link__destroy(links[i]);
+		else
+			close(T.mfd[i - *nlinks]);
+	}
+	*nlinks = 0;
+	T.nmfd = 0;
+	int fd = bpf_map__fd(T.skel->maps.threads);
+	uint32_t key, *prev = NULL, at;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		struct tstate ts;
+		if (bpf_map_lookup_elem(fd, &key, &ts) == 0 && ts.pending) {
+			ts.pending = 0;
+			ts.memptr = 0;
+			bpf_map_update_elem(fd, &key, &ts, BPF_EXIST);
+		}
+		at = key;
+		prev = &at;
+	}
+	for (size_t i = 0; i < T.npend; i++)
+		T.pend[i].stack = NULL;
+}
+
+/* --malloc's duty cycle in the run loop: windows with the probes on, each
+ * measured, and off periods where the budget asks for them (budget.c). */
+typedef struct cycle_s {
+	bool on;
+	double t_next;             /* the next switch                            */
+	double t0, user, sys;      /* this window's or off period's start        */
+	uint64_t hits;             /* TR_C_HITS then                             */
+	double t_paused;           /* when the probes stopped observing          */
+} cycle_t;
+
+static void cycle_mark(cycle_t *cy, double t)
+{
+	uint64_t c[TR_NCOUNTERS];
+	counters(c);
+	cy->t0 = t;
+	cy->hits = c[TR_C_HITS];
+	if (!tb_proc_times(T.pid, &cy->user, &cy->sys))
+		cy->user = cy->sys = 0;
+}
+
+/* The one line, and the --json event, when the budget first turns the
+ * probes off: what they cost, what heapctl does, what the profile then is. */
+static void cycle_say(double off)
+{
+	const tb_budget_t *b = &T.B;
+	if (T.json) {
+		printf("{\"event\":\"budget\",\"action\":\"duty_cycle\",\"budget_pct\":%g,\"probe_cpu_pct\":%.1f"
+		    ",\"ns_per_hit\":%.0f,\"on_s\":%g,\"off_s\":%.3f}\n", b->pct, b->cpu_pct, b->ns_hit, TB_WINDOW, off);
+		fflush(stdout);
+	}
+	fprintf(stderr, "heapctl: the probes cost process %d about %.0f%% of a CPU (%.1f us a hit), over the "
+	    "budget of %g%% (--budget): they are detached and come back for %g s at a time (now after %.1f s "
+	    "off), and the profile's totals are estimates scaled from what they saw; for a process this hot, "
+	    "heapctl inject %d profiles at a few ns a call\n", T.pid, b->cpu_pct, b->ns_hit / 1000, b->pct,
+	    TB_WINDOW, off, T.pid);
+}
+
+/* The switch due now: the end of a window (the probes go off when over the
+ * budget) or of an off period (they come back, and the samples of the
+ * window that starts stand for the time unobserved too).  0, or an exit
+ * code; *ended when the process is gone. */
+static int cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks,
+    struct ring_buffer *rb, double now, bool *ended)
+{
+	double user, sys;
+	uint64_t c[TR_NCOUNTERS];
+	if (!tb_proc_times(T.pid, &user, &sys)) {
+		*ended = true;
+		return 0;
+	}
+	counters(c);
+	if (cy->on) {
+		bool over = tb_window_end(&T.B, c[TR_C_HITS] - cy->hits, now - cy->t0, user - cy->user, sys - cy->sys);
+		if (!over) {
+			ring_buffer__consume(rb);      /* this window's samples, at its scale */
+			T.scale = 1;
+			cycle_mark(cy, now);
+			cy->t_next = now + TB_WINDOW;
+			return 0;
+		}
+		T.skel->bss->paused = 1;
+		cy->t_paused = now;
+		detach(links, nlinks);
+		ring_buffer__consume(rb);
+		double t = now_s();
+		counters(c);
+		/* a process that ended meanwhile keeps its times at the window's end */
+		*ended = !tb_proc_times(T.pid, &user, &sys);
+		double off = tb_off(&T.B, c[TR_C_HITS] - cy->hits, t - cy->t0, user - cy->user, sys - cy->sys);
+		if (T.B.cycles == 1)
+			cycle_say(off);
+		cy->on = false;
+		cycle_mark(cy, t);
+		cy->t_next = t + off;
+		return 0;
+	}
+	/* what the untraced process did in the off period refines k */
+	tb_baseline(&T.B, user - cy->user, sys - cy->sys);
+	int err = attach(al, links, nlinks);
+	if (err) {
+		detach(links, nlinks);
+		if (err == -ESRCH || kill(T.pid, 0) != 0) {
+			*ended = true;
+			return 0;
+		}
+		return cli_err(HC_EXIT_FAILED, "trace: cannot attach to process %d again: %s", T.pid,
+		    why_load_failed(err));
+	}
+	double t = now_s();
+	T.scale = (t - cy->t_paused + TB_WINDOW) / TB_WINDOW;
+	T.skel->bss->paused = 0;
+	cy->on = true;
+	cycle_mark(cy, t);
+	cy->t_next = t + TB_WINDOW;
+	return 0;
+}
+
+/* Open and load the BPF program: its uprobe programs for uprobe_multi
+ * links if multi.  0 or a negative errno. */
+static int load(bool multi)
+{
+	if (T.skel)
+		trace_bpf__destroy(T.skel);
+	T.skel = trace_bpf__open();
+	if (T.skel == NULL)
+		return -errno;
+	T.skel->rodata->cfg_tgid = (uint32_t)T.pid;
+	T.skel->rodata->cfg_limit = T.o.limit;
+	bool faults = T.o.mode == T_FAULTS;
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, T.skel->obj) {
+		bool is_fault = p == T.skel->progs.fault_user || p == T.skel->progs.fault_kernel;
+		bpf_program__set_autoload(p, is_fault == faults);
+		if (multi && !is_fault)
+			bpf_program__set_expected_attach_type(p, HC_TRACE_UPROBE_MULTI);
+	}
+	int err = trace_bpf__load(T.skel);
+	if (err == 0)
+		fill_variates(bpf_map__fd(T.skel->maps.variates));
+	T.multi = multi && err == 0;
+	return err;
+}
+
 int hc_trace_main(cli_args_t *a)
 {
 	memset(&T, 0, sizeof T);
 	T.memfd = -1;
+	T.scale = 1;
 	int code = parse_opts(a, &T.o);
 	if (code)
 		return code;
+	tb_init(&T.B, T.o.budget);
 	T.pid = a->pid;
 	T.json = a->json;
 	T.period = (double)(1ull << T.o.lg);
@@ -1241,6 +1506,10 @@ int hc_trace_main(cli_args_t *a)
 	int pidfd = (int)syscall(SYS_pidfd_open, T.pid, 0);
 	if (pidfd < 0)
 		return cli_err(errno == ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "no process %d", T.pid);
+	/* the process untraced, while the program loads: its system seconds
+	 * per user second (budget.c) */
+	double base_t = now_s(), base_user = 0, base_sys = 0;
+	tb_proc_times(T.pid, &base_user, &base_sys);
 	if (!has_caps()) {
 		close(pidfd);
 		return cli_err(HC_EXIT_PERM, "trace: needs CAP_BPF and CAP_PERFMON (or root): "
@@ -1266,26 +1535,17 @@ int hc_trace_main(cli_args_t *a)
 		goto out;
 
 	libbpf_set_print(libbpf_print);
-	T.skel = trace_bpf__open();
-	if (T.skel == NULL) {
-		code = cli_err(HC_EXIT_FAILED, "trace: cannot open the BPF program: %s", why_load_failed(-errno));
-		goto out;
-	}
-	T.skel->rodata->cfg_tgid = (uint32_t)T.pid;
-	T.skel->rodata->cfg_limit = T.o.limit;
 	bool faults = T.o.mode == T_FAULTS;
-	struct bpf_program *p;
-	bpf_object__for_each_program(p, T.skel->obj) {
-		bool is_fault = p == T.skel->progs.fault_user || p == T.skel->progs.fault_kernel;
-		bpf_program__set_autoload(p, is_fault == faults);
-	}
-	int err = trace_bpf__load(T.skel);
+	/* HEAPCTL_TRACE_NO_MULTI: perf-event links, as on a kernel before 6.6 */
+	bool multi = !faults && getenv("HEAPCTL_TRACE_NO_MULTI") == NULL;
+	int err = load(multi);
+	if (err && multi)
+		err = load(false);
 	if (err) {
 		code = cli_err(err == -EPERM ? HC_EXIT_PERM : HC_EXIT_FAILED, "trace: cannot load the BPF program: %s",
 		    why_load_failed(err));
 		goto out;
 	}
-	fill_variates(bpf_map__fd(T.skel->maps.variates));
 	T.as = unw_create_addr_space(&accessors, 0);
 	T.upt = _UPT_create(T.pid);
 	if (T.as == NULL || T.upt == NULL) {
@@ -1308,7 +1568,27 @@ int hc_trace_main(cli_args_t *a)
 
 	struct bpf_link *links[2 * MAX_PROBES + 2];
 	unsigned nlinks = 0;
+	if (T.o.mode == T_MALLOC) {
+		double wait = base_t + TB_BASELINE - now_s(), user, sys;
+		if (wait > 0)
+			usleep((useconds_t)(wait * 1e6));
+		if (tb_proc_times(T.pid, &user, &sys))
+			tb_baseline(&T.B, user - base_user, sys - base_sys);
+	}
 	err = attach(&al, links, &nlinks);
+	if (err && T.multi && err != -ESRCH) {
+		/* a kernel without uprobe_multi links: perf-event ones */
+		if (getenv("HEAPCTL_TRACE_DEBUG"))
+			fprintf(stderr, "heapctl: uprobe_multi links: %s; perf-event links instead\n", strerror(-err));
+		detach(links, &nlinks);
+		ring_buffer__free(rb);
+		rb = NULL;
+		if ((err = load(false)) == 0 && (rb = ring_buffer__new(bpf_map__fd(T.skel->maps.ring), on_event, NULL,
+		    NULL)) == NULL)
+			err = -errno;
+		if (err == 0)
+			err = attach(&al, links, &nlinks);
+	}
 	if (err) {
 		code = cli_err(err == -ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "trace: cannot attach to process %d: %s",
 		    T.pid, err == -ESRCH ? "it has exited" : why_load_failed(err));
@@ -1322,17 +1602,25 @@ int hc_trace_main(cli_args_t *a)
 			fprintf(stderr, "heapctl: tracing page faults of process %d, one sample per %.0f bytes "
 			    "of new pages; Ctrl-C to stop\n", T.pid, T.period);
 		}
-		double t0 = now_s(), next_dump = T.o.interval > 0 ? t0 + T.o.interval : 0, next_maps = t0 + 1;
+		double t0 = now_s(), next_dump = T.o.interval > 0 ? t0 + T.o.interval : 0, next_maps = t0 + 1, now = t0;
 		bool ended = false;
+		cycle_t cy = { .on = true };
+		if (!faults) {
+			cycle_mark(&cy, t0);
+			cy.t_next = t0 + TB_WINDOW;
+		}
 		while (!stop_signal && !ended) {
-			int r = ring_buffer__poll(rb, 100);
+			int wait_ms = 100;
+			if (cy.t_next && cy.t_next - now < 0.1)
+				wait_ms = cy.t_next > now ? (int)((cy.t_next - now) * 1000) : 0;
+			int r = ring_buffer__poll(rb, wait_ms);
 			if (r < 0 && r != -EINTR) {
 				code = cli_err(HC_EXIT_FAILED, "trace: reading the ring buffer: %s", strerror(-r));
 				break;
 			}
 			struct pollfd pf = { .fd = pidfd, .events = POLLIN };
 			ended = poll(&pf, 1, 0) == 1;
-			double now = now_s();
+			now = now_s();
 			if (T.o.duration > 0 && now - t0 >= T.o.duration)
 				break;
 			if (!ended && now >= next_maps) {
@@ -1344,10 +1632,14 @@ int hc_trace_main(cli_args_t *a)
 					code = HC_EXIT_FAILED;
 				next_dump += T.o.interval;
 			}
+			if (!ended && cy.t_next && now >= cy.t_next && (code = cycle_step(&cy, &al, links, &nlinks, rb,
+			    now, &ended)) != 0)
+				break;
 		}
-		for (unsigned i = 0; i < nlinks; i++)
-			bpf_link__destroy(links[i]);
-		nlinks = 0;
+		if (cy.on && !faults)
+			T.B.t_on += now - cy.t0;
+		T.B.t_traced = now_s() - t0;
+		detach(links, &nlinks);
 		ring_buffer__consume(rb);
 		uint64_t c[TR_NCOUNTERS];
 		counters(c);
@@ -1357,9 +1649,13 @@ int hc_trace_main(cli_args_t *a)
 		if (T.json)
 			printf("{\"event\":\"summary\",\"calls\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
 			    ",\"dropped_ring_full\":%" PRIu64 ",\"dropped_rate_limit\":%" PRIu64
-			    ",\"live_map_full\":%" PRIu64 ",\"stacks\":%zu,\"unwind_failed\":%" PRIu64 "}\n",
+			    ",\"live_map_full\":%" PRIu64 ",\"stacks\":%zu,\"unwind_failed\":%" PRIu64
+			    ",\"hits\":%" PRIu64 ",\"budget_pct\":%g,\"probe_cpu_pct\":%.1f,\"ns_per_hit\":%.0f"
+			    ",\"on_fraction\":%.4f,\"off_periods\":%" PRIu64 ",\"estimated\":%s}\n",
 			    c[TR_C_CALLS], T.samples, T.frees, c[TR_C_RINGFULL], c[TR_C_LIMITED],
-			    c[TR_C_LIVEFULL], T.nstacks, T.unwound_short);
+			    c[TR_C_LIVEFULL], T.nstacks, T.unwound_short, c[TR_C_HITS], T.B.pct, T.B.cpu_pct,
+			    T.B.ns_hit, T.B.t_traced > 0 ? T.B.t_on / T.B.t_traced : 1, T.B.cycles,
+			    T.B.cycles ? "true" : "false");
 		fprintf(stderr, "heapctl: %s%" PRIu64 " %s seen, %" PRIu64 " sampled (%zu stacks)",
 		    ended ? "the process ended; " : "", c[TR_C_CALLS], faults ? "page faults" : "calls",
 		    T.samples, T.nstacks);
@@ -1369,6 +1665,10 @@ int hc_trace_main(cli_args_t *a)
 			fprintf(stderr, "; dropped %" PRIu64 " samples (ring full %" PRIu64 ", rate limit %" PRIu64
 			    "), %" PRIu64 " not tracked (live map full)", dropped, c[TR_C_RINGFULL],
 			    c[TR_C_LIMITED], c[TR_C_LIVEFULL]);
+		if (T.B.cycles)
+			fprintf(stderr, "; over the budget of %g%% (the probes cost about %.0f%% of a CPU), they "
+			    "observed %.1f%% of the time: the totals are estimates", T.B.pct, T.B.cpu_pct,
+			    T.B.t_traced > 0 ? 100 * T.B.t_on / T.B.t_traced : 100.0);
 		fputc('\n', stderr);
 	}
 	for (unsigned i = 0; i < nlinks; i++)

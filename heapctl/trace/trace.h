@@ -24,7 +24,19 @@ enum {
 	TR_C_RINGFULL,     /* samples lost: the ring was full                    */
 	TR_C_LIMITED,      /* samples dropped by the rate limit                  */
 	TR_C_LIVEFULL,     /* sampled pointers the live map had no room for      */
+	TR_C_HITS,         /* every program run for the process: entries, returns
+	                      and frees (--budget weighs their cost)             */
 	TR_NCOUNTERS
+};
+
+/* A thread's state in the kernel (the `threads` map): heapctl clears
+ * `pending` when it detaches the probes, so that a sampled call whose
+ * return it will not see is not paired with a later one. */
+struct tstate {
+	__s64 countdown;       /* bytes until the next sample                  */
+	__u64 memptr;          /* posix_memalign's out pointer                 */
+	__u32 pending;         /* a sampled call has not returned yet          */
+	__u32 pad;
 };
 
 /* The user registers libunwind needs for the first frame, x86_64 names. */

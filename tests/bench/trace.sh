@@ -4,8 +4,18 @@
 #    library (64-71 byte blocks, timed by the program after a go file, so
 #    attaching is not counted): untraced; under a bpftrace script of the
 #    memleak shape (uprobe and uretprobe on malloc with a user stack, uprobe
-#    on free); under `heapctl trace --malloc` (default rate, 2^19); under a
+#    on free); under `heapctl trace --malloc` (default rate, 2^19, every
+#    call probed: --budget 0); under a
 #    bare counting uprobe on malloc (the floor of one probe hit);
+#  - requests a second of Debian's redis-server (jemalloc) under
+#    redis-benchmark (SET and GET, 50 clients, pipelines of 16): untraced;
+#    under `heapctl trace --malloc` with the default budget (5% of a CPU),
+#    the benchmark started as soon as heapctl says "tracing", so that its
+#    first window and the detaching of its probes fall in the run; with
+#    --budget 0 (every call probed); under the bpftrace memleak-shaped
+#    script on jemalloc's malloc and free.  The fully probed runs make
+#    REDIS_SLOW_N requests (30,000) and the others REDIS_N (1,000,000), as
+#    at 2% of the speed a million requests take minutes;
 #  - slowdown of a program that grows steadily (writes 512 MiB in 64 KiB
 #    mallocs, with 16,384 multiply-adds per new page: a few hundred MB/s,
 #    faster than services grow) under `heapctl trace --faults` (default
@@ -96,7 +106,7 @@ one() {
 	for i in $(seq 100); do grep -q ready "$tmp/out" && break; sleep 0.05; done
 	case $mode in
 	none) ;;
-	heapctl-malloc) "$H" trace "$pid" --malloc -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
+	heapctl-malloc) "$H" trace "$pid" --malloc --budget 0 -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	heapctl-faults) "$H" trace "$pid" --faults -o "$tmp/t.heap" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	bpftrace-*) bpftrace "$tmp/${mode#bpftrace-}.bt" "$pid" >/dev/null 2>"$tmp/err" & tpid=$! ;;
 	esac
@@ -111,9 +121,57 @@ one() {
 	tail -1 "$tmp/out"
 }
 
+# redis MODE: "SET GET" requests a second of redis-benchmark against a
+# fresh redis-server, with MODE attached first
+redis_n=${REDIS_N:-1000000} redis_slow_n=${REDIS_SLOW_N:-30000}
+redis_port=$((20000 + $$ % 20000))
+redis() {
+	local mode=$1 n=$redis_n tpid="" pid i
+	rm -f "$tmp/rerr"
+	env -u LD_PRELOAD redis-server --port "$redis_port" --save "" --appendonly no >/dev/null 2>&1 &
+	pid=$!
+	for i in $(seq 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+	case $mode in
+	none) ;;
+	heapctl-budget) "$H" trace "$pid" --malloc -o "$tmp/r.heap" >/dev/null 2>"$tmp/rerr" & tpid=$! ;;
+	heapctl-nobudget) "$H" trace "$pid" --malloc --budget 0 -o "$tmp/r.heap" >/dev/null 2>"$tmp/rerr" & tpid=$!
+		n=$redis_slow_n ;;
+	bpftrace-memleak) bpftrace "$tmp/memleak-je.bt" "$pid" >/dev/null 2>"$tmp/rerr" & tpid=$!
+		n=$redis_slow_n ;;
+	esac
+	if [ -n "$tpid" ]; then
+		for i in $(seq 400); do grep -q -e tracing -e Attaching "$tmp/rerr" && break; sleep 0.05; done
+		# bpftrace says Attaching before its probes are in
+		[ "$mode" = bpftrace-memleak ] && sleep 1
+	fi
+	redis-benchmark -p "$redis_port" -t set,get -n "$n" -P 16 -q 2>/dev/null | tr '\r' '\n' |
+	    awk '/^(SET|GET): [0-9.]+ requests per second/ { v[$1] = $2 } END { printf "%s %s\n", v["SET:"], v["GET:"] }'
+	[ -n "$tpid" ] && { kill -INT "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; }
+	[ "$mode" = heapctl-budget ] && grep -q 'over the budget' "$tmp/rerr" && echo detached >>"$tmp/rdetached"
+	redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1
+	wait "$pid" 2>/dev/null
+}
+have_redis=false
+if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
+	have_redis=true
+	jemalloc=$(ldd "$(command -v redis-server)" | awk '/libjemalloc/ { print $3 }')
+	cat >"$tmp/memleak-je.bt" <<BT
+uprobe:$jemalloc:malloc /pid == \$1/ { @size[tid] = arg0; @stack[tid] = ustack; }
+uretprobe:$jemalloc:malloc /pid == \$1/ { @live[retval] = (@size[tid], @stack[tid]); }
+uprobe:$jemalloc:free /pid == \$1/ { delete(@live[arg0]); }
+BT
+fi
+modes_redis="none heapctl-budget heapctl-nobudget bpftrace-memleak"
+
 declare -A r
 modes_loop="none bpftrace-memleak heapctl-malloc bpftrace-count"
 for ((k = 0; k < reps; k++)); do
+	if $have_redis; then
+		for m in $modes_redis; do
+			read -r set get <<<"$(redis "$m")"
+			r[set,$m]+="$set " r[get,$m]+="$get "
+		done
+	fi
 	for m in $modes_loop; do
 		n=20000000
 		[ "$m" != none ] && n=200000
@@ -141,6 +199,23 @@ done
 echo
 echo "Goal: heapctl-malloc at most 0.15 of the bpftrace script."
 echo
+if $have_redis; then
+	echo "Debian's redis-server under redis-benchmark (-t set,get -P 16, 50 clients; requests a second,"
+	echo "median of $reps; $redis_n requests untraced and with the budget, $redis_slow_n fully probed):"
+	echo
+	echo "| redis-server | SET/s | vs untraced | GET/s | vs untraced |"
+	echo "|---|---:|---:|---:|---:|"
+	s0=$(med "${r[set,none]}") g0=$(med "${r[get,none]}")
+	for m in $modes_redis; do
+		s1=$(med "${r[set,$m]}") g1=$(med "${r[get,$m]}")
+		printf '| %s | %s | %s | %s | %s |\n' "$m" "$s1" "$(awk -v a="$s1" -v b="$s0" 'BEGIN { printf "%.3f", a / b }')" \
+		    "$g1" "$(awk -v a="$g1" -v b="$g0" 'BEGIN { printf "%.3f", a / b }')"
+	done
+	echo
+	echo "heapctl-budget: the probes were detached for the budget in $(cat "$tmp/rdetached" 2>/dev/null | wc -l) of $reps runs."
+	echo "Goal: with the default budget, within 0.9 of untraced."
+	echo
+fi
 g0=$(med "${r[grow,none]}") g1=$(med "${r[grow,heapctl-faults]}")
 echo "| grow 512 MiB steadily | ms | slowdown |"
 echo "|---|---:|---:|"

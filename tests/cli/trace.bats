@@ -3,7 +3,8 @@
 # profiles of processes started without the library, from eBPF.  Known
 # sites of tests/trace/prog.c (dynamic, static, against jemalloc) and of
 # Debian's python3 are checked in the report, against their sizes and the
-# preload profiler's figures for the same program; clear refusals.
+# preload profiler's figures for the same program; the budget that detaches
+# the probes from a process that calls malloc too often; clear refusals.
 # Needs root and a kernel with BTF, as heapctl trace does.
 
 load helpers
@@ -71,9 +72,10 @@ traced() {
 	# at lg 13 the sampling error of the smallest site compared (site_b,
 	# ~970 samples) is 3% in each profile: 15% is 3.5 standard deviations
 	# of their difference (lg 14 made it 2.2, and a clean run failed once)
-	traced "$TB/prog" "$T/t.heap" --malloc --lg-sample 13
+	traced "$TB/prog" "$T/t.heap" --malloc --lg-sample 13 --budget 0
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" != *dropped* ]]       # every sample counted
+	[[ "$TRACE_ERR" != *budget* ]]        # and every call: --budget 0
 	[[ "$TRACE_ERR" == *"libc.so.6 in process"* ]]
 	[[ "$TRACE_ERR" == *"malloc"*"free"* || "$TRACE_ERR" == *"free"*"malloc"* ]]
 	head -1 "$T/t.heap" | grep -qx 'heap_v2/8192'
@@ -121,7 +123,7 @@ traced() {
 }
 
 @test "trace --malloc on a program linked with jemalloc probes jemalloc" {
-	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 13
+	traced "$TB/prog-je" "$T/j.heap" --malloc --lg-sample 13 --budget 0
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" == *"libjemalloc.so.2 in process"* ]]
 	[[ "$TRACE_ERR" == *"sdallocx"* ]]
@@ -130,7 +132,7 @@ traced() {
 }
 
 @test "trace on a statically linked program: its own malloc, and its page faults" {
-	traced "$TB/prog-static" "$T/s.heap" --malloc --lg-sample 13
+	traced "$TB/prog-static" "$T/s.heap" --malloc --lg-sample 13 --budget 0
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" == *"prog-static in process"* ]]
 	near "$(bytes "$T/s.heap" site_a)" 33554432 15
@@ -168,7 +170,7 @@ traced() {
 	wait_for 5 grep -q '^ready' "$T/prog.out"
 	# and its library's file is gone: only the process has it
 	rm "$r/clib-heapctl-test/libsite.so"
-	tracing "$PID" "$T/c.heap" --malloc --lg-sample 12
+	tracing "$PID" "$T/c.heap" --malloc --lg-sample 12 --budget 0
 	local tpid=$TRACER
 	touch "$r/go"
 	wait "$PID"
@@ -188,7 +190,7 @@ traced() {
 @test "trace --malloc on Debian's redis-server under load: its sites near their sizes and the library's profile" {
 	command -v redis-server >/dev/null || skip "no redis-server"
 	redis_start
-	tracing "$PID" "$T/r.heap" --malloc --lg-sample 14
+	tracing "$PID" "$T/r.heap" --malloc --lg-sample 14 --budget 0
 	local tpid=$TRACER
 	redis-cli -p "$PORT" DEBUG POPULATE 50000 key 1000 >/dev/null
 	kill -INT "$tpid"
@@ -222,14 +224,14 @@ traced() {
 	exec python3 "$T/build.py"
 	EOF
 	chmod +x "$T/py"
-	traced "$T/py" "$T/p.heap" --malloc --lg-sample 14
+	traced "$T/py" "$T/p.heap" --malloc --lg-sample 14 --budget 0
 	[ "$status" -eq 0 ]
 	# python frees it all at exit: what was allocated, by whom
 	near "$(bytes "$T/p.heap" PyByteArray_Resize --alloc_space)" 33554432 15
 }
 
 @test "trace --json: one event per line, and the summary" {
-	traced "$TB/prog" "$T/j.heap" --malloc --lg-sample 18 --json
+	traced "$TB/prog" "$T/j.heap" --malloc --lg-sample 18 --json --budget 0
 	[ "$status" -eq 0 ]
 	python3 - "$T/trace.out" <<-'EOF'
 	import json, sys
@@ -263,9 +265,114 @@ traced() {
 }
 
 @test "trace: the rate limit drops samples and says how many" {
-	traced "$TB/prog" "$T/r.heap" --malloc --lg-sample 0 --limit 100
+	traced "$TB/prog" "$T/r.heap" --malloc --lg-sample 0 --limit 100 --budget 0
 	[ "$status" -eq 0 ]
 	[[ "$TRACE_ERR" =~ dropped\ [0-9]+\ samples\ \(ring\ full\ [0-9]+,\ rate\ limit\ [1-9][0-9]*\) ]]
+}
+
+@test "trace --malloc over its budget: the probes detached, one line that says so and names inject, a dump that reads" {
+	# 0.01% of a CPU: a hit costs 0.2 us at the least (budget.c), so 125
+	# hits in a window of 0.25 s are over it, and prog makes millions
+	traced "$TB/prog" "$T/b.heap" --malloc --lg-sample 13 --budget 0.01 --json
+	[ "$status" -eq 0 ]
+	echo "$TRACE_ERR"
+	[ "$(grep -c 'over the budget of 0.01% (--budget): they are detached' <<<"$TRACE_ERR")" -eq 1 ]
+	[[ "$TRACE_ERR" == *"heapctl inject $PID profiles"* ]]
+	[[ "$TRACE_ERR" == *"over the budget of 0.01%"*"the totals are estimates"* ]]
+	python3 - "$T/trace.out" <<-'EOF'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	b = [e for e in ev if e["event"] == "budget"]
+	assert len(b) == 1 and b[0]["action"] == "duty_cycle" and b[0]["budget_pct"] == 0.01, b
+	assert b[0]["probe_cpu_pct"] > 0.01 and b[0]["off_s"] >= 0.25, b
+	s = ev[-1]
+	assert s["event"] == "summary" and s["estimated"] is True and s["off_periods"] >= 1, s
+	assert s["budget_pct"] == 0.01 and 0 < s["on_fraction"] < 1 and s["hits"] >= s["calls"] > 0, s
+	EOF
+	# what the window saw is a profile report and jeprof read
+	run "$HEAPCTL" report "$T/b.heap" --alloc_space --collapsed
+	[ "$status" -eq 0 ]
+	[[ "$output" == *site_* ]]
+	run jeprof --text --alloc_space "$TB/prog" "$T/b.heap"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"Total:"* ]]
+}
+
+@test "trace --malloc over its budget with perf-event links (a kernel before 6.6): detached too, and the dump reads" {
+	export HEAPCTL_TRACE_NO_MULTI=1      # this test's subshell only
+	traced "$TB/prog" "$T/bp.heap" --malloc --lg-sample 13 --budget 0.01
+	[ "$status" -eq 0 ]
+	echo "$TRACE_ERR"
+	[ "$(grep -c 'over the budget of 0.01% (--budget): they are detached' <<<"$TRACE_ERR")" -eq 1 ]
+	[[ "$TRACE_ERR" == *"observed"*"the totals are estimates"* ]]
+	run "$HEAPCTL" report "$T/bp.heap" --alloc_space --collapsed
+	[ "$status" -eq 0 ]
+	[[ "$output" == *site_* ]]
+}
+
+@test "trace --malloc duty-cycled: the probes come back, and the samples of a window after an off period weigh for it" {
+	# malloc and free in a loop until told to stop: always over 20%
+	printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <unistd.h>' \
+	    '__attribute__((noinline)) static void site_hot(void) { void *p = malloc(64); __asm__ volatile("" : : "r"(p) : "memory"); free(p); }' \
+	    'int main(int argc, char **argv) { puts("ready"); fflush(stdout); while (access(argv[1], F_OK)) usleep(10000);' \
+	    '  for (;;) { for (int i = 0; i < 100000; i++) site_hot(); if (!access(argv[2], F_OK)) break; } puts("done"); return 0; }' \
+	    >"$T/hot.c"
+	gcc -O2 -g -o "$T/hot" "$T/hot.c"
+	rm -f "$T/go" "$T/stop"
+	env -u LD_PRELOAD "$T/hot" "$T/go" "$T/stop" >"$T/prog.out" 2>&1 &
+	local pid=$!
+	track "$pid"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+	tracing "$pid" "$T/d.heap" --malloc --lg-sample 13 --budget 20 --json
+	touch "$T/go"
+	# until a sample comes after the probes went off once: they came back
+	wait_for 60 awk '/"event":"budget"/ { b = 1 } b && /"event":"alloc"/ { f = 1 } END { exit !f }' "$T/trace.out"
+	touch "$T/stop"
+	wait "$pid"
+	wait "$TRACER"
+	python3 - "$T/trace.out" <<-'EOF'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	at = [i for i, e in enumerate(ev) if e["event"] == "budget"][0]
+	before = [e["weight"] for e in ev[:at] if e["event"] == "alloc"]
+	after = [e["weight"] for e in ev[at:] if e["event"] == "alloc"]
+	# 64 bytes at 2^13: 1 / (1 - exp(-64 / 8192)) = 128.5 each, unscaled
+	assert before and all(abs(w - 128.5) < 0.1 for w in before), before[:5]
+	# after an off period of at least a window, by (unobserved + window) / window >= 2
+	assert after and all(w >= 2 * 128.5 for w in after), after[:5]
+	s = ev[-1]
+	assert s["estimated"] is True and s["off_periods"] >= 1 and 0 < s["on_fraction"] < 1, s
+	EOF
+	[ "$(bytes "$T/d.heap" site_hot --alloc_space)" -gt 0 ]
+}
+
+@test "trace --malloc under its budget (the default, 5%): every call traced, nothing said" {
+	# 400 mallocs a second: under 2% of a CPU even at 19 us a hit
+	printf '%s\n' '#include <stdio.h>' '#include <stdlib.h>' '#include <string.h>' '#include <unistd.h>' \
+	    'static void *keep[400];' \
+	    '__attribute__((noinline)) static void *site_slow(void) { void *p = malloc(4096); memset(p, 1, 4096); return p; }' \
+	    'int main(int argc, char **argv) { puts("ready"); fflush(stdout); while (access(argv[1], F_OK)) usleep(10000);' \
+	    '  for (int i = 0; i < 400; i++) { keep[i] = site_slow(); usleep(2500); } puts("done 400"); return 0; }' \
+	    >"$T/slow.c"
+	gcc -O2 -g -o "$T/slow" "$T/slow.c"
+	started "$T/slow"
+	local pid=$PID
+	tracing "$pid" "$T/u.heap" --malloc --lg-sample 10 --json
+	touch "$T/go"
+	wait "$pid"
+	wait "$TRACER"
+	grep -q '^done 400' "$T/prog.out"
+	[[ "$(cat "$T/trace.err")" != *budget* ]]
+	python3 - "$T/trace.out" <<-'EOF'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1])]
+	assert not [e for e in ev if e["event"] == "budget"], ev
+	s = ev[-1]
+	assert s["estimated"] is False and s["off_periods"] == 0 and s["budget_pct"] == 5, s
+	assert s["calls"] >= 400 and s["on_fraction"] == 1, s
+	EOF
+	# at 2^10 each 4 KiB block is sampled with p = 98%: all 1.6 MB seen
+	near "$(bytes "$T/u.heap" site_slow)" 1638400 10
 }
 
 @test "trace refuses clearly: no mode, both modes, no process, bad options, not root" {
@@ -285,6 +392,15 @@ traced() {
 	[[ "$output" == *"defines no_such_function_here"* ]]
 	run "$HEAPCTL" trace $$ --faults --lg-sample 99
 	[ "$status" -eq 2 ]
+	local v
+	for v in -1 abc 101 5x '' nan; do
+		run "$HEAPCTL" trace $$ --malloc --budget "$v"
+		[ "$status" -eq 2 ]
+		[ "$output" = "heapctl: trace: --budget takes a percent of one CPU, 0 (none) to 100, not '$v'" ]
+	done
+	run "$HEAPCTL" trace $$ --faults --budget 5%
+	[ "$status" -eq 2 ]
+	[[ "$output" == "heapctl: trace: --budget is for --malloc"* ]]
 	sleep 30 &
 	track $!
 	run setpriv --reuid=nobody --regid=nogroup --clear-groups "$HEAPCTL" trace $! --faults
