@@ -25,7 +25,15 @@
 #     postgresql@15-main.service;
 #   - a unit already running the library from its drop-in: "already
 #     loaded", exit 0, not restarted;
-#   - doctor UNIT and systemd status look at every process of the unit.
+#   - doctor UNIT and systemd status look at every process of the unit;
+#   - the shapes of classic C daemons, units of our own running
+#     tests/systemd/shapes.c: a Type=forking daemon with PIDFile= whose
+#     grandchild of a double fork only sleeps; a root master whose
+#     pre-forked workers switch to nobody and sleep, one of them chrooted
+#     into an empty directory with RLIMIT_NPROC 0; a process that
+#     LimitNPROC=1 leaves with no control thread, which allocates.  Each
+#     process answers heapctl status within 5 s, takes `set`, and is dumped
+#     with no option and reported; doctor and systemd status count them.
 #
 # Every failure prints heapctl's output and the unit's last journal lines.
 source "$(dirname "$0")/lib.sh" || exit 2
@@ -33,11 +41,17 @@ sd_setup daemons "$@"
 
 H=$BUILD/heapctl
 HC=/usr/local/bin/heapctl
+LIBEXEC=/usr/local/libexec/heapctl-test
+
+# the daemon shapes' program, built on the host (bookworm's glibc is the host's)
+gcc -O1 -g -fno-omit-frame-pointer -fno-inline -o "$WORK/shapes" "$SD_REPO/tests/systemd/shapes.c" \
+    2>"$WORK/cc.log" || die "cannot compile shapes.c: $(head -3 "$WORK/cc.log")"
 
 sd_rootfs
 sd_boot
 sd_install
 CT=$(ct_root)
+install -D -m 0755 "$WORK/shapes" "$CT$LIBEXEC/shapes" || die "cannot copy the shapes program in"
 
 # ---- helpers -------------------------------------------------------------------
 
@@ -277,9 +291,10 @@ grep -q 'restart the service' "$WORK/nginx.again" && fail "nginx: enable again s
 
 # ---- doctor UNIT and systemd status: every process -------------------------------
 
-note "doctor and status, per process"
-for t in nginx:nginx haproxy:haproxy postgresql@15-main:pg; do
-	unit=${t%%:*} tag=${t#*:}
+# every_process UNIT TAG USERS: doctor UNIT examines each process of the
+# unit (USERS: their users, sorted), systemd status counts them truly
+every_process() {
+	local unit=$1 tag=$2 users=$3 hp want got carriers answering p
 	hp=$(sd_host_pid "$(mainpid "$unit")")
 	ct "$HC" doctor "$unit" --json >"$WORK/$tag.doctor.json" 2>"$WORK/$tag.doctor.err"
 	ct "$HC" doctor "$unit" >"$WORK/$tag.doctor" 2>&1
@@ -292,22 +307,19 @@ assert all(p["user"] and p["command"] and p["findings"] for p in ps), ps
 print(len(ps), " ".join(sorted(set(p["user"] for p in ps))))' "$WORK/$tag.doctor.json" 2>&1)
 	[ "${got%% *}" = "$want" ] ||
 	    fail "$unit: doctor --json examined '${got}' processes, the unit has $want: $(flat "$WORK/$tag.doctor.err")"
-	case $tag in
-	nginx) users="root www-data" ;;
-	haproxy) users="haproxy root" ;;
-	pg) users="postgres" ;;
-	esac
 	[ "${got#* }" = "$users" ] || fail "$unit: doctor names the users '${got#* }', not '$users'"
 	[ "$(grep -c '^process [0-9]* (' "$WORK/$tag.doctor")" = "$want" ] ||
 	    fail "$unit: doctor's text does not list its $want processes: $(flat "$WORK/$tag.doctor")"
 	# status counts what is true of each process: the library mapped (read
-	# here from its maps) and an answer (heapctl status PID from the host)
+	# here from its maps) and an answer (heapctl status PID from the host
+	# pings it; a process with no control thread answers while it
+	# allocates)
 	ct "$HC" systemd status --json >"$WORK/status.json" 2>&1
 	carriers=0 answering=0
 	for p in $(cgroup_pids "$hp"); do
 		carries "$p" || continue
 		carriers=$((carriers + 1))
-		"$H" status "$p" >/dev/null 2>&1 && answering=$((answering + 1))
+		[ "$("$H" status "$p" --json 2>/dev/null | jget answers)" = True ] && answering=$((answering + 1))
 	done
 	got=$(python3 -c 'import json,sys
 for u in json.load(open(sys.argv[1])):
@@ -327,11 +339,155 @@ for u in json.load(open(sys.argv[1])):
 		    fail "$unit: process $p has no /dev/shm, and heapctl status says it publishes a segment when it next allocates: $(flat "$WORK/$tag.noshm")"
 	done
 	note "$unit: doctor $(grep -c '^process' "$WORK/$tag.doctor") processes, exit $(jget exit <"$WORK/$tag.doctor.json"); status: $(grep "^$unit" "$WORK/status.txt")"
-done
+}
+
+note "doctor and status, per process"
+every_process nginx nginx "root www-data"
+every_process haproxy haproxy "haproxy root"
+every_process postgresql@15-main pg postgres
 
 for t in nginx:nginx memcached:memcached haproxy:haproxy redis-server:redis postgresql@15-main:pg; do
 	note "${t%%:*}: disable --restart"
 	undo "${t%%:*}" "${t#*:}"
+done
+
+# ---- the shapes of classic C daemons, as units of our own -----------------------
+#
+# tests/systemd/shapes.c: a Type=forking daemon that double-forks, a root
+# master with pre-forked workers (nobody; the last one chrooted, with
+# RLIMIT_NPROC 0), each then only sleeping, and a busy process that
+# LimitNPROC=1 leaves with no control thread.  Every process is controlled
+# from the host: status (within 5 s: the library publishes a fork child's
+# segment 20 ms after the fork, which is not asserted), set, dump with no
+# option and report.
+
+# reachable HOSTPID: heapctl status answers for it within 5 s; else its output
+reachable() {
+	local out i
+	for ((i = 0; i < 50; i++)); do
+		out=$("$H" status "$1" --json 2>&1) && [[ $out == *"\"pid\": $1,"* ]] && return 0
+		sleep 0.1
+	done
+	echo "$out"
+	return 1
+}
+
+# controlled UNIT HOSTPID TAG LG: status answers, `set prof.lg_sample=LG`
+# shows in status, and dump -p with no option prints a path we open,
+# whose report (-p: the binary is the container's) names shapes_keep
+controlled() {
+	local unit=$1 hp=$2 tag=$3 lg=$4 out path
+	if ! carries "$hp"; then
+		fail "$tag: process $hp does not carry the library (journal: $(journal "$unit"))"
+		return
+	fi
+	if ! out=$(reachable "$hp"); then
+		fail "$tag: heapctl status $hp does not answer within 5 s: $out"
+		return
+	fi
+	"$H" set "$hp" "prof.lg_sample=$lg" >"$WORK/$tag.set" 2>&1 ||
+	    fail "$tag: heapctl set $hp prof.lg_sample=$lg: $(flat "$WORK/$tag.set")"
+	out=$("$H" status "$hp" --json 2>&1 | jget prof.lg_sample)
+	[ "$out" = "$lg" ] || fail "$tag: after set prof.lg_sample=$lg, status says '$out'"
+	if ! out=$("$H" dump -p "$hp" 2>"$WORK/$tag.dump.err"); then
+		fail "$tag: heapctl dump -p $hp: $(flat "$WORK/$tag.dump.err") (journal: $(journal "$unit"))"
+	elif path=${out%%$'\n'*} && [ -r "$path" ] && cp "$path" "$WORK/$tag.heap" 2>/dev/null; then
+		check_report "$WORK/$tag.heap" "$hp" "$tag" 'shapes_keep'
+	else
+		fail "$tag: heapctl dump -p $hp printed '$out', which the caller cannot open"
+	fi
+}
+
+# shape_unit UNIT BODY: write /etc/systemd/system/UNIT.service, start it,
+# enable the library with --restart; its systemctl cat before
+shape_unit() {
+	printf '%s\n' "[Service]" "$2" >"$CT/etc/systemd/system/$1.service"
+	ct systemctl daemon-reload
+	ct_t 60 systemctl start "$1" || fail "$1: does not start without the library: $(journal "$1")"
+	ct systemctl cat "$1" >"$WORK/$1.cat.before" 2>&1
+	ct_t 120 "$HC" systemd enable "$1" --restart $CONF >"$WORK/$1.enable" 2>&1 ||
+	    fail "$1: enable --restart: $(flat "$WORK/$1.enable") (journal: $(journal "$1"))"
+}
+
+# The thread-less unit's user is one of its own, with a uid no process on
+# the host has: RLIMIT_NPROC counts every process of the uid, on the host
+# too (the container shares its user IDs), and with nobody's pre-forked
+# workers above, or a concurrent test's, running as nobody, execve after
+# systemd's setuid would fail with EAGAIN and the unit would never start.
+for ((nproc_uid = 64000; nproc_uid < 64100; nproc_uid++)); do
+	ps -eo uid= | grep -qx " *$nproc_uid" || getent passwd "$nproc_uid" >/dev/null ||
+	    grep -q "^[^:]*:[^:]*:$nproc_uid:" "$CT/etc/passwd" || break
+done
+ct useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    --uid "$nproc_uid" --user-group hcnproc >"$WORK/useradd.log" 2>&1 ||
+    fail "cannot add the user hcnproc (uid $nproc_uid): $(flat "$WORK/useradd.log")"
+mkdir -m 0755 "$CT/var/lib/hc-empty"
+
+note "hc-double, hc-prefork, hc-nproc: enable --restart"
+shape_unit hc-double "Type=forking
+PIDFile=/run/hc-double.pid
+ExecStart=$LIBEXEC/shapes double /run/hc-double.pid"
+shape_unit hc-prefork "ExecStart=$LIBEXEC/shapes prefork 3 /var/lib/hc-empty"
+shape_unit hc-nproc "User=hcnproc
+LimitNPROC=1
+ExecStart=$LIBEXEC/shapes busy"
+
+note "hc-double: the grandchild of a double fork, idle"
+hp=$(sd_host_pid "$(mainpid hc-double)")
+[ -n "$hp" ] && [ "$(cat "/proc/$hp/comm" 2>/dev/null)" = shapes ] ||
+    fail "hc-double: no main process from the PID file (host ${hp:-none}): $(journal hc-double)"
+[ "$(ct cat /run/hc-double.pid)" = "$(mainpid hc-double)" ] || fail "hc-double: MainPID is not the PID file's"
+controlled hc-double "$hp" double 13
+
+note "hc-prefork: a root master, two idle workers as nobody, one chrooted with RLIMIT_NPROC 0"
+hp=$(sd_host_pid "$(mainpid hc-prefork)")
+[ -n "$hp" ] || fail "hc-prefork: no main process: $(journal hc-prefork)"
+controlled hc-prefork "$hp" prefork.master 14
+nobody=$(ct id -u nobody) workers=0 chrooted=""
+for p in $(cgroup_pids "$hp"); do
+	[ "$p" = "$hp" ] && continue
+	[ "$(euid "$p")" = "$nobody" ] || fail "hc-prefork: worker $p runs as uid $(euid "$p"), not nobody"
+	case $(cat "/proc/$p/comm") in
+	shapes-worker)
+		workers=$((workers + 1))
+		controlled hc-prefork "$p" "prefork.worker$workers" 15
+		;;
+	shapes-chroot)
+		chrooted=$p
+		[ "$(awk '/^Max processes/ { print $3 }' "/proc/$p/limits")" = 0 ] ||
+		    fail "hc-prefork: the chrooted worker $p has no RLIMIT_NPROC 0: $(grep '^Max processes' "/proc/$p/limits")"
+		[ ! -e "/proc/$p/root/usr" ] || fail "hc-prefork: the worker $p is not chrooted into an empty directory"
+		controlled hc-prefork "$p" prefork.chroot 16
+		;;
+	*) fail "hc-prefork: process $p of the unit is '$(cat "/proc/$p/comm")'" ;;
+	esac
+done
+[ "$workers" = 2 ] && [ -n "$chrooted" ] ||
+    fail "hc-prefork: $workers workers and chrooted '${chrooted}' in the cgroup, not 2 and one: $(journal hc-prefork)"
+[ -z "$(ls -A "$CT/var/lib/hc-empty")" ] || fail "hc-prefork: files left in the chroot: $(ls -A "$CT/var/lib/hc-empty")"
+
+note "hc-nproc: LimitNPROC=1, no control thread, served while it allocates"
+hp=$(sd_host_pid "$(mainpid hc-nproc)")
+[ -n "$hp" ] && [ "$(euid "$hp")" = "$nproc_uid" ] ||
+    fail "hc-nproc: no main process running as hcnproc (host ${hp:-none}): $(journal hc-nproc)"
+controlled hc-nproc "$hp" nproc 17
+"$H" status "$hp" >"$WORK/nproc.status" 2>&1
+grep -q '^control        no thread (pthread_create: Resource temporarily unavailable): served while the program allocates' "$WORK/nproc.status" ||
+    fail "hc-nproc: status does not say it has no control thread and why: $(flat "$WORK/nproc.status")"
+journal hc-nproc | grep -q 'cannot start the control thread: Resource temporarily unavailable' ||
+    fail "hc-nproc: the library did not tell the journal why it has no control thread: $(journal hc-nproc)"
+ct "$HC" doctor hc-nproc >"$WORK/nproc.doctor" 2>&1
+grep -q 'the control thread could not be started (pthread_create: Resource temporarily unavailable; max processes 1)' "$WORK/nproc.doctor" ||
+    fail "hc-nproc: doctor does not name the thread limit: $(flat "$WORK/nproc.doctor")"
+
+note "doctor and status of the shapes"
+every_process hc-double double root
+every_process hc-prefork prefork "nobody root"
+every_process hc-nproc nproc hcnproc
+
+for u in hc-double hc-prefork hc-nproc; do
+	note "$u: disable --restart"
+	undo "$u" "$u"
 done
 
 # ---- units that do not start for reasons of their own -----------------------------
