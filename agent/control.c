@@ -28,8 +28,11 @@
  * first query.  The thread exists before the child's own code runs, so a
  * child that then caps its threads (haproxy's workers set RLIMIT_NPROC to
  * 0) or chroots still has it; for the chroot the handler also opens
- * /dev/shm (O_PATH), and the thread closes that descriptor as soon as the
- * segment is made.  A child that waited for its first allocation 20 ms
+ * /dev/shm and /proc/self (O_PATH), and the thread closes both as soon as
+ * the segment is made.  Until then, code running in a child that chrooted
+ * within those 20 ms could reach outside its root through them: the price
+ * of finding a chrooted worker, stated in the README.  What the child keeps
+ * after (/proc/self/maps, for its dumps) is a file and reaches nothing.  A child that waited for its first allocation 20 ms
  * after the fork (as before) could not be reached while idle; the thread
  * costs a small program's fork-and-exit a few hundred microseconds
  * (tests/bench/RESULTS.md, fork_small and fork_cost).
