@@ -338,8 +338,11 @@ traced() {
 	after = [e["weight"] for e in ev[at:] if e["event"] == "alloc"]
 	# 64 bytes at 2^13: 1 / (1 - exp(-64 / 8192)) = 128.5 each, unscaled
 	assert before and all(abs(w - 128.5) < 0.1 for w in before), before[:5]
-	# after an off period of at least a window, by (unobserved + window) / window >= 2
-	assert after and all(w >= 2 * 128.5 for w in after), after[:5]
+	# the window after an off period (of at least a window) is scaled by
+	# (unobserved + window) / window >= 2; a later window that stays under
+	# the budget (a busy machine gives the process less CPU) is not scaled
+	assert after and after[0] >= 2 * 128.5, after[:5]
+	assert all(abs(w - 128.5) < 0.1 or w >= 2 * 128.5 for w in after), after
 	s = ev[-1]
 	assert s["estimated"] is True and s["off_periods"] >= 1 and 0 < s["on_fraction"] < 1, s
 	EOF
