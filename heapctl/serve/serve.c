@@ -830,15 +830,19 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
 	return false;
 }
 
-/* Report on file (less base if not NULL; binaries under /proc/pid/root if
- * pid > 0) into the response: pprof, text or SVG.  dir is the request's
- * work directory, removed here. */
+/* Report on file (less base if not NULL) into the response: pprof, text or
+ * SVG.  The dump's paths are its writer's: with pid > 0 the binaries are
+ * read as the live process maps them (report --mapped), else (an archived
+ * dump) every file with the rights of the dump's user, who owns it in the
+ * archive (--as-user).  dir is the request's work directory, removed here. */
 static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
     const char *base, int pid, int out_kind, bool allocs)
 {
-	char out[PATH_MAX + 96], pids[16], err[1024];
+	char out[PATH_MAX + 96], pids[16], err[1024], uid[16];
 	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
 	snprintf(pids, sizeof pids, "%d", pid);
+	struct stat fs;
+	snprintf(uid, sizeof uid, "%u", lstat(file, &fs) == 0 ? (unsigned)fs.st_uid : 65534u);
 	char *rep[16];
 	int n = 0, rc;
 	enum MHD_Result res;
@@ -851,6 +855,10 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	if (pid > 0) {
 		rep[n++] = "-p";
 		rep[n++] = pids;
+		rep[n++] = "--mapped";
+	} else {
+		rep[n++] = "--as-user";
+		rep[n++] = uid;
 	}
 	if (allocs)
 		rep[n++] = "--alloc_space";
