@@ -830,7 +830,7 @@ static const cli_opt_t report_opts[] = {
 	  "(/proc/PID/map_files, else its path if still that file), never by the dump's paths, and every "
 	  "other file with the rights of the process's user; addresses it does not map get no names" },
 	{ "as-user", O_AS_USER, "USER", "open binaries and debug files with USER's rights (name or uid; "
-	  "as root: what a report made for USER may read)" },
+	  "as root: what a report made for USER may read); with --mapped the process must be USER's" },
 	{ 0 },
 };
 
@@ -844,16 +844,32 @@ void hc_report_help(FILE *f)
 	    "  (FILE - is standard output)\n", f);
 }
 
+/* The real ids of process pid and its groups, as the kernel has them. */
+static bool proc_ids(int pid, uid_t *uid, gid_t *gid, gid_t *groups, int *n)
+{
+	char v[1024], *e;
+	*n = 0;
+	if (!cli_proc_status_field(pid, "Uid", v, sizeof v) || sscanf(v, "%u", uid) != 1 ||
+	    !cli_proc_status_field(pid, "Gid", v, sizeof v) || sscanf(v, "%u", gid) != 1)
+		return false;
+	if (cli_proc_status_field(pid, "Groups", v, sizeof v))
+		for (char *t = strtok_r(v, " \t", &e); t && *n < 256; t = strtok_r(NULL, " \t", &e))
+			groups[(*n)++] = (gid_t)strtoul(t, NULL, 10);
+	return true;
+}
+
 /* --as-user USER, or the user of process pid (--mapped): whose rights
  * symbolize.c opens files with, and the live process it reads. */
 static int confine(const ropts_t *o, int pid)
 {
-	uid_t uid;
-	gid_t gid, groups[256];
-	int n = 0;
-	char v[1024], *e;
+	uid_t uid = 0, puid = 0;
+	gid_t gid = 0, groups[256], pgid = 0, pgroups[256];
+	int n = 0, pn = 0;
+	if (o->mapped && !proc_ids(pid, &puid, &pgid, pgroups, &pn))
+		return cli_err(HC_EXIT_NOPROC, "--mapped: cannot read the user of process %d", pid);
 	if (o->as_user) {
 		struct passwd *pw = getpwnam(o->as_user);
+		char *e = NULL;
 		errno = 0;
 		unsigned long x = pw ? 0 : strtoul(o->as_user, &e, 10);
 		if (pw == NULL && (*o->as_user == 0 || *e || errno || x >= (uid_t)-1))
@@ -865,14 +881,15 @@ static int confine(const ropts_t *o, int pid)
 		n = sizeof groups / sizeof groups[0];
 		if (pw == NULL || getgrouplist(pw->pw_name, gid, groups, &n) < 0)
 			groups[0] = gid, n = 1;
-	} else {
-		/* the process's real ids and its groups, as the kernel has them */
-		if (!cli_proc_status_field(pid, "Uid", v, sizeof v) || sscanf(v, "%u", &uid) != 1 ||
-		    !cli_proc_status_field(pid, "Gid", v, sizeof v) || sscanf(v, "%u", &gid) != 1)
-			return cli_err(HC_EXIT_NOPROC, "--mapped: cannot read the user of process %d", pid);
-		if (cli_proc_status_field(pid, "Groups", v, sizeof v))
-			for (char *t = strtok_r(v, " \t", &e); t && n < 256; t = strtok_r(NULL, " \t", &e))
-				groups[n++] = (gid_t)strtoul(t, NULL, 10);
+		/* the user's process, not another that has its pid since (with
+		 * CAP_SYS_PTRACE the kernel would hand us anyone's mappings) */
+		if (o->mapped && uid != 0 && puid != uid)
+			return cli_err(HC_EXIT_PERM, "--mapped: process %d is not %s's", pid, o->as_user);
+	}
+	if (o->mapped && (!o->as_user || uid == puid)) {
+		/* its own groups, which a container's user has in no /etc/group of ours */
+		uid = puid, gid = pgid, n = pn;
+		memcpy(groups, pgroups, sizeof(gid_t) * (size_t)pn);
 	}
 	char err[256];
 	if (rp_symbolize_confine(o->mapped ? pid : 0, true, uid, gid, groups, n, err, sizeof err) != 0)

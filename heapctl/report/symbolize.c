@@ -21,8 +21,8 @@
  * and a live process whose objects are read through its own mappings: the
  * kernel's handle /proc/PID/map_files/START-END is the file mapped there,
  * whatever path the dump gives (root can open it), else the path the kernel
- * lists in /proc/PID/maps, if it is still that file (dev and inode).  A
- * range the process does not map gets no names.
+ * lists in /proc/PID/maps, if it is still that file (dev and inode; the
+ * inode on overlayfs).  A range the process does not map gets no names.
  */
 #define _GNU_SOURCE
 #include <dwarf.h>
@@ -35,11 +35,13 @@
 #include <gelf.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -492,10 +494,18 @@ static int open_mapped(const rp_map_t *m, const char *root, const char **file)
 	int fd = open_object(path);
 	if (fd >= 0 || l->path == NULL)
 		return fd;
-	/* without CAP_SYS_ADMIN: by its path, if that is still the file */
+	/* without CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN): by its path, if
+	 * that is still the file.  On overlayfs (a container's root) maps gives
+	 * the inode of the layer's file and a device that is neither the
+	 * layer's nor the overlay's: there the inode decides. */
 	struct stat st;
-	if ((fd = open_object(*file)) >= 0 && (fstat(fd, &st) != 0 || major(st.st_dev) != l->dev_major ||
-	    minor(st.st_dev) != l->dev_minor || (uint64_t)st.st_ino != l->ino)) {
+	struct statfs sf;
+	if ((fd = open_object(*file)) < 0)
+		return -1;
+	bool same_ino = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == l->ino;
+	bool same_dev = same_ino && major(st.st_dev) == l->dev_major && minor(st.st_dev) == l->dev_minor;
+	bool overlay = fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_SUPER_MAGIC;
+	if (!same_ino || (!same_dev && !overlay)) {
 		close(fd);
 		fd = -1;
 	}

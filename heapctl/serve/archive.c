@@ -359,7 +359,7 @@ static void *worker(void *arg)
 		char procdir[32];
 		snprintf(procdir, sizeof procdir, "/proc/%d", j.pid);
 		/* never the dump's paths with our rights (serve.c, respond_report) */
-		char *with_pid[] = { "report", j.heap, "-p", pid, "--mapped", "--pprof", pb, NULL };
+		char *with_pid[] = { "report", j.heap, "-p", pid, "--mapped", "--as-user", uid, "--pprof", pb, NULL };
 		char *without[] = { "report", j.heap, "--as-user", uid, "--pprof", pb, NULL };
 		int rc = access(procdir, F_OK) == 0 ? serve_run_self(with_pid, NULL, 0, err, sizeof err, 300000) : -1;
 		if (rc != 0)

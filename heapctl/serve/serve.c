@@ -833,8 +833,9 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
 /* Report on file (less base if not NULL) into the response: pprof, text or
  * SVG.  The dump's paths are its writer's: with pid > 0 the binaries are
  * read as the live process maps them (report --mapped), else (an archived
- * dump) every file with the rights of the dump's user, who owns it in the
- * archive (--as-user).  dir is the request's work directory, removed here. */
+ * dump) by those paths; every file with the rights of the process's user,
+ * who owns an archived dump (--as-user).  dir is the request's work
+ * directory, removed here. */
 static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
     const char *base, int pid, int out_kind, bool allocs)
 {
@@ -842,8 +843,15 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
 	snprintf(pids, sizeof pids, "%d", pid);
 	struct stat fs;
-	snprintf(uid, sizeof uid, "%u", lstat(file, &fs) == 0 ? (unsigned)fs.st_uid : 65534u);
-	char *rep[16];
+	unsigned owner = lstat(file, &fs) == 0 ? (unsigned)fs.st_uid : 65534u;
+	if (pid > 0) {             /* its user's process, not one that has its pid since */
+		pthread_mutex_lock(&S.lock);
+		target_t *x = find_locked(pid);
+		owner = x ? x->t.uid : 65534u;
+		pthread_mutex_unlock(&S.lock);
+	}
+	snprintf(uid, sizeof uid, "%u", owner);
+	char *rep[20];
 	int n = 0, rc;
 	enum MHD_Result res;
 	rep[n++] = "report";
@@ -856,10 +864,9 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 		rep[n++] = "-p";
 		rep[n++] = pids;
 		rep[n++] = "--mapped";
-	} else {
-		rep[n++] = "--as-user";
-		rep[n++] = uid;
 	}
+	rep[n++] = "--as-user";
+	rep[n++] = uid;
 	if (allocs)
 		rep[n++] = "--alloc_space";
 	if (out_kind == OUT_TEXT) {

@@ -12,6 +12,14 @@
 
 load helpers
 
+# the helpers' teardown, after unmounting what a test mounted
+eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
+teardown() {
+	# shellcheck disable=SC2086 # a list of mount points
+	[ -z "${MOUNTED:-}" ] || umount -l $MOUNTED || true
+	helpers_teardown
+}
+
 # the daemon on a free loopback port, as root; sets URL
 start_serve() {
 	"$HEAPCTL" serve --listen 127.0.0.1:0 "$@" >"$T/serve.out" 2>"$T/serve.err" &
@@ -218,10 +226,46 @@ no_secret() {
 	# root reads the mapped (deleted) file itself through map_files
 	run "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped
 	[[ "$output" == *herfn_leaf* ]] && [[ "$output" != *secfn_* ]]
+	# --as-user with --mapped: that user's process, not another with its pid
+	run "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped --as-user daemon
+	[ "$status" -eq 5 ]
+	[ "$output" = "heapctl: --mapped: process $HPID is not daemon's" ]
+	run "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped --as-user nobody
+	[ "$status" -eq 0 ]
+	[[ "$output" == *herfn_leaf* ]]
 	run "$HEAPCTL" report "$T/her/d.heap" --mapped
 	[ "$status" -eq 2 ]
 	[ "$output" = "heapctl: --mapped reads the binaries of a live process: give -p PID" ]
 	run "$HEAPCTL" report "$T/her/d.heap" --as-user no-such-user-37
 	[ "$status" -eq 2 ]
 	[ "$output" = "heapctl: --as-user no-such-user-37: no such user" ]
+}
+
+@test "serve_symbols: report --mapped on overlayfs (a container's root) without map_files: the mapped file by its inode, a file put there since refused" {
+	build_apps
+	# her program run from an overlay mount, as a container's is
+	mkdir -p "$T/lower" "$T/up" "$T/ovl"
+	mount -t tmpfs tmpfs "$T/up"
+	MOUNTED="$T/up"
+	mkdir "$T/up/u" "$T/up/w"
+	cp -p "$T/her/app" "$T/lower/app"
+	mount -t overlay overlay -o "lowerdir=$T/lower,upperdir=$T/up/u,workdir=$T/up/w" "$T/ovl"
+	MOUNTED="$T/ovl $T/up"
+	chmod 755 "$T/ovl"
+	cp "$T/her/app" "$T/her/app.orig"
+	rm "$T/her/app"
+	ln -s "$T/ovl/app" "$T/her/app"
+	start_her
+	grep -q " $T/ovl/app\$" "/proc/$HPID/maps"
+	# the kernel's maps line gives the layer's inode and a device of neither
+	as_her "$HEAPCTL" dump "$HPID" -o "$T/her/d.heap" >/dev/null
+	run as_her "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped
+	[ "$status" -eq 0 ]
+	[[ "$output" == *herfn_leaf* ]]
+	# another file at that path (a copy up of a new one) is not the mapped one
+	cp "$T/vault/app" "$T/ovl/app.new"
+	mv "$T/ovl/app.new" "$T/ovl/app"
+	run as_her "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped
+	[ "$status" -eq 0 ]
+	[[ "$output" != *secfn_* ]] && [[ "$output" != *herfn_* ]]
 }
