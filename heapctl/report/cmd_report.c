@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <glob.h>
+#include <grp.h>
 #include <math.h>
+#include <pwd.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,8 @@ typedef struct ropts_s {
 	bool series;               /* --series: trends over several profiles */
 	const char **files;        /* its profiles (or prefixes), as given */
 	size_t nfiles;
+	bool mapped;               /* --mapped: binaries as -p PID maps them */
+	const char *as_user;       /* --as-user USER: files with USER's rights */
 } ropts_t;
 
 /* ---- from raw stacks to samples -------------------------------------- */
@@ -783,7 +787,7 @@ static int parse_re(const char *opt, const char *s, regex_t *re)
 enum {
 	O_INUSE_SPACE = 256, O_INUSE_OBJECTS, O_ALLOC_SPACE, O_ALLOC_OBJECTS, O_BASE, O_THREAD, O_FOCUS,
 	O_IGNORE, O_DROP, O_KEEP, O_SERIES, O_TOP, O_CUM, O_LINES, O_BYTES, O_COLLAPSED, O_SVG, O_PPROF,
-	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE,
+	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE, O_MAPPED, O_AS_USER,
 };
 
 static const cli_opt_t report_opts[] = {
@@ -822,6 +826,11 @@ static const cli_opt_t report_opts[] = {
 	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
 	{ "symcache", O_SYMCACHE, "DIR", "keep what each module's addresses came to in DIR, per build id, "
 	  "and read it from there the next time (made if missing; yours, writable by you alone)" },
+	{ "mapped", O_MAPPED, NULL, "with -p PID: read each binary as the process maps it now "
+	  "(/proc/PID/map_files, else its path if still that file), never by the dump's paths, and every "
+	  "other file with the rights of the process's user; addresses it does not map get no names" },
+	{ "as-user", O_AS_USER, "USER", "open binaries and debug files with USER's rights (name or uid; "
+	  "as root: what a report made for USER may read); with --mapped the process must be USER's" },
 	{ 0 },
 };
 
@@ -833,6 +842,59 @@ void hc_report_help(FILE *f)
 	cli_opts_help(f, report_opts);
 	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files)\n"
 	    "  (FILE - is standard output)\n", f);
+}
+
+/* The real ids of process pid and its groups, as the kernel has them. */
+static bool proc_ids(int pid, uid_t *uid, gid_t *gid, gid_t *groups, int *n)
+{
+	char v[1024], *e;
+	*n = 0;
+	if (!cli_proc_status_field(pid, "Uid", v, sizeof v) || sscanf(v, "%u", uid) != 1 ||
+	    !cli_proc_status_field(pid, "Gid", v, sizeof v) || sscanf(v, "%u", gid) != 1)
+		return false;
+	if (cli_proc_status_field(pid, "Groups", v, sizeof v))
+		for (char *t = strtok_r(v, " \t", &e); t && *n < 256; t = strtok_r(NULL, " \t", &e))
+			groups[(*n)++] = (gid_t)strtoul(t, NULL, 10);
+	return true;
+}
+
+/* --as-user USER, or the user of process pid (--mapped): whose rights
+ * symbolize.c opens files with, and the live process it reads. */
+static int confine(const ropts_t *o, int pid)
+{
+	uid_t uid = 0, puid = 0;
+	gid_t gid = 0, groups[256], pgid = 0, pgroups[256];
+	int n = 0, pn = 0;
+	if (o->mapped && !proc_ids(pid, &puid, &pgid, pgroups, &pn))
+		return cli_err(HC_EXIT_NOPROC, "--mapped: cannot read the user of process %d", pid);
+	if (o->as_user) {
+		struct passwd *pw = getpwnam(o->as_user);
+		char *e = NULL;
+		errno = 0;
+		unsigned long x = pw ? 0 : strtoul(o->as_user, &e, 10);
+		if (pw == NULL && (*o->as_user == 0 || *e || errno || x >= (uid_t)-1))
+			return cli_err(HC_EXIT_USAGE, "--as-user %s: no such user", o->as_user);
+		if (pw == NULL)
+			pw = getpwuid((uid_t)x);
+		uid = pw ? pw->pw_uid : (uid_t)x;
+		gid = pw ? pw->pw_gid : (gid_t)x;   /* a uid of no user (a container's): its own group */
+		n = sizeof groups / sizeof groups[0];
+		if (pw == NULL || getgrouplist(pw->pw_name, gid, groups, &n) < 0)
+			groups[0] = gid, n = 1;
+		/* the user's process, not another that has its pid since (with
+		 * CAP_SYS_PTRACE the kernel would hand us anyone's mappings) */
+		if (o->mapped && uid != 0 && puid != uid)
+			return cli_err(HC_EXIT_PERM, "--mapped: process %d is not %s's", pid, o->as_user);
+	}
+	if (o->mapped && (!o->as_user || uid == puid)) {
+		/* its own groups, which a container's user has in no /etc/group of ours */
+		uid = puid, gid = pgid, n = pn;
+		memcpy(groups, pgroups, sizeof(gid_t) * (size_t)pn);
+	}
+	char err[256];
+	if (rp_symbolize_confine(o->mapped ? pid : 0, true, uid, gid, groups, n, err, sizeof err) != 0)
+		return cli_err(HC_EXIT_FAILED, "%s", err);
+	return 0;
 }
 
 static int parse_opts(cli_args_t *a, ropts_t *o)
@@ -862,6 +924,8 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		case O_SVG: o->svg = v; break;
 		case O_PPROF: o->pprof = v; break;
 		case O_SYSROOT: o->root = v; break;
+		case O_MAPPED: o->mapped = true; break;
+		case O_AS_USER: o->as_user = v; break;
 		case O_SYMCACHE: {
 			char err[4096 + 256];
 			if (rp_symcache_use(v, err, sizeof err) != 0)
@@ -956,7 +1020,9 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	}
 	if (o->root && access(o->root, X_OK) != 0)
 		return cli_err(HC_EXIT_USAGE, "--sysroot %s: %s", o->root, strerror(errno));
-	return 0;
+	if (o->mapped && !a->pid)
+		return cli_err(HC_EXIT_USAGE, "--mapped reads the binaries of a live process: give -p PID");
+	return o->mapped || o->as_user ? confine(o, (int)a->pid) : 0;
 }
 
 /* ---- --series ------------------------------------------------------- */

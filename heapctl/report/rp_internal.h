@@ -7,6 +7,7 @@
 #define HC_RP_INTERNAL_H
 
 #include <elf.h>
+#include <sys/types.h>
 #include <signal.h>
 
 #include "report.h"
@@ -101,6 +102,13 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
  * which keeps whole frames). */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
 void rp_symbolize_lines(bool on);
+/* Reports on behalf of someone else (symbolize.c's opening comment):
+ * with as_user, every file rp_symbolize opens is opened with uid's rights
+ * (gid and groups too; only as root, where they are fewer than ours); with
+ * pid > 0, objects only as the live process pid maps them.  0, or -1 with
+ * err. */
+int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+    char *err, size_t errlen);
 
 /* svg.c: at most max characters of str as XML character data (safe in
  * attributes); control characters and bytes that are not UTF-8 become

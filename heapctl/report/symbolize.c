@@ -12,6 +12,17 @@
  *
  * A return address points after its call; it is looked up one byte
  * earlier so it lands on the call, in the caller's function and line.
+ *
+ * A dump's paths are the writer's to choose.  For a report made on behalf
+ * of someone else (heapctl serve, as root, for any local user) they are not
+ * opened with the reporter's rights: rp_symbolize_confine() gives the user
+ * whose rights every file is opened with (fsuid, fsgid and groups, for this
+ * thread's opens only, so the symcache and the output stay the reporter's),
+ * and a live process whose objects are read through its own mappings: the
+ * kernel's handle /proc/PID/map_files/START-END is the file mapped there,
+ * whatever path the dump gives (root can open it), else the path the kernel
+ * lists in /proc/PID/maps, if it is still that file (dev and inode; the
+ * inode on overlayfs).  A range the process does not map gets no names.
  */
 #define _GNU_SOURCE
 #include <dwarf.h>
@@ -22,9 +33,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <linux/magic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -71,6 +89,99 @@ typedef struct object_s {
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
 
+/* ---- whose rights ------------------------------------------------------- */
+
+typedef struct live_s {
+	uint64_t start, end, offset;
+	unsigned dev_major, dev_minor;
+	uint64_t ino;
+	char *path;                /* as the kernel lists it, or NULL */
+} live_t;
+
+static struct {
+	int pid;                   /* > 0: objects only as PID maps them */
+	bool as_user;              /* files opened with these rights: */
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups, *own;       /* its groups; ours, to go back to */
+	int ngroups, nown;
+	bool on;                   /* the user's rights are in force */
+	live_t *live;              /* /proc/PID/maps, read for each report */
+	size_t nlive;
+} conf;
+
+int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
+    char *err, size_t errlen)
+{
+	conf.pid = pid;
+	conf.as_user = as_user && geteuid() == 0;    /* else our own rights are no more */
+	conf.uid = uid;
+	conf.gid = gid;
+	conf.ngroups = ngroups > 0 ? ngroups : 0;
+	conf.groups = rp_alloc(sizeof(gid_t) * ((size_t)conf.ngroups + 1));
+	if (conf.ngroups)
+		memcpy(conf.groups, groups, sizeof(gid_t) * (size_t)conf.ngroups);
+	int n = getgroups(0, NULL);
+	conf.own = rp_alloc(sizeof(gid_t) * ((size_t)(n > 0 ? n : 0) + 1));
+	conf.nown = n > 0 ? getgroups(n, conf.own) : 0;
+	if (conf.nown < 0) {
+		snprintf(err, errlen, "cannot read our groups: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Take on (or give back) the user's rights for opening files; false when
+ * the kernel did not make the switch. */
+static bool user_rights(bool on)
+{
+	if (!conf.as_user || conf.on == on)
+		return true;
+	bool ok;
+	if (on) {
+		ok = setgroups((size_t)conf.ngroups, conf.groups) == 0;
+		setfsgid(conf.gid);
+		setfsuid(conf.uid);
+		/* each returns the old id: asked again, the new one or not */
+		ok = ok && (gid_t)setfsgid((gid_t)-1) == conf.gid && (uid_t)setfsuid((uid_t)-1) == conf.uid;
+	} else {
+		setfsuid(geteuid());
+		setfsgid(getegid());
+		ok = setgroups((size_t)conf.nown, conf.own) == 0;
+	}
+	conf.on = on;
+	return ok;
+}
+
+/* /proc/PID/maps as it is now, into conf.live (read with the user's rights:
+ * what the kernel lets the user see of the process). */
+static bool read_live(char *err, size_t errlen)
+{
+	char path[64], line[4096 + 256];
+	snprintf(path, sizeof path, "/proc/%d/maps", conf.pid);
+	FILE *f = fopen(path, "re");
+	if (f == NULL) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		return false;
+	}
+	size_t cap = 0;
+	conf.nlive = 0;
+	while (fgets(line, sizeof line, f)) {
+		live_t l = { 0 };
+		int pos = 0;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %" SCNu64 " %n", &l.start, &l.end,
+		    &l.offset, &l.dev_major, &l.dev_minor, &l.ino, &pos) < 6)
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if (pos > 0 && line[pos] == '/')
+			l.path = rp_strdup(line + pos);
+		conf.live = rp_grow(conf.live, &cap, conf.nlive + 1, sizeof *conf.live);
+		conf.live[conf.nlive++] = l;
+	}
+	fclose(f);
+	return true;
+}
+
 /* ---- debuginfod ----------------------------------------------------------
  *
  * With DEBUGINFOD_URLS set, libdwfl asks those servers (elfutils' client,
@@ -101,6 +212,8 @@ static double now_s(void)
 
 static const char *debug_root;   /* <sysroot>/usr/lib/debug */
 static int open_object(const char *file);
+static const char *under_root(const char *root, const char *path);
+static const char *file_of(const char *path);
 static void inflated(const int *fds, int *out, size_t n);
 static void prepare_finish(void);
 
@@ -359,6 +472,42 @@ static int open_object(const char *file)
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		return -1;
+	}
+	return fd;
+}
+
+/* The file the live process maps at m's range, or -1 when it maps none
+ * there now (the dump is older, or its MAPPED_LIBRARIES made up); *file
+ * gets the path the kernel lists for it, under root. */
+static int open_mapped(const rp_map_t *m, const char *root, const char **file)
+{
+	const live_t *l = NULL;
+	for (size_t i = 0; i < conf.nlive && l == NULL; i++)
+		if (conf.live[i].start == m->start && conf.live[i].end == m->limit && conf.live[i].offset == m->offset &&
+		    conf.live[i].ino != 0)
+			l = &conf.live[i];
+	if (l == NULL)
+		return -1;
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, conf.pid, l->start, l->end);
+	*file = l->path ? under_root(root, file_of(l->path)) : rp_strdup(path);
+	int fd = open_object(path);
+	if (fd >= 0 || l->path == NULL)
+		return fd;
+	/* without CAP_CHECKPOINT_RESTORE (or CAP_SYS_ADMIN): by its path, if
+	 * that is still the file.  On overlayfs (a container's root) maps gives
+	 * the inode of the layer's file and a device that is neither the
+	 * layer's nor the overlay's: there the inode decides. */
+	struct stat st;
+	struct statfs sf;
+	if ((fd = open_object(*file)) < 0)
+		return -1;
+	bool same_ino = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == l->ino;
+	bool same_dev = same_ino && major(st.st_dev) == l->dev_major && minor(st.st_dev) == l->dev_minor;
+	bool overlay = fstatfs(fd, &sf) == 0 && sf.f_type == OVERLAYFS_SUPER_MAGIC;
+	if (!same_ino || (!same_dev && !overlay)) {
+		close(fd);
+		fd = -1;
 	}
 	return fd;
 }
@@ -967,8 +1116,11 @@ static void cache_open(object_t *o)
 		char hex[129], what[600];
 		build_id_hex(id, (int)len, hex);
 		o->build_id = rp_intern(hex);
-		if (debug_source(e, o, hex, what, sizeof what))
+		if (debug_source(e, o, hex, what, sizeof what)) {
+			user_rights(false);        /* the cache is the reporter's */
 			o->cache = rp_symcache_load(hex, what);
+			user_rights(true);
+		}
 	}
 	if (e)
 		elf_end(e);
@@ -980,7 +1132,35 @@ static uint64_t cache_key(const object_t *o, const rp_loc_t *loc)
 	return (loc->addr ? loc->addr - 1 : 0) - o->bias;
 }
 
+static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
+
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
+{
+	char why[512];
+	if (!user_rights(true))
+		snprintf(why, sizeof why, "cannot take on the rights of uid %u (CAP_SETUID, CAP_SETGID): %s",
+		    (unsigned)conf.uid, strerror(errno));
+	else if (conf.pid > 0 && !read_live(why, sizeof why))
+		;
+	else
+		why[0] = 0;
+	if (why[0]) {
+		/* no file is read then: the addresses, with the reason */
+		user_rights(false);
+		for (size_t i = 0; i < p->nlocs; i++)
+			p->locs[i].map = rp_map_of(p, p->locs[i].addr);
+		p->note = rp_strcat3("no binary read: ", why, "");
+		return 0;
+	}
+	int rc = symbolize(p, root, err, errlen);
+	if (!user_rights(false)) {
+		snprintf(err, errlen, "cannot give back the rights of uid %u", (unsigned)conf.uid);
+		return -1;
+	}
+	return rc;
+}
+
+static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 {
 	elf_version(EV_CURRENT);
 	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
@@ -1024,12 +1204,12 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 		obj_of_map[i] = (int)j;
 		if (j < nobj)
 			continue;
-		const char *file = under_root(root, file_of(m->path));
+		const char *file = conf.pid > 0 ? NULL : under_root(root, file_of(m->path));
+		int fd = conf.pid > 0 ? open_mapped(m, root, &file) : open_object(file);
 		object_t *o = &obj[nobj++];
 		*o = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1, .fd = -1 };
 		GElf_Addr bias = 0;
 		bool is_exec = false;
-		int fd = open_object(file);
 		if (fd < 0)
 			continue;
 		if (!load_bias(fd, m, &bias, &is_exec)) {
@@ -1124,6 +1304,7 @@ named:
 		rp_symcache_put(o->cache, cache_key(o, loc), loc, found);
 	}
 	prepare_finish();          /* when no address needed one after all */
+	user_rights(false);        /* the cache is the reporter's */
 	for (size_t j = 0; cached && j < nobj; j++)
 		rp_symcache_save(obj[j].cache);
 	/* keep the per-map flags consistent across a file's mappings */

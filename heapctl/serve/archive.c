@@ -40,7 +40,7 @@ static struct {
 	uint64_t max_age_s;        /* 0: no limit                                */
 	pthread_mutex_t lock;      /* the queue below and retention              */
 	pthread_cond_t cond;
-	struct job { char heap[PATH_MAX + 400]; int pid; } queue[64];
+	struct job { char heap[PATH_MAX + 400]; int pid; unsigned uid; } queue[64];
 	unsigned head, tail;       /* pprof jobs: tail - head of them            */
 	uint64_t archived, failed; /* for the log and /metrics                   */
 } A = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -268,6 +268,11 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 	}
 	int e = rp_copy_fd(in, out.fd);
 	close(in);
+	/* the dump's user owns it here too: its report reads binaries with
+	 * that user's rights (serve.c, respond_report); a daemon not root
+	 * reads with its own */
+	if (e == 0 && geteuid() == 0 && fchown(out.fd, x->t.uid, (gid_t)-1) != 0)
+		e = errno;
 	if (close(out.fd) != 0 && e == 0)
 		e = errno;
 	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0 && e == 0)
@@ -320,6 +325,7 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 		struct job *j = &A.queue[A.tail++ % (sizeof A.queue / sizeof A.queue[0])];
 		snprintf(j->heap, sizeof j->heap, "%s", dest);
 		j->pid = x->t.pid;
+		j->uid = (unsigned)x->t.uid;
 		pthread_cond_signal(&A.cond);
 	}
 	retention();
@@ -343,16 +349,18 @@ static void *worker(void *arg)
 			pthread_cond_wait(&A.cond, &A.lock);
 		struct job j = A.queue[A.head++ % (sizeof A.queue / sizeof A.queue[0])];
 		pthread_mutex_unlock(&A.lock);
-		char pb[PATH_MAX + 420], pid[16], err[512];
+		char pb[PATH_MAX + 420], pid[16], uid[16], err[512];
 		size_t len = strlen(j.heap);
 		snprintf(pb, sizeof pb, "%.*s.pb.gz", (int)(len - 5), j.heap);
 		snprintf(pid, sizeof pid, "%d", j.pid);
+		snprintf(uid, sizeof uid, "%u", j.uid);
 		if (access(j.heap, F_OK) != 0)
 			continue;          /* already gone to retention */
 		char procdir[32];
 		snprintf(procdir, sizeof procdir, "/proc/%d", j.pid);
-		char *with_pid[] = { "report", j.heap, "-p", pid, "--pprof", pb, NULL };
-		char *without[] = { "report", j.heap, "--pprof", pb, NULL };
+		/* never the dump's paths with our rights (serve.c, respond_report) */
+		char *with_pid[] = { "report", j.heap, "-p", pid, "--mapped", "--as-user", uid, "--pprof", pb, NULL };
+		char *without[] = { "report", j.heap, "--as-user", uid, "--pprof", pb, NULL };
 		int rc = access(procdir, F_OK) == 0 ? serve_run_self(with_pid, NULL, 0, err, sizeof err, 300000) : -1;
 		if (rc != 0)
 			rc = serve_run_self(without, NULL, 0, err, sizeof err, 300000);

@@ -830,16 +830,28 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
 	return false;
 }
 
-/* Report on file (less base if not NULL; binaries under /proc/pid/root if
- * pid > 0) into the response: pprof, text or SVG.  dir is the request's
- * work directory, removed here. */
+/* Report on file (less base if not NULL) into the response: pprof, text or
+ * SVG.  The dump's paths are its writer's: with pid > 0 the binaries are
+ * read as the live process maps them (report --mapped), else (an archived
+ * dump) by those paths; every file with the rights of the process's user,
+ * who owns an archived dump (--as-user).  dir is the request's work
+ * directory, removed here. */
 static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
     const char *base, int pid, int out_kind, bool allocs)
 {
-	char out[PATH_MAX + 96], pids[16], err[1024];
+	char out[PATH_MAX + 96], pids[16], err[1024], uid[16];
 	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
 	snprintf(pids, sizeof pids, "%d", pid);
-	char *rep[16];
+	struct stat fs;
+	unsigned owner = lstat(file, &fs) == 0 ? (unsigned)fs.st_uid : 65534u;
+	if (pid > 0) {             /* its user's process, not one that has its pid since */
+		pthread_mutex_lock(&S.lock);
+		target_t *x = find_locked(pid);
+		owner = x ? x->t.uid : 65534u;
+		pthread_mutex_unlock(&S.lock);
+	}
+	snprintf(uid, sizeof uid, "%u", owner);
+	char *rep[20];
 	int n = 0, rc;
 	enum MHD_Result res;
 	rep[n++] = "report";
@@ -851,7 +863,10 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	if (pid > 0) {
 		rep[n++] = "-p";
 		rep[n++] = pids;
+		rep[n++] = "--mapped";
 	}
+	rep[n++] = "--as-user";
+	rep[n++] = uid;
 	if (allocs)
 		rep[n++] = "--alloc_space";
 	if (out_kind == OUT_TEXT) {
