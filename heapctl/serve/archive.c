@@ -19,14 +19,16 @@
  *
  * Nothing in the target's segment is trusted: its owner can write any path
  * into a "dump written" event.  The path must name a file in the directory
- * of the segment's prof.prefix (no "..", no symlink as its last component),
- * and it is opened by a thread that has taken the target's user's rights
- * (setfsuid, setfsgid and its groups, which are per thread on Linux), so
- * that root never opens what she could not open herself; it must be a
- * regular file of hers, of at most --max-dump bytes by its apparent size
- * (a sparse file counts what it claims), be text (a NUL byte, which a hole
- * reads as, is no dump), and start as a heap profile.  At most --max-dump
- * bytes are copied whatever the file does while it is read.
+ * of the segment's prof.prefix, with no "." or ".." (others, as dumps
+ * written elsewhere on request, are left alone and not logged).  A thread
+ * that has taken the target's user's rights (setfsuid, setfsgid and its
+ * groups, which are per thread on Linux) opens that directory, and the file
+ * beneath it, not through a symlink, so that root never opens what she
+ * could not open herself.  It must be a regular file of hers, of at most
+ * --max-dump bytes by its apparent size (a sparse file counts what it
+ * claims), be text (a NUL byte, which a hole reads as, is no dump) and
+ * start as a heap profile; at most --max-dump bytes are copied whatever the
+ * file does while it is read.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -298,23 +300,19 @@ static void retention(void)
 /* A path a target announced is one of its dumps only where the segment's
  * prof.prefix puts them: DIR/BASE.*.heap for a prefix DIR/BASE (a relative
  * prefix: in some directory ending in its DIR), with no "." or ".."
- * component.  NULL, or why not. */
-static const char *path_not_told(const char *prefix, const char *path)
+ * component. */
+static bool where_told(const char *prefix, const char *path)
 {
 	size_t len = strlen(path);
-	if (path[0] != '/' || strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../") || len < 6 ||
-	    strcmp(path + len - 5, ".heap") != 0)
-		return "not a dump's name (\"..\", \".\" or no .heap): not trusted";
+	if (prefix[0] == 0 || path[0] != '/' || strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../") ||
+	    len < 6 || strcmp(path + len - 5, ".heap") != 0)
+		return false;
 	const char *base = strrchr(path, '/') + 1, *pbase = strrchr(prefix, '/');
 	size_t dlen = (size_t)(base - 1 - path), plen = pbase ? (size_t)(pbase - prefix) : 0;
 	pbase = pbase ? pbase + 1 : prefix;
-	if (prefix[0] == 0)
-		return "the process's prof.prefix could not be read: not trusted";
 	bool dir_ok = prefix[0] == '/' ? dlen == plen && memcmp(path, prefix, dlen) == 0 :
 	    plen == 0 || (dlen > plen && path[dlen - plen - 1] == '/' && memcmp(path + dlen - plen, prefix, plen) == 0);
-	if (!dir_ok || strncmp(base, pbase, strlen(pbase)) != 0 || base[strlen(pbase)] != '.')
-		return "not where its prof.prefix puts dumps: not trusted";
-	return NULL;
+	return dir_ok && strncmp(base, pbase, strlen(pbase)) == 0 && base[strlen(pbase)] == '.';
 }
 
 /* Opening a target's file with its user's rights, on a thread of its own. */
@@ -358,13 +356,10 @@ static void *open_as_user(void *arg)
 	if (geteuid() == 0) {
 		/* the raw system calls: glibc's setgroups changes every thread's,
 		 * and the thread ends with these rights */
-		if (syscall(SYS_setgroups, (size_t)o->ngroups, o->groups) != 0) {
-			o->err = errno;
-			return NULL;
-		}
+		bool grouped = syscall(SYS_setgroups, (size_t)o->ngroups, o->groups) == 0;
 		setfsgid(o->gid);
 		setfsuid(o->uid);
-		if ((unsigned)setfsuid((uid_t)-1) != o->uid || (unsigned)setfsgid((gid_t)-1) != o->gid) {
+		if (!grouped || (unsigned)setfsuid((uid_t)-1) != o->uid || (unsigned)setfsgid((gid_t)-1) != o->gid) {
 			o->err = EPERM;
 			o->why = "cannot take its user's rights (no CAP_SETUID, CAP_SETGID?)";
 			return NULL;
@@ -433,15 +428,12 @@ static int copy_text(int in, int out, uint64_t cap, const char **why)
 	}
 }
 
-/* Copy the target's file at path (its own view), which its prof.prefix
- * was to name, to dest.  0 or an errno, with why set for a file that is
+/* Copy the target's file at path (its own view), where its prof.prefix
+ * puts dumps, to dest.  0 or an errno, with why set for a file that is
  * not what it claims. */
-static int copy_in(const serve_target_t *x, const char *prefix, const char *path, const char *dest,
-    const char **why)
+static int copy_in(const serve_target_t *x, const char *path, const char *dest, const char **why)
 {
 	static char size_why[128];
-	if ((*why = path_not_told(prefix, path)) != NULL)
-		return EINVAL;
 	opener_t o = { .x = x, .path = path, .uid = x->t.uid, .fd = -1 };
 	user_groups(&o);
 	pthread_t th;
@@ -500,6 +492,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 	path[sizeof ev->path] = 0;   /* the segment's bytes are not trusted */
 	if ((A.skip[0] && strncmp(path, A.skip, strlen(A.skip)) == 0) || hc_shm_staged_path(path))
 		return;
+	/* nor is one written elsewhere on request (dump -o, --prefix): not
+	 * logged, as anyone may ask for those, and what the event names is
+	 * never touched */
+	if (!where_told(prefix, path))
+		return;
 	group_of(x, group, sizeof group);
 	snprintf(dir, sizeof dir, "%s/%s", A.dir, group);
 	if (mkdir(dir, 0750) != 0 && errno != EEXIST) {
@@ -516,7 +513,7 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 	    (int)(ev->time_ns / 1000000 % 1000), x->t.uid, x->t.pid, kind ? kind : "dump");
 	const char *why = NULL;
-	int e = copy_in(x, prefix, path, dest, &why);
+	int e = copy_in(x, path, dest, &why);
 	if (e) {
 		fprintf(stderr, "heapctl serve: archive: %s of process %d not archived: %s\n", path, x->t.pid,
 		    why ? why : strerror(e));
