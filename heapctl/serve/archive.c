@@ -3,28 +3,47 @@
  * --archive DIR`): every dump a target announces in its event ring (manual,
  * high-water, threshold, peak, timer, interval, final) is copied into
  *
- *   DIR/GROUP/YYYYMMDDTHHMMSS.mmmZ.PID.KIND.heap     (GROUP: the systemd
- *   DIR/GROUP/YYYYMMDDTHHMMSS.mmmZ.PID.KIND.pb.gz     unit, else the command)
+ *   DIR/GROUP/YYYYMMDDTHHMMSS.mmmZ.uUID.PID.KIND.heap   (GROUP: the systemd
+ *   DIR/GROUP/YYYYMMDDTHHMMSS.mmmZ.uUID.PID.KIND.pb.gz   unit, else the command;
+ *                                                        UID: the process's user)
  *
  * the second written beside it by `heapctl report -p PID --pprof` on a
  * worker thread, so that the archive outlives the processes and needs no
- * binaries to be read.  Retention (--keep per group, --max-age,
- * --max-bytes over all) removes the oldest first, and only after a new
+ * binaries to be read.  Retention (--keep per group, --max-age, and
+ * --max-bytes for each user) removes the oldest first, and only after a new
  * dump is safely in place: a full disk loses the new dump, never an old one.
+ * Each user (the UID in the name) has a share of its own: --keep counts a
+ * group's dumps of one user and --max-bytes one user's bytes, so that a
+ * user who floods the archive, or names her program after a unit, pushes
+ * out only her own dumps.
  *
- * A dump's path comes from the target's segment, which is not trusted: the
- * file is opened without following a final symlink or blocking, must be a
- * regular file of the target's user, and must start as a heap profile.
+ * Nothing in the target's segment is trusted: its owner can write any path
+ * into a "dump written" event.  The path must name a file in the directory
+ * of the segment's prof.prefix, with no "." or ".." (others, as dumps
+ * written elsewhere on request, are left alone and not logged).  A thread
+ * that has taken the target's user's rights (setfsuid, setfsgid and its
+ * groups, which are per thread on Linux) opens that directory, and the file
+ * beneath it, not through a symlink, so that root never opens what she
+ * could not open herself.  It must be a regular file of hers, of at most
+ * --max-dump bytes by its apparent size (a sparse file counts what it
+ * claims), be text (a NUL byte, which a hole reads as, is no dump) and
+ * start as a heap profile; at most --max-dump bytes are copied whatever the
+ * file does while it is read.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <grp.h>
+#include <linux/openat2.h>
+#include <pwd.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,7 +55,8 @@ static struct {
 	char dir[PATH_MAX];        /* "" when there is no archive                */
 	char skip[PATH_MAX + 1];   /* dumps under this are the daemon's own     */
 	unsigned keep;             /* per group, 0: no limit                     */
-	uint64_t max_bytes;        /* over all, 0: no limit                      */
+	uint64_t max_bytes;        /* per user, 0: no limit                      */
+	uint64_t max_dump;         /* one dump's bytes at most                   */
 	uint64_t max_age_s;        /* 0: no limit                                */
 	pthread_mutex_t lock;      /* the queue below and retention              */
 	pthread_cond_t cond;
@@ -124,6 +144,37 @@ static int by_time(const void *a, const void *b)
 	return c ? c : strcmp(x->group, y->group);
 }
 
+/* Each user's dumps together, oldest first within them. */
+static int by_owner(const void *a, const void *b)
+{
+	const arch_entry_t *x = a, *y = b;
+	return x->uid != y->uid ? (x->uid < y->uid ? -1 : 1) : by_time(a, b);
+}
+
+bool arch_name_parse(const char *name, long long *uid, int *pid, char *kind, size_t klen)
+{
+	/* TIME is YYYYMMDDTHHMMSS.mmmZ: two parts; an archive made before the
+	 * user was named has no uUID (its owner is -1, a share of its own) */
+	const char *p = strchr(name, '.');
+	p = p ? strchr(p + 1, '.') : NULL;
+	if (p == NULL)
+		return false;
+	char *end;
+	*uid = -1;
+	if (p[1] == 'u') {
+		*uid = strtoll(p + 2, &end, 10);
+		if (end == p + 2 || *end != '.')
+			return false;
+		p = end;
+	}
+	long v = strtol(p + 1, &end, 10);
+	if (end == p + 1 || *end != '.' || end[1] == 0 || v <= 0 || v > INT32_MAX)
+		return false;
+	*pid = (int)v;
+	snprintf(kind, klen, "%s", end + 1);
+	return true;
+}
+
 static void remove_entry(const arch_entry_t *e)
 {
 	char p[PATH_MAX + 600];
@@ -173,6 +224,10 @@ arch_entry_t *arch_scan(size_t *n)
 			snprintf(e->group, sizeof e->group, "%s", g->d_name);
 			memcpy(e->name, f->d_name, len - 5);
 			e->name[len - 5] = 0;
+			int pid;
+			char kind[32];
+			if (!arch_name_parse(e->name, &e->uid, &pid, kind, sizeof kind))
+				e->uid = -1;
 			e->bytes = (uint64_t)st.st_size;
 			e->time_s = st.st_mtim.tv_sec;
 			char pb[300];
@@ -188,7 +243,33 @@ arch_entry_t *arch_scan(size_t *n)
 	return v;
 }
 
-/* Apply --keep, --max-age and --max-bytes, oldest first. */
+/* Apply --keep, --max-age and --max-bytes to one user's dumps v[0..n),
+ * oldest first: marked in gone. */
+static void retention_owner(const arch_entry_t *v, size_t n, bool *gone, time_t now)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (A.max_age_s && v[i].time_s + (int64_t)A.max_age_s < now)
+			gone[i] = true;
+		if (A.keep && !gone[i]) {
+			/* newer dumps of its group: drop it when keep or more */
+			unsigned newer = 0;
+			for (size_t k = i + 1; k < n && newer < A.keep; k++)
+				newer += strcmp(v[k].group, v[i].group) == 0;
+			gone[i] = newer >= A.keep;
+		}
+		if (!gone[i])
+			total += v[i].bytes;
+	}
+	for (size_t i = 0; A.max_bytes && total > A.max_bytes && i + 1 < n; i++)
+		if (!gone[i]) {       /* the user's newest dump always stays */
+			gone[i] = true;
+			total -= v[i].bytes;
+		}
+}
+
+/* Apply --keep, --max-age and --max-bytes, oldest first, to each user's
+ * dumps apart. */
 static void retention(void)
 {
 	size_t n;
@@ -200,28 +281,13 @@ static void retention(void)
 		free(v);
 		return;
 	}
+	qsort(v, n, sizeof *v, by_owner);
 	time_t now = time(NULL);
-	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++)
-		total += v[i].bytes;
-	for (size_t i = 0; i < n; i++) {
-		if (A.max_age_s && v[i].time_s + (int64_t)A.max_age_s < now)
-			gone[i] = true;
-		if (A.keep && !gone[i]) {
-			/* newer dumps of its group: drop it when keep or more */
-			unsigned newer = 0;
-			for (size_t k = i + 1; k < n; k++)
-				newer += strcmp(v[k].group, v[i].group) == 0;
-			gone[i] = newer >= A.keep;
-		}
-		if (gone[i])
-			total -= v[i].bytes;
+	for (size_t i = 0, k; i < n; i = k) {
+		for (k = i + 1; k < n && v[k].uid == v[i].uid; k++)
+			;
+		retention_owner(v + i, k - i, gone + i, now);
 	}
-	for (size_t i = 0; A.max_bytes && total > A.max_bytes && i + 1 < n; i++)
-		if (!gone[i]) {       /* the newest dump always stays */
-			gone[i] = true;
-			total -= v[i].bytes;
-		}
 	for (size_t i = 0; i < n; i++)
 		if (gone[i])
 			remove_entry(&v[i]);
@@ -231,29 +297,164 @@ static void retention(void)
 
 /* ---- copying a dump in ------------------------------------------------------ */
 
-/* Copy the target's file at path (its own view) to dest.  0 or an errno,
- * with why set for a file that is not what it claims. */
-static int copy_in(const serve_target_t *x, const char *path, const char *dest, const char **why)
+/* A path a target announced is one of its dumps only where the segment's
+ * prof.prefix puts them: DIR/BASE.*.heap for a prefix DIR/BASE (a relative
+ * prefix: in some directory ending in its DIR), with no "." or ".."
+ * component. */
+static bool where_told(const char *prefix, const char *path)
 {
+	size_t len = strlen(path);
+	if (prefix[0] == 0 || path[0] != '/' || strstr(path, "//") || strstr(path, "/./") || strstr(path, "/../") ||
+	    len < 6 || strcmp(path + len - 5, ".heap") != 0)
+		return false;
+	const char *base = strrchr(path, '/') + 1, *pbase = strrchr(prefix, '/');
+	size_t dlen = (size_t)(base - 1 - path), plen = pbase ? (size_t)(pbase - prefix) : 0;
+	pbase = pbase ? pbase + 1 : prefix;
+	bool dir_ok = prefix[0] == '/' ? dlen == plen && memcmp(path, prefix, dlen) == 0 :
+	    plen == 0 || (dlen > plen && path[dlen - plen - 1] == '/' && memcmp(path + dlen - plen, prefix, plen) == 0);
+	return dir_ok && strncmp(base, pbase, strlen(pbase)) == 0 && base[strlen(pbase)] == '.';
+}
+
+/* Opening a target's file with its user's rights, on a thread of its own. */
+typedef struct opener_s {
+	const serve_target_t *x;
+	const char *path;          /* as the target names it                    */
+	unsigned uid, gid;
+	gid_t groups[64];
+	int ngroups;
+	int fd, err;               /* the file, or -1 and an errno             */
+	const char *why;
+} opener_t;
+
+/* The target's real gid and groups from /proc while it lives, else its
+ * user's primary group (a final dump), else the overflow group. */
+static void user_groups(opener_t *o)
+{
+	char v[1024];
+	o->gid = 65534;
+	o->ngroups = 0;
+	if (hc_shm_alive(&o->x->t) && cli_proc_status_field(o->x->t.pid, "Gid", v, sizeof v)) {
+		o->gid = (unsigned)strtoul(v, NULL, 10);
+		if (cli_proc_status_field(o->x->t.pid, "Groups", v, sizeof v))
+			for (char *t = strtok(v, " \t"); t && o->ngroups < 64; t = strtok(NULL, " \t"))
+				o->groups[o->ngroups++] = (gid_t)strtoul(t, NULL, 10);
+		if (hc_shm_alive(&o->x->t))
+			return;                    /* still the process that was read */
+		o->gid = 65534;
+		o->ngroups = 0;
+	}
+	struct passwd pw, *r = NULL;
+	char buf[4096];
+	if (getpwuid_r(o->uid, &pw, buf, sizeof buf, &r) == 0 && r)
+		o->gid = pw.pw_gid;
+}
+
+static void *open_as_user(void *arg)
+{
+	opener_t *o = arg;
+	o->fd = -1;
+	if (geteuid() == 0) {
+		/* the raw system calls: glibc's setgroups changes every thread's,
+		 * and the thread ends with these rights */
+		bool grouped = syscall(SYS_setgroups, (size_t)o->ngroups, o->groups) == 0;
+		setfsgid(o->gid);
+		setfsuid(o->uid);
+		if (!grouped || (unsigned)setfsuid((uid_t)-1) != o->uid || (unsigned)setfsgid((gid_t)-1) != o->gid) {
+			o->err = EPERM;
+			o->why = "cannot take its user's rights (no CAP_SETUID, CAP_SETGID?)";
+			return NULL;
+		}
+	} else if (o->uid != geteuid()) {
+		o->err = EPERM;
+		o->why = "another user's, and the daemon is not root";
+		return NULL;
+	}
 	char local[PATH_MAX + 64];
-	if (x->same_view)          /* also after it exited (its final dump) */
-		snprintf(local, sizeof local, "%s", path);
+	if (o->x->same_view)       /* also after it exited (its final dump) */
+		snprintf(local, sizeof local, "%s", o->path);
 	else
-		cli_local_path(&x->t, path, local, sizeof local);
-	int in = open(local, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		cli_local_path(&o->x->t, o->path, local, sizeof local);
+	char *slash = strrchr(local, '/');
+	*slash = 0;
+	int dfd = open(local[0] ? local : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	/* gone, with its /proc/PID/root: its final dump may be where a
 	 * directory it shared with us (a StateDirectory=, a daemon in a mount
 	 * namespace of its own) has it on our side; checked as any other */
-	if (in < 0 && errno == ENOENT && !x->same_view && strcmp(local, path) != 0 && !hc_shm_alive(&x->t))
-		in = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (in < 0)
-		return errno;
+	if (dfd < 0 && errno == ENOENT && !o->x->same_view && strncmp(local, "/proc/", 6) == 0 &&
+	    !hc_shm_alive(&o->x->t)) {
+		snprintf(local, sizeof local, "%s", o->path);
+		*strrchr(local, '/') = 0;
+		dfd = open(local[0] ? local : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (dfd < 0) {
+		o->err = errno;
+		return NULL;
+	}
+	/* the file itself, beneath that directory: never through a symlink */
+	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+	const char *base = strrchr(o->path, '/') + 1;
+	o->fd = (int)syscall(SYS_openat2, dfd, base, &how, sizeof how);
+	if (o->fd < 0 && errno == ENOSYS)
+		o->fd = openat(dfd, base, (int)how.flags);
+	o->err = o->fd < 0 ? errno : 0;
+	close(dfd);
+	return NULL;
+}
+
+/* Copy in to out: at most cap bytes, none of them NUL.  0 or an errno,
+ * with why set for a file that is not what it claims. */
+static int copy_text(int in, int out, uint64_t cap, const char **why)
+{
+	static char buf[1 << 16];   /* the scan thread's alone */
+	uint64_t total = 0;
+	for (;;) {
+		ssize_t r = read(in, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? errno : 0;
+		if ((total += (uint64_t)r) > cap) {
+			*why = "grew over --max-dump while read: not trusted";
+			return EFBIG;
+		}
+		if (memchr(buf, 0, (size_t)r)) {
+			*why = "holds a NUL byte (a hole?): not a heap profile";
+			return EINVAL;
+		}
+		int e = rp_write_all(out, buf, (size_t)r);
+		if (e)
+			return e;
+	}
+}
+
+/* Copy the target's file at path (its own view), where its prof.prefix
+ * puts dumps, to dest.  0 or an errno, with why set for a file that is
+ * not what it claims. */
+static int copy_in(const serve_target_t *x, const char *path, const char *dest, const char **why)
+{
+	static char size_why[128];
+	opener_t o = { .x = x, .path = path, .uid = x->t.uid, .fd = -1 };
+	user_groups(&o);
+	pthread_t th;
+	int e = pthread_create(&th, NULL, open_as_user, &o);
+	if (e)
+		return e;
+	pthread_join(th, NULL);
+	if (o.fd < 0) {
+		*why = o.why;
+		return o.err ? o.err : EIO;
+	}
+	int in = o.fd;
 	struct stat st;
 	char head[8];
-	*why = NULL;
 	if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != x->t.uid)
 		*why = "not a regular file of the process's user: not trusted";
-	else if (pread(in, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "heap_v2/", 8) != 0)
+	else if ((uint64_t)st.st_size > A.max_dump) {
+		snprintf(size_why, sizeof size_why, "%llu bytes by its size, over --max-dump (%llu)",
+		    (unsigned long long)st.st_size, (unsigned long long)A.max_dump);
+		*why = size_why;
+	} else if (pread(in, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "heap_v2/", 8) != 0)
 		*why = "not a heap profile";
 	if (*why) {
 		close(in);
@@ -262,11 +463,11 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 	rp_out_t out;
 	char err[PATH_MAX + 128];
 	if (rp_out_open(&out, dest, err, sizeof err) != 0) {
-		int e = errno ? errno : EIO;
+		e = errno ? errno : EIO;
 		close(in);
 		return e;
 	}
-	int e = rp_copy_fd(in, out.fd);
+	e = copy_text(in, out.fd, A.max_dump, why);
 	close(in);
 	/* the dump's user owns it here too: its report reads binaries with
 	 * that user's rights (serve.c, respond_report); a daemon not root
@@ -285,7 +486,7 @@ void arch_skip(const char *dir)
 	snprintf(A.skip, sizeof A.skip, "%s/", dir);
 }
 
-void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
+void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *prefix)
 {
 	if (!arch_enabled())
 		return;
@@ -295,6 +496,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 	memcpy(path, ev->path, sizeof ev->path);
 	path[sizeof ev->path] = 0;   /* the segment's bytes are not trusted */
 	if ((A.skip[0] && strncmp(path, A.skip, strlen(A.skip)) == 0) || hc_shm_staged_path(path))
+		return;
+	/* nor is one written elsewhere on request (dump -o, --prefix): not
+	 * logged, as anyone may ask for those, and what the event names is
+	 * never touched */
+	if (!where_told(prefix, path))
 		return;
 	group_of(x, group, sizeof group);
 	snprintf(dir, sizeof dir, "%s/%s", A.dir, group);
@@ -308,9 +514,9 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 	time_t s = (time_t)(ev->time_ns / 1000000000);
 	gmtime_r(&s, &tm);
 	const char *kind = hc_shm_dump_kind_name(ev->kind);
-	snprintf(dest, sizeof dest, "%s/%04d%02d%02dT%02d%02d%02d.%03dZ.%d.%s.heap", dir, tm.tm_year + 1900,
+	snprintf(dest, sizeof dest, "%s/%04d%02d%02dT%02d%02d%02d.%03dZ.u%u.%d.%s.heap", dir, tm.tm_year + 1900,
 	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    (int)(ev->time_ns / 1000000 % 1000), x->t.pid, kind ? kind : "dump");
+	    (int)(ev->time_ns / 1000000 % 1000), x->t.uid, x->t.pid, kind ? kind : "dump");
 	const char *why = NULL;
 	int e = copy_in(x, path, dest, &why);
 	if (e) {
@@ -370,7 +576,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s)
+int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s, uint64_t max_dump)
 {
 	char abs[PATH_MAX];
 	int code = cli_absolute("serve --archive", dir, abs, sizeof abs);
@@ -386,6 +592,7 @@ int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_a
 	A.keep = keep;
 	A.max_bytes = max_bytes;
 	A.max_age_s = max_age_s;
+	A.max_dump = max_dump;
 	pthread_mutex_lock(&A.lock);
 	retention();
 	pthread_mutex_unlock(&A.lock);

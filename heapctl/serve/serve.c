@@ -201,6 +201,7 @@ static void hist_add_locked(target_t *x, int64_t now)
 typedef struct pending_s {
 	target_t x;
 	hc_shm_event_t ev;
+	char prefix[HC_SHM_PATH_MAX];   /* its prof.prefix: where dumps may be */
 } pending_t;
 
 /* Read a target's new events: counted for the metrics, dumps kept in p
@@ -226,8 +227,12 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 			x->dumps_failed++;
 		else if (e.type == HC_EV_DUMP && kept < max && e.path[0] == '/' &&
 		    hc_shm_strvalid(e.path, sizeof e.path)) {
+			hc_shm_state_t st;
 			p[kept].x = *x;
 			p[kept].ev = e;
+			p[kept].prefix[0] = 0;     /* none: not archived */
+			if (hc_shm_state_read(&x->t.seg->state, &st) && hc_shm_strvalid(st.prefix, sizeof st.prefix))
+				memcpy(p[kept].prefix, st.prefix, sizeof st.prefix);
 			kept++;
 		}
 	}
@@ -332,7 +337,7 @@ static void scan_once(void)
 	}
 	pthread_mutex_unlock(&S.lock);
 	for (size_t i = 0; i < npend; i++)
-		arch_dump(&pend[i].x, &pend[i].ev);
+		arch_dump(&pend[i].x, &pend[i].ev, pend[i].prefix);
 	if (nfresh < NEW)          /* every process there at start is in */
 		started = true;
 }
@@ -658,16 +663,20 @@ static enum MHD_Result serve_archive_list(struct MHD_Connection *c)
 	json_arr(&j, NULL);
 	for (size_t i = n; i-- > 0;) {          /* newest first */
 		const arch_entry_t *e = &v[i];
-		char path[600], pb[620], when[32] = "", kind[32] = "";
+		char path[600], pb[620], kind[32] = "";
 		int pid = 0;
-		/* NAME is TIME.PID.KIND */
-		sscanf(e->name, "%31[^.].%*[^.].%d.%31s", when, &pid, kind);
+		long long uid;
+		arch_name_parse(e->name, &uid, &pid, kind, sizeof kind);
 		snprintf(path, sizeof path, "%s/%s.heap", e->group, e->name);
 		snprintf(pb, sizeof pb, "%s/%s/%s.pb.gz", arch_dir(), e->group, e->name);
 		json_obj(&j, NULL);
 		json_str(&j, "group", e->group);
 		json_str(&j, "file", path);
 		json_i64(&j, "pid", pid);
+		if (e->uid >= 0)
+			json_i64(&j, "uid", e->uid);
+		else
+			json_null(&j, "uid");
 		json_str(&j, "kind", kind);
 		json_u64(&j, "bytes", e->bytes);
 		if (access(pb, R_OK) == 0) {
@@ -1535,7 +1544,7 @@ static bool parse_age(const char *v, uint64_t *out)
 	return true;
 }
 
-enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_SYMCACHE };
+enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE };
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
 	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
@@ -1543,8 +1552,10 @@ static const cli_opt_t serve_opts[] = {
 	{ NULL, 0, NULL, "the archive:" },
 	{ "archive", O_ARCHIVE, "DIR", "copy every dump of every process into DIR/GROUP/ (GROUP: its systemd unit, "
 	  "else its program), with a symbolized pprof beside it" },
-	{ "keep", O_KEEP, "N", "keep the newest N dumps of each group (default 50, 0: all)" },
-	{ "max-bytes", O_MAX_BYTES, "SIZE", "keep the archive under SIZE, oldest out first (default 1G, 0: no limit)" },
+	{ "keep", O_KEEP, "N", "keep the newest N dumps of each group and user (default 50, 0: all)" },
+	{ "max-bytes", O_MAX_BYTES, "SIZE", "keep each user's dumps under SIZE, oldest out first (default 1G, "
+	  "0: no limit)" },
+	{ "max-dump", O_MAX_DUMP, "SIZE", "archive no dump over SIZE (default 256M)" },
 	{ "max-age", O_MAX_AGE, "AGE", "remove dumps older than AGE: 90s, 30m, 12h, 7d (default: none)" },
 	{ NULL, 0, NULL, "symbols:" },
 	{ "symcache", O_SYMCACHE, "DIR", "keep each module's symbols in DIR by build id between scrapes, "
@@ -1574,7 +1585,7 @@ int hc_serve_main(cli_args_t *a);
 int hc_serve_main(cli_args_t *a)
 {
 	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL, *archive = NULL, *symcache = NULL;
-	uint64_t keep = 50, max_bytes = (uint64_t)1 << 30, max_age = 0;
+	uint64_t keep = 50, max_bytes = (uint64_t)1 << 30, max_age = 0, max_dump = (uint64_t)256 << 20;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
 	if (code)
@@ -1590,15 +1601,18 @@ int hc_serve_main(cli_args_t *a)
 			archive = v;
 		else if (id == O_SYMCACHE)
 			symcache = v;
-		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE) {
-			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : &max_age;
-			bool ok = id == O_KEEP ? parse_count(v, dst) : id == O_MAX_BYTES ? hc_shm_parse_bytes(v, dst) :
-			    parse_age(v, dst);
+		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE || id == O_MAX_DUMP) {
+			bool size = id == O_MAX_BYTES || id == O_MAX_DUMP;
+			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : id == O_MAX_DUMP ?
+			    &max_dump : &max_age;
+			bool ok = id == O_KEEP ? parse_count(v, dst) : size ? hc_shm_parse_bytes(v, dst) &&
+			    (id != O_MAX_DUMP || *dst > 0) : parse_age(v, dst);
 			if (!ok) {
 				cli_scan_end(&sc);
 				return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want %s", id == O_KEEP ? "keep" :
-				    id == O_MAX_BYTES ? "max-bytes" : "max-age", v, id == O_KEEP ? "a whole number" :
-				    id == O_MAX_BYTES ? "a size like 500M or 2G" : "an age like 90s, 30m, 12h or 7d");
+				    id == O_MAX_BYTES ? "max-bytes" : id == O_MAX_DUMP ? "max-dump" : "max-age", v,
+				    id == O_KEEP ? "a whole number" : size ? "a size like 500M or 2G" :
+				    "an age like 90s, 30m, 12h or 7d");
 			}
 		} else {
 			cli_scan_end(&sc);
@@ -1612,15 +1626,15 @@ int hc_serve_main(cli_args_t *a)
 		return cli_err(HC_EXIT_USAGE, "serve: it serves every process; ask for one with ?pid=N");
 	if (token_file && (code = read_token(token_file)) != 0)
 		return code;
-	if (!archive && (keep != 50 || max_bytes != (uint64_t)1 << 30 || max_age))
-		return cli_err(HC_EXIT_USAGE, "serve: --keep, --max-bytes and --max-age are for --archive DIR");
+	if (!archive && (keep != 50 || max_bytes != (uint64_t)1 << 30 || max_age || max_dump != (uint64_t)256 << 20))
+		return cli_err(HC_EXIT_USAGE, "serve: --keep, --max-bytes, --max-age and --max-dump are for --archive DIR");
 	S.timeout_ns = a->timeout_ns;
 	ssize_t n = readlink("/proc/self/exe", S.exe, sizeof S.exe - 1);
 	if (n <= 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot tell where heapctl is: %s", strerror(errno));
 	S.exe[n] = 0;
 	if (archive && (code = arch_init(archive, keep > UINT_MAX ? UINT_MAX : (unsigned)keep, max_bytes,
-	    max_age)) != 0)
+	    max_age, max_dump)) != 0)
 		return code;
 	const char *rt = getenv("RUNTIME_DIRECTORY");     /* systemd's, else /tmp */
 	snprintf(S.work, sizeof S.work, "%s/heapctl-serve.XXXXXX", rt && *rt == '/' ? rt : "/tmp");

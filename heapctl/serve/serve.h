@@ -64,17 +64,22 @@ bool serve_tmp_file(int dfd, const char *name, time_t age);
 /* archive.c */
 typedef struct arch_entry_s {
 	char group[256], name[256];     /* name: without .heap                  */
+	long long uid;                  /* its process's user, -1 if not named  */
 	uint64_t bytes;                 /* .heap and .pb.gz                     */
 	int64_t time_s;
 } arch_entry_t;
 
-int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s);
+/* keep: per group and user; max_bytes: per user; max_dump: one dump */
+int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s, uint64_t max_dump);
 bool arch_enabled(void);
 const char *arch_dir(void);
 /* Dumps written under dir (the daemon's work directory) are not archived. */
 void arch_skip(const char *dir);
-/* Copy the dump that event ev of target x announced into the archive. */
-void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev);
+/* Copy the dump that event ev of target x announced into the archive, if
+ * it is where prefix (its prof.prefix when the event was read) puts them. */
+void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *prefix);
+/* An archived dump's name (TIME.uUID.PID.KIND; uid -1 for TIME.PID.KIND). */
+bool arch_name_parse(const char *name, long long *uid, int *pid, char *kind, size_t klen);
 /* Every archived dump, oldest first, *n of them (free it); NULL if none. */
 arch_entry_t *arch_scan(size_t *n);
 /* A group or file name of the archive (no '/', no leading '.'). */
