@@ -15,6 +15,12 @@
  * A dump's path comes from the target's segment, which is not trusted: the
  * file is opened without following a final symlink or blocking, must be a
  * regular file of the target's user, and must start as a heap profile.
+ *
+ * Each archived dump carries who may read it: the uid that could read the
+ * process's /proc/PID/maps when it was dumped (access_owner), in the
+ * trusted.heapctl.owner extended attribute of its .heap, which only root
+ * can set or read.  A dump without it (a file system with no extended
+ * attributes, an archive of an older daemon) is root's alone.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -25,12 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../cli.h"
 #include "../outfile.h"
 #include "serve.h"
+
+#define OWNER_XATTR "trusted.heapctl.owner"
 
 static struct {
 	char dir[PATH_MAX];        /* "" when there is no archive                */
@@ -101,6 +110,33 @@ static void group_of(const serve_target_t *x, char *out, size_t len)
 	snprintf(b, sizeof b, "%s%s%s", x->container[0] ? x->container : "", x->container[0] ? "-" : "",
 	    base ? base + 1 : prog);
 	name_part(b, out, len);
+}
+
+static uid_t owner_at(int dfd, const char *heap)
+{
+	char v[16];
+	int fd = openat(dfd, heap, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? fgetxattr(fd, OWNER_XATTR, v, sizeof v - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return ACCESS_NOBODY;
+	v[n] = 0;
+	char *end;
+	unsigned long u = strtoul(v, &end, 10);
+	return *end || end == v || u >= ACCESS_NOBODY ? ACCESS_NOBODY : (uid_t)u;
+}
+
+uid_t arch_owner(const char *group, const char *name)
+{
+	char p[PATH_MAX + 600];
+	size_t n = strlen(name);
+	if (n > 6 && strcmp(name + n - 6, ".pb.gz") == 0)
+		n -= 6;
+	else if (n > 5 && strcmp(name + n - 5, ".heap") == 0)
+		n -= 5;
+	snprintf(p, sizeof p, "%s/%s/%.*s.heap", A.dir, group, (int)n, name);
+	return owner_at(AT_FDCWD, p);
 }
 
 /* ---- retention ------------------------------------------------------------ */
@@ -175,6 +211,7 @@ arch_entry_t *arch_scan(size_t *n)
 			e->name[len - 5] = 0;
 			e->bytes = (uint64_t)st.st_size;
 			e->time_s = st.st_mtim.tv_sec;
+			e->owner = owner_at(dirfd(gd), f->d_name);
 			char pb[300];
 			snprintf(pb, sizeof pb, "%s.pb.gz", e->name);
 			if (fstatat(dirfd(gd), pb, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
@@ -314,6 +351,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 		A.failed++;
 		return;
 	}
+	char owner[16];
+	snprintf(owner, sizeof owner, "%u", (unsigned)x->owner);
+	if (x->owner != ACCESS_NOBODY && setxattr(dest, OWNER_XATTR, owner, strlen(owner), 0) != 0)
+		fprintf(stderr, "heapctl serve: archive: %s is root's alone: cannot record its owner: %s\n", dest,
+		    strerror(errno));
 	pthread_mutex_lock(&A.lock);
 	A.archived++;
 	if (A.tail - A.head < sizeof A.queue / sizeof A.queue[0]) {
