@@ -18,9 +18,12 @@
  *
  * Each archived dump carries who may read it: the uid that could read the
  * process's /proc/PID/maps when it was dumped (access_owner), in the
- * trusted.heapctl.owner extended attribute of its .heap, which only root
- * can set or read.  A dump without it (a file system with no extended
- * attributes, an archive of an older daemon) is root's alone.
+ * user.heapctl.owner extended attribute of its .heap, which only a writer
+ * of the file (the daemon: the archive is its own) can set, and which
+ * needs no capability (trusted.* would need CAP_SYS_ADMIN, which the unit
+ * does not give).  A dump without it (a file system with no user extended
+ * attributes, as tmpfs before Linux 6.6; an archive of an older daemon) is
+ * root's alone.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -39,7 +42,7 @@
 #include "../outfile.h"
 #include "serve.h"
 
-#define OWNER_XATTR "trusted.heapctl.owner"
+#define OWNER_XATTR "user.heapctl.owner"
 
 static struct {
 	char dir[PATH_MAX];        /* "" when there is no archive                */
@@ -353,9 +356,12 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev)
 	}
 	char owner[16];
 	snprintf(owner, sizeof owner, "%u", (unsigned)x->owner);
-	if (x->owner != ACCESS_NOBODY && setxattr(dest, OWNER_XATTR, owner, strlen(owner), 0) != 0)
-		fprintf(stderr, "heapctl serve: archive: %s is root's alone: cannot record its owner: %s\n", dest,
-		    strerror(errno));
+	static bool said;          /* a file system without them: said once */
+	if (x->owner != ACCESS_NOBODY && setxattr(dest, OWNER_XATTR, owner, strlen(owner), 0) != 0 && !said) {
+		said = true;
+		fprintf(stderr, "heapctl serve: archive: %s and the dumps after it are root's alone: cannot record "
+		    "their owner (%s): %s\n", dest, OWNER_XATTR, strerror(errno));
+	}
 	pthread_mutex_lock(&A.lock);
 	A.archived++;
 	if (A.tail - A.head < sizeof A.queue / sizeof A.queue[0]) {

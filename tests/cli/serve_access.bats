@@ -249,8 +249,8 @@ events_filtered() {
 	grep -qF "${minef#*/}" "$T/nbody"
 	! grep -qF "${rootf#*/}" "$T/nbody"
 	! grep -qF "${otherf#*/}" "$T/nbody"
-	# the owner is recorded with each dump, where only root reads it
-	[ "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.heapctl.owner").decode())' \
+	# the owner is recorded with each dump, where only its writer sets it
+	[ "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.heapctl.owner").decode())' \
 	    "$T/arch/$minef")" = 65534 ]
 	# root sees all three
 	curl -s "$URL/archive" >"$T/all"
