@@ -134,42 +134,72 @@ static bool tcp_owner(const struct sockaddr *peer, const struct sockaddr *us, ui
 	return found;
 }
 
-/* CAP_SYS_PTRACE of the processes that hold socket inode: every one of
- * them must have it (one that has not could be the one asking). */
-static bool holders_have_cap(unsigned long inode)
+/* Does pid hold the socket named want ("socket:[INODE]")? */
+static bool holds(int pid, const char *want)
+{
+	char fdp[64];
+	snprintf(fdp, sizeof fdp, "/proc/%d/fd", pid);
+	DIR *fds = opendir(fdp);
+	if (fds == NULL)
+		return false;
+	struct dirent *d;
+	bool found = false;
+	while (!found && (d = readdir(fds)) != NULL) {
+		char link[64];
+		ssize_t n = readlinkat(dirfd(fds), d->d_name, link, sizeof link - 1);
+		found = n > 0 && (link[n] = 0, strcmp(link, want) == 0);
+	}
+	closedir(fds);
+	return found;
+}
+
+static int pid_newer(const void *a, const void *b)
+{
+	return *(const int *)b - *(const int *)a;
+}
+
+/* CAP_SYS_PTRACE of the processes that hold socket inode, made by uid:
+ * every one of them must have it (one that has not could be the one
+ * asking).  The first holder without it ends the search, so the newest
+ * processes of uid are looked at first (the client that just connected);
+ * a grant reads every process's descriptors (6-12 ms with 124 processes
+ * on this project's 2-core VM: tests/bench/serve.sh). */
+static bool holders_have_cap(unsigned long inode, uid_t uid)
 {
 	char want[48];
 	snprintf(want, sizeof want, "socket:[%lu]", inode);
 	DIR *proc = opendir("/proc");
 	if (proc == NULL)
 		return false;
-	bool any = false, all = true;
+	int *pids = NULL;
+	size_t n = 0, cap = 0;
 	struct dirent *p;
-	while (all && (p = readdir(proc)) != NULL) {
+	while ((p = readdir(proc)) != NULL) {
 		if (p->d_name[0] < '1' || p->d_name[0] > '9')
 			continue;
-		int pid = atoi(p->d_name);
-		if (pid == getpid())
-			continue;
-		char fdp[64];
-		snprintf(fdp, sizeof fdp, "/proc/%d/fd", pid);
-		DIR *fds = opendir(fdp);
-		if (fds == NULL)
-			continue;
-		struct dirent *d;
-		bool holds = false;
-		while (!holds && (d = readdir(fds)) != NULL) {
-			char link[64];
-			ssize_t n = readlinkat(dirfd(fds), d->d_name, link, sizeof link - 1);
-			holds = n > 0 && (link[n] = 0, strcmp(link, want) == 0);
+		if (n == cap) {
+			int *np = realloc(pids, (cap = cap ? cap * 2 : 512) * sizeof *pids);
+			if (np == NULL)
+				break;
+			pids = np;
 		}
-		closedir(fds);
-		if (holds) {
-			any = true;
-			all = has_ptrace_cap(pid);
-		}
+		pids[n++] = atoi(p->d_name);
 	}
 	closedir(proc);
+	qsort(pids, n, sizeof *pids, pid_newer);
+	bool any = false, all = true;
+	for (int pass = 0; pass < 2 && all; pass++)
+		for (size_t i = 0; i < n && all; i++) {
+			char dir[32];
+			struct stat st;
+			snprintf(dir, sizeof dir, "/proc/%d", pids[i]);
+			bool its = stat(dir, &st) == 0 && st.st_uid == uid;
+			if (pids[i] == getpid() || its != (pass == 0) || !holds(pids[i], want))
+				continue;
+			any = true;
+			all = has_ptrace_cap(pids[i]);
+		}
+	free(pids);
 	return any && all;
 }
 
@@ -215,7 +245,7 @@ bool access_owner_ok(serve_peer_t *p, uid_t owner)
 		return true;
 	if (!p->cap_known) {       /* a TCP peer: its processes, once */
 		p->cap_known = true;
-		p->all = holders_have_cap(p->inode);
+		p->all = holders_have_cap(p->inode, p->uid);
 	}
 	return p->all;
 }

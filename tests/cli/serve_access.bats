@@ -277,3 +277,27 @@ events_filtered() {
 	[ "$(ncode -X POST -H "$auth" "$URL/control/set?pid=$ROOTP&prof.lg_sample=14")" = 200 ]
 	wait_for 3 eval '[ "$(tfield "$ROOTP" lg_sample)" = 14 ]'
 }
+
+@test "serve_access: a user with CAP_SYS_PTRACE sees every process, as /proc shows it every maps, on both transports" {
+	need_root
+	start_serve --listen 127.0.0.1:0
+	local tcp=$URL
+	BASE=$URL CURL_BASE=()
+	three_targets
+	"$HEAPCTL" serve --listen "unix:$T/s.sock" >"$T/userve.out" 2>&1 &
+	track $!
+	wait_for 5 grep -q "listening on unix:" "$T/userve.out"
+	wait_for 5 eval 'curl -s --unix-socket "$T/s.sock" http://localhost/targets | grep -q "\"pid\": $ROOTP,"'
+	local capped=(setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=+sys_ptrace --ambient-caps=+sys_ptrace)
+	"${capped[@]}" grep -q '^CapEff:.*[1-9a-f]' /proc/self/status
+	# the kernel's answer first: she reads root's maps
+	"${capped[@]}" cat "/proc/$ROOTP/maps" >/dev/null
+	local url
+	for url in "$tcp/debug/pprof/heap?pid=$ROOTP&debug=1" "$tcp/debug/pprof/heap?pid=$OTHER&debug=1"; do
+		[ "$("${capped[@]}" curl -s -o /dev/null -w '%{http_code}' "$url")" = 200 ]
+	done
+	[ "$("${capped[@]}" curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/s.sock" \
+	    "http://localhost/debug/pprof/heap?pid=$ROOTP&debug=1")" = 200 ]
+	# without it, the same user is refused
+	refused "$ROOTP"
+}
