@@ -1412,7 +1412,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return serve_plot(c);
 	if (strcmp(url, "/debug/pprof/") == 0)
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
-	/* what carries an address, a path or a profile: the requester's own */
+	/* what carries an address, a path or a profile: the requester's own
+	 * (looked up for these only: a bad path costs no /proc/net/tcp) */
+	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top",
+		"/", "/archive" };
+	bool routed = strncmp(url, "/archive/", 9) == 0;
+	for (size_t i = 0; !routed && i < sizeof own / sizeof own[0]; i++)
+		routed = strcmp(url, own[i]) == 0;
+	if (!routed)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
 	serve_peer_t peer;
 	request_peer(c, &peer);
 	if (strcmp(url, "/events") == 0)
@@ -1430,9 +1438,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return serve_page(c, &peer);
 	if (strcmp(url, "/archive") == 0)
 		return serve_archive_list(c, &peer);
-	if (strncmp(url, "/archive/", 9) == 0)
-		return serve_archive_file(c, url + 9, &peer);
-	return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
+	return serve_archive_file(c, url + 9, &peer);
 }
 
 /* ---- listening --------------------------------------------------------------- */

@@ -215,13 +215,15 @@ events_filtered() {
 
 @test "serve_access: the archive lists and serves her dumps only; root's are refused in /archive, /top, /flame and the page" {
 	need_root
-	start_serve --listen 127.0.0.1:0 --archive "$T/arch"
+	# no retention: every "target" process on this host is of the same
+	# group, and other tests' dumps must not push these out
+	start_serve --listen 127.0.0.1:0 --archive "$T/arch" --keep 0 --max-bytes 0
 	BASE=$URL CURL_BASE=()
 	three_targets
 	"$HEAPCTL" dump "$ROOTP" >/dev/null
 	"$HEAPCTL" dump "$MINE" >/dev/null
 	"$HEAPCTL" dump "$OTHER" >/dev/null
-	archived() { ls "$T"/arch/*/*."$1".manual.pb.gz >/dev/null 2>&1; }
+	archived() { ls "$T"/arch/*/*."$1".manual.heap >/dev/null 2>&1; }
 	for p in "$ROOTP" "$MINE" "$OTHER"; do wait_for 20 archived "$p"; done
 	local rootf minef otherf
 	rootf=$(cd "$T/arch" && ls */*."$ROOTP".manual.heap)
