@@ -29,6 +29,15 @@
  * claims), be text (a NUL byte, which a hole reads as, is no dump) and
  * start as a heap profile; at most --max-dump bytes are copied whatever the
  * file does while it is read.
+ *
+ * Each archived dump carries who may read it: the uid that could read the
+ * process's /proc/PID/maps when it was dumped (access_owner), in the
+ * user.heapctl.owner extended attribute of its .heap, which only a writer
+ * of the file (the daemon: the archive is its own) can set, and which
+ * needs no capability (trusted.* would need CAP_SYS_ADMIN, which the unit
+ * does not give).  A dump without it (a file system with no user extended
+ * attributes, as tmpfs before Linux 6.6; an archive of an older daemon) is
+ * root's alone.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -44,12 +53,15 @@
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../cli.h"
 #include "../outfile.h"
 #include "serve.h"
+
+#define OWNER_XATTR "user.heapctl.owner"
 
 static struct {
 	char dir[PATH_MAX];        /* "" when there is no archive                */
@@ -121,6 +133,33 @@ static void group_of(const serve_target_t *x, char *out, size_t len)
 	snprintf(b, sizeof b, "%s%s%s", x->container[0] ? x->container : "", x->container[0] ? "-" : "",
 	    base ? base + 1 : prog);
 	name_part(b, out, len);
+}
+
+static uid_t owner_at(int dfd, const char *heap)
+{
+	char v[16];
+	int fd = openat(dfd, heap, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? fgetxattr(fd, OWNER_XATTR, v, sizeof v - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return ACCESS_NOBODY;
+	v[n] = 0;
+	char *end;
+	unsigned long u = strtoul(v, &end, 10);
+	return *end || end == v || u >= ACCESS_NOBODY ? ACCESS_NOBODY : (uid_t)u;
+}
+
+uid_t arch_owner(const char *group, const char *name)
+{
+	char p[PATH_MAX + 600];
+	size_t n = strlen(name);
+	if (n > 6 && strcmp(name + n - 6, ".pb.gz") == 0)
+		n -= 6;
+	else if (n > 5 && strcmp(name + n - 5, ".heap") == 0)
+		n -= 5;
+	snprintf(p, sizeof p, "%s/%s/%.*s.heap", A.dir, group, (int)n, name);
+	return owner_at(AT_FDCWD, p);
 }
 
 /* ---- retention ------------------------------------------------------------ */
@@ -230,6 +269,7 @@ arch_entry_t *arch_scan(size_t *n)
 				e->uid = -1;
 			e->bytes = (uint64_t)st.st_size;
 			e->time_s = st.st_mtim.tv_sec;
+			e->owner = owner_at(dirfd(gd), f->d_name);
 			char pb[300];
 			snprintf(pb, sizeof pb, "%s.pb.gz", e->name);
 			if (fstatat(dirfd(gd), pb, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
@@ -524,6 +564,14 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 		    why ? why : strerror(e));
 		A.failed++;
 		return;
+	}
+	char owner[16];
+	snprintf(owner, sizeof owner, "%u", (unsigned)x->owner);
+	static bool said;          /* a file system without them: said once */
+	if (x->owner != ACCESS_NOBODY && setxattr(dest, OWNER_XATTR, owner, strlen(owner), 0) != 0 && !said) {
+		said = true;
+		fprintf(stderr, "heapctl serve: archive: %s and the dumps after it are root's alone: cannot record "
+		    "their owner (%s): %s\n", dest, OWNER_XATTR, strerror(errno));
 	}
 	pthread_mutex_lock(&A.lock);
 	A.archived++;

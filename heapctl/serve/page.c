@@ -99,7 +99,7 @@ static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 	fputs("</tbody></table>\n", f);
 }
 
-static void archive_rows(FILE *f)
+static void archive_rows(FILE *f, serve_peer_t *peer)
 {
 	if (!arch_enabled()) {
 		fputs("<p>No archive: start <code>heapctl serve --archive DIR</code> to keep every dump.</p>\n", f);
@@ -107,11 +107,17 @@ static void archive_rows(FILE *f)
 	}
 	size_t n;
 	arch_entry_t *v = arch_scan(&n);
-	if (n == 0) {
-		fputs("<p>The archive is empty.</p>\n", f);
+	size_t kept = 0;           /* the dumps of processes the reader may see */
+	for (size_t i = 0; i < n; i++)
+		if (access_owner_ok(peer, v[i].owner))
+			v[kept++] = v[i];
+	if (kept == 0) {
+		fputs(n ? "<p>The archive holds no dump of a process you may read.</p>\n" :
+		    "<p>The archive is empty.</p>\n", f);
 		free(v);
 		return;
 	}
+	n = kept;
 	/* two dumps' difference: a form, so it needs no script */
 	fputs("<form action=\"/top\" method=\"get\">Difference: <select name=\"file\" id=\"diff-file\">", f);
 	for (size_t i = n; i-- > 0;) {
@@ -150,7 +156,7 @@ static void archive_rows(FILE *f)
 	free(v);
 }
 
-char *page_html(size_t *len)
+char *page_html(size_t *len, serve_peer_t *peer)
 {
 	char *buf = NULL;
 	*len = 0;
@@ -170,7 +176,7 @@ char *page_html(size_t *len)
 	target_rows(f, r, n);
 	free(r);
 	fputs("<h2>Archive</h2>\n", f);
-	archive_rows(f);
+	archive_rows(f, peer);
 	fprintf(f, "<script>%s</script>\n</body></html>\n", script);
 	if (fclose(f) != 0) {
 		free(buf);

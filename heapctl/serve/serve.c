@@ -55,6 +55,7 @@ static struct {
 	char token[256];           /* "" when none is needed                     */
 	bool open_reads;           /* loopback: GETs need no token (POSTs do)    */
 	bool check_host;           /* loopback TCP: the Host must be loopback    */
+	bool unix_socket;          /* no browser reaches it: control by the peer */
 	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
 	char work[PATH_MAX];       /* private directory for profiles in flight   */
 	char symcache[PATH_MAX];   /* report --symcache for every report, or ""  */
@@ -72,18 +73,21 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	char *line[EVLOG];
+	uid_t owner[EVLOG];        /* its process's access_owner: who reads it   */
 	uint64_t head;             /* lines ever added                           */
 	bool stopping;
 } E = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-/* Add a line (malloc'd, ending in a newline; taken over). */
-static void evlog_add(char *line)
+/* Add a line (malloc'd, ending in a newline; taken over) about a process
+ * of owner's. */
+static void evlog_add(char *line, uid_t owner)
 {
 	if (line == NULL)
 		return;
 	pthread_mutex_lock(&E.lock);
 	free(E.line[E.head % EVLOG]);
 	E.line[E.head % EVLOG] = line;
+	E.owner[E.head % EVLOG] = owner;
 	E.head++;
 	pthread_cond_broadcast(&E.cond);
 	pthread_mutex_unlock(&E.lock);
@@ -98,7 +102,7 @@ static void evlog_event(const target_t *x, const hc_shm_event_t *e)
 		return;
 	cli_event_json(f, &x->t, x->same_view, e);
 	if (fclose(f) == 0)
-		evlog_add(buf);
+		evlog_add(buf, x->owner);
 	else
 		free(buf);
 }
@@ -120,7 +124,7 @@ static void evlog_target(const target_t *x, const char *type)
 		json_str(&j, "command", x->command);
 	json_end(&j);
 	if (fclose(f) == 0)
-		evlog_add(buf);
+		evlog_add(buf, x->owner);
 	else
 		free(buf);
 }
@@ -302,6 +306,7 @@ static void scan_once(void)
 		if (nt->container[0] == 0 && nt->t.nspid != nt->t.pid)
 			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
 		nt->same_view = cli_same_view(&nt->t);
+		nt->owner = access_owner(nt->t.pid);
 		nt->hist = calloc(1, sizeof *nt->hist);     /* no plot if NULL */
 		nt->next_ev = started ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nfresh++;
@@ -326,6 +331,12 @@ static void scan_once(void)
 	}
 	for (size_t i = 0; i < S.ntargets;) {
 		target_t *x = &S.targets[i];
+		/* who may see it, for its events and archived dumps: as it is
+		 * now (a setuid or PR_SET_DUMPABLE changes it), and as it was
+		 * for those of a process that has gone */
+		uid_t owner = access_owner(x->t.pid);
+		if (owner != ACCESS_NOBODY || hc_shm_alive(&x->t))
+			x->owner = owner;
 		npend += read_events_locked(x, pend + npend, PENDING - npend);
 		if (!x->seen || !hc_shm_alive(&x->t)) {
 			evlog_target(x, "gone");
@@ -645,7 +656,7 @@ static enum MHD_Result serve_targets(struct MHD_Connection *c)
 
 /* ---- /archive ------------------------------------------------------------------ */
 
-static enum MHD_Result serve_archive_list(struct MHD_Connection *c)
+static enum MHD_Result serve_archive_list(struct MHD_Connection *c, serve_peer_t *peer)
 {
 	if (!arch_enabled())
 		return respond_err(c, MHD_HTTP_NOT_FOUND, "no archive: start serve with --archive DIR");
@@ -663,6 +674,8 @@ static enum MHD_Result serve_archive_list(struct MHD_Connection *c)
 	json_arr(&j, NULL);
 	for (size_t i = n; i-- > 0;) {          /* newest first */
 		const arch_entry_t *e = &v[i];
+		if (!access_owner_ok(peer, e->owner))
+			continue;
 		char path[600], pb[620], kind[32] = "";
 		int pid = 0;
 		long long uid;
@@ -692,7 +705,7 @@ static enum MHD_Result serve_archive_list(struct MHD_Connection *c)
 }
 
 /* /archive/GROUP/FILE: one archived dump or its pprof. */
-static enum MHD_Result serve_archive_file(struct MHD_Connection *c, const char *rel)
+static enum MHD_Result serve_archive_file(struct MHD_Connection *c, const char *rel, serve_peer_t *peer)
 {
 	char group[256], name[256];
 	const char *slash = strchr(rel, '/');
@@ -707,6 +720,9 @@ static enum MHD_Result serve_archive_file(struct MHD_Connection *c, const char *
 	bool pb = nl > 6 && strcmp(name + nl - 6, ".pb.gz") == 0;
 	if (!arch_name_ok(group) || !arch_name_ok(name) || (!heap && !pb))
 		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	if (!access_owner_ok(peer, arch_owner(group, name)))
+		return respond_err(c, MHD_HTTP_FORBIDDEN, "archived %s/%s: a dump of a process you may not read", group,
+		    name);
 	char path[PATH_MAX + 600];
 	snprintf(path, sizeof path, "%s/%s/%s", arch_dir(), group, name);
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -785,8 +801,9 @@ static long num_arg(struct MHD_Connection *c, const char *name, long max)
 	return n > max ? -2 : n;
 }
 
-/* The pid a profile request is for: ?pid=N, or the only target. */
-static int request_pid(struct MHD_Connection *c, unsigned *status, char *why, size_t len)
+/* The pid a profile request is for: ?pid=N, or the only target; one the
+ * requester may see. */
+static int request_pid(struct MHD_Connection *c, serve_peer_t *peer, unsigned *status, char *why, size_t len)
 {
 	long pid = num_arg(c, "pid", INT_MAX);
 	pthread_mutex_lock(&S.lock);
@@ -804,10 +821,14 @@ static int request_pid(struct MHD_Connection *c, unsigned *status, char *why, si
 		snprintf(why, len, "process %ld is not running libheapctl.so (see /targets)", pid);
 		return -1;
 	}
+	if (pid < 0 && n == 1)
+		pid = only;
+	if (pid > 0 && !access_may(peer, (int)pid, why, len)) {
+		*status = MHD_HTTP_FORBIDDEN;
+		return -1;
+	}
 	if (pid > 0)
 		return (int)pid;
-	if (n == 1)
-		return only;
 	*status = n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND;
 	snprintf(why, len, n ? "%zu processes run libheapctl.so: say which with ?pid=N (see /targets)" :
 	    "no process runs libheapctl.so", n);
@@ -935,11 +956,11 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 }
 
 /* /debug/pprof/heap and allocs (pprof, or text with debug), /flame?pid=N */
-static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool svg)
+static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool svg, serve_peer_t *peer)
 {
 	char why[1024];
 	unsigned status;
-	int pid = request_pid(c, &status, why, sizeof why);
+	int pid = request_pid(c, peer, &status, why, sizeof why);
 	if (pid < 0)
 		return respond_err(c, status, "%s", why);
 	long seconds = num_arg(c, "seconds", MAX_SECONDS);
@@ -981,11 +1002,14 @@ failed:
 }
 
 /* An archived file named by query argument arg ("GROUP/NAME.heap") as a
- * path; false if absent (*given false) or not one. */
-static bool archived_arg(struct MHD_Connection *c, const char *arg, char *path, size_t len, bool *given)
+ * path; false if absent (*given false), not one, or not one the requester
+ * may read (*refused). */
+static bool archived_arg(struct MHD_Connection *c, const char *arg, char *path, size_t len, bool *given,
+    serve_peer_t *peer, bool *refused)
 {
 	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, arg);
 	*given = v != NULL;
+	*refused = false;
 	if (v == NULL || !arch_enabled())
 		return false;
 	const char *slash = strchr(v, '/');
@@ -1000,19 +1024,25 @@ static bool archived_arg(struct MHD_Connection *c, const char *arg, char *path, 
 		return false;
 	snprintf(path, len, "%s/%s/%s", arch_dir(), group, name);
 	struct stat st;
-	return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return false;
+	*refused = !access_owner_ok(peer, arch_owner(group, name));
+	return !*refused;
 }
 
 /* /top?file=GROUP/NAME.heap[&base=...] (text), /flame?file=... (SVG):
  * an archived dump, or the difference of two. */
-static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg)
+static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg, serve_peer_t *peer)
 {
 	char file[PATH_MAX + 600], base[PATH_MAX + 600];
-	bool given, base_given;
-	if (!archived_arg(c, "file", file, sizeof file, &given))
-		return respond_err(c, given ? MHD_HTTP_NOT_FOUND : MHD_HTTP_BAD_REQUEST,
-		    given ? "no such archived dump" : "file=GROUP/NAME.heap (see /archive)");
-	bool has_base = archived_arg(c, "base", base, sizeof base, &base_given);
+	bool given, base_given, refused, base_refused;
+	if (!archived_arg(c, "file", file, sizeof file, &given, peer, &refused))
+		return respond_err(c, refused ? MHD_HTTP_FORBIDDEN : given ? MHD_HTTP_NOT_FOUND : MHD_HTTP_BAD_REQUEST,
+		    refused ? "archived dump: of a process you may not read" : given ? "no such archived dump" :
+		    "file=GROUP/NAME.heap (see /archive)");
+	bool has_base = archived_arg(c, "base", base, sizeof base, &base_given, peer, &base_refused);
+	if (base_refused)
+		return respond_err(c, MHD_HTTP_FORBIDDEN, "archived dump (base): of a process you may not read");
 	if (base_given && !has_base)
 		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived dump (base)");
 	char dir[PATH_MAX + 64];
@@ -1025,6 +1055,7 @@ static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg)
 /* ---- /events ------------------------------------------------------------------- */
 
 typedef struct reader_s {
+	serve_peer_t peer;         /* it reads only the lines of its processes   */
 	uint64_t next;             /* the next line of the log to send           */
 	bool sse;                  /* text/event-stream: "data: LINE" blocks      */
 	char *pending;             /* a line not yet sent in full                 */
@@ -1043,25 +1074,29 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 15;
-		while (r->next == E.head && !E.stopping)
-			if (pthread_cond_timedwait(&E.cond, &E.lock, &until) == ETIMEDOUT)
-				break;
-		if (E.stopping) {
-			pthread_mutex_unlock(&E.lock);
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		}
-		if (r->next == E.head) {
-			pthread_mutex_unlock(&E.lock);
-			if (!r->sse)
-				return 0;                /* asked again */
-			static const char keep[] = ": keepalive\n\n";
-			size_t n = sizeof keep - 1 < max ? sizeof keep - 1 : max;
-			memcpy(buf, keep, n);
-			return (ssize_t)n;
-		}
-		if (E.head - r->next > EVLOG)        /* fell a whole log behind */
-			r->next = E.head - EVLOG;
-		const char *line = E.line[r->next++ % EVLOG];
+		uint64_t at;
+		do {                       /* the next line of a process it may see */
+			while (r->next == E.head && !E.stopping)
+				if (pthread_cond_timedwait(&E.cond, &E.lock, &until) == ETIMEDOUT)
+					break;
+			if (E.stopping) {
+				pthread_mutex_unlock(&E.lock);
+				return MHD_CONTENT_READER_END_OF_STREAM;
+			}
+			if (r->next == E.head) {
+				pthread_mutex_unlock(&E.lock);
+				if (!r->sse)
+					return 0;        /* asked again */
+				static const char keep[] = ": keepalive\n\n";
+				size_t n = sizeof keep - 1 < max ? sizeof keep - 1 : max;
+				memcpy(buf, keep, n);
+				return (ssize_t)n;
+			}
+			if (E.head - r->next > EVLOG)        /* fell a whole log behind */
+				r->next = E.head - EVLOG;
+			at = r->next++;
+		} while (!access_owner_ok(&r->peer, E.owner[at % EVLOG]));
+		const char *line = E.line[at % EVLOG];
 		size_t n = strlen(line);
 		r->pending = malloc(n + 16);
 		if (r->pending) {
@@ -1089,13 +1124,15 @@ static void events_free(void *cls)
 	free(r);
 }
 
-static enum MHD_Result serve_events(struct MHD_Connection *c)
+static enum MHD_Result serve_events(struct MHD_Connection *c, const serve_peer_t *peer)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	reader_t *r = calloc(1, sizeof *r);
 	if (r == NULL)
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	r->sse = accept && strstr(accept, "text/event-stream");
+	r->peer = *peer;
+	access_owner_ok(&r->peer, ACCESS_NOBODY);  /* its capability now, not under E.lock */
 	/* ?since=0 gives what the log still holds, else only what comes next */
 	long since = num_arg(c, "since", LONG_MAX);
 	pthread_mutex_lock(&E.lock);
@@ -1142,13 +1179,11 @@ static enum MHD_Result set_arg(void *cls, enum MHD_ValueKind kind, const char *k
 	return MHD_YES;
 }
 
-static enum MHD_Result serve_control(struct MHD_Connection *c, const char *what)
+static enum MHD_Result serve_control(struct MHD_Connection *c, const char *what, serve_peer_t *peer)
 {
-	if (S.token[0] == 0)
-		return respond_err(c, MHD_HTTP_FORBIDDEN, "control over HTTP needs serve --token-file FILE");
 	char why[1024];
 	unsigned status;
-	int pid = request_pid(c, &status, why, sizeof why);
+	int pid = request_pid(c, peer, &status, why, sizeof why);
 	if (pid < 0)
 		return respond_err(c, status, "%s", why);
 	char pids[16], tmo[32], out[4096], err[1024];
@@ -1199,10 +1234,10 @@ serve_row_t *serve_rows(size_t *n)
 	return r;
 }
 
-static enum MHD_Result serve_page(struct MHD_Connection *c)
+static enum MHD_Result serve_page(struct MHD_Connection *c, serve_peer_t *peer)
 {
 	size_t len;
-	char *html = page_html(&len);
+	char *html = page_html(&len, peer);
 	if (html == NULL)
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, html, MHD_RESPMEM_MUST_FREE);
@@ -1295,6 +1330,20 @@ static bool host_ok(struct MHD_Connection *c)
 	    (inet_pton(AF_INET, name, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127);
 }
 
+/* Who is asking: everyone's with the token (beyond loopback every request
+ * carries it), else the peer the kernel names (access.c). */
+static void request_peer(struct MHD_Connection *c, serve_peer_t *p)
+{
+	if (S.token[0] && token_ok(c)) {
+		memset(p, 0, sizeof *p);
+		p->all = p->known = p->cap_known = true;
+		return;
+	}
+	const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ad = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	access_peer(p, fd ? fd->connect_fd : -1, ad ? ad->client_addr : NULL);
+}
+
 static const char index_text[] =
     "heapctl serve\n\n"
     "/                           the web page: processes, plots, profiles, buttons, the archive\n"
@@ -1308,10 +1357,13 @@ static const char index_text[] =
     "/plot?pid=N                 allocated, resident and high-water over the last hour (SVG)\n"
     "/archive                    the archived dumps (--archive), newest first, as JSON\n"
     "/archive/GROUP/FILE         one of them, or the pprof beside it\n"
-    "/events                     every process's events as heapctl watch --json prints them\n"
+    "/events                     the processes' events as heapctl watch --json prints them\n"
     "                            (text/event-stream when asked; ?since=0: the last 1024 too)\n"
     "POST /control/on?pid=N      sampling on; also off, dump (to its prof.prefix, so\n"
-    "                            archived), set?pid=N&NAME=VALUE; with --token-file only\n";
+    "                            archived), set?pid=N&NAME=VALUE; with the token, or on\n"
+    "                            a Unix socket for the requester's own processes\n"
+    "\nWithout the token a local requester sees the profiles, events and archived dumps\n"
+    "of the processes whose /proc/PID/maps she could read; /metrics and /targets list all.\n";
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload, size_t *upload_size, void **state)
@@ -1333,9 +1385,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			*state = (void *)1;
 			return MHD_YES;
 		}
-		if (!token_ok(c))
+		/* the peer's own processes on the Unix socket, which no web
+		 * page can reach; over TCP a page the user visits could post
+		 * here in her name, and only the token says it is her */
+		serve_peer_t peer;
+		request_peer(c, &peer);
+		if (!peer.all && !S.unix_socket) {
+			if (S.token[0] == 0)
+				return respond_err(c, MHD_HTTP_FORBIDDEN, "control over HTTP needs serve --token-file FILE");
 			return respond_unauthorized(c);
-		return serve_control(c, control);
+		}
+		return serve_control(c, control, &peer);
 	}
 	if (control) {
 		struct MHD_Response *r = MHD_create_response_from_buffer(sizeof "control is POST only\n" - 1,
@@ -1367,32 +1427,42 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	if (!S.open_reads && !token_ok(c))
 		return respond_unauthorized(c);
-	if (strcmp(url, "/events") == 0)
-		return serve_events(c);
+	/* counters, as visible as /proc/PID/stat: to anyone who gets here */
 	if (strcmp(url, "/metrics") == 0)
 		return serve_metrics(c);
 	if (strcmp(url, "/targets") == 0)
 		return serve_targets(c);
-	if (strcmp(url, "/debug/pprof/heap") == 0)
-		return serve_profile(c, false, false);
-	if (strcmp(url, "/debug/pprof/allocs") == 0)
-		return serve_profile(c, true, false);
-	if (strcmp(url, "/flame") == 0)
-		return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file") ? serve_archived(c, true) :
-		    serve_profile(c, false, true);
-	if (strcmp(url, "/top") == 0)
-		return serve_archived(c, false);
 	if (strcmp(url, "/plot") == 0)
 		return serve_plot(c);
-	if (strcmp(url, "/") == 0)
-		return serve_page(c);
-	if (strcmp(url, "/archive") == 0)
-		return serve_archive_list(c);
-	if (strncmp(url, "/archive/", 9) == 0)
-		return serve_archive_file(c, url + 9);
 	if (strcmp(url, "/debug/pprof/") == 0)
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
-	return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
+	/* what carries an address, a path or a profile: the requester's own
+	 * (looked up for these only: a bad path costs no /proc/net/tcp) */
+	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top",
+		"/", "/archive" };
+	bool routed = strncmp(url, "/archive/", 9) == 0;
+	for (size_t i = 0; !routed && i < sizeof own / sizeof own[0]; i++)
+		routed = strcmp(url, own[i]) == 0;
+	if (!routed)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such endpoint: see /");
+	serve_peer_t peer;
+	request_peer(c, &peer);
+	if (strcmp(url, "/events") == 0)
+		return serve_events(c, &peer);
+	if (strcmp(url, "/debug/pprof/heap") == 0)
+		return serve_profile(c, false, false, &peer);
+	if (strcmp(url, "/debug/pprof/allocs") == 0)
+		return serve_profile(c, true, false, &peer);
+	if (strcmp(url, "/flame") == 0)
+		return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file") ? serve_archived(c, true, &peer) :
+		    serve_profile(c, false, true, &peer);
+	if (strcmp(url, "/top") == 0)
+		return serve_archived(c, false, &peer);
+	if (strcmp(url, "/") == 0)
+		return serve_page(c, &peer);
+	if (strcmp(url, "/archive") == 0)
+		return serve_archive_list(c, &peer);
+	return serve_archive_file(c, url + 9, &peer);
 }
 
 /* ---- listening --------------------------------------------------------------- */
@@ -1426,8 +1496,12 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback)
 			unlink(path);
 		}
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		mode_t old = umask(0077);      /* the owner only: no token needed */
-		int ok = fd >= 0 && bind(fd, (struct sockaddr *)&su, sizeof su) == 0 && listen(fd, 64) == 0;
+		/* every local user may connect: each is shown her own processes
+		 * (SO_PEERCRED), as on loopback TCP.  Made the owner's only, then
+		 * opened, so that no one connects before listen() */
+		mode_t old = umask(0077);
+		int ok = fd >= 0 && bind(fd, (struct sockaddr *)&su, sizeof su) == 0 && listen(fd, 64) == 0 &&
+		    chmod(path, 0666) == 0;
 		umask(old);
 		if (!ok) {
 			cli_err(HC_EXIT_FAILED, "serve: cannot listen on %s: %s", path, strerror(errno));
@@ -1673,6 +1747,7 @@ int hc_serve_main(cli_args_t *a)
 	}
 	S.open_reads = loopback;
 	S.check_host = loopback && strncmp(listen_spec, "unix:", 5) != 0;
+	S.unix_socket = strncmp(listen_spec, "unix:", 5) == 0;
 	if (!loopback && S.token[0] == 0) {
 		close(fd);
 		work_remove();

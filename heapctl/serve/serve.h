@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "../cli.h"
@@ -20,6 +22,7 @@ typedef struct serve_target_s {
 	uint64_t next_ev;          /* the next ring event to read               */
 	uint64_t gdumps, dumps_failed;   /* events seen since it was found     */
 	bool seen;                 /* in this round's scan                      */
+	uid_t owner;               /* who may see it (access_owner), this round */
 	bool same_view;            /* it sees our files at our paths (its mount
 	                            * namespace and root are ours): known while
 	                            * it lived, for the final dump after it     */
@@ -34,6 +37,29 @@ typedef struct serve_hist_s {
 	int64_t last;              /* time of the newest                        */
 	struct { int64_t t; uint64_t allocated, resident, highwater; } p[HIST_N];
 } serve_hist_t;
+
+/* access.c: who is asking (see its opening comment). */
+#define ACCESS_NOBODY ((uid_t)-1)  /* an owner only CAP_SYS_PTRACE may see  */
+typedef struct serve_peer_s {
+	bool all;                  /* the token, or CAP_SYS_PTRACE: everything  */
+	bool known;                /* uid is the requester's                    */
+	bool cap_known;            /* all is settled (else: looked up if needed) */
+	uid_t uid;
+	int pid;                   /* on the Unix socket, else 0                */
+	unsigned long inode;       /* on TCP: the peer's socket                 */
+	char why[96];              /* when not known: why not                   */
+} serve_peer_t;
+
+/* The requester on connection fd, whose remote address is remote. */
+void access_peer(serve_peer_t *p, int fd, const struct sockaddr *remote);
+/* The one uid that may read pid's /proc/PID/maps without CAP_SYS_PTRACE:
+ * its real, effective and saved uid if they are one and it is dumpable,
+ * else ACCESS_NOBODY. */
+uid_t access_owner(int pid);
+/* May p see what owner's process showed (owner from access_owner)? */
+bool access_owner_ok(serve_peer_t *p, uid_t owner);
+/* May p see process pid?  If not, why (one line) says so. */
+bool access_may(serve_peer_t *p, int pid, char *why, size_t len);
 
 /* Run this heapctl with args (NULL-terminated, without argv[0]); its
  * stdout into out (may be NULL).  0, or the exit code with the child's
@@ -53,7 +79,7 @@ serve_row_t *serve_rows(size_t *n);
  * its script refreshes the counters and drives the buttons), and the plot
  * of one target's last hour as SVG (for the caller, who holds the lock).
  * Both malloc'd, NULL when memory runs out. */
-char *page_html(size_t *len);
+char *page_html(size_t *len, serve_peer_t *peer);
 char *page_plot(const serve_hist_t *h, int pid, size_t *len);
 
 /* A half-written file (".NAME.tmp") in dfd: true if name is one, which is
@@ -67,6 +93,7 @@ typedef struct arch_entry_s {
 	long long uid;                  /* its process's user, -1 if not named  */
 	uint64_t bytes;                 /* .heap and .pb.gz                     */
 	int64_t time_s;
+	uid_t owner;                    /* the dumped process's access_owner     */
 } arch_entry_t;
 
 /* keep: per group and user; max_bytes: per user; max_dump: one dump */
@@ -84,6 +111,9 @@ bool arch_name_parse(const char *name, long long *uid, int *pid, char *kind, siz
 arch_entry_t *arch_scan(size_t *n);
 /* A group or file name of the archive (no '/', no leading '.'). */
 bool arch_name_ok(const char *s);
+/* The owner recorded with an archived dump (GROUP/NAME.heap, or its .pb.gz
+ * beside it), ACCESS_NOBODY if none. */
+uid_t arch_owner(const char *group, const char *name);
 void arch_counts(uint64_t *archived, uint64_t *failed);
 
 #endif

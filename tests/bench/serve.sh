@@ -4,8 +4,9 @@
 # against `heapctl dump` and `heapctl report` on the same kind of dump (for
 # tests/cli/target and for the report bench's program over 40 libraries
 # with DWARF), /metrics with 50 targets (latency, and the daemon's RSS then and
-# with an archive of 200 dumps), and a target's run time while it is
-# scraped every second against not scraped.  Prints Markdown.
+# with an archive of 200 dumps), what finding out who is asking costs a
+# request, and a target's run time while it is scraped every second
+# against not scraped.  Prints Markdown.
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +24,7 @@ cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 source "$root/tests/bench/lib.sh"
-ms() { awk -v s="$1" 'BEGIN{printf "%.1f", s * 1000}'; }
+ms() { awk -v s="$1" 'BEGIN{printf (s < 0.01 ? "%.2f" : "%.1f"), s * 1000}'; }
 
 start() {  # conf args... -> sets $pid once the target is ready
 	# in tmp: dumps without a prefix land in the current directory
@@ -134,6 +135,45 @@ printf '| the daemon'"'"'s RSS with %s targets and %s archived dumps | %s MiB | 
     "$(ls "$tmp"/arch/*/*.heap | wc -l)" "$(awk -v k="$(rss_kib "$spid")" 'BEGIN{printf "%.1f", k/1024}')"
 kill "$spid" "${tp[@]}"
 wait 2>/dev/null
+
+# ---- who is asking: the peer lookup of a request, as nobody ------------------------
+# A refused profile request costs the lookup alone (nothing is dumped): on
+# TCP /proc/net/tcp, and the /proc/*/fd scan for CAP_SYS_PTRACE that a
+# refusal makes; on the Unix socket SO_PEERCRED.  /debug/pprof/ looks no
+# one up.  200 requests on one kept-alive connection, the median each.
+if [ "$(id -u)" = 0 ]; then
+	start "prof:true" grow=0 tick_ms=1000
+	rp=$pid
+	"$H" serve --listen "unix:$tmp/s.sock" >"$tmp/userve.out" 2>&1 &
+	upid=$!
+	pids+=($upid)
+	serve
+	for _ in $(seq 100); do curl -s "$url/targets" | grep -q "\"pid\": $rp," && break; sleep 0.05; done
+	# each URL CURLARGS...: the median time of 200 requests for URL as nobody
+	each() {
+		local u=$1
+		shift
+		setpriv --reuid=nobody --regid=nogroup --clear-groups curl -s "$@" -w '%{time_total}\n' \
+		    $(for _ in $(seq 200); do printf -- '-o /dev/null %s ' "$u"; done) | median
+	}
+	idx=$(each "$url/debug/pprof/")
+	look=$(each "$url/archive")
+	tcp=$(each "$url/debug/pprof/heap?pid=$rp")
+	uds=$(each "http://localhost/debug/pprof/heap?pid=$rp" --unix-socket "$tmp/s.sock")
+	code=$(setpriv --reuid=nobody --regid=nogroup --clear-groups curl -s -o /dev/null -w '%{http_code}' \
+	    "$url/debug/pprof/heap?pid=$rp")
+	nproc_=$(ls -d /proc/[0-9]* | wc -l)
+	nsock=$(($(cat /proc/net/tcp /proc/net/tcp6 | wc -l) - 2))
+	printf '| /debug/pprof/ as nobody, no one looked up (200 requests) | %s ms | |\n' "$(ms "$idx")"
+	printf '| /archive as nobody with no archive: the TCP lookup alone | %s ms | /proc/net/tcp |\n' "$(ms "$look")"
+	printf '| root'"'"'s profile refused to nobody on loopback TCP (%s) | %s ms | /proc/net/tcp (%s sockets) and /proc/*/fd (%s processes) |\n' \
+	    "$code" "$(ms "$tcp")" "$nsock" "$nproc_"
+	printf '| the same on the Unix socket | %s ms | SO_PEERCRED |\n' "$(ms "$uds")"
+	kill "$spid" "$upid" "$rp"
+	wait 2>/dev/null
+else
+	echo "| the peer lookup | not run | needs root (a request as nobody to root's daemon) |"
+fi
 
 # ---- a target scraped every second ----------------------------------------------
 serve
