@@ -1078,6 +1078,9 @@ static enum MHD_Result serve_events(struct MHD_Connection *c)
 {
 	if (!lim_take(c, LIM_STREAM))
 		return lim_refuse(c, LIM_STREAM);
+	/* a stream is quiet between events for longer than the idle timeout;
+	 * its peer has few of them (LIM_STREAMS) */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	reader_t *r = calloc(1, sizeof *r);
 	if (r == NULL)

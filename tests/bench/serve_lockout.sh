@@ -11,6 +11,7 @@
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/tests/bench/lib.sh"
 H="$root/$build/heapctl"
 target="$root/$build/tests/cli/target"
 attack_py="$root/tests/cli/lockout.py"
@@ -65,6 +66,8 @@ row() {
 	printf '| %s | %s | %s | %s lines |\n' "$name" "$m" "$h" "$(wc -l <"$tmp/serve.err")"
 }
 
+echo
+machine_line
 echo
 echo "| attack by another user (nobody) | /metrics a second | heap?pid= a second | daemon's log |"
 echo "| --- | ---: | ---: | ---: |"

@@ -121,6 +121,27 @@ work_dirs() { find "$T"/rt/heapctl-serve.* -maxdepth 1 -name 'req.*' | wc -l; }
 	answers nobody "/debug/pprof/heap?pid=$victim"
 }
 
+@test "serve_lockout: 4 /events streams a user, a fifth is refused with 429; the four outlast the 10 s idle timeout" {
+	start_serve
+	local i
+	for i in 1 2 3 4; do
+		"${NOBODY[@]}" curl -s -N --max-time 25 "$URL/events" >"$T/ev.$i" &
+		track $!
+	done
+	sleep 1
+	as nobody curl -s -i --max-time 10 "$URL/events" | tr -d '\r' >"$T/refused"
+	cat "$T/refused"
+	grep -q '^HTTP/1.1 429 ' "$T/refused"
+	grep -qi '^Retry-After: 30$' "$T/refused"
+	[ "$(tail -n 1 "$T/refused")" = "heapctl: 4 /events streams of yours are open already: close one" ]
+	# quiet for longer than the idle timeout, then an event reaches all four
+	sleep 12
+	start_target -u nobody
+	for i in 1 2 3 4; do
+		wait_for 5 grep -q "\"type\": \"found\", \"pid\": $TPID" "$T/ev.$i"
+	done
+}
+
 @test "serve_lockout: SIGTERM with a seconds=600 profile and an /events stream in flight: the daemon exits within 5 s" {
 	start_target
 	start_serve
