@@ -246,9 +246,10 @@ void lim_connection(void *cls, struct MHD_Connection *c, void **sock, enum MHD_C
 			shutdown(ci->connect_fd, SHUT_RDWR);
 		return;
 	}
+	bool root;
 	x->fd = ci->connect_fd;
-	x->peer = lim_peer(x->fd, &x->counted);
-	x->counted = !x->counted;
+	x->peer = lim_peer(x->fd, &root);
+	x->counted = !root;
 	x->since = mono_s();
 	unsigned held = 0;
 	pthread_mutex_lock(&L.lock);
