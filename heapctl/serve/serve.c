@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -416,6 +417,7 @@ static void *poller(void *arg)
 	(void)arg;
 	for (unsigned round = 1;; round++) {
 		scan_once();
+		lim_sweep();
 		if (round % (60000 / POLL_MS) == 0)
 			symcache_trim(SYMCACHE_MAX);
 		struct timespec ts = { 0, POLL_MS * 1000000L };
@@ -970,6 +972,8 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool
 		    MAX_SECONDS);
 	if (debug == -2)
 		return respond_err(c, MHD_HTTP_BAD_REQUEST, "debug must be a small number");
+	if (!lim_take(c, LIM_PROFILE))
+		return lim_refuse(c, LIM_PROFILE);
 
 	char dir[PATH_MAX + 64];
 	enum MHD_Result res;
@@ -987,9 +991,12 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool
 		char *d1[] = { "dump", pids, "-o", a, "--timeout", tmo, NULL };
 		if ((rc = serve_run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
 			goto failed;
-		struct timespec ts = { seconds, 0 };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
+		int why_not = lim_wait(c, seconds);
+		if (why_not) {              /* no one to answer, or no time to */
+			remove_work(dir);
+			return why_not == 1 ? MHD_NO : respond_err(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+			    "the daemon is stopping");
+		}
 	}
 	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
 	if ((rc = serve_run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
@@ -1045,6 +1052,8 @@ static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg, serve_
 		return respond_err(c, MHD_HTTP_FORBIDDEN, "archived dump (base): of a process you may not read");
 	if (base_given && !has_base)
 		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived dump (base)");
+	if (!lim_take(c, LIM_PROFILE))
+		return lim_refuse(c, LIM_PROFILE);
 	char dir[PATH_MAX + 64];
 	enum MHD_Result res;
 	if (!work_dir(c, dir, sizeof dir, &res))
@@ -1126,6 +1135,11 @@ static void events_free(void *cls)
 
 static enum MHD_Result serve_events(struct MHD_Connection *c, const serve_peer_t *peer)
 {
+	if (!lim_take(c, LIM_STREAM))
+		return lim_refuse(c, LIM_STREAM);
+	/* a stream is quiet between events for longer than the idle timeout;
+	 * its peer has few of them (LIM_STREAMS) */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	reader_t *r = calloc(1, sizeof *r);
 	if (r == NULL)
@@ -1369,6 +1383,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     const char *version, const char *upload, size_t *upload_size, void **state)
 {
 	(void)cls; (void)version; (void)upload;
+	lim_request(c);
 	if (!host_ok(c))
 		return respond_err(c, MHD_HTTP_FORBIDDEN, "this daemon answers to a loopback Host only (127.0.0.1, "
 		    "localhost, [::1])");
@@ -1770,11 +1785,22 @@ int hc_serve_main(cli_args_t *a)
 	pthread_t th;
 	if (pthread_create(&th, NULL, poller, NULL) != 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot start a thread");
+	/* a thread a connection (a profile's handler waits on its children);
+	 * limits.c bounds what each peer holds and for how long, and poll()
+	 * lets the connections pass FD_SETSIZE */
+	struct rlimit nf;
+	if (getrlimit(RLIMIT_NOFILE, &nf) == 0 && nf.rlim_cur < 4096) {
+		nf.rlim_cur = nf.rlim_max < 4096 ? nf.rlim_max : 4096;
+		setrlimit(RLIMIT_NOFILE, &nf);
+	}
 	struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-	    MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, NULL,
+	    MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, NULL,
+	    MHD_OPTION_EXTERNAL_LOGGER, lim_log, NULL,      /* first: it logs the others */
 	    MHD_OPTION_LISTEN_SOCKET, fd,
-	    MHD_OPTION_CONNECTION_LIMIT, 256u,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(MAX_SECONDS + 120),
+	    MHD_OPTION_CONNECTION_LIMIT, 1000u,
+	    MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+	    MHD_OPTION_NOTIFY_CONNECTION, lim_connection, NULL,
+	    MHD_OPTION_NOTIFY_COMPLETED, lim_completed, NULL,
 	    MHD_OPTION_END);
 	if (d == NULL) {
 		close(fd);
@@ -1789,7 +1815,10 @@ int hc_serve_main(cli_args_t *a)
 	E.stopping = true;            /* /events readers end their streams */
 	pthread_cond_broadcast(&E.cond);
 	pthread_mutex_unlock(&E.lock);
-	MHD_stop_daemon(d);
+	/* within systemd's stop timeout whatever is in flight: the children
+	 * are killed, and a thread that still will not end is left to exit() */
+	if (!lim_stop(d, 3000))
+		fprintf(stderr, "heapctl serve: requests still in flight after 3 s were cut off\n");
 	if (strncmp(listen_spec, "unix:", 5) == 0)
 		unlink(listen_spec + 5);
 	work_remove();

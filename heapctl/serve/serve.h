@@ -5,6 +5,8 @@
 #ifndef HC_SERVE_H
 #define HC_SERVE_H
 
+#include <microhttpd.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,5 +117,30 @@ bool arch_name_ok(const char *s);
  * beside it), ACCESS_NOBODY if none. */
 uid_t arch_owner(const char *group, const char *name);
 void arch_counts(uint64_t *archived, uint64_t *failed);
+
+/* limits.c: what one peer (a uid, else an address) may hold of the daemon.
+ * lim_connection and lim_completed are libmicrohttpd's connection and
+ * request-completed callbacks, lim_log its logger (a bounded rate). */
+enum { LIM_PROFILE = 1, LIM_STREAM };
+void lim_connection(void *cls, struct MHD_Connection *c, void **sock, enum MHD_ConnectionNotificationCode toe);
+void lim_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe);
+void lim_log(void *cls, const char *fmt, va_list ap);
+/* handle(): a request's headers are in */
+void lim_request(struct MHD_Connection *c);
+/* Mark the request a profile or a stream: false when its peer holds as
+ * many as it may (then answer lim_refuse: 429 with a Retry-After). */
+bool lim_take(struct MHD_Connection *c, int kind);
+enum MHD_Result lim_refuse(struct MHD_Connection *c, int kind);
+/* The poller, every round: shut silent and slow connections; the log's
+ * count of dropped lines once a minute is over. */
+void lim_sweep(void);
+void lim_log_flush(void);
+/* Wait seconds for a seconds= profile: 0 when done, 1 when the client hung
+ * up, 2 when the daemon stops. */
+int lim_wait(struct MHD_Connection *c, long seconds);
+/* Stop the daemon: no new connections, every child killed, and
+ * MHD_stop_daemon given max_ms; false if it did not finish in that. */
+bool lim_stop(struct MHD_Daemon *d, unsigned max_ms);
+bool lim_stopping(void);
 
 #endif

@@ -5,8 +5,9 @@
 # tests/cli/target and for the report bench's program over 40 libraries
 # with DWARF), /metrics with 50 targets (latency, and the daemon's RSS then and
 # with an archive of 200 dumps), what finding out who is asking costs a
-# request, and a target's run time while it is scraped every second
-# against not scraped.  Prints Markdown.
+# request, a target's run time while it is scraped every second against
+# not scraped, and the requests a second another user still gets under
+# each lock-out of issue 37 (serve_lockout.sh).  Prints Markdown.
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -198,3 +199,6 @@ a=$(printf '%s\n' "${plain[@]}" | median)
 b=$(printf '%s\n' "${scraped[@]}" | median)
 printf '| st_churn (prof:true) wall time, not scraped (%d runs) | %s s | |\n' "$reps" "$a"
 printf '| the same, /debug/pprof/heap every second | %s s | ratio %s |\n' "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", b/a}')"
+
+# ---- the lock-outs of issue 37: normal requests a second under each ----------------
+"$root/tests/bench/serve_lockout.sh" "$build"
