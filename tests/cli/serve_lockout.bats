@@ -144,8 +144,10 @@ work_dirs() { find "$T"/rt/heapctl-serve.* -maxdepth 1 -name 'req.*' | wc -l; }
 
 @test "serve_lockout: SIGTERM with a seconds=600 profile and an /events stream in flight: the daemon exits within 5 s" {
 	start_target
+	local root_pid=$TPID
+	start_target -u nobody     # hers: she may profile only her own
 	start_serve
-	curl -s -o /dev/null --max-time 60 "$URL/debug/pprof/heap?pid=$TPID&seconds=600" &
+	curl -s -o /dev/null --max-time 60 "$URL/debug/pprof/heap?pid=$root_pid&seconds=600" &
 	track $!
 	"${NOBODY[@]}" curl -s -o /dev/null --max-time 60 "$URL/debug/pprof/heap?pid=$TPID&seconds=600" &
 	track $!
