@@ -770,9 +770,10 @@ static bool thread_start(void)
 		__atomic_store_n(&s->hdr.control_err, err, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->hdr.control, err == 0, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&hc_control_poll_pending, err != 0, __ATOMIC_RELEASE);
+	bool was_pending = __atomic_exchange_n(&hc_control_poll_pending, err != 0, __ATOMIC_ACQ_REL);
 	if (err) {
-		hc_heap_reset_countdowns();   /* each thread's next allocation polls */
+		if (!was_pending)     /* each thread's next allocation polls; then */
+			hc_heap_reset_countdowns();   /* the quantum keeps them at it */
 		if (first)
 			hc_say("cannot start the control thread: ", strerrordesc_np(err),
 			    err == EAGAIN ? " (a thread limit: RLIMIT_NPROC, or the cgroup's pids.max)" : "",
