@@ -52,6 +52,9 @@ int cli_reply(const hc_shm_target_t *t, const hc_shm_rep_t *rep);
 bool cli_same_view(const hc_shm_target_t *t);
 /* A path the target names (its own view), as we can open it: itself, or
  * through /proc/PID/root. */
+/* path (absolute, as a process under root sees it) as we reach it: under
+ * root, or path itself where that names the same file. */
+void cli_path_under(const char *root, const char *path, char *out, size_t len);
 void cli_local_path(const hc_shm_target_t *t, const char *path, char *out, size_t len);
 /* in made absolute against our directory (what says which option, for
  * the error).  Returns 0 or prints the error and returns its exit code. */

@@ -234,52 +234,37 @@ static bool unwritable(uint64_t err)
 	return err == EACCES || err == EPERM || err == EROFS || err == ENOENT;
 }
 
-static bool writable_dir_of(const char *path)
+static bool writable_dir(const char *dir)
 {
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	if (slash == NULL || (size_t)(slash - path) >= sizeof dir)
-		return false;
-	size_t n = slash == path ? 1 : (size_t)(slash - path);
-	memcpy(dir, path, n);
-	dir[n] = 0;
 	struct stat st;
 	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) == 0;
 }
 
 /* Where the caller gets the dump of a process that cannot write its
- * prof.prefix (absolute, as the process sees it): the same directory as
- * the caller sees it (through /proc/PID/root where that is another view,
- * or the caller's own path of that name where the process's root lacks
- * it: a chroot), else the caller's directory; o->dest gets the prefix. */
+ * prof.prefix (absolute, as the process sees it): the prefix's directory
+ * as the caller reaches it (cli_local_path: through /proc/PID/root where
+ * that is another view; through its master's root for a worker chrooted in
+ * a container; by its own path for a chroot on this host, whose root lacks
+ * it), else the caller's directory; o->dest gets the prefix. */
 static int fallback_prefix(const hc_shm_target_t *t, const char *prefix, bool here, dump_opts_t *o)
 {
-	char local[PATH_MAX + HC_SHM_PATH_MAX], root[64], master[PATH_MAX + HC_SHM_PATH_MAX];
-	cli_local_path(t, prefix, local, sizeof local);
-	/* a worker chrooted in a container: its master's view */
+	const char *base = strrchr(prefix, '/');
+	char dir[PATH_MAX], root[64], views[3][PATH_MAX + 64];
+	snprintf(dir, sizeof dir, "%.*s", base == prefix ? 1 : (int)(base - prefix), prefix);
+	cli_local_path(t, dir, views[0], sizeof views[0]);
 	if (hc_shm_proc_root(t->pid, root, sizeof root) != 0)
 		snprintf(root, sizeof root, "/proc/%d/root", t->pid);
-	snprintf(master, sizeof master, "%s%s", root, prefix);
-	const char *cands[] = { local, master, prefix };
+	cli_path_under(root, dir, views[1], sizeof views[1]);
+	snprintf(views[2], sizeof views[2], "%s", dir);
 	for (unsigned i = 0; i < 3 && !here; i++) {
-		if (writable_dir_of(cands[i]) && strlen(cands[i]) < 1024) {
-			/* a path of our own for the same directory outlives the master */
-			struct stat x, y;
-			const char *ms = strrchr(master, '/'), *ps = strrchr(prefix, '/');
-			char md[PATH_MAX + HC_SHM_PATH_MAX], pd[PATH_MAX];
-			snprintf(md, sizeof md, "%.*s/", (int)(ms - master), master);
-			snprintf(pd, sizeof pd, "%.*s/", (int)(ps - prefix), prefix);
-			bool same = i == 1 && stat(md, &x) == 0 && stat(pd, &y) == 0 && x.st_dev == y.st_dev &&
-			    x.st_ino == y.st_ino;
-			strcpy(o->dest, same ? prefix : cands[i]);
+		if (writable_dir(views[i]) && (size_t)snprintf(o->dest, 1024, "%s%s",
+		    strcmp(views[i], "/") ? views[i] : "", base) < 1024)
 			return 0;
-		}
 	}
-	const char *base = strrchr(prefix, '/');
 	if (!here)
 		fprintf(stderr, "%s: process %d cannot write into its prof.prefix %s, nor can you: "
 		    "the dump goes into the current directory\n", cli_prog, t->pid, prefix);
-	return cli_absolute("dump: prof.prefix", base ? base + 1 : prefix, o->dest, 1024);
+	return cli_absolute("dump: prof.prefix", base + 1, o->dest, 1024);
 }
 
 enum { D_PEAK = 256, D_FETCH, D_PREFIX };

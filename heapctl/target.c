@@ -137,16 +137,22 @@ bool cli_same_view(const hc_shm_target_t *t)
 /* A path that names the same file on our side as the target's path does
  * on its side outlives the process (a StateDirectory= of a sandboxed
  * service is the host's /var/lib/...); /proc/PID/root does not. */
+void cli_path_under(const char *root, const char *path, char *out, size_t len)
+{
+	snprintf(out, len, "%s%s", root, path);
+	if (cli_same_file(out, path))
+		snprintf(out, len, "%s", path);
+}
+
 void cli_local_path(const hc_shm_target_t *t, const char *path, char *out, size_t len)
 {
 	if (path[0] != '/' || cli_same_view(t)) {
 		snprintf(out, len, "%s", path);
 		return;
 	}
-	snprintf(out, len, "/proc/%d/root%s", t->pid, path);
-	struct stat a, b;
-	if (stat(out, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-		snprintf(out, len, "%s", path);
+	char root[64];
+	snprintf(root, sizeof root, "/proc/%d/root", t->pid);
+	cli_path_under(root, path, out, len);
 }
 
 int cli_absolute(const char *what, const char *in, char *out, size_t len)
