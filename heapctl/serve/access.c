@@ -10,10 +10,12 @@
  *
  *   Unix socket   SO_PEERCRED: the uid and pid of the process that
  *                 connected.
- *   loopback TCP  the peer's own socket is in /proc/net/tcp (tcp6): the
- *                 line whose local address:port is our connection's
- *                 remote one and whose remote one is our local one.  It
- *                 gives the uid that created the socket and its inode;
+ *   loopback TCP  the peer's own socket, looked up in the kernel's socket
+ *                 table (sock_diag, or /proc/net/tcp{,6} where netlink is
+ *                 not allowed): the one whose local address:port is our
+ *                 connection's remote one and whose remote one is our
+ *                 local one.  It gives the uid that created the socket
+ *                 and its inode;
  *                 the processes holding that inode (/proc/PID/fd) say
  *                 whether the peer has CAP_SYS_PTRACE, looked up only
  *                 when a decision needs it.
@@ -31,6 +33,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,10 +106,10 @@ static bool hex_addr(const struct sockaddr *sa, char *out, size_t len, unsigned 
 	return false;
 }
 
-/* The uid and inode of the socket at local address peer connected to
- * remote address us, from /proc/net/tcp or tcp6.  false if there is no
- * such line (the peer closed it, or it is not on this host's loopback). */
-static bool tcp_owner(const struct sockaddr *peer, const struct sockaddr *us, uid_t *uid, unsigned long *inode)
+/* access_tcp_peer from /proc/net/tcp or tcp6: the line whose local
+ * address is peer and remote one us.  Slower (the kernel prints the whole
+ * table), for when netlink is not allowed. */
+static bool tcp_peer_proc(const struct sockaddr *peer, const struct sockaddr *us, uid_t *uid, unsigned long *inode)
 {
 	char pa[40], ua[40];
 	unsigned pport, uport;
@@ -123,7 +128,7 @@ static bool tcp_owner(const struct sockaddr *peer, const struct sockaddr *us, ui
 		if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %39[0-9A-Fa-f]:%x %*x %*x:%*x %*x:%*x %*x %u %*u %lu", la, &lp,
 		    ra, &rp, &u, &ino) != 6)
 			continue;
-		if (lp == pport && rp == uport && strcasecmp(la, pa) == 0 && strcasecmp(ra, ua) == 0 && ino != 0) {
+		if (lp == pport && rp == uport && strcasecmp(la, pa) == 0 && strcasecmp(ra, ua) == 0) {
 			*uid = u;
 			*inode = ino;
 			found = true;
@@ -132,6 +137,54 @@ static bool tcp_owner(const struct sockaddr *peer, const struct sockaddr *us, ui
 	free(line);
 	fclose(f);
 	return found;
+}
+
+bool access_tcp_peer(int fd, const struct sockaddr *peer, uid_t *uid, unsigned long *inode)
+{
+	struct sockaddr_storage us;
+	socklen_t ul = sizeof us;
+	if (getsockname(fd, (struct sockaddr *)&us, &ul) != 0 || us.ss_family != peer->sa_family ||
+	    (us.ss_family != AF_INET && us.ss_family != AF_INET6))
+		return false;
+	/* sock_diag looks up the one socket whose local end is the peer's
+	 * address and whose remote end is ours */
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req = {
+		.nlh = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
+		.r = { .sdiag_family = (uint8_t)us.ss_family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u,
+			.id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+	};
+	if (us.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)peer, *b = (const void *)&us;
+		req.r.id.idiag_sport = a->sin_port;
+		req.r.id.idiag_dport = b->sin_port;
+		memcpy(req.r.id.idiag_src, &a->sin_addr, 4);
+		memcpy(req.r.id.idiag_dst, &b->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *a = (const void *)peer, *b = (const void *)&us;
+		req.r.id.idiag_sport = a->sin6_port;
+		req.r.id.idiag_dport = b->sin6_port;
+		memcpy(req.r.id.idiag_src, &a->sin6_addr, 16);
+		memcpy(req.r.id.idiag_dst, &b->sin6_addr, 16);
+	}
+	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (nl < 0)
+		return tcp_peer_proc(peer, (struct sockaddr *)&us, uid, inode);
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	union { struct nlmsghdr h; char b[1024]; } ans;
+	ssize_t n = -1;
+	if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof req)
+		n = recv(nl, &ans, sizeof ans, 0);
+	close(nl);
+	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) || !NLMSG_OK(&ans.h, (size_t)n) ||
+	    ans.h.nlmsg_type != SOCK_DIAG_BY_FAMILY)
+		return false;      /* NLMSG_ERROR: no such socket */
+	const struct inet_diag_msg *m = NLMSG_DATA(&ans.h);
+	*uid = m->idiag_uid;
+	*inode = m->idiag_inode;
+	return true;
 }
 
 /* Does pid hold the socket named want ("socket:[INODE]")? */
@@ -228,8 +281,10 @@ void access_peer(serve_peer_t *p, int fd, const struct sockaddr *remote)
 		p->cap_known = true;
 		return;
 	}
-	if (remote == NULL || !tcp_owner(remote, (struct sockaddr *)&us, &p->uid, &p->inode)) {
-		snprintf(p->why, sizeof p->why, "the peer's socket is not in /proc/net/tcp: not a local process");
+	/* a socket no process holds (inode 0: its owner closed it) is no
+	 * one's to look up, and a time-wait one reads as root's */
+	if (remote == NULL || !access_tcp_peer(fd, remote, &p->uid, &p->inode) || p->inode == 0) {
+		snprintf(p->why, sizeof p->why, "the peer's socket is not in this host's socket table: not a local process");
 		return;
 	}
 	p->known = true;

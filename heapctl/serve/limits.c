@@ -4,9 +4,8 @@
  *
  * The peer is who is on the other end: the uid of a Unix socket's client
  * (SO_PEERCRED), the uid that owns the client's socket of a loopback TCP
- * connection (the kernel's socket table through sock_diag, or
- * /proc/net/tcp{,6}: the client's socket has our remote address as its
- * local one), else its IP address.  Every connection is listed here from its accept to its close,
+ * connection (access_tcp_peer: the kernel's socket table), else its IP
+ * address.  Every connection is listed here from its accept to its close,
  * and:
  *
  *   - a peer holds at most LIM_CONNS connections; one more is answered 429
@@ -27,9 +26,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -83,94 +79,6 @@ static time_t mono_s(void)
 
 /* ---- who is on the other end ---------------------------------------------- */
 
-/* An address as /proc/net/tcp{,6} prints it: the 32-bit words of the
- * address in hex as the host reads them, a colon, the port. */
-static bool proc_net_addr(const struct sockaddr_storage *ss, char *out, size_t len)
-{
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)ss;
-		snprintf(out, len, "%08X:%04X", s->sin_addr.s_addr, ntohs(s->sin_port));
-		return true;
-	}
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)ss;
-		uint32_t w[4];
-		memcpy(w, &s->sin6_addr, sizeof w);
-		snprintf(out, len, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3], ntohs(s->sin6_port));
-		return true;
-	}
-	return false;
-}
-
-/* The same from the kernel's socket table in /proc/net/tcp{,6}: slower
- * (the whole table is printed), for when netlink is not allowed. */
-static bool tcp_peer_uid_proc(const struct sockaddr_storage *me, const struct sockaddr_storage *them, uid_t *uid)
-{
-	char want_local[64], want_remote[64];
-	if (!proc_net_addr(them, want_local, sizeof want_local) || !proc_net_addr(me, want_remote, sizeof want_remote))
-		return false;
-	FILE *f = fopen(me->ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6", "re");
-	if (f == NULL)
-		return false;
-	char line[512], local[64], remote[64];
-	unsigned u;
-	bool found = false;
-	while (!found && fgets(line, sizeof line, f))
-		found = sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %u", local, remote, &u) == 3 &&
-		    strcmp(local, want_local) == 0 && strcmp(remote, want_remote) == 0;
-	fclose(f);
-	if (found)
-		*uid = (uid_t)u;
-	return found;
-}
-
-/* The uid owning the client's end of TCP connection fd, when that end is
- * in this network namespace (a loopback client); false when it is not
- * found (gone already, or elsewhere).  sock_diag looks up the one socket
- * whose local end is the client's address and remote end ours. */
-static bool tcp_peer_uid(int fd, const struct sockaddr_storage *them, uid_t *uid)
-{
-	struct sockaddr_storage me;
-	socklen_t ml = sizeof me;
-	if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || me.ss_family != them->ss_family)
-		return false;
-	struct {
-		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 r;
-	} req = {
-		.nlh = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
-		.r = { .sdiag_family = (uint8_t)me.ss_family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u,
-			.id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
-	};
-	if (me.ss_family == AF_INET) {
-		const struct sockaddr_in *a = (const struct sockaddr_in *)them, *b = (const struct sockaddr_in *)&me;
-		req.r.id.idiag_sport = a->sin_port;
-		req.r.id.idiag_dport = b->sin_port;
-		memcpy(req.r.id.idiag_src, &a->sin_addr, 4);
-		memcpy(req.r.id.idiag_dst, &b->sin_addr, 4);
-	} else {
-		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)them, *b = (const struct sockaddr_in6 *)&me;
-		req.r.id.idiag_sport = a->sin6_port;
-		req.r.id.idiag_dport = b->sin6_port;
-		memcpy(req.r.id.idiag_src, &a->sin6_addr, 16);
-		memcpy(req.r.id.idiag_dst, &b->sin6_addr, 16);
-	}
-	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (nl < 0)
-		return tcp_peer_uid_proc(&me, them, uid);
-	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	union { struct nlmsghdr h; char b[1024]; } ans;
-	ssize_t n = -1;
-	if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof req)
-		n = recv(nl, &ans, sizeof ans, 0);
-	close(nl);
-	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) || !NLMSG_OK(&ans.h, (size_t)n) ||
-	    ans.h.nlmsg_type != SOCK_DIAG_BY_FAMILY)
-		return false;      /* NLMSG_ERROR: no such socket */
-	*uid = ((struct inet_diag_msg *)NLMSG_DATA(&ans.h))->idiag_uid;
-	return true;
-}
-
 /* The peer of connection fd: 1<<32 | uid when its user is known, else its
  * address (2<<32 | an IPv4 address, 3<<62 | a hash of an IPv6 one). */
 static uint64_t lim_peer(int fd, bool *root)
@@ -186,7 +94,8 @@ static uint64_t lim_peer(int fd, bool *root)
 		uid = cr.uid;          /* a Unix socket's client */
 		known = true;
 	} else if (getpeername(fd, (struct sockaddr *)&them, &tl) == 0) {
-		known = tcp_peer_uid(fd, &them, &uid);
+		unsigned long inode;
+		known = access_tcp_peer(fd, (struct sockaddr *)&them, &uid, &inode);
 		if (!known && them.ss_family == AF_INET)
 			return 2ull << 32 | ((struct sockaddr_in *)&them)->sin_addr.s_addr;
 		if (!known) {

@@ -1452,7 +1452,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (strcmp(url, "/debug/pprof/") == 0)
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
 	/* what carries an address, a path or a profile: the requester's own
-	 * (looked up for these only: a bad path costs no /proc/net/tcp) */
+	 * (looked up for these only: a bad path costs no look-up) */
 	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top",
 		"/", "/archive" };
 	bool routed = strncmp(url, "/archive/", 9) == 0;

@@ -52,6 +52,12 @@ typedef struct serve_peer_s {
 	char why[96];              /* when not known: why not                   */
 } serve_peer_t;
 
+/* The client's end of TCP connection fd, whose remote address is peer,
+ * when it is in this network namespace (a loopback client): the uid that
+ * made that socket and its inode (0 when no process holds it any more),
+ * from sock_diag, else /proc/net/tcp{,6}.  false when it is not found
+ * (gone already, or elsewhere).  access.c and limits.c both ask it. */
+bool access_tcp_peer(int fd, const struct sockaddr *peer, uid_t *uid, unsigned long *inode);
 /* The requester on connection fd, whose remote address is remote. */
 void access_peer(serve_peer_t *p, int fd, const struct sockaddr *remote);
 /* The one uid that may read pid's /proc/PID/maps without CAP_SYS_PTRACE:

@@ -139,7 +139,7 @@ wait 2>/dev/null
 
 # ---- who is asking: the peer lookup of a request, as nobody ------------------------
 # A refused profile request costs the lookup alone (nothing is dumped): on
-# TCP /proc/net/tcp, and the /proc/*/fd scan for CAP_SYS_PTRACE that a
+# TCP a sock_diag query, and the /proc/*/fd scan for CAP_SYS_PTRACE that a
 # refusal makes; on the Unix socket SO_PEERCRED.  /debug/pprof/ looks no
 # one up.  200 requests on one kept-alive connection, the median each.
 if [ "$(id -u)" = 0 ]; then
@@ -166,8 +166,8 @@ if [ "$(id -u)" = 0 ]; then
 	nproc_=$(ls -d /proc/[0-9]* | wc -l)
 	nsock=$(($(cat /proc/net/tcp /proc/net/tcp6 | wc -l) - 2))
 	printf '| /debug/pprof/ as nobody, no one looked up (200 requests) | %s ms | |\n' "$(ms "$idx")"
-	printf '| /archive as nobody with no archive: the TCP lookup alone | %s ms | /proc/net/tcp |\n' "$(ms "$look")"
-	printf '| root'"'"'s profile refused to nobody on loopback TCP (%s) | %s ms | /proc/net/tcp (%s sockets) and /proc/*/fd (%s processes) |\n' \
+	printf '| /archive as nobody with no archive: the TCP lookup alone | %s ms | sock_diag |\n' "$(ms "$look")"
+	printf '| root'"'"'s profile refused to nobody on loopback TCP (%s) | %s ms | sock_diag (%s sockets) and /proc/*/fd (%s processes) |\n' \
 	    "$code" "$(ms "$tcp")" "$nsock" "$nproc_"
 	printf '| the same on the Unix socket | %s ms | SO_PEERCRED |\n' "$(ms "$uds")"
 	kill "$spid" "$upid" "$rp"
