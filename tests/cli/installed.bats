@@ -95,7 +95,7 @@ prog_started() {
 	for f in heapctl libheapctl.so libheapctl-report.so libheapctl-trace.so libheapctl-agent.so; do
 		cmp "$HEAPCTL_BUILD/$f" "$P/$([ "$f" = heapctl ] && echo bin || echo lib)/$f"
 	done
-	grep -qx 'ExecStart=/usr/local/bin/heapctl serve --listen 127.0.0.1:9447 --archive /var/lib/heapctl/archive' \
+	grep -qx 'ExecStart=/usr/local/bin/heapctl serve --listen 127.0.0.1:9447 --archive /var/lib/heapctl/archive --max-bytes 512M --max-dump 128M' \
 	    "$P/lib/systemd/system/heapctl-serve.service"
 	grep -qx 'Environment=LD_PRELOAD=/usr/local/lib/libheapctl.so' "$P/share/doc/heapctl/examples/50-heapctl.conf"
 	# the pages render from where they were installed
