@@ -1476,6 +1476,8 @@ static enum MHD_Result respond_unauthorized(struct MHD_Connection *c)
 	if (r == NULL)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	MHD_add_response_header(r, "X-Go-Pprof", "1");      /* go tool pprof prints the line */
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
 	MHD_destroy_response(r);
 	return ok;

@@ -220,6 +220,19 @@ assert j["profile"].endswith("/d.heap"), j["profile"]'
 	[[ "$output" != *"of 0 total"* ]]
 }
 
+@test "serve_page: go tool pprof prints why a daemon beyond loopback refused it (401 without the token)" {
+	need_go
+	start_target -c prof:true,lg_prof_sample:12,control_refresh_ms:100
+	echo "0123456789abcdef0123" >"$T/token"
+	chmod 600 "$T/token"
+	start_serve --listen 0.0.0.0:0 --token-file "$T/token"
+	local port=${URL##*:}
+	run env HOME="$T" PPROF_TMPDIR="$T" go tool pprof -top "http://127.0.0.1:$port/debug/pprof/heap?pid=$TPID"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"server response: 401 Unauthorized - a bearer token is needed"* ]]
+}
+
 @test "serve_page: no error, empty profile or answer names a path of the daemon's (work directory, archive, symbol cache)" {
 	need_root
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
