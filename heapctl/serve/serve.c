@@ -104,10 +104,17 @@ static void evlog_event(const target_t *x, const hc_shm_event_t *e)
 	if (f == NULL)
 		return;
 	cli_event_json(f, &x->t, x->same_view, e);
-	if (fclose(f) == 0)
-		evlog_add(buf, x->t.pid, x->owner);
-	else
+	if (fclose(f) != 0) {
 		free(buf);
+		return;
+	}
+	/* the daemon's own dumps (a profile someone asked for) are in its
+	 * work directory, which no answer names */
+	char *line = malloc(len + 64);
+	if (line)
+		serve_scrub(buf, "(a profile this daemon took)", line, len + 64);
+	free(buf);
+	evlog_add(line, x->t.pid, x->owner);
 }
 
 /* found and gone, which no ring has: the daemon's own */
@@ -1373,11 +1380,8 @@ char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n)
 	for (uint64_t at = E.head; at-- > first && *n < max;) {          /* newest first */
 		if (E.pid[at % EVLOG] != pid || !access_owner_ok(peer, E.owner[at % EVLOG]))
 			continue;
-		/* the daemon's own dumps, each a profile someone asked for */
-		size_t len = strlen(E.line[at % EVLOG]) + 64;
-		if ((v[*n] = malloc(len)) == NULL)
+		if ((v[*n] = strdup(E.line[at % EVLOG])) == NULL)
 			break;
-		serve_scrub(E.line[at % EVLOG], "(a profile this daemon took)", v[*n], len);
 		(*n)++;
 	}
 	pthread_mutex_unlock(&E.lock);

@@ -89,8 +89,8 @@ typedef struct serve_row_s {
 /* serve.c: every target's row (free it); NULL and *n 0 when there are none */
 serve_row_t *serve_rows(size_t *n);
 /* serve.c: the last max lines of /events about process pid that peer may
- * read, oldest first, each scrubbed (serve_scrub); free each and the
- * array.  NULL and *n 0 when there are none. */
+ * read, oldest first; free each and the array.  NULL and *n 0 when there
+ * are none. */
 char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n);
 
 /* page.c: the web page at / (HTML that needs no JavaScript to be read;

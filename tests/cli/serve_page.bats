@@ -289,6 +289,12 @@ assert j["profile"].endswith("/d.heap"), j["profile"]'
 	(sleep 1; kill -KILL "$vanish") &
 	ask "/debug/pprof/heap?pid=$vanish&seconds=3" 404
 	ask "/nothing" 404
+	# the events of those scrapes: dumps the daemon asked for, not where
+	# (this host's other processes, other daemons' targets, are left out)
+	curl -s --max-time 2 "$URL/events?since=0" >"$T/events.all" || true
+	grep -E "\"pid\": ($live|$empty|$vanish|$stopped)[,}]" "$T/events.all" >"$T/events"
+	grep -q "\"type\": \"dump\", .*\"pid\": $empty, .*\"path\": \"(a profile this daemon took)\"" "$T/events"
+	no_daemon_path "$T/events"
 	cat "$T"/ans.*
 	for ((i = 1; i <= n; i++)); do no_daemon_path "$T/ans.$i" "$T/ans.$i.head"; done
 	# every error in text (not the page's) carries X-Go-Pprof, so that go
