@@ -48,6 +48,7 @@ typedef struct ropts_s {
 	size_t nfiles;
 	bool mapped;               /* --mapped: binaries as -p PID maps them */
 	const char *as_user;       /* --as-user USER: files with USER's rights */
+	const char *title;         /* --title NAME: the profile's name, not its file's */
 } ropts_t;
 
 /* ---- from raw stacks to samples -------------------------------------- */
@@ -616,13 +617,16 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		json_arr(&j, "rows");
 	} else if (total == 0 && !any_nonzero(&r)) {
 		/* nothing on standard output, as jeprof; but not a silent success */
-		fprintf(stderr, "%s: %s: nothing to show: %s %s\n", cli_prog, p->path,
+		fprintf(stderr, "%s: %s: nothing to show: %s %s\n", cli_prog, o->title ? o->title : p->path,
 		    o->base ? "no difference in" : "no", rp_type_name[o->type]);
 	} else if (total != 0) {
 		if (o->has_thread)
 			printf("Total (t%lld): %s %s\n", (long long)o->thread, unparse(o, total, b1, sizeof b1), units(o));
 		else
 			printf("Total: %s %s\n", unparse(o, total, b1, sizeof b1), units(o));
+		/* the columns pprof's -top names, over the rows' own widths */
+		printf("%8s %6s %6s %8s %6s %s\n", "flat", "flat%", "sum%", "cum", "cum%", o->lines ?
+		    "function file:line" : "function");
 	}
 	for (size_t i = 0; i < r.n && shown < limit; i++) {
 		const row_t *w = &r.v[i];
@@ -748,8 +752,13 @@ static int write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const r
 		st[i] = (rp_stack_t){ .n = v[i].n, .names = v[i].names, .value = v[i].value };
 	char title[4200], err[512];
 	const char *b = strrchr(p->path, '/');
-	snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
-	         o->base ? " - " : "", o->base ? o->base : "");
+	static const char *const said[RP_NTYPES] = { "in-use objects", "in-use space", "allocated objects",
+		"allocated space" };
+	if (o->title)              /* the caller's name for it, in words */
+		snprintf(title, sizeof title, "%s: %s", o->title, said[o->type]);
+	else
+		snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
+		         o->base ? " - " : "", o->base ? o->base : "");
 	bool objects = o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS;
 	svg_job_t j = { st, n, title, objects ? "objects" : "bytes" };
 	if (rp_out_stream(o->svg, svg_to, &j, err, sizeof err) != 0)
@@ -787,7 +796,7 @@ static int parse_re(const char *opt, const char *s, regex_t *re)
 enum {
 	O_INUSE_SPACE = 256, O_INUSE_OBJECTS, O_ALLOC_SPACE, O_ALLOC_OBJECTS, O_BASE, O_THREAD, O_FOCUS,
 	O_IGNORE, O_DROP, O_KEEP, O_SERIES, O_TOP, O_CUM, O_LINES, O_BYTES, O_COLLAPSED, O_SVG, O_PPROF,
-	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE, O_MAPPED, O_AS_USER,
+	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE, O_MAPPED, O_AS_USER, O_TITLE,
 };
 
 static const cli_opt_t report_opts[] = {
@@ -822,6 +831,8 @@ static const cli_opt_t report_opts[] = {
 	  "(jeprof's '--- symbol' format): jeprof and heapctl read FILE on a machine without the binaries" },
 	{ "output", O_OUT, "FILE", "the file --symbolize writes" },
 	{ "text", O_TEXT, NULL, "the text view as well as --svg/--pprof/--symbolize" },
+	{ "title", O_TITLE, "NAME", "call the profile NAME (in the flame graph's title, the pprof's comment "
+	  "and the messages) instead of by its file's path" },
 	{ NULL, 0, NULL, "binaries:" },
 	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
 	{ "symcache", O_SYMCACHE, "DIR", "keep what each module's addresses came to in DIR, per build id, "
@@ -926,6 +937,7 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		case O_SYSROOT: o->root = v; break;
 		case O_MAPPED: o->mapped = true; break;
 		case O_AS_USER: o->as_user = v; break;
+		case O_TITLE: o->title = v; break;
 		case O_SYMCACHE: {
 			char err[4096 + 256];
 			if (rp_symcache_use(v, err, sizeof err) != 0)
@@ -1362,6 +1374,8 @@ int hc_report_main(cli_args_t *a)
 			build(&braw, &o, !o.has_thread, -1, &tb);
 		rp_profile_t q = merge(&raw, &ta, o.base ? &braw : NULL, &tb);
 		filter(&q, ln, &o);    /* merge lays out the locations the same way each time */
+		if (o.title)
+			q.path = o.title;  /* the comment names it so */
 		char err[512];
 		if (rp_pprof_write(&q, o.type, o.pprof, err, sizeof err) != 0)
 			return cli_err(HC_EXIT_FAILED, "%s", err);

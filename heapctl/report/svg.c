@@ -404,10 +404,12 @@ static const char script[] =
 
 static void put_head(FILE *f, int height, const char *title)
 {
+	title = title ? title : "Flame graph";
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-	    "viewBox=\"0 0 %d %d\">\n"
-	    "<style type=\"text/css\"><![CDATA[\n"
+	    "viewBox=\"0 0 %d %d\">\n<title>", WIDTH, height, WIDTH, height);
+	rp_xml_esc(f, title, SIZE_MAX);       /* a browser's tab, a file manager */
+	fprintf(f, "</title>\n<style type=\"text/css\"><![CDATA[\n"
 	    "text { font-family: monospace; font-size: 11px; fill: #000; }\n"
 	    "#frames text { pointer-events: none; }\n"
 	    "#frames rect { cursor: pointer; }\n"
@@ -417,9 +419,8 @@ static void put_head(FILE *f, int height, const char *title)
 	    ".ctl { font-size: 12px; fill: #1a55b0; cursor: pointer; }\n"
 	    "]]></style>\n"
 	    "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f7f5ee\"/>\n"
-	    "<text class=\"h1\" x=\"%d\" y=\"24\">", WIDTH, height, WIDTH, height, WIDTH, height,
-	    WIDTH / 2);
-	rp_xml_esc(f, title ? title : "Flame graph", SIZE_MAX);
+	    "<text class=\"h1\" x=\"%d\" y=\"24\">", WIDTH, height, WIDTH / 2);
+	rp_xml_esc(f, title, SIZE_MAX);
 	fputs("</text>\n", f);
 }
 

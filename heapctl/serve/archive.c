@@ -612,9 +612,13 @@ static void *worker(void *arg)
 			continue;          /* already gone to retention */
 		char procdir[32];
 		snprintf(procdir, sizeof procdir, "/proc/%d", j.pid);
-		/* never the dump's paths with our rights (serve.c, respond_report) */
-		char *with_pid[] = { "report", j.heap, "-p", pid, "--mapped", "--as-user", uid, "--pprof", pb, NULL };
-		char *without[] = { "report", j.heap, "--as-user", uid, "--pprof", pb, NULL };
+		/* never the dump's paths with our rights (serve.c, respond_report);
+		 * the pprof's comment names it as /archive does, not by our path */
+		size_t dl = strlen(A.dir);
+		char *title = strncmp(j.heap, A.dir, dl) == 0 && j.heap[dl] == '/' ? j.heap + dl + 1 : "archived dump";
+		char *with_pid[] = { "report", j.heap, "-p", pid, "--mapped", "--as-user", uid, "--title", title,
+			"--pprof", pb, NULL };
+		char *without[] = { "report", j.heap, "--as-user", uid, "--title", title, "--pprof", pb, NULL };
 		int rc = access(procdir, F_OK) == 0 ? serve_run_self(with_pid, NULL, 0, err, sizeof err, 300000) : -1;
 		if (rc != 0)
 			rc = serve_run_self(without, NULL, 0, err, sizeof err, 300000);

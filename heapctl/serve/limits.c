@@ -237,6 +237,7 @@ enum MHD_Result lim_refuse(struct MHD_Connection *c, int kind)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, kind == LIM_PROFILE ? "5" : "30");
+	MHD_add_response_header(r, "X-Go-Pprof", "1");      /* go tool pprof prints the line */
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, r);
 	MHD_destroy_response(r);
 	return ok;

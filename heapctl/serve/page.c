@@ -2,12 +2,15 @@
  * heapctl/serve/page.c - the daemon's web page: every process with its
  * counters and a plot of its last hour, links to its profile (text top,
  * flame graph, pprof), buttons for on, off and dump, and the archive with
- * the difference between two of its dumps.  Everything is in the page (no
+ * the difference between two of its dumps; a page of each process
+ * (/?pid=N): the same row, its user and unit, its archived dumps and its
+ * recent events.  Everything is in the page (no
  * file from elsewhere: a production host reaches nothing outside), the
  * tables and plots are there without JavaScript, and the script only
  * refreshes the counters and sends the buttons' POSTs with the token.
  */
 #define _GNU_SOURCE
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +71,15 @@ static const char script[] =
     "setInterval(()=>{for(const i of document.querySelectorAll('img.plot'))"
     "i.src=i.src.replace(/&t=.*|$/,'&t='+Date.now())},30000);";
 
+/* The beginning of a page titled title (escaped here). */
+static void page_head(FILE *f, const char *title)
+{
+	fputs("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	    "<meta name=\"viewport\" content=\"width=device-width\"><title>", f);
+	esc(f, title);
+	fprintf(f, "</title><style>%s</style></head><body>\n", style);
+}
+
 static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 {
 	fputs("<table id=\"targets\"><thead><tr><th>PID</th><th>Command</th><th>Unit</th><th>Sampling</th>"
@@ -76,7 +88,8 @@ static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		char b1[32], b2[32], b3[32];
 		const hc_shm_state_t *st = &r[i].st;
-		fprintf(f, "<tr data-pid=\"%d\"><td class=\"n\">%d</td><td><code>", r[i].pid, r[i].pid);
+		fprintf(f, "<tr data-pid=\"%d\"><td class=\"n\"><a href=\"/?pid=%d\">%d</a></td><td><code>", r[i].pid,
+		    r[i].pid, r[i].pid);
 		esc(f, r[i].command);
 		fputs("</code></td><td>", f);
 		esc(f, r[i].unit[0] ? r[i].unit : r[i].container);
@@ -88,10 +101,11 @@ static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 		    out_bytes(st->highwater, b3, sizeof b3), (unsigned long long)st->samples,
 		    (unsigned long long)st->dumps);
 		fprintf(f, "<td><a href=\"/debug/pprof/heap?pid=%d&amp;debug=1\">top</a> "
-		    "<a href=\"/flame?pid=%d\">flame graph</a> <a href=\"/debug/pprof/heap?pid=%d\">pprof</a></td>"
+		    "<a href=\"/flame?pid=%d\">flame graph</a> <a href=\"/debug/pprof/heap?pid=%d\">pprof</a> "
+		    "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a></td>"
 		    "<td><button data-act=\"on\" data-pid=\"%d\">on</button><button data-act=\"off\" data-pid=\"%d\">off"
 		    "</button><button data-act=\"dump\" data-pid=\"%d\">dump</button></td></tr>\n",
-		    r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid);
+		    r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid);
 		fprintf(f, "<tr class=\"plot\"><td colspan=\"11\"><img class=\"plot\" src=\"/plot?pid=%d&amp;t=0\" "
 		    "width=\"720\" height=\"150\" alt=\"allocated, resident and high-water of process %d over the "
 		    "last hour\"></td></tr>\n", r[i].pid, r[i].pid);
@@ -99,7 +113,10 @@ static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 	fputs("</tbody></table>\n", f);
 }
 
-static void archive_rows(FILE *f, serve_peer_t *peer)
+/* The archive's dumps the reader may see; with pid > 0 only those of that
+ * pid and uid (a process's page: an earlier process that had its pid was
+ * another program, or another user's). */
+static void archive_rows(FILE *f, serve_peer_t *peer, int pid, uid_t uid)
 {
 	if (!arch_enabled()) {
 		fputs("<p>No archive: start <code>heapctl serve --archive DIR</code> to keep every dump.</p>\n", f);
@@ -108,11 +125,19 @@ static void archive_rows(FILE *f, serve_peer_t *peer)
 	size_t n;
 	arch_entry_t *v = arch_scan(&n);
 	size_t kept = 0;           /* the dumps of processes the reader may see */
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		long long u;
+		int p = 0;
+		char kind[32];
+		if (pid > 0 && (!arch_name_parse(v[i].name, &u, &p, kind, sizeof kind) || p != pid ||
+		    u != (long long)uid))
+			continue;
 		if (access_owner_ok(peer, v[i].owner))
 			v[kept++] = v[i];
+	}
 	if (kept == 0) {
-		fputs(n ? "<p>The archive holds no dump of a process you may read.</p>\n" :
+		fputs(pid > 0 ? "<p id=\"no-archive\">The archive holds no dump of this process.</p>\n" :
+		    n ? "<p>The archive holds no dump of a process you may read.</p>\n" :
 		    "<p>The archive is empty.</p>\n", f);
 		free(v);
 		return;
@@ -165,9 +190,8 @@ char *page_html(size_t *len, serve_peer_t *peer)
 		return NULL;
 	size_t n;
 	serve_row_t *r = serve_rows(&n);
-	fprintf(f, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-	    "<meta name=\"viewport\" content=\"width=device-width\"><title>heapctl serve</title>"
-	    "<style>%s</style></head><body>\n<h1>heapctl serve</h1>\n", style);
+	page_head(f, "heapctl serve");
+	fputs("<h1>heapctl serve</h1>\n", f);
 	fprintf(f, "<p id=\"summary\">%zu process%s run%s libheapctl.so. "
 	    "<a href=\"/metrics\">metrics</a> · <a href=\"/targets\">targets</a> · <a href=\"/events\">events</a> · "
 	    "<a href=\"/archive\">archive</a> (JSON)</p>\n", n, n == 1 ? "" : "es", n == 1 ? "s" : "");
@@ -176,8 +200,101 @@ char *page_html(size_t *len, serve_peer_t *peer)
 	target_rows(f, r, n);
 	free(r);
 	fputs("<h2>Archive</h2>\n", f);
-	archive_rows(f, peer);
+	archive_rows(f, peer, 0, 0);
 	fprintf(f, "<script>%s</script>\n</body></html>\n", script);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+char *page_process(int pid, size_t *len, serve_peer_t *peer, bool *found)
+{
+	size_t n, i;
+	serve_row_t *r = serve_rows(&n);
+	for (i = 0; i < n && r[i].pid != pid; i++)
+		;
+	*found = i < n;
+	*len = 0;
+	char *buf = NULL;
+	FILE *f = *found ? open_memstream(&buf, len) : NULL;
+	if (f == NULL) {
+		free(r);
+		return NULL;
+	}
+	const serve_row_t *x = &r[i];
+	char title[400], user[256], pwbuf[1024];
+	struct passwd pw, *pwp = NULL;
+	serve_program(x->command, user, sizeof user);
+	snprintf(title, sizeof title, "%.300s (pid %d)", user, pid);
+	if (getpwuid_r(x->uid, &pw, pwbuf, sizeof pwbuf, &pwp) == 0 && pwp)
+		snprintf(user, sizeof user, "%s", pw.pw_name);
+	else
+		snprintf(user, sizeof user, "uid %u", (unsigned)x->uid);
+	page_head(f, title);
+	fputs("<p><a href=\"/\">heapctl serve</a>: every process</p>\n<h1 id=\"process\">", f);
+	esc(f, title);
+	fputs("</h1>\n<p id=\"facts\"><code class=\"command\">", f);
+	esc(f, x->command);
+	fputs("</code><br>User <b class=\"user\">", f);
+	esc(f, user);
+	fprintf(f, "</b> (uid %u)", (unsigned)x->uid);
+	if (x->unit[0]) {
+		fputs(" · unit <b class=\"unit\">", f);
+		esc(f, x->unit);
+		fputs("</b>", f);
+	}
+	if (x->container[0]) {
+		fputs(" · container <b class=\"container\">", f);
+		esc(f, x->container);
+		fputs("</b>", f);
+	}
+	fprintf(f, " · sampling every %s on average</p>\n", x->st.lg_sample < 63 ? out_bytes((uint64_t)1 <<
+	    x->st.lg_sample, pwbuf, sizeof pwbuf) : "?");
+	fputs("<p><label>Token for the buttons <input type=\"password\" id=\"token\" autocomplete=\"off\" "
+	    "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n", f);
+	target_rows(f, x, 1);
+	fputs("<h2>Archived dumps</h2>\n", f);
+	archive_rows(f, peer, pid, x->uid);
+	fputs("<h2>Recent events</h2>\n", f);
+	size_t ne;
+	char **ev = serve_events_of(pid, peer, 50, &ne);
+	if (ne == 0)
+		fputs("<p id=\"no-events\">No event of this process since the daemon found it.</p>\n", f);
+	else {
+		fputs("<ol id=\"events\">", f);
+		for (size_t k = 0; k < ne; k++) {
+			fputs("<li><code>", f);
+			ev[k][strcspn(ev[k], "\n")] = 0;
+			esc(f, ev[k]);
+			fputs("</code></li>\n", f);
+		}
+		fputs("</ol>\n", f);
+	}
+	for (size_t k = 0; k < ne; k++)
+		free(ev[k]);
+	free(ev);
+	free(r);
+	fprintf(f, "<script>%s</script>\n</body></html>\n", script);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+char *page_error(const char *line, size_t *len)
+{
+	char *buf = NULL;
+	*len = 0;
+	FILE *f = open_memstream(&buf, len);
+	if (f == NULL)
+		return NULL;
+	page_head(f, "heapctl serve");
+	fputs("<p id=\"error\">", f);
+	esc(f, line);
+	fputs("</p>\n</body></html>\n", f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

@@ -75,13 +75,14 @@ static struct {
 	pthread_cond_t cond;
 	char *line[EVLOG];
 	uid_t owner[EVLOG];        /* its process's access_owner: who reads it   */
+	int pid[EVLOG];            /* its process, for the process's page        */
 	uint64_t head;             /* lines ever added                           */
 	bool stopping;
 } E = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-/* Add a line (malloc'd, ending in a newline; taken over) about a process
- * of owner's. */
-static void evlog_add(char *line, uid_t owner)
+/* Add a line (malloc'd, ending in a newline; taken over) about process
+ * pid of owner's. */
+static void evlog_add(char *line, int pid, uid_t owner)
 {
 	if (line == NULL)
 		return;
@@ -89,6 +90,7 @@ static void evlog_add(char *line, uid_t owner)
 	free(E.line[E.head % EVLOG]);
 	E.line[E.head % EVLOG] = line;
 	E.owner[E.head % EVLOG] = owner;
+	E.pid[E.head % EVLOG] = pid;
 	E.head++;
 	pthread_cond_broadcast(&E.cond);
 	pthread_mutex_unlock(&E.lock);
@@ -102,10 +104,17 @@ static void evlog_event(const target_t *x, const hc_shm_event_t *e)
 	if (f == NULL)
 		return;
 	cli_event_json(f, &x->t, x->same_view, e);
-	if (fclose(f) == 0)
-		evlog_add(buf, x->owner);
-	else
+	if (fclose(f) != 0) {
 		free(buf);
+		return;
+	}
+	/* the daemon's own dumps (a profile someone asked for) are in its
+	 * work directory, which no answer names */
+	char *line = malloc(len + 64);
+	if (line)
+		serve_scrub(buf, "(a profile this daemon took)", line, len + 64);
+	free(buf);
+	evlog_add(line, x->t.pid, x->owner);
 }
 
 /* found and gone, which no ring has: the daemon's own */
@@ -125,7 +134,7 @@ static void evlog_target(const target_t *x, const char *type)
 		json_str(&j, "command", x->command);
 	json_end(&j);
 	if (fclose(f) == 0)
-		evlog_add(buf, x->owner);
+		evlog_add(buf, x->t.pid, x->owner);
 	else
 		free(buf);
 }
@@ -436,6 +445,10 @@ static enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, co
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	/* go tool pprof shows an error's text only with this header (what
+	 * net/http/pprof's serveError sets), else just the status */
+	if (status >= 400)
+		MHD_add_response_header(r, "X-Go-Pprof", "1");
 	enum MHD_Result ok = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ok;
@@ -458,6 +471,63 @@ static enum MHD_Result respond_err(struct MHD_Connection *c, unsigned status, co
 	msg[n++] = '\n';
 	msg[n] = 0;
 	return respond_buf(c, status, "text/plain; charset=utf-8", msg, (size_t)n);
+}
+
+/* The HTTP status for a failed `heapctl` child's exit code. */
+static unsigned child_status(int code)
+{
+	switch (code) {
+	case HC_EXIT_USAGE: return MHD_HTTP_BAD_REQUEST;
+	case HC_EXIT_NOPROC:
+	case HC_EXIT_NOLIB: return MHD_HTTP_NOT_FOUND;
+	case HC_EXIT_PERM: return MHD_HTTP_FORBIDDEN;
+	case HC_EXIT_TIMEOUT: return MHD_HTTP_GATEWAY_TIMEOUT;
+	default: return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	}
+}
+
+void serve_scrub(const char *s, const char *what, char *out, size_t len)
+{
+	const char *dirs[3] = { arch_enabled() ? arch_dir() : "", S.symcache, S.work };
+	size_t o = 0;
+	while (*s && o + 1 < len) {
+		size_t dl = 0;
+		int k = -1;
+		for (int i = 0; i < 3 && k < 0; i++)
+			if ((dl = strlen(dirs[i])) > 0 && strncmp(s, dirs[i], dl) == 0 && (s[dl] == 0 || s[dl] == '/' ||
+			    strchr(SCRUB_END, s[dl])))
+				k = i;
+		if (k < 0) {
+			out[o++] = *s++;
+			continue;
+		}
+		/* the path ends where a message goes on; the daemon's own names
+		 * (req.N.XXXXXX, a.heap, an archived GROUP/NAME) have none of these */
+		size_t end = dl + strcspn(s + dl, SCRUB_END);
+		char rel[600];
+		const char *name = what;
+		if (k == 0 && end > dl + 1) {
+			snprintf(rel, sizeof rel, "%.*s", (int)(end - dl - 1), s + dl + 1);
+			name = rel;
+		} else if (k == 0)
+			name = "the archive";
+		else if (k == 1)
+			name = "the symbol cache";
+		int n = snprintf(out + o, len - o, "%s", name);
+		o = n < 0 ? o : (size_t)n >= len - o ? len - 1 : o + (size_t)n;
+		s += end;
+	}
+	out[o] = 0;
+}
+
+/* A failed `heapctl` child's answer: its status, and its message (err)
+ * in the requester's terms (serve_scrub with what), or fallback. */
+static enum MHD_Result respond_child(struct MHD_Connection *c, int rc, const char *err, const char *what,
+    const char *fallback)
+{
+	char msg[1024];
+	serve_scrub(err[0] ? err : fallback, what, msg, sizeof msg);
+	return respond_err(c, child_status(rc), "%s", msg);
 }
 
 /* Respond with what a memstream built (and free it): buf and len are the
@@ -749,19 +819,6 @@ static enum MHD_Result serve_archive_file(struct MHD_Connection *c, const char *
 
 /* ---- /debug/pprof/heap and allocs ------------------------------------------- */
 
-/* The HTTP status for a failed `heapctl` child's exit code. */
-static unsigned child_status(int code)
-{
-	switch (code) {
-	case HC_EXIT_USAGE: return MHD_HTTP_BAD_REQUEST;
-	case HC_EXIT_NOPROC:
-	case HC_EXIT_NOLIB: return MHD_HTTP_NOT_FOUND;
-	case HC_EXIT_PERM: return MHD_HTTP_FORBIDDEN;
-	case HC_EXIT_TIMEOUT: return MHD_HTTP_GATEWAY_TIMEOUT;
-	default: return MHD_HTTP_INTERNAL_SERVER_ERROR;
-	}
-}
-
 int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms)
 {
 	char *argv[48];
@@ -779,7 +836,7 @@ int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errl
 	int rc = cli_spawn(argv, NULL, out ? out : junk, out ? outlen : sizeof junk, err, errlen,
 	    (int)timeout_ms);
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot run %.200s: %s", S.exe, strerror(errno));
+		snprintf(err, errlen, "cannot run heapctl %s: %s", argv[1], strerror(errno));
 		return HC_EXIT_FAILED;
 	}
 	char *nl = strchr(err, '\n');
@@ -857,7 +914,7 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
 	snprintf(dir, len, "%s/req.%u.XXXXXX", S.work, __atomic_add_fetch(&S.requests, 1, __ATOMIC_RELAXED));
 	if (mkdtemp(dir) != NULL)
 		return true;
-	*res = respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot make a work directory in %s: %s", S.work,
+	*res = respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot make a work directory for the request: %s",
 	    strerror(errno));
 	return false;
 }
@@ -866,10 +923,12 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
  * SVG.  The dump's paths are its writer's: with pid > 0 the binaries are
  * read as the live process maps them (report --mapped), else (an archived
  * dump) by those paths; every file with the rights of the process's user,
- * who owns an archived dump (--as-user).  dir is the request's work
+ * who owns an archived dump (--as-user).  title names it in the
+ * requester's terms (the flame graph's title, the pprof's comment, every
+ * message), never by the daemon's paths.  dir is the request's work
  * directory, removed here. */
 static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
-    const char *base, int pid, int out_kind, bool allocs)
+    const char *base, int pid, int out_kind, bool allocs, const char *title)
 {
 	char out[PATH_MAX + 96], pids[16], err[1024], uid[16];
 	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
@@ -899,6 +958,8 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	}
 	rep[n++] = "--as-user";
 	rep[n++] = uid;
+	rep[n++] = "--title";
+	rep[n++] = (char *)title;
 	if (allocs)
 		rep[n++] = "--alloc_space";
 	if (out_kind == OUT_TEXT) {
@@ -911,10 +972,14 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 		}
 		text[0] = 0;
 		rc = serve_run_self(rep, text, TEXT_MAX, err, sizeof err, 300000);
-		if (rc == 0 && text[0] == 0)     /* "nothing to show: ..." is said on stderr */
-			snprintf(text, TEXT_MAX, "%s\n", err);
+		/* an empty profile is a profile: 200, with report's "nothing
+		 * to show: ..." (said on its stderr) as its text */
+		if (rc == 0 && text[0] == 0)
+			serve_scrub(err, title, text, TEXT_MAX);
+		if (rc == 0 && text[0] && text[strlen(text) - 1] != '\n' && strlen(text) + 1 < TEXT_MAX)
+			strcat(text, "\n");
 		res = rc == 0 ? respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text)) :
-		    respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl report failed");
+		    respond_child(c, rc, err, title, "heapctl report failed");
 		free(text);
 		remove_work(dir);
 		return res;
@@ -924,7 +989,7 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	rep[n] = NULL;
 	if ((rc = serve_run_self(rep, NULL, 0, err, sizeof err, 300000)) != 0) {
 		remove_work(dir);
-		return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl report failed");
+		return respond_child(c, rc, err, title, "heapctl report failed");
 	}
 	int fd = open(out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat sb;
@@ -957,6 +1022,45 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	return res;
 }
 
+void serve_program(const char *command, char *out, size_t len)
+{
+	char safe[1024];
+	command = out_safe(command, safe, sizeof safe);   /* valid UTF-8 in a title */
+	size_t n = strcspn(command, " ");
+	const char *slash = memrchr(command, '/', n);
+	const char *p = slash ? slash + 1 : command;
+	snprintf(out, len, "%.*s", (int)(command + n - p), p);
+	if (out[0] == 0)
+		snprintf(out, len, "process");
+}
+
+/* "PROGRAM (pid N)": a live profile's name for people */
+static void process_title(int pid, char *out, size_t len)
+{
+	char prog[256] = "process";
+	pthread_mutex_lock(&S.lock);
+	const target_t *x = find_locked(pid);
+	if (x)
+		serve_program(x->command, prog, sizeof prog);
+	pthread_mutex_unlock(&S.lock);
+	snprintf(out, len, "%s (pid %d)", prog, pid);
+}
+
+/* Does a dump carry allocation counts?  Its totals line "  t*: N: B
+ * [AN: AB]" has AN 0 while N is not when the process runs without
+ * prof_accum (jemalloc's shape too); a dump of nothing at all has them,
+ * as far as anyone can tell, and is an empty profile. */
+static bool has_alloc_counts(const char *file)
+{
+	char head[512];
+	unsigned long long n, b, an, ab;
+	ssize_t got = cli_read_file(file, head, sizeof head);
+	const char *t = got > 0 ? strstr(head, "\n  t*: ") : NULL;
+	if (t == NULL || sscanf(t, "\n  t*: %llu: %llu [%llu: %llu]", &n, &b, &an, &ab) != 4)
+		return true;               /* not ours to judge: report says what it finds */
+	return !(n > 0 && an == 0);
+}
+
 /* /debug/pprof/heap and allocs (pprof, or text with debug), /flame?pid=N */
 static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool svg, serve_peer_t *peer)
 {
@@ -979,7 +1083,8 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool
 	enum MHD_Result res;
 	if (!work_dir(c, dir, sizeof dir, &res))
 		return res;
-	char a[PATH_MAX + 96], b[PATH_MAX + 96], pids[16], tmo[32], err[1024];
+	char a[PATH_MAX + 96], b[PATH_MAX + 96], pids[16], tmo[32], err[1024], title[400];
+	process_title(pid, title, sizeof title);
 	snprintf(a, sizeof a, "%s/a.heap", dir);
 	snprintf(b, sizeof b, "%s/b.heap", dir);
 	snprintf(pids, sizeof pids, "%d", pid);
@@ -1001,11 +1106,20 @@ static enum MHD_Result serve_profile(struct MHD_Connection *c, bool allocs, bool
 	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
 	if ((rc = serve_run_self(d2, NULL, 0, err, sizeof err, dump_ms)) != 0)
 		goto failed;
+	if (allocs && !has_alloc_counts(b)) {
+		remove_work(dir);
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "%s keeps no allocation counts (allocs): it was started without "
+		    "prof_accum:true, which cannot be turned on while it runs; start it with HEAPCTL_CONF=prof_accum:true "
+		    "(heapctl run --conf prof_accum:true, heapctl enable UNIT --conf prof_accum:true, heapctl inject "
+		    "--conf prof_accum:true); /debug/pprof/heap?pid=%d has what it holds now", title, pid);
+	}
+	if (seconds > 0)
+		snprintf(title + strlen(title), sizeof title - strlen(title), ", growth over %ld s", seconds);
 	return respond_report(c, dir, b, seconds > 0 ? a : NULL, pid, svg ? OUT_SVG : debug > 0 ? OUT_TEXT : OUT_PPROF,
-	    allocs);
+	    allocs, title);
 failed:
 	remove_work(dir);
-	return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
+	return respond_child(c, rc, err, title, "heapctl failed");
 }
 
 /* An archived file named by query argument arg ("GROUP/NAME.heap") as a
@@ -1058,7 +1172,12 @@ static enum MHD_Result serve_archived(struct MHD_Connection *c, bool svg, serve_
 	enum MHD_Result res;
 	if (!work_dir(c, dir, sizeof dir, &res))
 		return res;
-	return respond_report(c, dir, file, has_base ? base : NULL, 0, svg ? OUT_SVG : OUT_TEXT, false);
+	/* its name in the archive ("GROUP/NAME.heap", checked above), the
+	 * difference's "FILE - BASE" */
+	char title[1200];
+	snprintf(title, sizeof title, "%s%s%s", MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file"),
+	    has_base ? " - " : "", has_base ? MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "base") : "");
+	return respond_report(c, dir, file, has_base ? base : NULL, 0, svg ? OUT_SVG : OUT_TEXT, false, title);
 }
 
 /* ---- /events ------------------------------------------------------------------- */
@@ -1222,7 +1341,7 @@ static enum MHD_Result serve_control(struct MHD_Connection *c, const char *what,
 	out[0] = 0;
 	int rc = serve_run_self(a.argv, out, sizeof out, err, sizeof err, S.timeout_ns / 1000000 + 30000);
 	if (rc != 0)
-		return respond_err(c, child_status(rc), "%s", err[0] ? err : "heapctl failed");
+		return respond_child(c, rc, err, "a file of the daemon's", "heapctl failed");
 	return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", out, strlen(out));
 }
 
@@ -1239,6 +1358,7 @@ serve_row_t *serve_rows(size_t *n)
 		if (!hc_shm_state_read(&x->t.seg->state, &w->st))
 			continue;
 		w->pid = x->t.pid;
+		w->uid = x->t.uid;
 		snprintf(w->command, sizeof w->command, "%s", x->command);
 		snprintf(w->unit, sizeof w->unit, "%s", x->unit);
 		snprintf(w->container, sizeof w->container, "%s", x->container);
@@ -1248,12 +1368,33 @@ serve_row_t *serve_rows(size_t *n)
 	return r;
 }
 
-static enum MHD_Result serve_page(struct MHD_Connection *c, serve_peer_t *peer)
+char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n)
 {
-	size_t len;
-	char *html = page_html(&len, peer);
-	if (html == NULL)
-		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	*n = 0;
+	char **v = calloc(max ? max : 1, sizeof *v);
+	if (v == NULL)
+		return NULL;
+	access_owner_ok(peer, ACCESS_NOBODY);   /* its capability now, not under E.lock */
+	pthread_mutex_lock(&E.lock);
+	uint64_t first = E.head > EVLOG ? E.head - EVLOG : 0;
+	for (uint64_t at = E.head; at-- > first && *n < max;) {          /* newest first */
+		if (E.pid[at % EVLOG] != pid || !access_owner_ok(peer, E.owner[at % EVLOG]))
+			continue;
+		if ((v[*n] = strdup(E.line[at % EVLOG])) == NULL)
+			break;
+		(*n)++;
+	}
+	pthread_mutex_unlock(&E.lock);
+	for (size_t i = 0; i < *n / 2; i++) {       /* oldest first */
+		char *t = v[i];
+		v[i] = v[*n - 1 - i];
+		v[*n - 1 - i] = t;
+	}
+	return v;
+}
+
+static enum MHD_Result respond_html(struct MHD_Connection *c, unsigned status, char *html, size_t len)
+{
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, html, MHD_RESPMEM_MUST_FREE);
 	if (r == NULL) {
 		free(html);
@@ -1264,9 +1405,36 @@ static enum MHD_Result serve_page(struct MHD_Connection *c, serve_peer_t *peer)
 	MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; "
 	    "style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+	enum MHD_Result ok = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ok;
+}
+
+/* / (every process), /?pid=N (one: its page, else one line, 404 or 403
+ * as for its profile) */
+static enum MHD_Result serve_page(struct MHD_Connection *c, serve_peer_t *peer)
+{
+	size_t len;
+	char *html, why[1024];
+	unsigned status = MHD_HTTP_OK;
+	bool found = true;
+	if (MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid") == NULL)
+		html = page_html(&len, peer);
+	else {
+		int pid = request_pid(c, peer, &status, why, sizeof why);
+		html = pid < 0 ? NULL : page_process(pid, &len, peer, &found);
+		if (pid > 0 && !found) {               /* gone since */
+			status = MHD_HTTP_NOT_FOUND;
+			snprintf(why, sizeof why, "process %d is not running libheapctl.so (see /targets)", pid);
+		}
+		if (pid < 0 || !found)
+			html = page_error(why, &len);
+		else
+			status = MHD_HTTP_OK;
+	}
+	if (html == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return respond_html(c, status, html, len);
 }
 
 static enum MHD_Result serve_plot(struct MHD_Connection *c)
@@ -1312,6 +1480,8 @@ static enum MHD_Result respond_unauthorized(struct MHD_Connection *c)
 	if (r == NULL)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	MHD_add_response_header(r, "X-Go-Pprof", "1");      /* go tool pprof prints the line */
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
 	MHD_destroy_response(r);
 	return ok;
@@ -1361,11 +1531,13 @@ static void request_peer(struct MHD_Connection *c, serve_peer_t *p)
 static const char index_text[] =
     "heapctl serve\n\n"
     "/                           the web page: processes, plots, profiles, buttons, the archive\n"
+    "/?pid=N                     one process's page: its user, unit, counters, plot, downloads,\n"
+    "                            buttons, archived dumps and recent events\n"
     "/metrics                    counters of every process (Prometheus text or OpenMetrics)\n"
     "/targets                    the processes, as JSON\n"
     "/debug/pprof/heap?pid=N     a heap profile taken now (gzipped profile.proto);\n"
     "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
-    "/debug/pprof/allocs?pid=N   the same, alloc_space first\n"
+    "/debug/pprof/allocs?pid=N   the same, alloc_space first (404 and why without prof_accum:true)\n"
     "/flame?pid=N                its flame graph (SVG); /flame?file=GROUP/NAME.heap: an archived one's\n"
     "/top?file=GROUP/NAME.heap   an archived dump's text top; &base=GROUP/NAME.heap: the difference\n"
     "/plot?pid=N                 allocated, resident and high-water over the last hour (SVG)\n"

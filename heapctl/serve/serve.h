@@ -74,20 +74,41 @@ bool access_may(serve_peer_t *p, int pid, char *why, size_t len);
  * first line of stderr in err. */
 int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errlen, uint64_t timeout_ms);
 
+/* s for a requester, into out: every path of the daemon's own in it (its
+ * work directory's, its symbol cache's, its archive's) replaced: one in
+ * the archive by its name there (GROUP/NAME.heap, as /archive names it),
+ * any other by what (the requester's name for the object, "process 12's
+ * profile").  A path ends at a space or one of SCRUB_END. */
+#define SCRUB_END " \t\n:,;\"'()[]<>"
+void serve_scrub(const char *s, const char *what, char *out, size_t len);
+/* A command line's program, without its directory and arguments, for a
+ * title ("redis-server"); "process" if it has none. */
+void serve_program(const char *command, char *out, size_t len);
+
 /* One target as the page shows it: a copy, read under the targets' lock. */
 typedef struct serve_row_s {
 	int pid;
+	uid_t uid;                 /* its segment's owner                        */
 	char command[256], unit[128], container[128];
 	hc_shm_state_t st;
 } serve_row_t;
 /* serve.c: every target's row (free it); NULL and *n 0 when there are none */
 serve_row_t *serve_rows(size_t *n);
+/* serve.c: the last max lines of /events about process pid that peer may
+ * read, oldest first; free each and the array.  NULL and *n 0 when there
+ * are none. */
+char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n);
 
 /* page.c: the web page at / (HTML that needs no JavaScript to be read;
  * its script refreshes the counters and drives the buttons), and the plot
  * of one target's last hour as SVG (for the caller, who holds the lock).
  * Both malloc'd, NULL when memory runs out. */
 char *page_html(size_t *len, serve_peer_t *peer);
+/* page.c: the page of process pid (/?pid=N), NULL with *found false if it
+ * is no target; an error's page: status and one line (/?pid=N of one
+ * that is not there or not the requester's). */
+char *page_process(int pid, size_t *len, serve_peer_t *peer, bool *found);
+char *page_error(const char *line, size_t *len);
 char *page_plot(const serve_hist_t *h, int pid, size_t *len);
 
 /* A half-written file (".NAME.tmp") in dfd: true if name is one, which is

@@ -464,7 +464,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	"$HEAPCTL" dump "$TPID" >/dev/null
 	wait_for 5 eval '[ "$(ls "$T"/arch/target/*.pb.gz 2>/dev/null | wc -l)" -eq 2 ]'
 	[ "$(code "$URL/")" = 200 ]
-	grep -q "<tr data-pid=\"$TPID\"><td class=\"n\">$TPID</td>" "$T/body"
+	grep -q "<tr data-pid=\"$TPID\"><td class=\"n\"><a href=\"/?pid=$TPID\">$TPID</a></td>" "$T/body"
 	grep -q '<table id="archive">' "$T/body"
 	[ "$(grep -c '<a href="/top?file=target/' "$T/body")" -eq 2 ]
 	[ "$(code "$URL/plot?pid=$TPID")" = 200 ]
