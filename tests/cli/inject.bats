@@ -245,6 +245,40 @@ let_go() {
 	wait "$PID"
 }
 
+@test "inject: counters and dump counts start afresh at each injection; the names go on, replacing nothing" {
+	need_root
+	started "$TB/prog" "$T/go" "$T/end"
+	"$HEAPCTL" inject "$PID" --lg-sample 13 >/dev/null
+	touch "$T/go"
+	wait_for 10 grep -q '^done 18496' "$T/prog.out"
+	cd "$T"
+	run --separate-stderr "$HEAPCTL" dump "$PID"
+	[ "$output" = "$T/jeprof.$PID.0.m0.heap" ]
+	# the control thread copies the counters into the segment a period on
+	wait_for 5 eval '[ "$(status_field "$PID" dumps)" = 1 ]'
+	[ "$(status_field "$PID" samples)" -gt 0 ]
+	[ "$(status_field "$PID" last_dump)" = "$T/jeprof.$PID.0.m0.heap" ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	"$HEAPCTL" inject "$PID" --off >/dev/null
+	# a build of before showed 1 dump and the first injection's samples
+	run "$HEAPCTL" list --json
+	python3 -c '
+import json, sys
+r = [r for r in json.loads(sys.argv[1]) if r["pid"] == int(sys.argv[2])][0]
+assert r["dumps"] == 0 and r["prof_active"] is False, r' "$output" "$PID"
+	[ "$(status_field "$PID" dumps)" = 0 ]
+	[ "$(status_field "$PID" samples)" = 0 ]
+	[ "$(status_field "$PID" last_dump)" = "" ]
+	run --separate-stderr "$HEAPCTL" dump "$PID"
+	[ "$output" = "$T/jeprof.$PID.1.m1.heap" ]
+	[ -s "$T/jeprof.$PID.0.m0.heap" ]
+	wait_for 5 eval '[ "$(status_field "$PID" dumps)" = 1 ]'
+	"$HEAPCTL" eject "$PID" >/dev/null
+	let_go "$PID"
+	touch "$T/end"
+	wait "$PID"
+}
+
 @test "inject into Debian's python3, perl and redis-server: their allocation sites named" {
 	need_root
 	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
