@@ -134,7 +134,11 @@ enum {
 typedef enum {
 	HC_CMD_PING = 1,           /* no-op: answers, refreshes the state        */
 	HC_CMD_SET = 2,            /* name=value                                 */
-	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file     */
+	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file;
+	                              name: the pid (decimal) the client knows
+	                              the target by, for a name made from the
+	                              prefix (a client of another PID namespace;
+	                              libraries before it ignore the field)   */
 	HC_CMD_RESET = 4,          /* arg: lg_sample or -1                       */
 	HC_CMD_EJECT = 5,          /* heapctl eject: an injected agent puts the
 	                              process's malloc back; the segment goes  */
