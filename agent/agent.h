@@ -66,6 +66,11 @@ void hc_settings_start(void);
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */
 void hc_say(const char *first, ...) __attribute__((sentinel));
+/* Not an error: a choice the library made in place of a default.  Said
+ * only with the option verbose, since every program that merely inherits
+ * LD_PRELOAD (a shell in a preloaded container, podman exec) would print
+ * it on its own stderr. */
+#define hc_note(...) do { if (hc_opt.verbose) hc_say(__VA_ARGS__); } while (0)
 
 /* ---- runtime state (prof.c) -------------------------------------------- */
 
@@ -160,6 +165,7 @@ const char *hc_prof_thread_name_get(void);
 bool hc_prof_thread_active_get(void);
 void hc_prof_thread_active_set(bool on);
 uint64_t hc_prof_samples_total(void);
+void hc_prof_samples_restart(void);       /* heapctl inject: from 0 again */
 uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
 extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 
@@ -185,15 +191,20 @@ typedef enum { HC_DUMP_FINAL = 'f', HC_DUMP_INTERVAL = 'i', HC_DUMP_MANUAL = 'm'
 /* Write a dump; path NULL makes the name from the prefix.  Returns 0 or an
  * errno value; the path written goes to out (may be NULL). */
 int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen);
-/* The same with a prefix for this dump only (NULL: prof.prefix), and the
- * size of the file written (may be NULL). */
-int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
+/* The same with a prefix for this dump only (NULL: prof.prefix), the pid
+ * its name carries (0: ours; see make_name), and the size of the file
+ * written (may be NULL): heapctl's requests (control.c), whose failure is
+ * answered, not said on stderr as hc_dump's are. */
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
     char *out, size_t outlen, uint64_t *size);
 void hc_dump_interval_account(uint64_t bytes);
 void hc_dump_highwater(size_t mapped);
 void hc_dump_at_exit(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
+/* heapctl inject: the count from 0 again (the names' numbers go on, so
+ * that no file of the injection before is taken) */
+void hc_dumps_restart(void);
 void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 
 /* ---- mallctl (ctl.c) ----------------------------------------------------- */

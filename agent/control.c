@@ -103,7 +103,7 @@ static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
 static uint64_t counts_since;
 static bool (*eject_hook)(char *why, size_t len);
 static unsigned (*scan_hook)(bool force);
-static bool ejecting;                 /* control thread only */
+static bool ejecting;                 /* written by the control thread only */
 static bool pausing;                  /* under pause_lock */
 static hc_mutex_t pause_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
@@ -185,7 +185,7 @@ static int create_file(int dfd, char *name, size_t len)
 			char held[32];
 			memcpy(held, name, (size_t)(e - name));
 			held[e - name] = 0;
-			hc_say("/dev/shm/", held, " is held by a file this process did not create; "
+			hc_note("/dev/shm/", held, " is held by a file this process did not create; "
 			    "the control segment is /dev/shm/", name, NULL);
 			return fd;
 		}
@@ -499,10 +499,21 @@ static void do_dump(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		reply(rep, HC_REP_FAILED, "no peak profile is kept: prof.peak is false", NULL);
 		return;
 	}
+	/* name: the pid the caller knows us by, for the file's name (empty
+	 * from a heapctl of before it, or of our PID namespace) */
+	long name_pid = 0;
+	char *end = NULL;
+	if (q->name[0]) {
+		name_pid = strtol(q->name, &end, 10);
+		if (*end || name_pid <= 0 || name_pid > INT32_MAX || q->name[0] < '1' || q->name[0] > '9') {
+			reply(rep, HC_REP_BADREQ, "bad pid for the dump's name", NULL);
+			return;
+		}
+	}
 	char path[HC_SHM_PATH_MAX];
 	uint64_t size = 0;
 	int err = hc_dump_ex(peak ? HC_DUMP_PEAK : HC_DUMP_MANUAL, q->text2[0] ? q->text2 : NULL,
-	    q->text[0] ? q->text : NULL, path, sizeof path, &size);
+	    q->text[0] ? q->text : NULL, (int)name_pid, path, sizeof path, &size);
 	if (err) {
 		reply(rep, HC_REP_FAILED, path, ": ");
 		size_t n = strlen(rep->text);
@@ -550,7 +561,7 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 			reply(rep, HC_REP_FAILED, why, NULL);
 			return;
 		}
-		ejecting = true;       /* the segment goes after this answer */
+		__atomic_store_n(&ejecting, true, __ATOMIC_RELEASE);   /* the segment goes after this answer */
 		reply(rep, HC_REP_OK, NULL, NULL);
 		return;
 	}
@@ -655,10 +666,11 @@ static void segment_goodbye(hc_shm_t *s)
  * waiting to join it).  A later inject makes both again. */
 static void retire(void)
 {
-	ejecting = false;
 	hc_shm_t *s = seg;
 	segment_goodbye(s);
 	__atomic_store_n(&seg, NULL, __ATOMIC_RELEASE);
+	/* only now: hc_control_begin takes a segment that is not ejecting */
+	__atomic_store_n(&ejecting, false, __ATOMIC_RELEASE);
 	seg_path[0] = 0;
 	munmap(s, sizeof(hc_shm_t));
 	for (;;) {
@@ -838,10 +850,11 @@ void hc_inject_hooks(bool (*eject)(char *, size_t), unsigned (*scan)(bool))
  * the profile counts from since.  False if there is no segment. */
 bool hc_control_begin(uint64_t since)
 {
-	/* the thread of an eject just before may still be on its way out */
+	/* the thread of an eject just before may still be on its way out:
+	 * its segment, answered but not yet removed, is not this injection's */
 	for (int i = 0; i < 1000; i++) {
 		hc_mutex_lock(&pause_lock);
-		if (seg != NULL || !ctl_running)
+		if ((seg != NULL && !__atomic_load_n(&ejecting, __ATOMIC_ACQUIRE)) || !ctl_running)
 			break;
 		hc_mutex_unlock(&pause_lock);
 		struct timespec ts = { 0, 1000000 };
@@ -850,8 +863,16 @@ bool hc_control_begin(uint64_t since)
 			return false;
 	}
 	counts_since = since;
-	if (seg == NULL && !ctl_running)
+	if (seg == NULL && !ctl_running) {
+		/* a new injection's counters start from 0 (its profile does, by
+		 * hc_prof_reset): the segment is new, the agent's statics not */
+		hc_dumps_restart();
+		hc_prof_samples_restart();
+		hc_mutex_lock(&ev_lock);
+		last_dump[0] = 0;
+		hc_mutex_unlock(&ev_lock);
 		control_begin();
+	}
 	bool ok = seg != NULL;
 	hc_mutex_unlock(&pause_lock);
 	return ok;

@@ -23,6 +23,12 @@
  *
  * A dump is formatted into memory under hc_prof_lock, written to
  * "<path>.tmp.<pid>" and renamed, so no reader ever sees part of a profile.
+ * A name the agent makes never replaces a file: a name that is taken (a
+ * restarted container's pid 1 dumping into the same volume, the files of
+ * an earlier injection) is skipped for the next number, and the rename
+ * itself refuses to replace (RENAME_NOREPLACE), so a file made meanwhile
+ * fails the dump ("File exists") instead of being lost.  A name the
+ * caller gave (prof.dump, dump -o) is replaced as jemalloc does.
  *
  * Triggers: final (prof_final, prof_leak; at exit), interval (every
  * 2^lg_prof_interval bytes allocated), high-water (prof_gdump: a new peak
@@ -319,6 +325,7 @@ static uint64_t seq HC_FORK_DATA, seq_i HC_FORK_DATA, seq_m HC_FORK_DATA, seq_u 
     seq_t HC_FORK_DATA, seq_s HC_FORK_DATA, seq_p HC_FORK_DATA, dumps_written HC_FORK_DATA;
 
 uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
+void hc_dumps_restart(void) { __atomic_store_n(&dumps_written, 0, __ATOMIC_RELAXED); }
 
 static uint64_t *kind_seq(hc_dump_kind_t kind)
 {
@@ -352,8 +359,12 @@ static void unmake_name(hc_dump_kind_t kind, name_seq_t taken)
 }
 
 /* <prefix>.<pid>.<seq>.<kind><n>.heap; the final dump has no <n>; with
- * prof_time_names a UTC timestamp goes before ".heap". */
-static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, char *out, size_t outlen)
+ * prof_time_names a UTC timestamp goes before ".heap".  <pid> is ours, or
+ * name_pid where a caller of another PID namespace gave the pid it knows
+ * us by (HC_CMD_DUMP's name): its dumps of several containers' pid 1 then
+ * have names of their own in its directory. */
+static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, int name_pid, char *out,
+    size_t outlen)
 {
 	hc_mutex_lock(&name_lock);
 	uint64_t *k = kind_seq(kind);
@@ -373,7 +384,7 @@ static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, char *o
 
 	char tail[128], *e = tail;
 	*e++ = '.';
-	e = hc_fmt_u64(e, (uint64_t)getpid());
+	e = hc_fmt_u64(e, (uint64_t)(name_pid > 0 ? name_pid : getpid()));
 	*e++ = '.';
 	e = hc_fmt_u64(e, s);
 	*e++ = '.';
@@ -419,8 +430,8 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int dump_write(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
-    uint64_t *size);
+static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
+    size_t *lc, uint64_t *size);
 
 /* Temporary files of dumps that never finished ("<name>.heap.tmp.<pid>",
  * left by a process killed mid-dump) are removed from the directory of the
@@ -475,15 +486,15 @@ static void remove_stale_tmp(const char *path)
 static int writing HC_FORK_DATA, exiting;   /* atomic */
 static __thread bool exit_thread;
 
-static int dump_to(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
-    uint64_t *size)
+static int dump_to(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
+    size_t *lc, uint64_t *size)
 {
 	__atomic_add_fetch(&writing, 1, __ATOMIC_ACQ_REL);
 	if (__atomic_load_n(&exiting, __ATOMIC_ACQUIRE) && !exit_thread) {
 		__atomic_sub_fetch(&writing, 1, __ATOMIC_RELEASE);
 		return ECANCELED;
 	}
-	int err = dump_write(path, peak, lo, lb, lc, size);
+	int err = dump_write(path, fresh, peak, lo, lb, lc, size);
 	__atomic_sub_fetch(&writing, 1, __ATOMIC_RELEASE);
 	return err;
 }
@@ -500,8 +511,27 @@ static void drain_dumps(void)
 	}
 }
 
-static int dump_write(const char *path, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc,
-    uint64_t *size)
+/* tmp to path, never over a file there: EEXIST if one is.  Where the file
+ * system has no RENAME_NOREPLACE, a hard link does the same; where it has
+ * neither, a plain rename after the look make_name's caller had. */
+static int rename_fresh(const char *tmp, const char *path)
+{
+	if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return errno;
+	if (link(tmp, path) == 0) {
+		unlink(tmp);
+		return 0;
+	}
+	if (errno == EEXIST)
+		return EEXIST;
+	return rename(tmp, path) == 0 ? 0 : errno;
+}
+
+/* fresh: a name the agent made, which never replaces a file. */
+static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
+    size_t *lc, uint64_t *size)
 {
 	buf_t b = { 0 };
 	format_profile(&b, peak, lo, lb, lc);
@@ -537,7 +567,9 @@ static int dump_write(const char *path, bool peak, uint64_t *lo, uint64_t *lb, s
 		struct stat st;
 		if (err == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
 			err = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
-		if (err == 0 && rename(tmp, path) != 0)
+		if (err == 0 && fresh)
+			err = rename_fresh(tmp, path);
+		else if (err == 0 && rename(tmp, path) != 0)
 			err = errno;
 		if (err)
 			unlink(tmp);
@@ -554,8 +586,8 @@ static int dump_write(const char *path, bool peak, uint64_t *lo, uint64_t *lb, s
 /* Write path (made absolute, so whoever reads the name in an event or a
  * reply needs no idea of this process's directory), say so on stderr if it
  * fails, and publish the event.  Every dump goes through here. */
-static int dump_reported(hc_dump_kind_t kind, const char *path, uint64_t *lo, uint64_t *lb,
-    size_t *lc, char *out, size_t outlen, uint64_t *size)
+static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool say,
+    uint64_t *lo, uint64_t *lb, size_t *lc, char *out, size_t outlen, uint64_t *size)
 {
 	char abs[HC_PREFIX_MAX + 512];
 	size_t plen = strlen(path);
@@ -567,8 +599,8 @@ static int dump_reported(hc_dump_kind_t kind, const char *path, uint64_t *lo, ui
 		path = abs;
 	}
 	uint64_t bytes = 0;
-	int err = dump_to(path, kind == HC_DUMP_PEAK, lo, lb, lc, &bytes);
-	if (err)
+	int err = dump_to(path, fresh, kind == HC_DUMP_PEAK, lo, lb, lc, &bytes);
+	if (err && say)
 		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
 	hc_control_dump_event(kind, path, bytes, err);
 	if (out && outlen) {
@@ -583,20 +615,32 @@ static int dump_reported(hc_dump_kind_t kind, const char *path, uint64_t *lo, ui
 	return err;
 }
 
-int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
-    char *out, size_t outlen, uint64_t *size)
+/* A name of ours no file has yet (see the top): 1000 taken names in a row
+ * are a directory someone fills on purpose, and the rename refuses then. */
+static name_seq_t make_fresh_name(hc_dump_kind_t kind, const char *prefix, int name_pid, char *out,
+    size_t outlen)
+{
+	name_seq_t taken = make_name(kind, prefix, name_pid, out, outlen);
+	struct stat st;
+	for (int i = 0; i < 1000 && lstat(out, &st) == 0; i++)
+		taken = make_name(kind, prefix, name_pid, out, outlen);
+	return taken;
+}
+
+static int dump_named(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
+    bool say, char *out, size_t outlen, uint64_t *size)
 {
 	char name[HC_PREFIX_MAX + 160];
 	name_seq_t taken = { 0, 0 };
 	bool named = path == NULL;
 	if (named) {
-		taken = make_name(kind, prefix, name, sizeof name);
+		taken = make_fresh_name(kind, prefix, name_pid, name, sizeof name);
 		path = name;
 	}
 	int saved = errno;
 	int busy = hc_prof_busy;
 	hc_prof_busy = 1;      /* the dump's own work is never sampled */
-	int err = dump_reported(kind, path, NULL, NULL, NULL, out, outlen, size);
+	int err = dump_reported(kind, path, named, say, NULL, NULL, NULL, out, outlen, size);
 	if (err && named)
 		unmake_name(kind, taken);
 	hc_prof_busy = busy;
@@ -604,9 +648,17 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix,
 	return err;
 }
 
+/* heapctl's request is answered with the error (and heapctl may still
+ * stage the dump elsewhere): the service's stderr is not told */
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
+    char *out, size_t outlen, uint64_t *size)
+{
+	return dump_named(kind, path, prefix, name_pid, false, out, outlen, size);
+}
+
 int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
 {
-	return hc_dump_ex(kind, path, NULL, out, outlen, NULL);
+	return dump_named(kind, path, NULL, 0, true, out, outlen, NULL);
 }
 
 /* ---- interval and threshold accounting ---------------------------------- */
@@ -774,10 +826,10 @@ __attribute__((destructor)) void hc_dump_at_exit(void)
 		return;
 	hc_prof_busy = 1;
 	char name[HC_PREFIX_MAX + 160];
-	make_name(HC_DUMP_FINAL, NULL, name, sizeof name);
+	make_fresh_name(HC_DUMP_FINAL, NULL, 0, name, sizeof name);
 	uint64_t lo = 0, lb = 0;
 	size_t lc = 0;
-	int err = dump_reported(HC_DUMP_FINAL, name, &lo, &lb, &lc, NULL, 0, NULL);
+	int err = dump_reported(HC_DUMP_FINAL, name, true, true, &lo, &lb, &lc, NULL, 0, NULL);
 	if (!hc_opt.prof_leak || lb == 0)
 		return;
 	char b[24], o[24], c[24];

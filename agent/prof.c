@@ -62,6 +62,7 @@ hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
 hc_thread_t *hc_prof_threads(void) { return threads_all; }
 uint64_t hc_prof_reset_epoch(void) { return reset_epoch; }
 uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
+void hc_prof_samples_restart(void) { __atomic_store_n(&samples_total, 0, __ATOMIC_RELAXED); }
 
 /* Called from the first malloc, which may come from the dynamic loader
  * before libc has set up environ; then configuration waits for the

@@ -167,7 +167,8 @@ static void init_once_fn(void)
 			ul_getcontext = NULL;
 	}
 	if (unw_backtrace_fn == NULL && hc_prof.unwind == HC_UNWIND_LIBUNWIND) {
-		hc_say("prof_unwind: libunwind.so.8 not available (Debian package "
+		/* heapctl status shows prof.unwind libgcc, and doctor why */
+		hc_note("prof_unwind: libunwind.so.8 not available (Debian package "
 		    "libunwind8); using libgcc", NULL);
 		hc_prof.unwind = HC_UNWIND_LIBGCC;
 	}

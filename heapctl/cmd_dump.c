@@ -28,6 +28,7 @@
  * have had.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -48,6 +49,21 @@ typedef struct {
 	char dest[HC_SHM_PATH_MAX];     /* absolute: the file or the prefix  */
 	bool dest_is_file;
 } dump_opts_t;
+
+/* A dump request.  A process of another PID namespace (a container's, pid
+ * 1 in each) is told the pid we know it by, which names the file in its
+ * place (see make_name in agent/dump.c): dumps of several containers into
+ * one directory then have names of their own.  In our own namespace the
+ * field stays empty and the name is jemalloc's exactly.  A library older
+ * than this ignores the field: its names carry its own pid, and a name
+ * that is taken then gives its place to the next number (copy_out). */
+static hc_shm_req_t dump_req(const hc_shm_target_t *t, bool peak)
+{
+	hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = peak };
+	if (t->nspid != t->pid)
+		snprintf(req.name, sizeof req.name, "%d", t->pid);
+	return req;
+}
 
 /* The directory of an absolute path must exist and be writable by us. */
 static int check_dir(const char *path)
@@ -90,10 +106,34 @@ static bool process_uid(int pid, uid_t uid)
 	    sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) == 4 && (uid == e || uid == fs);
 }
 
+/* The next name of a dump heapctl names from a prefix: after the first
+ * fixed bytes of path (the prefix), ".PID.SEQ." with SEQ one higher;
+ * false if path is not of that shape or has no room. */
+static bool next_name(char *path, size_t len, size_t fixed)
+{
+	char *p = path + fixed, *seq, *end;
+	if (strlen(path) <= fixed || *p != '.' || !isdigit((unsigned char)p[1]))
+		return false;
+	strtoul(p + 1, &seq, 10);
+	if (*seq != '.' || !isdigit((unsigned char)seq[1]))
+		return false;
+	unsigned long long n = strtoull(seq + 1, &end, 10);
+	if (*end != '.' || n == ULLONG_MAX)
+		return false;
+	char rest[PATH_MAX];
+	snprintf(rest, sizeof rest, "%s", end);
+	return (size_t)snprintf(seq + 1, len - (size_t)(seq + 1 - path), "%llu%s", n + 1, rest) <
+	    len - (size_t)(seq + 1 - path);
+}
+
 /* Copy the staged file to dest (the caller's name); the staged file must
  * be a regular file owned by whoever owns the segment, or by the user the
- * process runs as now. */
-static int copy_out(const hc_shm_target_t *t, const char *staged, const char *dest)
+ * process runs as now.  fixed > 0: dest is a name heapctl made from a
+ * prefix of that length, which never replaces a file: a name that is
+ * taken gives its place to the next number (next_name), and dest is
+ * updated (len: its size). */
+static int copy_out(const hc_shm_target_t *t, const char *staged, char *dest, size_t len,
+    size_t fixed)
 {
 	struct stat seg, st;
 	int in = open(staged, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -116,6 +156,14 @@ static int copy_out(const hc_shm_target_t *t, const char *staged, const char *de
 	close(in);
 	if (close(out.fd) != 0 && e == 0)
 		e = errno;
+	/* 1000 taken names in a row: someone fills the directory */
+	for (int i = 0; e == 0 && fixed > 0; i++) {
+		const char *base = strrchr(dest, '/');
+		e = rp_out_place_new(&out, base ? base + 1 : dest);
+		if (e != EEXIST || i == 1000 || !next_name(dest, len, fixed))
+			break;
+		e = 0;
+	}
 	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
 	return 0;
@@ -182,7 +230,7 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	} else {
 		snprintf(stage, sizeof stage, "%s/" CLI_STAGE_BASE "%s", HC_SHM_DIR, hex);
 	}
-	hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o->peak };
+	hc_shm_req_t req = dump_req(t, o->peak);
 	if (o->dest_is_file)
 		snprintf(req.text2, sizeof req.text2, "%s.heap", stage);
 	else
@@ -207,7 +255,7 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	else if (code == 0 && (size_t)snprintf(path, pathlen, "%s%s", o->dest, tail) >= pathlen)
 		code = cli_err(HC_EXIT_USAGE, "dump: --prefix %s: file name too long", o->dest);
 	if (code == 0)
-		code = copy_out(t, staged, path);
+		code = copy_out(t, staged, path, pathlen, o->dest_is_file ? 0 : strlen(o->dest));
 	if (cfd >= 0) {
 		/* only the file we asked for, in the directory we made */
 		const char *base = strrchr(rep.text, '/');
@@ -340,7 +388,7 @@ int cmd_dump(cli_args_t *a)
 	bool fetched = false;
 	if (o.dest[0] == 0) {
 		/* the target's own absolute prof.prefix */
-		hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o.peak };
+		hc_shm_req_t req = dump_req(&t, o.peak);
 		hc_shm_rep_t rep;
 		code = cli_call_raw(a, &t, &req, &rep);
 		if (code == 0 && rep.code == HC_REP_FAILED && unwritable(rep.value)) {
@@ -357,7 +405,11 @@ int cmd_dump(cli_args_t *a)
 				char here[PATH_MAX + HC_SHM_PATH_MAX];
 				const char *base = strrchr(rep.text, '/');
 				code = cli_absolute("dump --fetch", base ? base + 1 : rep.text, here, sizeof here);
-				if (code == 0 && (code = copy_out(&t, path, here)) == 0) {
+				/* the prefix's own name ends where the target's tail starts */
+				const char *pbase = strrchr(st.prefix, '/');
+				size_t fixed = strlen(here) - strlen(base ? base + 1 : rep.text) +
+				    strlen(pbase ? pbase + 1 : st.prefix);
+				if (code == 0 && (code = copy_out(&t, path, here, sizeof here, fixed)) == 0) {
 					strcpy(path, here);
 					fetched = true;
 				}
@@ -366,7 +418,7 @@ int cmd_dump(cli_args_t *a)
 	} else if (strcmp(o.dest, "-") != 0 && (code = check_dir(o.dest)) != 0) {
 		/* nothing asked of the target */
 	} else if (strcmp(o.dest, "-") != 0 && direct(&t, &o)) {
-		hc_shm_req_t req = { .cmd = HC_CMD_DUMP, .arg = o.peak };
+		hc_shm_req_t req = dump_req(&t, o.peak);
 		snprintf(o.dest_is_file ? req.text2 : req.text, sizeof req.text, "%s", o.dest);
 		hc_shm_rep_t rep;
 		if ((code = cli_call(a, &t, &req, &rep)) == 0) {

@@ -171,6 +171,23 @@ int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t err
 	return error ? -1 : 0;
 }
 
+int rp_out_place_new(rp_out_t *o, const char *base)
+{
+	if (o->tmp == NULL)
+		return 0;
+	if (renameat2(o->dirfd, o->tmp, o->dirfd, base, RENAME_NOREPLACE) != 0) {
+		if (errno != EINVAL && errno != ENOSYS)
+			return errno;
+		/* a file system without it (before 6.x: some FUSE ones) */
+		if (linkat(o->dirfd, o->tmp, o->dirfd, base, 0) != 0)
+			return errno;
+		unlinkat(o->dirfd, o->tmp, 0);
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	return 0;
+}
+
 int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
                   char *err, size_t errlen)
 {

@@ -35,6 +35,12 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen);
  * (with why, if not NULL, as its text) removes the temporary.  Returns 0,
  * or -1 with "cannot write PATH: why" in err. */
 int rp_out_finish(rp_out_t *o, int error, const char *why, char *err, size_t errlen);
+/* Put the file in place as base (a name in the same directory) only if
+ * nothing has that name (RENAME_NOREPLACE, else a hard link): 0 (the
+ * temporary is gone; rp_out_finish then only closes), EEXIST (the
+ * temporary is kept, for another name), or the errno of the failure.  A
+ * file written in place (a FIFO) is in place already: 0. */
+int rp_out_place_new(rp_out_t *o, const char *base);
 /* Open path as above, hand it to write as a stdio stream, and put it in
  * place when write returns 0 (else errno says why it failed).  Returns 0,
  * or -1 with "cannot write PATH: why" in err. */

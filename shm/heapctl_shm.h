@@ -134,7 +134,11 @@ enum {
 typedef enum {
 	HC_CMD_PING = 1,           /* no-op: answers, refreshes the state        */
 	HC_CMD_SET = 2,            /* name=value                                 */
-	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file     */
+	HC_CMD_DUMP = 3,           /* arg: 1 peak; text: prefix; text2: file;
+	                              name: the pid (decimal) the client knows
+	                              the target by, for a name made from the
+	                              prefix (a client of another PID namespace;
+	                              libraries before it ignore the field)   */
 	HC_CMD_RESET = 4,          /* arg: lg_sample or -1                       */
 	HC_CMD_EJECT = 5,          /* heapctl eject: an injected agent puts the
 	                              process's malloc back; the segment goes  */
@@ -354,8 +358,11 @@ uint64_t hc_shm_pidns(void);
 /* Remove segments in /dev/shm left by processes of our PID namespace that
  * are gone (bounded); returns how many were removed.  With reused, also
  * those whose pid a later process has (which costs a look at each live
- * process's segment and /proc/PID/stat); without, only those whose pid no
- * process has. */
+ * process's segment and /proc/PID/stat), and, from the initial PID
+ * namespace, those of other namespaces (containers sharing /dev/shm) whose
+ * namespace no process has any more (hdr.pidns; a look at every
+ * /proc/PID/ns/pid, as root or the segment's user where all are readable);
+ * without, only those whose pid no process has. */
 int hc_shm_clean_stale(bool reused);
 /* The pid in a segment's name, "heapctl.<pid>" or, where that name was
  * taken by something else, "heapctl.<pid>.<16 hex digits>"; -1 otherwise. */

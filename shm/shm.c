@@ -608,8 +608,10 @@ bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat 
 
 /* A segment is stale when it says it belongs to this PID namespace and the
  * process it names is gone, or its pid now belongs to a later process.  A
- * segment of another PID namespace is never judged from here: the same pid
- * means another process there.  Unfinished files of our own go too.
+ * segment of another PID namespace is never judged by its pid (the same
+ * pid means another process there); with reused (heapctl's sweep), one
+ * whose namespace is gone goes (clean_foreign).  Unfinished files of our
+ * own go too.
  *
  * Without reused, a file whose pid some process has (a live one, another
  * user's, or one of another namespace's) is passed over after one kill(2)
@@ -619,6 +621,93 @@ bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat 
  * A file it leaves (its pid reused since) is removed by heapctl, which
  * makes the whole sweep, or by that pid's next process with the library,
  * which removes its own name at start-up. */
+/* The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO,
+ * fixed since Linux 3.8). */
+#define INIT_PIDNS_INO 0xEFFFFFFCull
+
+typedef struct {
+	char name[64];
+	uint64_t ino, pidns;
+} foreign_t;
+
+/* Remove the foreign segments (of other PID namespaces, in our /dev/shm:
+ * containers run with --ipc=host) whose namespace is gone: no process
+ * anywhere has it (every process of a namespace is also in those above
+ * it, so a namespace with a live process has a process whose innermost
+ * namespace it is, and the initial namespace's /proc shows them all).
+ * Only from the initial namespace (elsewhere a sibling container's
+ * processes are out of sight), and only if every process's
+ * /proc/PID/ns/pid could be read, but for those its status shows in the
+ * initial namespace (root's view: another user's cannot prove anything).  The file must be the one whose header was read (the
+ * library never replaces a file, so the same inode is the same segment). */
+/* Whether the process of path ("<pid>/ns/pid", the pid's l digits) is in
+ * the initial PID namespace, by its status's NSpid (one pid: no
+ * namespace below ours), which anyone may read where its ns link needs
+ * ptrace's access (a process manager's pid 1, other users'). */
+static bool top_level(int pfd, char *path, size_t l)
+{
+	memcpy(path + l, "/status", 8);
+	int fd = openat(pfd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char b[4096];
+	ssize_t n = read(fd, b, sizeof b - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	b[n] = 0;
+	const char *ns = strstr(b, "\nNSpid:");
+	if (ns == NULL)
+		return false;
+	unsigned fields = 0;
+	for (const char *q = ns + 7; *q && *q != '\n'; q++)
+		fields += (*q >= '0' && *q <= '9') && (q[-1] == '\t' || q[-1] == ' ');
+	return fields == 1 && strchr(ns + 1, '\n') != NULL;
+}
+
+static int clean_foreign(int dfd, const foreign_t *f, unsigned nf)
+{
+	bool alive[64] = { false };
+	int pfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return 0;
+	char buf[4096];
+	long n;
+	bool complete = true;
+	while (complete && (n = syscall(SYS_getdents64, pfd, buf, sizeof buf)) > 0) {
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			off += d->d_reclen;
+			if (d->d_name[0] < '1' || d->d_name[0] > '9')
+				continue;
+			char path[64] = "";
+			size_t l = strnlen(d->d_name, 20);
+			memcpy(path, d->d_name, l);
+			memcpy(path + l, "/ns/pid", 8);
+			struct stat st;
+			if (fstatat(pfd, path, &st, 0) != 0) {
+				if (errno == ENOENT || errno == ESRCH)
+					continue;        /* it exited meanwhile */
+				if ((errno == EACCES || errno == EPERM) && top_level(pfd, path, l))
+					continue;        /* in our own namespace */
+				complete = false;    /* cannot tell */
+				break;
+			}
+			for (unsigned i = 0; i < nf; i++)
+				alive[i] |= st.st_ino == f[i].pidns;
+		}
+	}
+	close(pfd);
+	int removed = 0;
+	for (unsigned i = 0; complete && i < nf; i++) {
+		struct stat st;
+		if (!alive[i] && fstatat(dfd, f[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    st.st_ino == f[i].ino && unlinkat(dfd, f[i].name, 0) == 0)
+			removed++;
+	}
+	return removed;
+}
+
 int hc_shm_clean_stale(bool reused)
 {
 	uint64_t pidns = hc_shm_pidns();
@@ -629,9 +718,11 @@ int hc_shm_clean_stale(bool reused)
 		return 0;
 	}
 	char buf[4096];
-	unsigned seen = 0;
+	unsigned seen = 0, nforeign = 0;
 	int removed = 0;
 	long n;
+	foreign_t foreign[64];
+	bool init_ns = pidns == INIT_PIDNS_INO;
 	while (seen < 4096 && (n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
 		for (long off = 0; off < n && seen < 4096;) {
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
@@ -653,6 +744,14 @@ int hc_shm_clean_stale(bool reused)
 					removed++;
 				continue;
 			}
+			if (err == 0 && h.magic == HC_SHM_MAGIC && h.ready && h.pidns != pidns &&
+			    h.pidns != 0 && reused && init_ns && nforeign < 64 && strlen(name) < 64 &&
+			    (st.st_uid == geteuid() || geteuid() == 0)) {
+				memcpy(foreign[nforeign].name, name, strlen(name) + 1);
+				foreign[nforeign].ino = st.st_ino;
+				foreign[nforeign++].pidns = h.pidns;
+				continue;
+			}
 			if (err != 0 || h.magic != HC_SHM_MAGIC || h.pidns != pidns || h.pid != pid)
 				continue;
 			/* asked again also without reused: a process that took the
@@ -668,6 +767,8 @@ int hc_shm_clean_stale(bool reused)
 				removed++;
 		}
 	}
+	if (nforeign)
+		removed += clean_foreign(dfd, foreign, nforeign);
 	close(dfd);
 	return removed;
 }

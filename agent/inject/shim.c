@@ -62,6 +62,8 @@ static struct {
 
 static bool armed;                     /* atomic */
 static uint64_t armed_ns;              /* CLOCK_REALTIME of the last arm */
+static size_t high, high_told;         /* atomic; high_told: control thread (see
+                                          raise_highwater) */
 /* armed and the last eject, for heapctl doctor (shm/heapctl_shm.h) */
 __attribute__((used)) static volatile hc_inject_mark_t mark = { .magic = HC_INJECT_MARK_MAGIC };
 
@@ -512,6 +514,9 @@ HC_EXPORT int heapctl_inject_arm(const char *conf)
 	armed_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	hc_prof_reset(-1);
 	hc_heap_reset_countdowns();
+	/* the high-water mark is this injection's, as its profile is */
+	__atomic_store_n(&high, 0, __ATOMIC_RELAXED);
+	high_told = 0;
 	__atomic_store_n(&armed, true, __ATOMIC_RELEASE);
 	mark.armed = 1;
 	scan(true);
@@ -577,7 +582,7 @@ static size_t statm_resident(void)
  * second mallinfo2 in the poll (it walks every arena's free lists under
  * the arena's lock, and the control thread refreshes once a period
  * anyway); the thread's next poll delivers it, a period later. */
-static size_t high, high_told;         /* atomic; high_told: control thread */
+/* high, high_told: declared at the top (arming resets them) */
 
 static void raise_highwater(size_t mapped)
 {

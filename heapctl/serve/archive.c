@@ -468,10 +468,34 @@ static int copy_text(int in, int out, uint64_t cap, const char **why)
 	}
 }
 
+/* An archived dump's name: DIR/TIME.uUID.PID.KIND.heap, TIME in UTC to the
+ * millisecond, PID as the daemon sees the process (a container's by its
+ * pid here, not its 1), and later_ms milliseconds added: a name that is
+ * taken (two dumps of one kind of one process in one millisecond) gives
+ * its place to the next millisecond's, never replaced. */
+typedef struct {
+	const char *dir, *kind;
+	uint64_t time_ns;
+	unsigned uid;
+	int pid;
+} arch_name_t;
+
+static void arch_dest(const arch_name_t *n, unsigned later_ms, char *out, size_t len)
+{
+	uint64_t ns = n->time_ns + (uint64_t)later_ms * 1000000;
+	struct tm tm;
+	time_t s = (time_t)(ns / 1000000000);
+	gmtime_r(&s, &tm);
+	snprintf(out, len, "%s/%04d%02d%02dT%02d%02d%02d.%03dZ.u%u.%d.%s.heap", n->dir, tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ns / 1000000 % 1000), n->uid,
+	    n->pid, n->kind);
+}
+
 /* Copy the target's file at path (its own view), where its prof.prefix
- * puts dumps, to dest.  0 or an errno, with why set for a file that is
- * not what it claims. */
-static int copy_in(const serve_target_t *x, const char *path, const char *dest, const char **why)
+ * puts dumps, to a name of n's (arch_dest) that no file has, in dest.  0
+ * or an errno, with why set for a file that is not what it claims. */
+static int copy_in(const serve_target_t *x, const char *path, const arch_name_t *n, char *dest,
+    size_t len, const char **why)
 {
 	static char size_why[128];
 	opener_t o = { .x = x, .path = path, .uid = x->t.uid, .fd = -1 };
@@ -502,6 +526,7 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 	}
 	rp_out_t out;
 	char err[PATH_MAX + 128];
+	arch_dest(n, 0, dest, len);
 	if (rp_out_open(&out, dest, err, sizeof err) != 0) {
 		e = errno ? errno : EIO;
 		close(in);
@@ -516,6 +541,14 @@ static int copy_in(const serve_target_t *x, const char *path, const char *dest, 
 		e = errno;
 	if (close(out.fd) != 0 && e == 0)
 		e = errno;
+	for (unsigned later = 0; e == 0; later++) {
+		const char *base = strrchr(dest, '/');
+		e = rp_out_place_new(&out, base ? base + 1 : dest);
+		if (e != EEXIST || later == 1000)
+			break;
+		e = 0;
+		arch_dest(n, later + 1, dest, len);
+	}
 	if (rp_out_finish(&out, e, NULL, err, sizeof err) != 0 && e == 0)
 		e = EIO;
 	return e;
@@ -550,15 +583,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 		A.failed++;
 		return;
 	}
-	struct tm tm;
-	time_t s = (time_t)(ev->time_ns / 1000000000);
-	gmtime_r(&s, &tm);
 	const char *kind = hc_shm_dump_kind_name(ev->kind);
-	snprintf(dest, sizeof dest, "%s/%04d%02d%02dT%02d%02d%02d.%03dZ.u%u.%d.%s.heap", dir, tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    (int)(ev->time_ns / 1000000 % 1000), x->t.uid, x->t.pid, kind ? kind : "dump");
+	arch_name_t an = { .dir = dir, .kind = kind ? kind : "dump", .time_ns = ev->time_ns,
+	    .uid = x->t.uid, .pid = x->t.pid };
 	const char *why = NULL;
-	int e = copy_in(x, path, dest, &why);
+	int e = copy_in(x, path, &an, dest, sizeof dest, &why);
 	if (e) {
 		fprintf(stderr, "heapctl serve: archive: %s of process %d not archived: %s\n", path, x->t.pid,
 		    why ? why : strerror(e));

@@ -425,6 +425,10 @@ static void *poller(void *arg)
 {
 	(void)arg;
 	for (unsigned round = 1;; round++) {
+		/* as heapctl list: segments of processes, and of containers'
+		 * PID namespaces, that are gone; once a minute, from the start */
+		if (round % (60000 / POLL_MS) == 1)
+			hc_shm_clean_stale(true);
 		scan_once();
 		lim_sweep();
 		if (round % (60000 / POLL_MS) == 0)

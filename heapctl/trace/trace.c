@@ -672,9 +672,20 @@ static int dump(char kind)
 		char n[24] = "";
 		if (kind != 'f')
 			snprintf(n, sizeof n, "%" PRIu64, T.seq_i++);
-		if ((size_t)snprintf(path, sizeof path, "%s.%d.%" PRIu64 ".%c%s.heap",
-		    T.o.prefix, T.pid, T.seq, kind, n) >= sizeof path)
-			return cli_err(HC_EXIT_USAGE, "trace: --prefix is too long");
+		/* the pid as we see it (a container's pid 1 has another here);
+		 * a name that is taken is skipped for the next number, never
+		 * replaced (1000 in a row: someone fills the directory) */
+		struct stat st;
+		for (int i = 0;; i++, T.seq++) {
+			if ((size_t)snprintf(path, sizeof path, "%s.%d.%" PRIu64 ".%c%s.heap",
+			    T.o.prefix, T.pid, T.seq, kind, n) >= sizeof path)
+				return cli_err(HC_EXIT_USAGE, "trace: --prefix is too long");
+			if (lstat(path, &st) != 0)
+				break;
+			if (i == 1000)
+				return cli_err(HC_EXIT_FAILED, "trace: %s and the 1000 names before it are taken: "
+				    "not replaced", path);
+		}
 	}
 	T.seq++;
 	read_maps();

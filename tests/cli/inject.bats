@@ -245,6 +245,76 @@ let_go() {
 	wait "$PID"
 }
 
+@test "inject: counters and dump counts start afresh at each injection; the names go on, replacing nothing" {
+	need_root
+	started "$TB/prog" "$T/go" "$T/end"
+	"$HEAPCTL" inject "$PID" --lg-sample 13 >/dev/null
+	touch "$T/go"
+	wait_for 10 grep -q '^done 18496' "$T/prog.out"
+	cd "$T"
+	run --separate-stderr "$HEAPCTL" dump "$PID"
+	[ "$output" = "$T/jeprof.$PID.0.m0.heap" ]
+	# the control thread copies the counters into the segment a period on
+	wait_for 5 eval '[ "$(status_field "$PID" dumps)" = 1 ]'
+	[ "$(status_field "$PID" samples)" -gt 0 ]
+	[ "$(status_field "$PID" last_dump)" = "$T/jeprof.$PID.0.m0.heap" ]
+	"$HEAPCTL" eject "$PID" >/dev/null
+	"$HEAPCTL" inject "$PID" --off >/dev/null
+	# a build of before showed 1 dump and the first injection's samples
+	run "$HEAPCTL" list --json
+	python3 -c '
+import json, sys
+r = [r for r in json.loads(sys.argv[1]) if r["pid"] == int(sys.argv[2])][0]
+assert r["dumps"] == 0 and r["prof_active"] is False, r' "$output" "$PID"
+	[ "$(status_field "$PID" dumps)" = 0 ]
+	[ "$(status_field "$PID" samples)" = 0 ]
+	[ "$(status_field "$PID" last_dump)" = "" ]
+	run --separate-stderr "$HEAPCTL" dump "$PID"
+	[ "$output" = "$T/jeprof.$PID.1.m1.heap" ]
+	[ -s "$T/jeprof.$PID.0.m0.heap" ]
+	wait_for 5 eval '[ "$(status_field "$PID" dumps)" = 1 ]'
+	"$HEAPCTL" eject "$PID" >/dev/null
+	let_go "$PID"
+	touch "$T/end"
+	wait "$PID"
+}
+
+@test "inject into two processes that are each PID 1 of their own PID namespace: their dumps into one directory keep a file each, named with their pids here" {
+	need_root
+	need_pidns
+	local ps=() i u p
+	for i in 1 2; do
+		rm -f "$T/ns$i.out"
+		unshare --pid --fork --kill-child --mount-proc env -u LD_PRELOAD "$TB/prog" "$T/go$i" "$T/end$i" \
+		    >"$T/ns$i.out" 2>&1 &
+		u=$!
+		track "$u"
+		wait_for 5 grep -q '^ready' "$T/ns$i.out"
+		p=$(cat "/proc/$u/task/$u/children")
+		p=${p% }
+		track "$p"
+		[ "$(awk '/^NSpid:/{print $NF}' "/proc/$p/status")" = 1 ]
+		"$HEAPCTL" inject "$p" --lg-sample 14 >/dev/null
+		ps+=("$p")
+	done
+	mkdir "$T/here"
+	cd "$T/here"
+	for i in 1 2; do
+		p=${ps[$((i - 1))]}
+		touch "$T/go$i"
+		wait_for 10 grep -q '^done' "$T/ns$i.out"
+		run --separate-stderr "$HEAPCTL" dump "$p"
+		[ "$status" -eq 0 ]
+		[ "$output" = "$T/here/jeprof.$p.0.m0.heap" ]
+		[ "$(bytes "$output" site_a)" -gt 0 ]
+	done
+	[ "$(ls "$T/here" | wc -l)" = 2 ]
+	for i in 1 2; do
+		"$HEAPCTL" eject "${ps[$((i - 1))]}" >/dev/null
+		touch "$T/end$i"
+	done
+}
+
 @test "inject into Debian's python3, perl and redis-server: their allocation sites named" {
 	need_root
 	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"

@@ -132,8 +132,9 @@ assert t["nspid"] == t["pid"], t' "$output" "$CPID" "$TPID"
 	cd "$T/here"
 	run --separate-stderr "$HEAPCTL" dump "$CPID"
 	[ "$status" -eq 0 ]
-	[ "$output" = "$T/here/jeprof.1.0.m0.heap" ]
-	own_dump "$T/here/jeprof.1.0.m0.heap" "$CPID"
+	# named with the pid we know it by, not its own (1, as every container's)
+	[ "$output" = "$T/here/jeprof.$CPID.0.m0.heap" ]
+	own_dump "$T/here/jeprof.$CPID.0.m0.heap" "$CPID"
 	# the target cannot see this directory, and wrote nothing in its own
 	[ ! -e "/proc/$CPID/root$T" ]
 	[ "$(ls "/proc/$CPID/root/tmp")" = bin ]
@@ -146,7 +147,7 @@ assert t["nspid"] == t["pid"], t' "$output" "$CPID" "$TPID"
 import json, os, sys
 d = json.loads(sys.argv[1])
 assert d["pid"] == int(sys.argv[2]) and d["nspid"] == 1, d
-assert d["path"] == sys.argv[3] + "/here/jeprof.1.1.m1.heap", d
+assert d["path"] == "%s/here/jeprof.%s.1.m1.heap" % (sys.argv[3], sys.argv[2]), d
 assert d["fetched"] is True and d["bytes"] == os.path.getsize(d["path"]), d' "$output" "$CPID" "$T"
 	[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]
 }
@@ -168,13 +169,13 @@ assert d["fetched"] is True and d["bytes"] == os.path.getsize(d["path"]), d' "$o
 	# -o does not count in the numbers of prefix dumps
 	run --separate-stderr "$HEAPCTL" dump "$CPID" --prefix p
 	[ "$status" -eq 0 ]
-	[ "$output" = "$T/p.1.0.m0.heap" ]
-	own_dump "$T/p.1.0.m0.heap" "$CPID"
+	[ "$output" = "$T/p.$CPID.0.m0.heap" ]
+	own_dump "$T/p.$CPID.0.m0.heap" "$CPID"
 
 	run --separate-stderr "$HEAPCTL" dump "$CPID" --prefix "$T/sub/q"
 	[ "$status" -eq 0 ]
-	[ "$output" = "$T/sub/q.1.1.m1.heap" ]
-	own_dump "$T/sub/q.1.1.m1.heap" "$CPID"
+	[ "$output" = "$T/sub/q.$CPID.1.m1.heap" ]
+	own_dump "$T/sub/q.$CPID.1.m1.heap" "$CPID"
 
 	"$HEAPCTL" dump "$CPID" -o - >"$T/stdout.heap" 2>"$T/stdout.err"
 	[ ! -s "$T/stdout.err" ]
@@ -196,7 +197,7 @@ assert d["fetched"] is True and d["bytes"] == os.path.getsize(d["path"]), d' "$o
 
 	run --separate-stderr "$HEAPCTL" dump "$CPID"
 	[ "$status" -eq 0 ]
-	[ "$output" = "/proc/$CPID/root/tmp/inside.1.0.m0.heap" ]
+	[ "$output" = "/proc/$CPID/root/tmp/inside.$CPID.0.m0.heap" ]
 	own_dump "$output" "$CPID"
 
 	run --separate-stderr "$HEAPCTL" dump "$CPID" --json
@@ -204,8 +205,8 @@ assert d["fetched"] is True and d["bytes"] == os.path.getsize(d["path"]), d' "$o
 	python3 -c '
 import json, os, sys
 d = json.loads(sys.argv[1])
-assert d["path"] == "/proc/%s/root/tmp/inside.1.1.m1.heap" % sys.argv[2], d
-assert d["target_path"] == "/tmp/inside.1.1.m1.heap", d
+assert d["path"] == "/proc/%s/root/tmp/inside.%s.1.m1.heap" % (sys.argv[2], sys.argv[2]), d
+assert d["target_path"] == "/tmp/inside.%s.1.m1.heap" % sys.argv[2], d
 assert d["fetched"] is False and d["bytes"] == os.path.getsize(d["path"]), d' "$output" "$CPID"
 
 	run --separate-stderr "$HEAPCTL" dump "$CPID" --fetch --json
@@ -213,10 +214,10 @@ assert d["fetched"] is False and d["bytes"] == os.path.getsize(d["path"]), d' "$
 	python3 -c '
 import json, sys
 d = json.loads(sys.argv[1])
-assert d["path"] == sys.argv[3] + "/inside.1.2.m2.heap", d
-assert d["target_path"] == "/tmp/inside.1.2.m2.heap", d
+assert d["path"] == "%s/inside.%s.2.m2.heap" % (sys.argv[3], sys.argv[2]), d
+assert d["target_path"] == "/tmp/inside.%s.2.m2.heap" % sys.argv[2], d
 assert d["fetched"] is True, d' "$output" "$CPID" "$T"
-	cmp "$T/inside.1.2.m2.heap" "/proc/$CPID/root/tmp/inside.1.2.m2.heap"
+	cmp "$T/inside.$CPID.2.m2.heap" "/proc/$CPID/root/tmp/inside.$CPID.2.m2.heap"
 	[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]
 }
 
@@ -251,7 +252,7 @@ assert d["fetched"] is True, d' "$output" "$CPID" "$T"
 import json, os, re, sys
 e = json.loads(open(sys.argv[1]).read())
 assert e["type"] == "dump" and e["kind"] == "manual" and e["pid"] == int(sys.argv[2]), e
-assert re.fullmatch(r"/tmp/inside\.1\.\d+\.m\d+\.heap", e["target_path"]), e
+assert re.fullmatch(r"/tmp/inside\.%s\.\d+\.m\d+\.heap" % sys.argv[2], e["target_path"]), e
 assert e["path"] == "/proc/%s/root" % sys.argv[2] + e["target_path"], e
 assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 }
@@ -324,4 +325,163 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 	[ -z "$(ls "$T/nobody")" ]
 	# the copies it wrote into /dev/shm for heapctl to fetch are gone
 	[ -z "$(find /dev/shm -maxdepth 1 -name 'heapctl-fetch.*' -user nobody -newer "$T/before")" ]
+}
+
+# ---- dump names (issue 38) -------------------------------------------------------------------
+
+@test "two containers' PID 1 dumped into one directory: two files, each named with the pid we know it by; jeprof reads both" {
+	need_pidns
+	# sampled finely enough that their few allocations are in the profile
+	start_container -c "$DEFAULT_CONF,lg_prof_sample:10"
+	c1=$CPID
+	start_container -c "$DEFAULT_CONF,lg_prof_sample:10"
+	c2=$CPID
+	mkdir "$T/here"
+	cd "$T/here"
+	for p in "$c1" "$c2"; do
+		run --separate-stderr "$HEAPCTL" dump "$p"
+		[ "$status" -eq 0 ]
+		[ "$output" = "$T/here/jeprof.$p.0.m0.heap" ]
+	done
+	# both kept, each the profile of its own process (a build of before
+	# printed jeprof.1.0.m0.heap twice and left one file)
+	[ "$(ls "$T/here" | wc -l)" = 2 ]
+	own_dump "$T/here/jeprof.$c1.0.m0.heap" "$c1"
+	own_dump "$T/here/jeprof.$c2.0.m0.heap" "$c2"
+	for p in "$c1" "$c2"; do
+		run jeprof --text "$TARGET" "$T/here/jeprof.$p.0.m0.heap"
+		[ "$status" -eq 0 ]
+		[[ "$output" == *"Total:"* ]]
+		# the program is at /tmp/bin only inside; libc is the host's too
+		[[ "$output" == *"__libc_start_main"* ]]
+	done
+}
+
+@test "dump --fetch of three containers' PID 1 with the same prof.prefix inside: three files here" {
+	need_pidns
+	local cs=()
+	for i in 1 2 3; do
+		start_container
+		cs+=("$CPID")
+		"$HEAPCTL" set "$CPID" prof.prefix=/tmp/inside >/dev/null
+	done
+	mkdir "$T/here"
+	cd "$T/here"
+	for p in "${cs[@]}"; do
+		run --separate-stderr "$HEAPCTL" dump "$p" --fetch
+		[ "$status" -eq 0 ]
+		[ "$output" = "$T/here/inside.$p.0.m0.heap" ]
+		# inside, the container's own file carries the same name
+		cmp "$output" "/proc/$p/root/tmp/inside.$p.0.m0.heap"
+		own_dump "$output" "$p"
+	done
+	[ "$(ls "$T/here" | wc -l)" = 3 ]
+}
+
+@test "a dump name heapctl or the target makes never replaces a file: the next number; -o replaces as asked; our namespace keeps jemalloc's names" {
+	need_pidns
+	start_target
+	cd "$T"
+	# our namespace: jemalloc's name, the pid the process knows itself by
+	echo mine >"$T/jeprof.$TPID.0.m0.heap"
+	run --separate-stderr "$HEAPCTL" dump "$TPID"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$T/jeprof.$TPID.1.m1.heap" ]
+	[ "$(cat "$T/jeprof.$TPID.0.m0.heap")" = mine ]
+	own_dump "$output" "$TPID"
+	# a container's dump copied here: the copy skips a taken name
+	start_container
+	mkdir "$T/c"
+	cd "$T/c"
+	echo theirs >"$T/c/jeprof.$CPID.0.m0.heap"
+	run --separate-stderr "$HEAPCTL" dump "$CPID"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$T/c/jeprof.$CPID.1.m0.heap" ]
+	[ "$(cat "$T/c/jeprof.$CPID.0.m0.heap")" = theirs ]
+	own_dump "$output" "$CPID"
+	# a name the caller gives is hers to replace
+	run --separate-stderr "$HEAPCTL" dump "$CPID" -o "$T/c/jeprof.$CPID.0.m0.heap"
+	[ "$status" -eq 0 ]
+	own_dump "$T/c/jeprof.$CPID.0.m0.heap" "$CPID"
+}
+
+# ---- leftovers and quiet stderr (issue 38) --------------------------------------------------------
+
+@test "list removes the segment of a process of a PID namespace that is gone, and keeps it while the namespace lives" {
+	need_pidns
+	start_container -s
+	local s=${_segs[-1]% *}
+	[ -e "$s" ]
+	run --separate-stderr "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ (^|$'\n')$CPID\ +1\  ]]
+	[ -e "$s" ]
+	# killed: the library had no chance to remove it, and its pid (1) is
+	# nobody's here to judge by
+	kill -9 "$CPID"
+	wait_for 5 test ! -d "/proc/$CPID"
+	[ -e "$s" ]
+	run --separate-stderr "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	[ ! -e "$s" ]
+	[[ "$stderr" == *"removed"*"stale segment"* ]]
+}
+
+@test "a preloaded program without libunwind prints nothing on stderr, and its profile works; verbose:true says the fallback; status shows it" {
+	need_pidns
+	local lib
+	lib=$(readlink -f /usr/lib/x86_64-linux-gnu/libunwind.so.8)
+	[ -f "$lib" ] || skip "no libunwind.so.8 here"
+	# libunwind.so.8 hidden by /dev/null, as in an image without it
+	unshare --mount sh -c '
+mount --bind /dev/null "$1" || exit 9
+shift
+LD_PRELOAD="$1" HEAPCTL_CONF="prof:true,prof_final:true,lg_prof_sample:10,prof_prefix:$2/quiet" "$3" seconds=1 \
+    >/dev/null 2>"$2/quiet.err" || exit 1
+LD_PRELOAD="$1" HEAPCTL_CONF=prof:true,verbose:true "$3" seconds=1 >/dev/null 2>"$2/verbose.err" || exit 1
+LD_PRELOAD="$1" ls / >/dev/null 2>"$2/ls.err"' sh "$lib" "$HEAPCTL_BUILD/libheapctl.so" "$T" "$TARGET"
+	[ ! -s "$T/quiet.err" ]
+	[ ! -s "$T/ls.err" ]
+	grep -q 'libunwind.so.8 not available.*using libgcc' "$T/verbose.err"
+	run "$HEAPCTL" report "$T"/quiet.*.f.heap --top 0
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" main"* ]]
+	# heapctl status of such a process says the unwinder it took
+	unshare --mount sh -c 'mount --bind /dev/null "$1" && shift &&
+exec env LD_PRELOAD="$1" HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$2" seconds=60' \
+	    sh "$lib" "$HEAPCTL_BUILD/libheapctl.so" "$TARGET" >"$T/st.out" 2>"$T/st.err" &
+	track $!
+	wait_for 5 grep -q '^ready ' "$T/st.out"
+	local p
+	p=$(awk '/^ready /{print $2; exit}' "$T/st.out")
+	track "$p"
+	wait_for 5 control_running "$p"
+	wait_for 5 eval '[ "$(status_field "$p" prof.unwind)" = libgcc ]'
+	[ ! -s "$T/st.err" ]
+}
+
+@test "the daemon keeps the segment of a live container sharing /dev/shm, and removes it at its start once the namespace is gone" {
+	need_pidns
+	start_container -s
+	local s=${_segs[-1]% *}
+	"$HEAPCTL" serve --listen 127.0.0.1:0 >"$T/serve.out" 2>"$T/serve.err" &
+	local d=$!
+	track "$d"
+	wait_for 5 grep -q "listening on http://" "$T/serve.out"
+	local url
+	url=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+	# found it: the sweep of its first round came before
+	wait_for 5 eval 'curl -s --max-time 5 "$url/metrics" | grep -q "^heapctl_allocated_bytes{pid=\"$CPID\""'
+	[ -e "$s" ]
+	kill "$d"
+	wait "$d" || true
+	kill -9 "$CPID"
+	wait_for 5 test ! -d "/proc/$CPID"
+	[ -e "$s" ]
+	"$HEAPCTL" serve --listen 127.0.0.1:0 >"$T/serve2.out" 2>"$T/serve2.err" &
+	d=$!
+	track "$d"
+	wait_for 10 test ! -e "$s"
+	kill "$d"
+	wait "$d" || true
 }

@@ -264,6 +264,19 @@ traced() {
 	grep -q '^done 18496' "$T/prog.out"
 }
 
+@test "trace: a dump name that is taken is skipped for the next number, never replaced" {
+	started "$TB/prog"
+	pid=$PID
+	echo keep >"$T/d.$pid.0.f.heap"
+	run --separate-stderr "$HEAPCTL" trace "$pid" --malloc --duration 0.3 --prefix "$T/d"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$T/d.$pid.1.f.heap" ]
+	[ "$(cat "$T/d.$pid.0.f.heap")" = keep ]
+	head -1 "$T/d.$pid.1.f.heap" | grep -q '^heap_v2/'
+	touch "$T/go"
+	wait "$pid"
+}
+
 @test "trace: the rate limit drops samples and says how many" {
 	traced "$TB/prog" "$T/r.heap" --malloc --lg-sample 0 --limit 100 --budget 0
 	[ "$status" -eq 0 ]
