@@ -1,0 +1,136 @@
+#!/usr/bin/env bats
+# tests/cli/inject_seccomp.bats - heapctl inject and doctor on processes
+# under a seccomp filter: the filter is read (PTRACE_SECCOMP_GET_FILTER) and
+# run for every call the agent makes (heapctl/seccomp.c).  The filters are
+# real ones, installed by tests/sandbox/seccomp_run: allow-all, a call that
+# kills, a call that fails with EPERM, Docker's clone3 answered with ENOSYS
+# and podman's clone allowed without namespace flags (where glibc falls back
+# to clone: the agent's thread must then run), calls whose failure the agent
+# copes with, and a filter heapctl may not read (no CAP_SYS_ADMIN).  Where
+# inject goes on, the agent must answer and dump; where it refuses, the
+# process must be untouched (alive, no segment).  Needs root.
+
+load helpers
+
+setup_file() {
+	export TB="$BATS_FILE_TMPDIR"
+	gcc -O2 -Wall -Wextra -Werror -o "$TB/seccomp_run" "$BATS_TEST_DIRNAME/../sandbox/seccomp_run.c"
+	gcc -O2 -g -pthread -o "$TB/prog" "$BATS_TEST_DIRNAME/../trace/prog.c"
+	# every x86-64 number; a test takes out the ones it refuses
+	seq 0 470 >"$TB/all.allow"
+}
+
+# nr NAME: the x86-64 number of a system call, from the C headers
+nr() { printf '#include <sys/syscall.h>\nSYS_%s\n' "$1" | gcc -E -P - | tail -1; }
+
+# filtered [seccomp_run options] -- : prog under that filter, in $PID
+filtered() {
+	rm -f "$T/go" "$T/end"
+	env -u LD_PRELOAD "$TB/seccomp_run" "$@" -- "$TB/prog" "$T/go" "$T/end" >"$T/prog.out" 2>"$T/prog.err" &
+	PID=$!
+	track "$PID"
+	wait_for 5 grep -q '^ready' "$T/prog.out"
+}
+
+# without NAME...: the allow-list without those calls, in $T/allow
+without() {
+	cp "$TB/all.allow" "$T/allow"
+	local n
+	for n in "$@"; do
+		grep -vx "$(nr "$n")" "$T/allow" >"$T/allow.new"
+		mv "$T/allow.new" "$T/allow"
+	done
+}
+
+# refused: inject failed with $1 in its message; the process lives on,
+# untouched: no segment, no thread held
+refused() {
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"$1"* ]]
+	kill -0 "$PID"
+	[ ! -e "/dev/shm/heapctl.$PID" ]
+	! grep -q '^TracerPid:[[:space:]]*[1-9]' /proc/"$PID"/task/*/status
+}
+
+# injected_ok: inject went on, and the agent answers and dumps
+injected_ok() {
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"injected into process $PID"* ]]
+	"$HEAPCTL" status "$PID" | grep -q '^control *running'
+	touch "$T/go"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+	"$HEAPCTL" dump "$PID" -o "$T/p.heap" >/dev/null
+	head -1 "$T/p.heap" | grep -q '^heap_v2/'
+	"$HEAPCTL" eject "$PID" >/dev/null
+	kill -0 "$PID"
+}
+
+@test "inject seccomp: a filter that allows every call lets it in; doctor says so" {
+	need_root
+	filtered --allow-file "$TB/all.allow"
+	run "$HEAPCTL" doctor "$PID"
+	[[ "$output" == *"seccomp"*"a seccomp filter is in force (1 filter, "*"allows every call heapctl inject's agent makes: heapctl inject $PID can load it"* ]]
+	run "$HEAPCTL" inject "$PID"
+	injected_ok
+}
+
+@test "inject seccomp: a call that kills (ftruncate) is named with the way out, the process untouched; doctor says the same" {
+	need_root
+	without ftruncate
+	filtered --allow-file "$T/allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "runs under a seccomp filter that would kill the process at ftruncate (KILL_PROCESS), which the agent's start makes: run it under a seccomp profile that allows ftruncate (podman, docker: --security-opt seccomp=PROFILE.json with it added, or seccomp=unconfined"
+	[[ "$output" == *"heapctl trace $PID --malloc"* ]]
+	[ "${#lines[@]}" -eq 1 ]
+	run "$HEAPCTL" doctor "$PID"
+	[[ "$output" == *"note    seccomp   a seccomp filter is in force that would kill the process at ftruncate (KILL_PROCESS), which the agent's start makes: heapctl inject $PID refuses"* ]]
+	[[ "$output" == *"fix: run it under a seccomp profile that allows ftruncate"* ]]
+	run "$HEAPCTL" doctor "$PID" --json
+	[[ "$output" == *'"topic": "seccomp", "text": "a seccomp filter is in force that would kill the process at ftruncate'* ]]
+	# the filter is real: the program itself runs on under it
+	touch "$T/go"
+	wait_for 10 grep -q '^done' "$T/prog.out"
+}
+
+@test "inject seccomp: a required call failed with EPERM (mremap, a dump's) refuses; rseq, set_robust_list, prctl, kill, getrandom failing is tolerated" {
+	need_root
+	without mremap
+	filtered --errno --allow-file "$T/allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "seccomp filter that would fail mremap with EPERM, which a dump makes: run it under a seccomp profile that allows mremap"
+	kill "$PID"
+	filtered --errno-nr "$(nr rseq):1" --errno-nr "$(nr set_robust_list):1" --errno-nr "$(nr prctl):1" \
+	    --errno-nr "$(nr kill):1" --errno-nr "$(nr getrandom):1" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" doctor "$PID"
+	[[ "$output" == *"allows every call heapctl inject's agent makes, and fails getrandom (EPERM), rseq (EPERM), set_robust_list (EPERM), prctl (EPERM), kill (EPERM), which it copes with"* ]]
+	run "$HEAPCTL" inject "$PID"
+	injected_ok
+}
+
+@test "inject seccomp: Docker's clone3 ENOSYS and podman's clone without namespace flags let it in (glibc falls back to clone); clone3 EPERM or clone refused for CLONE_THREAD do not" {
+	need_root
+	# the namespace flags podman's and Docker's profiles keep clone from
+	filtered --errno-nr "$(nr clone3):38" --arg0-clear "$(nr clone):0x7e020000" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" inject "$PID"
+	injected_ok
+	kill "$PID"
+	# the thread flags themselves refused: the argument is what is judged
+	filtered --errno-nr "$(nr clone3):38" --arg0-clear "$(nr clone):0x10000" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "would kill the process at clone (KILL_PROCESS), which the agent's start makes"
+	kill "$PID"
+	filtered --errno-nr "$(nr clone3):1" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "would fail clone3 with EPERM"
+}
+
+@test "inject seccomp: a filter heapctl may not read (no CAP_SYS_ADMIN) refuses as before, saying why and what to do" {
+	need_root
+	command -v capsh >/dev/null || skip "capsh (libcap2-bin) not installed"
+	filtered --allow-file "$TB/all.allow"
+	run capsh --drop=cap_sys_admin -- -c "'$HEAPCTL' inject $PID"
+	refused "runs under a seccomp filter, which could kill it for a call the agent makes, and which heapctl could not check: reading it needs CAP_SYS_ADMIN"
+	[[ "$output" == *"run heapctl as root on the host (CAP_SYS_ADMIN, outside any filter) to have the filter read, or run the process without one (podman, docker: --security-opt seccomp=unconfined)"* ]]
+	run capsh --drop=cap_sys_admin -- -c "'$HEAPCTL' doctor $PID"
+	[[ "$output" == *"a seccomp filter is in force, and heapctl could not check it (reading it needs CAP_SYS_ADMIN"*"heapctl inject $PID refuses"* ]]
+}
