@@ -215,12 +215,11 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			case BPF_SUB: a -= src; break;
 			case BPF_MUL: a *= src; break;
 			case BPF_DIV:
-			case BPF_MOD:
 				if (src == 0) {       /* the kernel returns 0: kill */
 					*ret = 0;
 					return true;
 				}
-				a = BPF_OP(i->code) == BPF_DIV ? a / src : a % src;
+				a /= src;
 				break;
 			case BPF_OR: a |= src; break;
 			case BPF_AND: a &= src; break;
@@ -228,8 +227,9 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			case BPF_LSH: a = src >= 32 ? 0 : a << src; break;
 			case BPF_RSH: a = src >= 32 ? 0 : a >> src; break;
 			case BPF_NEG: a = -a; break;
-			default:
-				snprintf(why, wlen, "instruction %u (code %#x) is no ALU operation", pc, i->code);
+			default:              /* BPF_MOD among them: seccomp refuses it */
+				snprintf(why, wlen, "instruction %u (code %#x) is no ALU operation seccomp allows", pc,
+				    i->code);
 				return false;
 			}
 			break;
@@ -258,7 +258,11 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			break;
 		}
 		case BPF_RET:
-			*ret = BPF_RVAL(i->code) == BPF_A ? a : BPF_RVAL(i->code) == BPF_K ? k : x;
+			if (BPF_RVAL(i->code) == BPF_X) {
+				snprintf(why, wlen, "instruction %u returns X, which seccomp refuses", pc);
+				return false;
+			}
+			*ret = BPF_RVAL(i->code) == BPF_A ? a : k;
 			return true;
 		case BPF_MISC:
 			if (BPF_MISCOP(i->code) == BPF_TAX)

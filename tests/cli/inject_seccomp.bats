@@ -6,7 +6,8 @@
 # kills, a call that fails with EPERM, Docker's clone3 answered with ENOSYS
 # and podman's clone allowed without namespace flags (where glibc falls back
 # to clone: the agent's thread must then run), calls whose failure the agent
-# copes with, and a filter heapctl may not read (no CAP_SYS_ADMIN).  Where
+# copes with, stacked filters (the strictest answer wins), and a filter
+# heapctl may not read (no CAP_SYS_ADMIN).  Where
 # inject goes on, the agent must answer and dump; where it refuses, the
 # process must be untouched (alive, no segment).  Needs root.
 
@@ -23,7 +24,8 @@ setup_file() {
 # nr NAME: the x86-64 number of a system call, from the C headers
 nr() { printf '#include <sys/syscall.h>\nSYS_%s\n' "$1" | gcc -E -P - | tail -1; }
 
-# filtered [seccomp_run options] -- : prog under that filter, in $PID
+# filtered SECCOMP_RUN_OPTIONS [-- seccomp_run SECCOMP_RUN_OPTIONS]: prog under
+# that filter (or two, stacked), in $PID
 filtered() {
 	rm -f "$T/go" "$T/end"
 	env -u LD_PRELOAD "$TB/seccomp_run" "$@" -- "$TB/prog" "$T/go" "$T/end" >"$T/prog.out" 2>"$T/prog.err" &
@@ -133,4 +135,25 @@ injected_ok() {
 	[[ "$output" == *"run heapctl as root on the host (CAP_SYS_ADMIN, outside any filter) to have the filter read, or run the process without one (podman, docker: --security-opt seccomp=unconfined)"* ]]
 	run capsh --drop=cap_sys_admin -- -c "'$HEAPCTL' doctor $PID"
 	[[ "$output" == *"a seccomp filter is in force, and heapctl could not check it (reading it needs CAP_SYS_ADMIN"*"heapctl inject $PID refuses"* ]]
+}
+
+@test "inject seccomp: stacked filters are all read, and the strictest answer wins, as in the kernel" {
+	need_root
+	# two filters that allow everything
+	filtered --allow-file "$TB/all.allow" -- "$TB/seccomp_run" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" doctor "$PID"
+	[[ "$output" == *"a seccomp filter is in force (2 filters, "*"heapctl inject $PID can load it"* ]]
+	run "$HEAPCTL" inject "$PID"
+	injected_ok
+	kill "$PID"
+	# the older filter fails ftruncate with EPERM, the newer kills for it
+	without ftruncate
+	filtered --errno-nr "$(nr ftruncate):1" --allow-file "$TB/all.allow" -- "$TB/seccomp_run" --allow-file "$T/allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "would kill the process at ftruncate (KILL_PROCESS)"
+	kill "$PID"
+	# and the other way round
+	filtered --allow-file "$T/allow" -- "$TB/seccomp_run" --errno-nr "$(nr ftruncate):1" --allow-file "$TB/all.allow"
+	run "$HEAPCTL" inject "$PID"
+	refused "would kill the process at ftruncate (KILL_PROCESS)"
 }
