@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# containers/serve: heapctl serve in a container that shares the host's pid
+# namespace, as a Kubernetes DaemonSet runs a node's profiler, serving the
+# host's processes and those of other containers.
+#
+# The daemon's container is the one documented in heapctl(1) and
+# man/heapctl-serve.daemonset.yaml: --pid=host, every capability dropped but
+# the four it needs (SYS_PTRACE: /proc/PID/root of processes of every user
+# and container; SETUID, SETGID: it reads a process's binaries as that
+# process's user; DAC_OVERRIDE: segments of other users, mode 0600), under
+# podman's default seccomp profile, no-new-privileges, a read-only root.
+# Checked from the host, over HTTP:
+#   - /targets lists a preloaded host process (tests/cli/target) and a
+#     preloaded python3 in another container run as --user 1000, by host
+#     pid, the latter with its pid in its namespace (1);
+#   - /debug/pprof/heap?pid=N&debug=1 of each is 200 and a symbolized text
+#     profile naming the host program's function (main) and python's
+#     PyByteArray_Resize, from the container's own python3.
+source "$(dirname "$0")/lib.sh"
+ct_setup serve "$@"
+ct_image
+
+note "a preloaded process on the host and one in a container (--user 1000)"
+MALLOC_CONF=prof:true,lg_prof_sample:10 "$BUILD/tests/cli/target" >"$WORK/target.out" 2>&1 &
+host=$!
+ct_track "$host"
+ct_wait_status "$host" || die "the host's target (pid $host) never answered heapctl status"
+py=$(CT_MALLOC_CONF=prof:true,lg_prof_sample:14 ct_start py --user 1000 -- python3 -c 'import time
+keep = []
+while True:
+    keep.append(bytearray(100000)); keep = keep[-100:]; time.sleep(0.002)') || exit 1
+
+note "the daemon in a container with the host's pid namespace"
+ct_run serve --pid=host --network=host --cap-drop=all --cap-add=SYS_PTRACE,SETUID,SETGID,DAC_OVERRIDE \
+    --security-opt no-new-privileges --read-only -- "$BUILD/heapctl" serve --listen 127.0.0.1:0
+url=""
+for ((i = 0; i < 100; i++)); do
+	url=$(pm logs "$CT_LAST" 2>&1 | sed -n 's|.*listening on \(http://127\.0\.0\.1:[0-9]*\).*|\1|p' | head -1)
+	[ -n "$url" ] && break
+	kill -0 "$(ct_pid)" 2>/dev/null || break
+	sleep 0.1
+done
+[ -n "$url" ] || die "the daemon never said where it listens: $(pm logs "$CT_LAST" 2>&1 | tail -3 | tr '\n' '|')"
+note "it listens on $url"
+
+curl -sf "$url/targets" >"$WORK/targets.json" || die "GET /targets failed"
+python3 - "$WORK/targets.json" "$host" "$py" <<'EOF' || fail "/targets: $(head -c 600 "$WORK/targets.json")"
+import json, sys
+t = {e["pid"]: e for e in json.load(open(sys.argv[1]))}
+host, py = int(sys.argv[2]), int(sys.argv[3])
+assert host in t, "the host's process %d is not listed" % host
+assert py in t, "the container's process %d is not listed" % py
+assert t[py]["nspid"] == 1 and t[py]["uid"] == 1000, t[py]
+assert "python3" in t[py]["command"], t[py]
+EOF
+
+profile() {   # name pid function
+	local code
+	code=$(curl -s -o "$WORK/$1.txt" -w '%{http_code}' "$url/debug/pprof/heap?pid=$2&debug=1")
+	if [ "$code" != 200 ]; then
+		fail "$1: /debug/pprof/heap?pid=$2 answered $code: $(head -c 300 "$WORK/$1.txt")"
+		return
+	fi
+	grep -q '^Total:' "$WORK/$1.txt" || fail "$1: not a text profile: $(head -c 300 "$WORK/$1.txt")"
+	grep -qw "$3" "$WORK/$1.txt" || fail "$1: the profile does not name $3: $(head -8 "$WORK/$1.txt" | tr '\n' '|')"
+}
+profile host "$host" main
+profile container "$py" PyByteArray_Resize
+
+note "done"
+finish
