@@ -7,7 +7,8 @@
 # and podman's clone allowed without namespace flags (where glibc falls back
 # to clone: the agent's thread must then run), calls whose failure the agent
 # copes with, stacked filters (the strictest answer wins), and a filter
-# heapctl may not read (no CAP_SYS_ADMIN).  Where
+# heapctl may not read (no CAP_SYS_ADMIN).  And heapctl/seccomp.c's table
+# must hold every call strace sees the agent make.  Where
 # inject goes on, the agent must answer and dump; where it refuses, the
 # process must be untouched (alive, no segment).  Needs root.
 
@@ -156,4 +157,62 @@ injected_ok() {
 	filtered --allow-file "$T/allow" -- "$TB/seccomp_run" --errno-nr "$(nr ftruncate):1" --allow-file "$TB/all.allow"
 	run "$HEAPCTL" inject "$PID"
 	refused "would kill the process at ftruncate (KILL_PROCESS)"
+}
+
+@test "inject seccomp: the table of calls covers every call the agent makes (strace of a load, arm, samples, dump, eject)" {
+	need_root
+	command -v strace >/dev/null || skip "strace not installed (tests/deps.sh installs it)"
+	# what inject's two remote calls do, made by the program itself (a
+	# tracer cannot trace what inject traces), then sampled allocations
+	cat >"$T/load.c" <<-'EOF'
+	#include <dlfcn.h>
+	#include <stdio.h>
+	#include <stdlib.h>
+	#include <unistd.h>
+	int main(int argc, char **argv)
+	{
+		fprintf(stderr, "MARK load\n");
+		void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+		int (*arm)(const char *) = h ? (int (*)(const char *))dlsym(h, "heapctl_inject_arm") : NULL;
+		if (arm == NULL || arm("prof:true,prof_active:true,lg_prof_sample:10") != 0)
+			return 1;
+		fprintf(stderr, "MARK armed\n");
+		for (int i = 0; i < 2000; i++)
+			free(malloc(4096));
+		printf("ready\n");
+		fflush(stdout);
+		pause();
+		return 0;
+	}
+	EOF
+	gcc -O1 -o "$T/load" "$T/load.c" -ldl
+	env -u LD_PRELOAD strace -f -qq -o "$T/trace" "$T/load" "$HEAPCTL_BUILD/libheapctl-agent.so" \
+	    >"$T/load.out" 2>"$T/load.err" &
+	local st=$!
+	track "$st"
+	wait_for 10 grep -q '^ready' "$T/load.out"
+	PID=$(awk '{ print $1; exit }' "$T/trace")
+	"$HEAPCTL" dump "$PID" -o "$T/l.heap" >/dev/null
+	"$HEAPCTL" eject "$PID" >/dev/null
+	wait_for 5 grep -q 'exit(0)' "$T/trace"
+	kill "$PID"
+	wait "$st" || true
+	# the calls from the load on: the main thread's between the marks and
+	# after (sampling), and every call of the agent's thread; the program's
+	# own (its marks, printf, pause, exit_group) left out
+	awk -v main="$PID" '
+		/MARK load/ { on = 1; next }
+		!on { next }
+		$1 == main && /MARK armed/ { next }
+		{ if (match($2, /^[a-z0-9_]+\(/)) print substr($2, 1, RLENGTH - 1) }' "$T/trace" |
+	    grep -vxE 'pause|exit_group|write' | sort -u >"$T/made"
+	grep -o '{ "[a-z0-9_]*", SYS_' "$BATS_TEST_DIRNAME/../../heapctl/seccomp.c" |
+	    sed 's/{ "//; s/", SYS_//' | sort -u >"$T/table"
+	# the strace saw the agent at work: its load, its thread, its dump
+	grep -qx openat "$T/made"
+	grep -qx clone3 "$T/made"
+	grep -qx rename "$T/made"
+	run comm -23 "$T/made" "$T/table"
+	echo "calls the agent made that heapctl/seccomp.c's table lacks: $output"
+	[ -z "$output" ]
 }
