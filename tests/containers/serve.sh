@@ -18,6 +18,7 @@
 #     PyByteArray_Resize, from the container's own python3.
 source "$(dirname "$0")/lib.sh"
 ct_setup serve "$@"
+[ -x "$BUILD/tests/cli/target" ] || die "$BUILD/tests/cli/target missing (make $BUILD/tests/cli/target)"
 ct_image
 
 note "a preloaded process on the host and one in a container (--user 1000)"
