@@ -15,7 +15,9 @@
 #     pid, the latter with its pid in its namespace (1);
 #   - /debug/pprof/heap?pid=N&debug=1 of each is 200 and a symbolized text
 #     profile naming the host program's function (main) and python's
-#     PyByteArray_Resize, from the container's own python3.
+#     PyByteArray_Resize, from the container's own python3;
+#   - a second daemon with --archive in a volume and CHOWN besides keeps a
+#     dump of the container's process, owned by its user (1000).
 source "$(dirname "$0")/lib.sh"
 ct_setup serve "$@"
 [ -x "$BUILD/tests/cli/target" ] || die "$BUILD/tests/cli/target missing (make $BUILD/tests/cli/target)"
@@ -26,7 +28,7 @@ MALLOC_CONF=prof:true,lg_prof_sample:10 "$BUILD/tests/cli/target" >"$WORK/target
 host=$!
 ct_track "$host"
 ct_wait_status "$host" || die "the host's target (pid $host) never answered heapctl status"
-py=$(CT_MALLOC_CONF=prof:true,lg_prof_sample:14 ct_start py --user 1000 -- python3 -c 'import time
+py=$(CT_MALLOC_CONF=prof:true,lg_prof_sample:14,prof_prefix:/tmp/jeprof ct_start py --user 1000 -- python3 -c 'import time
 keep = []
 while True:
     keep.append(bytearray(100000)); keep = keep[-100:]; time.sleep(0.002)') || exit 1
@@ -34,14 +36,18 @@ while True:
 note "the daemon in a container with the host's pid namespace"
 ct_run serve --pid=host --network=host --cap-drop=all --cap-add=SYS_PTRACE,SETUID,SETGID,DAC_OVERRIDE \
     --security-opt no-new-privileges --read-only -- "$BUILD/heapctl" serve --listen 127.0.0.1:0
-url=""
-for ((i = 0; i < 100; i++)); do
-	url=$(pm logs "$CT_LAST" 2>&1 | sed -n 's|.*listening on \(http://127\.0\.0\.1:[0-9]*\).*|\1|p' | head -1)
-	[ -n "$url" ] && break
-	kill -0 "$(ct_pid)" 2>/dev/null || break
-	sleep 0.1
-done
-[ -n "$url" ] || die "the daemon never said where it listens: $(pm logs "$CT_LAST" 2>&1 | tail -3 | tr '\n' '|')"
+# daemon_url: where the daemon of container CT_LAST listens, once it says
+daemon_url() {
+	local i u
+	for ((i = 0; i < 100; i++)); do
+		u=$(pm logs "$CT_LAST" 2>&1 | sed -n 's|.*listening on \(http://127\.0\.0\.1:[0-9]*\).*|\1|p' | head -1)
+		[ -n "$u" ] && { echo "$u"; return 0; }
+		kill -0 "$(ct_pid)" 2>/dev/null || break
+		sleep 0.1
+	done
+	die "the daemon never said where it listens: $(pm logs "$CT_LAST" 2>&1 | tail -3 | tr '\n' '|')"
+}
+url=$(daemon_url) || exit 1
 note "it listens on $url"
 
 curl -sf "$url/targets" >"$WORK/targets.json" || die "GET /targets failed"
@@ -67,6 +73,27 @@ profile() {   # name pid function
 }
 profile host "$host" main
 profile container "$py" PyByteArray_Resize
+
+# --archive DIR (a volume) also needs CHOWN: an archived dump is its user's
+note "a second daemon with --archive and CHOWN"
+mkdir -p "$WORK/archive"
+ct_run archive --pid=host --network=host --cap-drop=all \
+    --cap-add=SYS_PTRACE,SETUID,SETGID,DAC_OVERRIDE,CHOWN -v "$WORK/archive:/archive" \
+    --security-opt no-new-privileges --read-only -- "$BUILD/heapctl" serve --listen 127.0.0.1:0 --archive /archive
+# the archive takes what a process dumps once a scan has found it
+aurl=$(daemon_url) || exit 1
+for ((i = 0; i < 100; i++)); do
+	curl -sf "$aurl/targets" | grep -q "\"pid\": $py," && break
+	sleep 0.1
+done
+out=$("$BUILD/heapctl" dump "$py" 2>&1) || fail "dump of the container's process: $out"
+got=""
+for ((i = 0; i < 100; i++)); do
+	got=$(find "$WORK/archive" -path '*python3/*.u1000.*.heap' -user 1000 2>/dev/null | head -1)
+	[ -n "$got" ] && break
+	sleep 0.1
+done
+[ -n "$got" ] || fail "archive: no dump of the container's process, its user's, in $WORK/archive: $(pm logs "$CT_LAST" 2>&1 | grep -m 3 "$py" | tr '\n' '|')"
 
 note "done"
 finish
