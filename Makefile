@@ -188,7 +188,7 @@ $(BUILD)/libheapctl-trace.so: $(TRACE_OBJ)
 
 ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
                    $(BUILD)/cli/heapctl/opts.o $(BUILD)/cli/heapctl/proc.o $(BUILD)/cli/heapctl/target.o \
-                   $(BUILD)/cli/shm/shm.o $(BUILD)/cli/shm/client.o
+                   $(BUILD)/cli/heapctl/seccomp.o $(BUILD)/cli/shm/shm.o $(BUILD)/cli/shm/client.o
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \

@@ -9,7 +9,8 @@
  * control:false, no /dev/shm it can write); its control thread runs and
  * answers (else a seccomp filter, a stop, a frozen cgroup); and its dumps
  * have somewhere to go (a directory that exists, is writable for it and
- * has room).  Each finding is ok, a note, or a problem with its fix; the
+ * has room).  For a process without the library, whether its seccomp
+ * filter lets heapctl inject in (seccomp.c).  Each finding is ok, a note, or a problem with its fix; the
  * exit status is the heapctl exit code of the first problem.
  */
 #define _GNU_SOURCE
@@ -26,6 +27,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "seccomp.h"
 
 static void add(cli_diag_t *d, int level, int code, const char *topic, const char *fix,
     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
@@ -398,6 +400,29 @@ static void check_dumps(cli_diag_t *d, hc_shm_target_t *t, const hc_shm_state_t 
 	add(d, CLI_OK, 0, "dumps", NULL, "dumps go to %s, which the process can write", dir);
 }
 
+/* What its seccomp filter means for heapctl inject, the way out when the
+ * library is not loaded (inject refuses, or goes on, for these reasons).
+ * Reading the filter stops its main thread for a moment (seccomp.c). */
+static void inject_seccomp(cli_diag_t *d, int pid)
+{
+	cli_seccomp_t sc;
+	cli_seccomp_check(pid, &sc);
+	char fix[512];
+	cli_seccomp_fix(&sc, fix, sizeof fix);
+	if (sc.verdict == CLI_SC_OK)
+		add(d, CLI_NOTE, 0, "seccomp", NULL, "a seccomp filter is in force (%d filter%s, %u instructions); it "
+		    "allows every call heapctl inject's agent makes%s%s%s: heapctl inject %d can load it", sc.filters,
+		    sc.filters == 1 ? "" : "s", sc.insns,
+		    sc.tolerated[0] ? ", and fails " : "", sc.tolerated, sc.tolerated[0] ? ", which it copes with" : "",
+		    pid);
+	else if (sc.verdict == CLI_SC_REFUSED)
+		add(d, CLI_NOTE, 0, "seccomp", fix, "a seccomp filter is in force that %s, which %s makes: heapctl "
+		    "inject %d refuses", sc.what, sc.by, pid);
+	else if (sc.verdict == CLI_SC_UNKNOWN)
+		add(d, CLI_NOTE, 0, "seccomp", fix, "a seccomp filter is in force, and heapctl could not check it "
+		    "(%s): heapctl inject %d refuses", sc.why, pid);
+}
+
 /* ---- the whole diagnosis ------------------------------------------------------------- */
 
 void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
@@ -476,6 +501,7 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	}
 	if (readable && !mapped) {
 		why_not_loaded(d, pid);
+		inject_seccomp(d, pid);
 		return;
 	}
 	if (mapped)

@@ -31,7 +31,8 @@
  *     kernel detaches them.
  *   - Refused, with the reason and a way out: a statically linked program,
  *     a libc other than glibc, a process that runs the library already, a
- *     seccomp filter (it could kill the process for a call dlopen makes), a
+ *     seccomp filter that refuses a call the agent makes or that cannot be
+ *     read to tell (seccomp.c: the filter is read and run for each), a
  *     container where the agent's file is not, a chroot without it, /dev/shm
  *     or /proc (its directory and the mounts it lacks named), ptrace_scope or missing
  *     CAP_SYS_PTRACE (stacks.c says which).
@@ -58,6 +59,7 @@
 
 #include "../cli.h"
 #include "../json.h"
+#include "../seccomp.h"
 #include "rp_internal.h"
 
 #define AGENT_LIB "libheapctl-agent.so"
@@ -434,10 +436,20 @@ static int refuse_before(proc_t *p)
 	if (cli_proc_status_field(pid, "State", v, sizeof v) && v[0] == 'T')
 		return cli_err(HC_EXIT_FAILED, "process %d is stopped (SIGSTOP): its control thread could not answer; "
 		    "continue it first (kill -CONT %d)", pid, pid);
-	if (cli_proc_status_field(pid, "Seccomp", v, sizeof v) && atoi(v) != 0)
+	/* the filter is read and run for every call the agent makes; one
+	 * that cannot be read could kill the process for one of them */
+	cli_seccomp_t sc;
+	cli_seccomp_check(pid, &sc);
+	char fix[512];
+	cli_seccomp_fix(&sc, fix, sizeof fix);
+	if (sc.verdict == CLI_SC_REFUSED)
+		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter that %s, which %s makes: %s, "
+		    "or start it with the library (LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.what, sc.by,
+		    fix, pid);
+	if (sc.verdict == CLI_SC_UNKNOWN)
 		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter, which could kill it for a call "
-		    "the agent makes: start it with the library (heapctl systemd enable, or LD_PRELOAD), or use "
-		    "heapctl trace %d --malloc", pid, pid);
+		    "the agent makes, and which heapctl could not check: %s; %s, or start it with the library "
+		    "(LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.why, fix, pid);
 	return 0;
 }
 

@@ -2,7 +2,8 @@
  * tests/sandbox/seccomp_run.c - run a command under a seccomp allow-list,
  * the way systemd's SystemCallFilter= does, for tests/prof/seccomp.sh.
  *
- *     seccomp_run [--errno] --allow-file FILE -- CMD [ARGS...]
+ *     seccomp_run [--errno] [--errno-nr NR:ERRNO]... [--arg0-clear NR:MASK]...
+ *                 --allow-file FILE -- CMD [ARGS...]
  *
  * Hardened services run with SystemCallFilter=@system-service; one system
  * call outside the list kills the whole process with SIGSYS (or fails with
@@ -22,6 +23,11 @@
  *   - a listed number is allowed;
  *   - anything else: SECCOMP_RET_KILL_PROCESS (systemd's default action),
  *     or SECCOMP_RET_ERRNO | EPERM with --errno.
+ *   - before the list, as container profiles do (for tests/cli/
+ *     inject_seccomp.bats): --errno-nr NR:ERRNO answers NR with that
+ *     errno (Docker's clone3: ENOSYS, 38), and --arg0-clear NR:MASK allows
+ *     NR only while its first argument has none of MASK's bits (podman's
+ *     and Docker's clone without namespace flags), else the default action.
  *
  * No libseccomp: raw struct sock_filter, PR_SET_NO_NEW_PRIVS, then
  * seccomp(SECCOMP_SET_MODE_FILTER) (prctl(PR_SET_SECCOMP) where that system
@@ -65,14 +71,15 @@
 #define MAX_SYSCALLS 1024          /* numbers 0..1023; x86-64 has ~460 */
 
 static const char *prog = "seccomp_run";
+#define USAGE "[--errno] [--errno-nr NR:ERRNO]... [--arg0-clear NR:MASK]... --allow-file FILE -- CMD [ARGS...]"
 
 static void usage(const char *why, const char *arg)
 {
 	if (arg != NULL)
-		fprintf(stderr, "%s: %s '%s' (usage: %s [--errno] --allow-file FILE -- CMD [ARGS...])\n",
+		fprintf(stderr, "%s: %s '%s' (usage: %s " USAGE ")\n",
 		    prog, why, arg, prog);
 	else
-		fprintf(stderr, "%s: %s (usage: %s [--errno] --allow-file FILE -- CMD [ARGS...])\n",
+		fprintf(stderr, "%s: %s (usage: %s " USAGE ")\n",
 		    prog, why, prog);
 	exit(2);
 }
@@ -129,6 +136,10 @@ int main(int argc, char **argv)
 {
 	bool errno_mode = false;
 	const char *allow_file = NULL;
+	/* --errno-nr and --arg0-clear rules: number, value (errno or mask) */
+	unsigned long rule_nr[32], rule_val[32];
+	bool rule_arg[32];
+	unsigned nrules = 0;
 	int i = 1;
 	for (; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
@@ -136,6 +147,19 @@ int main(int argc, char **argv)
 			break;
 		} else if (strcmp(argv[i], "--errno") == 0) {
 			errno_mode = true;
+		} else if (strcmp(argv[i], "--errno-nr") == 0 || strcmp(argv[i], "--arg0-clear") == 0) {
+			char *end;
+			if (i + 1 >= argc || nrules == 32)
+				usage("too many rules, or no NR:VALUE after", argv[i]);
+			rule_arg[nrules] = argv[i][2] == 'a';
+			rule_nr[nrules] = strtoul(argv[i + 1], &end, 10);
+			if (*end != ':' || rule_nr[nrules] >= MAX_SYSCALLS)
+				usage("not NR:VALUE", argv[i + 1]);
+			rule_val[nrules] = strtoul(end + 1, &end, 0);
+			if (*end != 0 || rule_val[nrules] > (rule_arg[nrules] ? 0xffffffffUL : 4095UL))
+				usage("not NR:VALUE", argv[i + 1]);
+			nrules++;
+			i++;
 		} else if (strcmp(argv[i], "--allow-file") == 0) {
 			if (i + 1 >= argc)
 				usage("--allow-file needs a FILE", NULL);
@@ -143,7 +167,7 @@ int main(int argc, char **argv)
 		} else if (strncmp(argv[i], "--allow-file=", 13) == 0) {
 			allow_file = argv[i] + 13;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			printf("usage: %s [--errno] --allow-file FILE -- CMD [ARGS...]\n", prog);
+			printf("usage: %s " USAGE "\n", prog);
 			return 0;
 		} else if (argv[i][0] == '-') {
 			usage("unknown option", argv[i]);
@@ -164,10 +188,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	/* 6 header instructions, 2 per number (jeq, then ret allow: no jump
-	 * offset ever exceeds the 8 bits BPF has, however long the list), and
-	 * the default action. */
+	/* 6 header instructions, 2 per --errno-nr rule and 6 per --arg0-clear
+	 * one, 2 per number (jeq, then ret allow: no jump offset ever exceeds
+	 * the 8 bits BPF has, however long the list), and the default action. */
+	unsigned deflt = errno_mode ? SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA) : SECCOMP_RET_KILL_PROCESS;
 	unsigned n = 0, cap = 6 + 2 * count + 1;
+	for (unsigned r = 0; r < nrules; r++)
+		cap += rule_arg[r] ? 6 : 2;
 	struct sock_filter *f = calloc(cap, sizeof *f);
 	if (f == NULL) {
 		fprintf(stderr, "%s: out of memory\n", prog);
@@ -181,14 +208,28 @@ int main(int argc, char **argv)
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
 	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, __X32_SYSCALL_BIT, 0, 1);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	for (unsigned r = 0; r < nrules; r++) {
+		if (!rule_arg[r]) {
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, rule_nr[r], 0, 1);
+			f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | rule_val[r]);
+			continue;
+		}
+		/* the low word of args[0] (x86-64 is little-endian), then the
+		 * number back in A for the rules after */
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, rule_nr[r], 0, 4);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, rule_val[r], 1, 0);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, deflt);
+		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	}
 	for (unsigned nr = 0; nr < MAX_SYSCALLS; nr++) {
 		if (!allowed[nr])
 			continue;
 		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	}
-	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-	    errno_mode ? SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA) : SECCOMP_RET_KILL_PROCESS);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, deflt);
 	if (n != cap || n > BPF_MAXINSNS) {
 		fprintf(stderr, "%s: internal error: filter of %u instructions (expected %u, max %d)\n",
 		    prog, n, cap, BPF_MAXINSNS);

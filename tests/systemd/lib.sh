@@ -81,21 +81,11 @@ sd_setup() {
 	FAILS=0
 	SD_T0=$SECONDS
 	SD_NSPAWN="" SD_LEADER="" SD_MACHINE="" SD_TORN="" SD_TRACKED=()
-	if [ -z "$build" ]; then
-		echo "usage: $0 /abs/path/to/build" >&2
-		exit 2
-	fi
-	BUILD=$(cd "$build" && pwd) || die "no build directory $build"
+	sd_build "$build"
 	SD_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-	[[ -f $BUILD/libheapctl.so && -x $BUILD/heapctl ]] ||
-	    die "$BUILD/libheapctl.so or $BUILD/heapctl missing (run make)"
 	[ "$(id -u)" -eq 0 ] || die "needs root (systemd-nspawn boots the container)"
-	local t
-	for t in systemd-nspawn:systemd-container mmdebstrap:mmdebstrap nsenter:util-linux \
-	    gcc:gcc jeprof:libjemalloc-dev python3:python3 flock:util-linux; do
-		command -v "${t%%:*}" >/dev/null 2>&1 ||
-		    die "${t%%:*} not found (Debian package ${t#*:}; tests/deps.sh installs it)"
-	done
+	sd_need systemd-nspawn:systemd-container mmdebstrap:mmdebstrap nsenter:util-linux \
+	    gcc:gcc jeprof:libjemalloc-dev python3:python3 flock:util-linux
 	[ -d /sys/fs/cgroup ] || die "no /sys/fs/cgroup: systemd-nspawn cannot run here"
 	# nothing from the caller's environment may configure the host's heapctl
 	unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
@@ -105,10 +95,34 @@ sd_setup() {
 	trap 'sd_teardown; exit 143' TERM
 }
 
+# sd_build <build dir>: BUILD, its absolute path, which must hold the
+# library and the command (tests/containers/lib.sh uses it too)
+sd_build() {
+	if [ -z "${1:-}" ]; then
+		echo "usage: $0 /abs/path/to/build" >&2
+		exit 2
+	fi
+	BUILD=$(cd "$1" && pwd) || die "no build directory $1"
+	[[ -f $BUILD/libheapctl.so && -x $BUILD/heapctl ]] ||
+	    die "$BUILD/libheapctl.so or $BUILD/heapctl missing (run make)"
+}
+
+# sd_need PROGRAM:PACKAGE...: each program on PATH, or die naming its package
+sd_need() {
+	local t
+	for t in "$@"; do
+		command -v "${t%%:*}" >/dev/null 2>&1 ||
+		    die "${t%%:*} not found (Debian package ${t#*:}; tests/deps.sh installs it)"
+	done
+}
+
 # ---- the root file system ------------------------------------------------
 
 # sd_rootfs: SD_ROOTFS, the cached tree for $SD_PACKAGES, built if missing.
+# A tree is whole once $SD_ROOTFS_PROBE (a program it must have) is in it;
+# tests/containers/lib.sh builds its image's tree here too, with its own list.
 sd_rootfs() {
+	local probe=${SD_ROOTFS_PROBE:-usr/lib/systemd/systemd}
 	local opts=(--variant="$SD_VARIANT" --include="${SD_PACKAGES// /,}"
 	            --aptopt='Acquire::Retries "3"')
 	local hash
@@ -121,7 +135,7 @@ sd_rootfs() {
 		exec {lockfd}>&-
 		die "another build of the root file system holds $SD_CACHE/.lock for over 900 s"
 	fi
-	if [ -x "$SD_ROOTFS/usr/lib/systemd/systemd" ] && [ -e "$SD_ROOTFS/.heapctl-complete" ]; then
+	if [ -x "$SD_ROOTFS/$probe" ] && [ -e "$SD_ROOTFS/.heapctl-complete" ]; then
 		touch "$SD_ROOTFS"       # in use: not pruned below
 		exec {lockfd}>&-
 		note "root file system $SD_ROOTFS (cached)"
@@ -135,7 +149,7 @@ sd_rootfs() {
 	local tmp=$SD_CACHE/.tmp-rootfs-$hash.$$ t0=$SECONDS rc=0
 	note "building the root file system ($SD_PACKAGES) in $tmp"
 	mmdebstrap "${opts[@]}" "$SD_SUITE" "$tmp" >"$WORK/mmdebstrap.log" 2>&1 || rc=$?
-	if [ "$rc" -ne 0 ] || [ ! -x "$tmp/usr/lib/systemd/systemd" ]; then
+	if [ "$rc" -ne 0 ] || [ ! -x "$tmp/$probe" ]; then
 		rm -rf "$tmp"
 		exec {lockfd}>&-
 		local why
