@@ -194,6 +194,17 @@ void hc_dump_highwater(size_t mapped);
 void hc_dump_at_exit(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
+/* The live bytes and objects the profile attributes now (unbiased
+ * estimates, as a dump's t* line before jeprof's scaling), and the bytes
+ * by which whole pages exceed the live sampled small objects on them
+ * (what sampling itself costs the heap). */
+#define HC_PROMOTED_BELOW ((uint64_t)16 << 10)   /* the small classes' sizes */
+void hc_dump_live(double *bytes, double *objs, uint64_t *promoted);
+
+/* ---- heapctl explain and purge (explain.c) ------------------------------ */
+
+void hc_explain_stats(const hc_shm_req_t *q, hc_shm_rep_t *rep);
+void hc_explain_purge(hc_shm_rep_t *rep);
 void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 
 /* ---- mallctl (ctl.c) ----------------------------------------------------- */

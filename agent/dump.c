@@ -207,6 +207,26 @@ static hc_cnt_t tctx_counts(const hc_tctx_t *c, bool peak)
 	return cnt;
 }
 
+void hc_dump_live(double *bytes, double *objs, uint64_t *promoted)
+{
+	*bytes = *objs = 0;
+	*promoted = 0;
+	hc_mutex_lock(&hc_prof_lock);
+	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next)
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			hc_cnt_t cnt = tctx_counts(c, false);
+			*bytes += cnt.w_curbytes;
+			*objs += cnt.w_curobjs;
+			/* a sampled small object has whole pages of its own */
+			for (const hc_sample_t *r = c->samples; r; r = r->next) {
+				uint64_t n = r->usize + (uint64_t)__atomic_load_n(&r->pending, __ATOMIC_RELAXED);
+				if (n < HC_PROMOTED_BELOW)
+					*promoted += ((n + 4095) & ~(uint64_t)4095) - n;
+			}
+		}
+	hc_mutex_unlock(&hc_prof_lock);
+}
+
 /* Format the whole profile; peak selects the high-water snapshot. */
 static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes,
     size_t *leak_ctx)

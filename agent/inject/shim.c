@@ -601,6 +601,12 @@ void hc_stats_refresh(hc_stats_t *st)
 }
 
 void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
+unsigned hc_alloc_kind(void) { return HC_ALLOC_PROCESS; }
+/* glibc's malloc has no size classes of pages to show, and its mappings
+ * (brk, arenas, one per large block) are not listed: heapctl explain
+ * counts them with the other anonymous memory */
+unsigned hc_class_stats(hc_class_stats_t *out, unsigned n) { (void)out; (void)n; return 0; }
+void hc_alloc_ranges(bool (*fn)(void *, uintptr_t, uintptr_t, unsigned), void *arg) { (void)fn; (void)arg; }
 void hc_purge_all(void) { malloc_trim(0); }
 /* the process's malloc maps its heap: thp has nothing to act on */
 int hc_alloc_set_thp(unsigned mode) { return mode == HC_THP_DEFAULT ? 0 : ENOTSUP; }
