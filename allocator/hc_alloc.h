@@ -46,8 +46,9 @@ void hc_stats_refresh(hc_stats_t *st);
 #define HC_NCLASSES_MAX 40    /* at least the small classes' count */
 
 /* Whose allocator agent/ is over: this one, or (heapctl inject) the
- * process's own, whose statistics come from glibc's mallinfo2. */
-enum { HC_ALLOC_HEAPCTL = 0, HC_ALLOC_PROCESS = 1 };
+ * process's own, whose statistics come from glibc's mallinfo2 or from
+ * jemalloc's mallctl. */
+enum { HC_ALLOC_HEAPCTL = 0, HC_ALLOC_PROCESS = 1, HC_ALLOC_PROCESS_JEMALLOC = 2 };
 unsigned hc_alloc_kind(void);
 
 /* One small size class's pages (heapctl explain's fragmentation table).

@@ -52,7 +52,8 @@ typedef struct {
 typedef struct {
 	bool have;
 	uint64_t allocated, active, metadata, dirty, retained;
-	bool own;                  /* the process's own malloc (injected agent) */
+	unsigned own;              /* 0 heapctl's; the process's own malloc
+	                              (injected agent): 1 glibc's, 2 jemalloc's */
 	uint64_t attributed, attributed_objs, samples, promoted;
 	unsigned lg_sample;
 	uint64_t large, huge, nhuge;
@@ -94,7 +95,7 @@ static int fetch_stats(cli_args_t *a, hc_shm_target_t *t, alloc_view_t *v)
 				v->metadata = s.v[2];
 				v->dirty = s.v[3];
 				v->retained = s.v[4];
-				v->own = s.v[5] == 1;
+				v->own = s.v[5] <= 2 ? (unsigned)s.v[5] : 1;
 				break;
 			case HC_STAT_PROF:
 				v->attributed = s.v[0];
@@ -346,7 +347,7 @@ static void part(printer_t *p, int depth, const char *key, const char *label, in
 	out_bytes((uint64_t)(bytes < 0 ? -bytes : bytes), b, sizeof b);
 	snprintf(sb, sizeof sb, "%s%s", bytes < 0 ? "-" : "", b);
 	double pct = p->whole ? 100.0 * (double)bytes / (double)p->whole : 0;
-	printf("  %*s%-*s %11s %6.1f%%%s%s\n", depth * 2, "", 38 - depth * 2, label, sb, pct,
+	printf("  %*s%-*s %11s %6.1f%%%s%s\n", depth * 2, "", 44 - depth * 2, label, sb, pct,
 	    note && *note ? "   " : "", note ? note : "");
 }
 
@@ -492,10 +493,23 @@ int cmd_explain(cli_args_t *a)
 		char note[160];
 		snprintf(note, sizeof note, "%" PRIu64 " samples since the injection", v.samples);
 		part(&p, 0, "anonymous", "anonymous memory (malloc's heap is in here)", (int64_t)(anon + o.brk), NULL);
-		part(&p, 1, "malloc.live", "in use by malloc (mallinfo2)", (int64_t)v.allocated, NULL);
-		part(&p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
-		part(&p, 1, "malloc.free", "free in malloc's arenas", (int64_t)v.dirty,
-		    "fragmentation and untrimmed tops; heapctl purge runs malloc_trim");
+		if (v.own == 2) {
+			part(&p, 1, "malloc.live", "live (jemalloc's stats.allocated)", (int64_t)v.allocated, NULL);
+			part(&p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
+			part(&p, 1, "malloc.fragmentation", "free space in pages in use", (int64_t)frag,
+			    "stats.active less stats.allocated");
+			part(&p, 1, "malloc.free", "free pages not yet returned", (int64_t)v.dirty,
+			    "every arena's pdirty; heapctl purge purges them");
+			part(&p, 1, "malloc.metadata", "jemalloc's metadata", (int64_t)v.metadata, NULL);
+			part(&p, 1, "malloc.unaccounted", "(the OS's count less jemalloc's)",
+			    (int64_t)(anon + o.brk) - (int64_t)(v.allocated + frag + v.dirty + v.metadata),
+			    "other anonymous memory, or counted but not resident");
+		} else {
+			part(&p, 1, "malloc.live", "in use by malloc (mallinfo2)", (int64_t)v.allocated, NULL);
+			part(&p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
+			part(&p, 1, "malloc.free", "free in malloc's arenas", (int64_t)v.dirty,
+			    "fragmentation and untrimmed tops; heapctl purge runs malloc_trim");
+		}
 	} else if (v.have) {
 		char note[160];
 		part(&p, 0, "heap", "heapctl's heap", (int64_t)heap_os, NULL);
@@ -530,7 +544,8 @@ int cmd_explain(cli_args_t *a)
 	if (jp) {
 		json_end(jp);
 		if (v.have) {
-			json_str(jp, "allocator", v.own ? "the process's own malloc (mallinfo2)" : "heapctl");
+			json_str(jp, "allocator", v.own == 2 ? "the process's own malloc (jemalloc's mallctl)"
+			    : v.own ? "the process's own malloc (mallinfo2)" : "heapctl");
 			json_u64(jp, "purge_would_return", v.dirty);
 			print_classes(jp, &v, limit);
 		} else {

@@ -178,9 +178,10 @@ typedef struct hc_shm_rep_s {
  */
 typedef enum {
 	HC_STAT_TOTAL = 1,         /* v: allocated, active, metadata, dirty,
-	                              retained, 1 if the allocator is the
-	                              process's own
-	                              (heapctl inject; glibc's mallinfo2)   */
+	                              retained, and whose figures: 0 heapctl's
+	                              allocator, 1 the process's own malloc
+	                              (heapctl inject) by glibc's mallinfo2,
+	                              2 by jemalloc's mallctl               */
 	HC_STAT_PROF = 2,          /* v: live bytes and objects the profile
 	                              attributes (unbiased estimates), samples
 	                              ever, lg_sample, bytes of the pages of

@@ -174,3 +174,26 @@ PY
 	run "$HEAPCTL" purge 999999999
 	[ "$status" -eq 3 ]
 }
+
+@test "explain: redis (jemalloc) injected: jemalloc's own statistics, and the parts still add up" {
+	command -v redis-server >/dev/null || skip "no redis-server"
+	[ -x "$HEAPCTL_BUILD/libheapctl-agent.so" ] || skip "no agent library"
+	redis-server --port 0 --unixsocket "$T/r.sock" --save "" >"$T/redis.log" 2>&1 &
+	R=$!
+	track "$R"
+	wait_for 10 test -S "$T/r.sock"
+	for i in $(seq 3000); do echo "SET k$i $(printf '%0500d' "$i")"; done | redis-cli -s "$T/r.sock" >/dev/null
+	"$HEAPCTL" inject "$R" --off >/dev/null
+	explained "$R" "$T/r.json"
+	python3 - "$T/r.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["allocator"] == "the process's own malloc (jemalloc's mallctl)", d
+parts = {p["part"]: p["bytes"] for p in d["parts"]}
+assert parts["malloc.live"] >= 3000 * 500, parts     # 3,000 values of 500 bytes
+assert parts["malloc.metadata"] > 0, parts
+PY
+	run "$HEAPCTL" purge "$R"
+	[ "$status" -eq 0 ]
+	"$HEAPCTL" eject "$R" >/dev/null
+}
