@@ -126,11 +126,24 @@ typedef struct hc_tctx_s {
 	hc_cnt_t peak;                        /* cnt at the last peak        */
 } hc_tctx_t;
 
+/* How long the sampled objects of one stack lived, counted at their free
+ * (heapctl report --lifetime).  hist has four buckets per doubling of the
+ * lifetime in nanoseconds (hc_life_bucket); the last takes everything
+ * longer than 2^50 ns (13 days). */
+#define HC_LIFE_BUCKETS 196
+typedef struct hc_life_s {
+	uint64_t epoch;                       /* the reset_epoch it counts in */
+	uint64_t frees, lt_1ms, lt_1s, lt_1min;
+	uint32_t hist[HC_LIFE_BUCKETS];
+} hc_life_t;
+unsigned hc_life_bucket(uint64_t ns);
+
 struct hc_stack_s {
 	hc_stack_t *next;                     /* hash chain                  */
 	hc_stack_t *all_next;
 	uint64_t hash;
 	hc_tctx_t *tctxs;
+	hc_life_t *life;                      /* NULL until a sampled free   */
 	unsigned nframes;
 	uintptr_t frames[];
 };
@@ -150,6 +163,7 @@ typedef struct hc_sample_s {
 	double weight;                        /* 1 / P(sampled)              */
 	uint64_t charged;                     /* bytes the countdown charged */
 	uint64_t reset_epoch;
+	uint64_t born_ns;                     /* CLOCK_MONOTONIC at sampling */
 } hc_sample_t;
 
 hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
@@ -205,6 +219,17 @@ uint64_t hc_dumps_written(void);
 /* heapctl inject: the count from 0 again (the names' numbers go on, so
  * that no file of the injection before is taken) */
 void hc_dumps_restart(void);
+/* The live bytes and objects the profile attributes now (unbiased
+ * estimates, as a dump's t* line before jeprof's scaling), and the bytes
+ * by which whole pages exceed the live sampled small objects on them
+ * (what sampling itself costs the heap). */
+#define HC_PROMOTED_BELOW ((uint64_t)16 << 10)   /* the small classes' sizes */
+void hc_dump_live(double *bytes, double *objs, uint64_t *promoted);
+
+/* ---- heapctl explain and purge (explain.c) ------------------------------ */
+
+void hc_explain_stats(const hc_shm_req_t *q, hc_shm_rep_t *rep);
+void hc_explain_purge(hc_shm_rep_t *rep);
 void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 
 /* ---- mallctl (ctl.c) ----------------------------------------------------- */

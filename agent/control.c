@@ -550,6 +550,12 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		hc_prof_reset(q->arg);
 		reply(rep, HC_REP_OK, NULL, NULL);
 		return;
+	case HC_CMD_STATS:
+		hc_explain_stats(q, rep);
+		return;
+	case HC_CMD_PURGE:
+		hc_explain_purge(rep);
+		return;
 	case HC_CMD_EJECT: {
 		char why[256] = "";
 		if (eject_hook == NULL) {

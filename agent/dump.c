@@ -10,7 +10,13 @@
  *   @ 0x<frame> 0x<frame> ...                  innermost first
  *     t*: ...                                  the stack's total
  *     t<uid>: ...                              per thread
+ *     a: <age ns> <size> <weight x 1000> <uid> one per live sampled object
+ *     l: <frees> << 1 ms> << 1 s> << 1 min> <bits>:<count> ...
+ *                                              lifetimes of its sampled
+ *                                              objects freed so far
  *   ...
+ *   @ 0x<frame> ...                            a stack with sampled frees
+ *     l: ...                                   and nothing live
  *
  *   MAPPED_LIBRARIES:
  *   <a copy of /proc/self/maps>
@@ -20,6 +26,11 @@
  * jeprof's scaling turns back into those sums (as jemalloc 5.3 does):
  * with c, s the unbiased objects and bytes and x = s/c,
  *   bytes_written = s * (1 - exp(-x/period)),  objs_written = bytes_written / x.
+ *
+ * jeprof takes only '@' and 't' lines and skips the rest, so the 'a' and
+ * 'l' lines (heapctl report --lifetime, --older-than) leave what it reads
+ * as it was; a stack with no 't' lines adds nothing to its profile.  Peak
+ * dumps have neither: they are a snapshot of counts.
  *
  * A dump is formatted into memory under hc_prof_lock, written to
  * "<path>.tmp.<pid>" and renamed, so no reader ever sees part of a profile.
@@ -213,11 +224,84 @@ static hc_cnt_t tctx_counts(const hc_tctx_t *c, bool peak)
 	return cnt;
 }
 
+void hc_dump_live(double *bytes, double *objs, uint64_t *promoted)
+{
+	*bytes = *objs = 0;
+	*promoted = 0;
+	hc_mutex_lock(&hc_prof_lock);
+	for (hc_stack_t *s = hc_prof_stacks(); s; s = s->all_next)
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			hc_cnt_t cnt = tctx_counts(c, false);
+			*bytes += cnt.w_curbytes;
+			*objs += cnt.w_curobjs;
+			/* a sampled small object has whole pages of its own */
+			for (const hc_sample_t *r = c->samples; r; r = r->next) {
+				uint64_t n = r->usize + (uint64_t)__atomic_load_n(&r->pending, __ATOMIC_RELAXED);
+				if (n < HC_PROMOTED_BELOW)
+					*promoted += ((n + 4095) & ~(uint64_t)4095) - n;
+			}
+		}
+	hc_mutex_unlock(&hc_prof_lock);
+}
+
+static void buf_frames(buf_t *b, const hc_stack_t *s)
+{
+	buf_str(b, "@");
+	for (unsigned i = 0; i < s->nframes; i++) {
+		buf_str(b, " ");
+		buf_hex(b, s->frames[i]);
+	}
+	buf_str(b, "\n");
+}
+
+/* The stack's live sampled objects, one line each, and the lifetimes of
+ * those freed.  Under hc_prof_lock. */
+static void buf_lives(buf_t *b, const hc_stack_t *s, uint64_t now, bool ages)
+{
+	uint64_t epoch = hc_prof_reset_epoch();
+	for (const hc_tctx_t *c = s->tctxs; c && ages; c = c->next)
+		for (const hc_sample_t *r = c->samples; r; r = r->next) {
+			if (r->reset_epoch != epoch)
+				continue;
+			int64_t p = __atomic_load_n(&r->pending, __ATOMIC_RELAXED);
+			buf_str(b, "  a: ");
+			buf_u64(b, now > r->born_ns ? now - r->born_ns : 0);
+			buf_str(b, " ");
+			buf_u64(b, (uint64_t)((int64_t)r->usize + p));
+			buf_str(b, " ");
+			buf_u64(b, (uint64_t)(r->weight * 1000.0 + 0.5));
+			buf_str(b, " ");
+			buf_u64(b, c->thread->uid);
+			buf_str(b, "\n");
+		}
+	const hc_life_t *l = s->life;
+	if (l == NULL || l->epoch != epoch || l->frees == 0)
+		return;
+	buf_str(b, "  l: ");
+	buf_u64(b, l->frees);
+	buf_str(b, " ");
+	buf_u64(b, l->lt_1ms);
+	buf_str(b, " ");
+	buf_u64(b, l->lt_1s);
+	buf_str(b, " ");
+	buf_u64(b, l->lt_1min);
+	for (unsigned i = 0; i < HC_LIFE_BUCKETS; i++) {
+		if (l->hist[i] == 0)
+			continue;
+		buf_str(b, " ");
+		buf_u64(b, i);
+		buf_str(b, ":");
+		buf_u64(b, l->hist[i]);
+	}
+	buf_str(b, "\n");
+}
+
 /* Format the whole profile; peak selects the high-water snapshot. */
 static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes,
     size_t *leak_ctx)
 {
 	bool accum = hc_opt.prof_accum;
+	uint64_t now = hc_shm_mono_ns();
 	hc_mutex_lock(&hc_prof_lock);
 	hc_prof_check();
 	double period = (double)((uint64_t)1 << hc_prof.lg_sample);
@@ -265,12 +349,8 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 		}
 		if (accum ? sum.accumobjs == 0 : sum.curobjs == 0)
 			continue;
-		buf_str(b, "@");
-		for (unsigned i = 0; i < s->nframes; i++) {
-			buf_str(b, " ");
-			buf_hex(b, s->frames[i]);
-		}
-		buf_str(b, "\n  t*: ");
+		buf_frames(b, s);
+		buf_str(b, "  t*: ");
 		buf_cnts(b, &sum, period, accum);
 		buf_str(b, "\n");
 		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
@@ -283,6 +363,24 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 			buf_cnts(b, &cnt, period, accum);
 			buf_str(b, "\n");
 		}
+		if (!peak)
+			buf_lives(b, s, now, true);
+	}
+	/* stacks whose sampled objects were all freed: their lifetimes */
+	for (hc_stack_t *s = hc_prof_stacks(); s && !peak; s = s->all_next) {
+		const hc_life_t *l = s->life;
+		if (l == NULL || l->epoch != hc_prof_reset_epoch() || l->frees == 0)
+			continue;
+		hc_cnt_t sum;
+		memset(&sum, 0, sizeof sum);
+		for (hc_tctx_t *c = s->tctxs; c; c = c->next) {
+			hc_cnt_t cnt = tctx_counts(c, peak);
+			cnt_add(&sum, &cnt);
+		}
+		if (accum ? sum.accumobjs != 0 : sum.curobjs != 0)
+			continue;           /* written above */
+		buf_frames(b, s);
+		buf_lives(b, s, now, false);
 	}
 	hc_mutex_unlock(&hc_prof_lock);
 	if (leak_objs) {

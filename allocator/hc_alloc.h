@@ -43,6 +43,36 @@ void hc_init(void);
 /* Recompute all statistics (walks every chunk; called on "epoch" writes). */
 void hc_stats_refresh(hc_stats_t *st);
 
+#define HC_NCLASSES_MAX 40    /* at least the small classes' count */
+
+/* Whose allocator agent/ is over: this one, or (heapctl inject) the
+ * process's own, whose statistics come from glibc's mallinfo2 or from
+ * jemalloc's mallctl. */
+enum { HC_ALLOC_HEAPCTL = 0, HC_ALLOC_PROCESS = 1, HC_ALLOC_PROCESS_JEMALLOC = 2 };
+unsigned hc_alloc_kind(void);
+
+/* One small size class's pages (heapctl explain's fragmentation table).
+ * A page is sparse when at most a quarter of its carved blocks are live:
+ * the few live blocks keep the whole page resident. */
+typedef struct hc_class_stats_s {
+	size_t size;        /* block size                                        */
+	size_t pages;       /* 64 KiB pages of the class in use                  */
+	size_t carved;      /* blocks carved from them                           */
+	size_t used;        /* of which live                                     */
+	size_t active;      /* bytes of OS pages they span                       */
+	size_t sparse_pages, sparse_used, sparse_active;
+} hc_class_stats_t;
+
+/* Fill out[0 .. n) for the small classes (n at most the class count);
+ * returns how many were filled.  Racy reads: a statistic, not a count. */
+unsigned hc_class_stats(hc_class_stats_t *out, unsigned n);
+
+/* The address ranges the allocator has mapped (chunks, cached ones
+ * included, huge mappings, metadata), adjacent chunks merged: calls fn for
+ * each, in no particular order, until it returns false. */
+enum { HC_RANGE_CHUNKS = 0, HC_RANGE_HUGE = 1, HC_RANGE_META = 2 };
+void hc_alloc_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg);
+
 /* Bytes the profiler's own structures use, added to stats.metadata. */
 void hc_stats_add_metadata(intptr_t delta);
 

@@ -203,6 +203,7 @@ void hc_stats_add_metadata(intptr_t delta)
 	__atomic_add_fetch(&meta_bytes, (size_t)delta, __ATOMIC_RELAXED);
 }
 
+
 /* Heap structs come from their own mappings, a page-multiple at a time. */
 static hc_heap_t *heap_struct_new(void)
 {
@@ -215,13 +216,12 @@ static hc_heap_t *heap_struct_new(void)
 		size_t sz = (sizeof(hc_heap_t) + 63) & ~(size_t)63;
 		if (bump == NULL || (size_t)(bump_end - bump) < sz) {
 			size_t span = 64 * 1024;
-			bump = hc_os_map(span);
+			bump = hc_meta_alloc(span);   /* a mapping of its own */
 			if (bump == NULL) {
 				hc_mutex_unlock(&heaps_lock);
 				return NULL;
 			}
 			bump_end = bump + span;
-			hc_stats_add_metadata((intptr_t)span);
 		}
 		h = (hc_heap_t *)bump;
 		bump += sz;
@@ -1368,6 +1368,47 @@ void hc_heap_fork_child(void)
 }
 
 /* ---- statistics -------------------------------------------------------- */
+
+_Static_assert(HC_NCLASSES <= HC_NCLASSES_MAX, "hc_alloc.h's HC_NCLASSES_MAX is too small");
+
+unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
+{
+	if (n > HC_NCLASSES)
+		n = HC_NCLASSES;
+	memset(out, 0, n * sizeof *out);
+	for (unsigned k = 0; k < n; k++)
+		out[k].size = hc_class_size[k];
+	for (hc_chunk_t *c = hc_chunk_registry(); c; c = c->all_next) {
+		if (__atomic_load_n(&c->cached, __ATOMIC_ACQUIRE) || c->kind != HC_KIND_SMALL)
+			continue;
+		for (unsigned i = 1; i < HC_NSLOTS; i++) {
+			hc_page_t *pg = &c->pages[i];
+			if (!__atomic_load_n(&pg->in_use, __ATOMIC_ACQUIRE))
+				continue;
+			unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
+			if (cls >= n)
+				continue;
+			size_t bs = hc_class_size[cls];
+			int32_t live = hc_page_used(pg);
+			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
+			size_t used = live < 0 ? 0 : (size_t)live > cap ? cap : (size_t)live;
+			size_t wrap = hc_class_wrap[cls];
+			size_t span = hc_class_off[cls] + (cap < wrap ? cap : wrap) * bs;
+			size_t active = (span + HC_PAGE - 1) & ~(HC_PAGE - 1);
+			hc_class_stats_t *o = &out[cls];
+			o->pages++;
+			o->carved += cap;
+			o->used += used;
+			o->active += active;
+			if (used * 4 <= cap) {
+				o->sparse_pages++;
+				o->sparse_used += used;
+				o->sparse_active += active;
+			}
+		}
+	}
+	return n;
+}
 
 void hc_heap_stats(hc_stats_t *st)
 {

@@ -382,3 +382,14 @@ void hc_huge_stats(hc_stats_t *st)
 void hc_huge_fork_prepare(void) { hc_mutex_lock(&huge_lock); }
 void hc_huge_fork_parent(void) { hc_mutex_unlock(&huge_lock); }
 void hc_huge_fork_child(void) { hc_mutex_reinit(&huge_lock); }
+
+void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
+{
+	hc_mutex_lock(&huge_lock);
+	bool more = true;
+	for (hc_chunk_t *h = live_list; h && more; h = h->next)
+		more = fn(arg, (uintptr_t)h, (uintptr_t)h + h->map_size, HC_RANGE_HUGE);
+	for (unsigned i = 0; i < cache_n && more; i++)
+		more = fn(arg, (uintptr_t)cache[i].hdr, (uintptr_t)cache[i].hdr + cache[i].hdr->map_size, HC_RANGE_HUGE);
+	hc_mutex_unlock(&huge_lock);
+}

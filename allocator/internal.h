@@ -476,6 +476,8 @@ void hc_small_free_slow(hc_chunk_t *c, void *p);
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p);
 void hc_heap_fork_prepare(void), hc_heap_fork_parent(void), hc_heap_fork_child(void);
 void hc_heap_stats(hc_stats_t *st);
+/* Each mapping of metadata (meta.c), under meta_lock. */
+void hc_meta_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg);
 void hc_heap_collect_self(void);
 void hc_heap_init_begin(void), hc_heap_init_end(void);
 
@@ -513,6 +515,8 @@ void *hc_huge_realloc(hc_chunk_t *c, size_t n);          /* NULL: caller copies 
 hc_chunk_t *hc_huge_header(const void *p);               /* for chunk-aligned p */
 void hc_huge_fork_prepare(void), hc_huge_fork_parent(void), hc_huge_fork_child(void);
 void hc_huge_stats(hc_stats_t *st);
+/* Each live or cached huge mapping's range, under huge_lock. */
+void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg);
 void hc_huge_decay(void);
 void hc_huge_purge_now(void);
 int hc_huge_thp_all(void);     /* hc_os_thp on every mapping; 0 or errno */

@@ -6,6 +6,12 @@
  * stats.metadata can count it: power-of-two classes from 16 B to 4 KiB carved
  * from 64 KiB mappings, with a free list per class; larger requests are
  * mapped directly.  One mutex; callers are slow paths only.
+ *
+ * Every mapping starts with a header on a list, so that heapctl explain
+ * can tell metadata from the program's own anonymous memory in
+ * /proc/PID/smaps (the kernel merges neighbouring mappings into one): a
+ * span's first 64 bytes, a direct mapping's first page (what it returns
+ * stays page-aligned).
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -21,6 +27,37 @@ static hc_mutex_t meta_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_META, "meta_loc
 static hc_block_t *meta_free[META_NCLASSES];
 static char *meta_bump, *meta_end;
 
+typedef struct meta_map_s {
+	struct meta_map_s *next, *prev;
+	size_t size;
+} meta_map_t;
+static meta_map_t *meta_maps;          /* under meta_lock */
+#define META_SPAN_HDR 64
+
+/* Map size bytes and put them on the list; under meta_lock. */
+static void *meta_map(size_t size)
+{
+	meta_map_t *m = hc_os_map(size);
+	if (m == NULL)
+		return NULL;
+	m->size = size;
+	m->next = meta_maps;
+	if (meta_maps)
+		meta_maps->prev = m;
+	meta_maps = m;
+	hc_stats_add_metadata((intptr_t)size);
+	return m;
+}
+
+void hc_meta_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
+{
+	hc_mutex_lock(&meta_lock);
+	for (meta_map_t *m = meta_maps; m && fn(arg, (uintptr_t)m, (uintptr_t)m + m->size, HC_RANGE_META);
+	    m = m->next)
+		;
+	hc_mutex_unlock(&meta_lock);
+}
+
 static unsigned meta_class(size_t n)
 {
 	unsigned c = 0;
@@ -35,11 +72,11 @@ void *hc_meta_alloc(size_t n)
 	if (n == 0)
 		n = 1;
 	if (n > ((size_t)1 << META_MAX_SHIFT)) {
-		size_t sz = (n + HC_PAGE - 1) & ~(HC_PAGE - 1);
-		void *p = hc_os_map(sz);
-		if (p)
-			hc_stats_add_metadata((intptr_t)sz);
-		return p;
+		size_t sz = ((n + HC_PAGE - 1) & ~(HC_PAGE - 1)) + HC_PAGE;
+		hc_mutex_lock(&meta_lock);
+		char *m = meta_map(sz);
+		hc_mutex_unlock(&meta_lock);
+		return m ? m + HC_PAGE : NULL;
 	}
 	unsigned c = meta_class(n);
 	size_t sz = (size_t)1 << (c + META_MIN_SHIFT);
@@ -50,11 +87,10 @@ void *hc_meta_alloc(size_t n)
 		meta_free[c] = meta_free[c]->next;
 	} else {
 		if (meta_bump == NULL || (size_t)(meta_end - meta_bump) < sz) {
-			char *span = hc_os_map(META_SPAN);
+			char *span = meta_map(META_SPAN);
 			if (span != NULL) {
-				meta_bump = span;
+				meta_bump = span + META_SPAN_HDR;
 				meta_end = span + META_SPAN;
-				hc_stats_add_metadata((intptr_t)META_SPAN);
 			}
 		}
 		if (meta_bump && (size_t)(meta_end - meta_bump) >= sz) {
@@ -75,8 +111,13 @@ void hc_meta_free(void *p, size_t n)
 	if (n == 0)
 		n = 1;
 	if (n > ((size_t)1 << META_MAX_SHIFT)) {
-		size_t sz = (n + HC_PAGE - 1) & ~(HC_PAGE - 1);
-		hc_os_unmap(p, sz);
+		size_t sz = ((n + HC_PAGE - 1) & ~(HC_PAGE - 1)) + HC_PAGE;
+		meta_map_t *m = (meta_map_t *)((char *)p - HC_PAGE);
+		hc_mutex_lock(&meta_lock);
+		if (m->prev) m->prev->next = m->next; else meta_maps = m->next;
+		if (m->next) m->next->prev = m->prev;
+		hc_mutex_unlock(&meta_lock);
+		hc_os_unmap(m, sz);
 		hc_stats_add_metadata(-(intptr_t)sz);
 		return;
 	}

@@ -9,6 +9,8 @@
  * pages, all of which the allocator knows it has written.  No system call
  * is needed (mincore(2), which would measure it, is outside the seccomp
  * filters that hardened services run under: systemd's @system-service).
+ * heapctl explain measures it instead, from outside: the ranges below are
+ * where to look in /proc/PID/smaps.
  * Blocks freed by another thread and not yet back in their page (on its
  * remote list, or in the freeing thread's remote cache: heap.c) count as
  * allocated, as jemalloc counts blocks sitting in its thread caches.
@@ -31,4 +33,30 @@ void hc_stats_refresh(hc_stats_t *st)
 	st->nchunks_cached = ncached;
 	st->dirty += dirty;
 	st->resident = st->metadata + st->active + st->dirty;
+}
+
+unsigned hc_alloc_kind(void) { return HC_ALLOC_HEAPCTL; }
+
+void hc_alloc_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
+{
+	/* chunks are never unmapped, so the registry only grows; neighbours
+	 * mapped in a row (the usual case: os.c places each below the last)
+	 * come out as one range */
+	uintptr_t lo = 0, hi = 0;
+	for (hc_chunk_t *c = hc_chunk_registry(); c; c = c->all_next) {
+		uintptr_t s = (uintptr_t)c, e = s + c->map_size;
+		if (s == hi || e == lo) {
+			lo = s < lo ? s : lo;
+			hi = e > hi ? e : hi;
+			continue;
+		}
+		if (hi != 0 && !fn(arg, lo, hi, HC_RANGE_CHUNKS))
+			return;
+		lo = s;
+		hi = e;
+	}
+	if (hi != 0 && !fn(arg, lo, hi, HC_RANGE_CHUNKS))
+		return;
+	hc_huge_ranges(fn, arg);
+	hc_meta_ranges(fn, arg);
 }

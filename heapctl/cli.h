@@ -199,7 +199,7 @@ char **cli_scan_rest(cli_scan_t *s, int *n);
 void cli_scan_end(cli_scan_t *s);
 void cli_opts_help(FILE *f, const cli_opt_t *opts);
 bool cli_opts_takes_value(const cli_opt_t *opts, const char *arg);   /* "--name" or "-c" */
-extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], systemd_opts[];
+extern const cli_opt_t dump_opts[], reset_opts[], watch_opts[], run_opts[], systemd_opts[], explain_opts[];
 
 /* The report engine (heapctl/report/) is libheapctl-report.so, loaded by
  * `heapctl report` alone, so that the control commands need neither libdw
@@ -234,5 +234,7 @@ int cli_find_installed(const char *name, char *out, size_t len, bool quiet);
 int cmd_run(cli_args_t *a);
 int cmd_systemd(cli_args_t *a);
 int cmd_doctor(cli_args_t *a);
+int cmd_explain(cli_args_t *a);           /* cmd_explain.c */
+int cmd_purge(cli_args_t *a);
 
 #endif

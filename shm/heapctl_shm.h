@@ -142,6 +142,9 @@ typedef enum {
 	HC_CMD_RESET = 4,          /* arg: lg_sample or -1                       */
 	HC_CMD_EJECT = 5,          /* heapctl eject: an injected agent puts the
 	                              process's malloc back; the segment goes  */
+	HC_CMD_STATS = 6,          /* arg: first record; see hc_shm_stat_t     */
+	HC_CMD_PURGE = 7,          /* return free pages to the OS now; value:
+	                              bytes the allocator counted dirty before */
 } hc_shm_cmd_t;
 
 /* Reply codes. */
@@ -170,6 +173,40 @@ typedef struct hc_shm_rep_s {
 	uint64_t value;            /* DUMP: bytes written; failed: the errno     */
 	char text[HC_SHM_PATH_MAX];   /* DUMP: the path; errors: the reason      */
 } hc_shm_rep_t;
+
+/*
+ * HC_CMD_STATS (heapctl explain): the reply's text holds records
+ * [arg, arg + k) of a snapshot the target takes when arg is 0 and keeps
+ * for the requests that follow; value is the snapshot's record count.
+ * k = min(HC_SHM_STATS_PER_REPLY, count - arg).
+ */
+typedef enum {
+	HC_STAT_TOTAL = 1,         /* v: allocated, active, metadata, dirty,
+	                              retained, and whose figures: 0 heapctl's
+	                              allocator, 1 the process's own malloc
+	                              (heapctl inject) by glibc's mallinfo2,
+	                              2 by jemalloc's mallctl               */
+	HC_STAT_PROF = 2,          /* v: live bytes and objects the profile
+	                              attributes (unbiased estimates), samples
+	                              ever, lg_sample, bytes of the pages of
+	                              sampled small objects beyond their sizes */
+	HC_STAT_SMALL = 3,         /* size: block size; v: pages, carved blocks,
+	                              live blocks, active bytes, sparse pages
+	                              (at most a quarter live), their live
+	                              blocks, their active bytes               */
+	HC_STAT_LARGE = 4,         /* v: allocated bytes of 16 KiB .. 8 MiB     */
+	HC_STAT_HUGE = 5,          /* v: allocated bytes, objects               */
+	HC_STAT_RANGE = 6,         /* v: start, end of a mapping the allocator
+	                              made; 0 chunks, 1 a huge object, 2
+	                              metadata                                 */
+} hc_shm_stat_kind_t;
+
+typedef struct hc_shm_stat_s {
+	uint32_t kind;             /* hc_shm_stat_kind_t                         */
+	uint32_t size;
+	uint64_t v[7];
+} hc_shm_stat_t;
+#define HC_SHM_STATS_PER_REPLY (HC_SHM_PATH_MAX / sizeof(hc_shm_stat_t))
 
 /*
  * A slot's life: FREE -> CLAIMED (client) -> POSTED (client) -> BUSY

@@ -25,7 +25,8 @@
  * the same copy again.
  *
  * The allocator's side of agent/ (allocator/hc_alloc.h) is answered from
- * the process: statistics from mallinfo2 and /proc/self/statm, metadata
+ * the process: statistics from mallinfo2 and /proc/self/statm (or from
+ * jemalloc's mallctl where the process's malloc is jemalloc's), metadata
  * from its calloc, high-water marks of stats.mapped (as the allocator's
  * are: heapctl shows both under one name).
  */
@@ -58,6 +59,8 @@ static struct {
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
 	size_t (*usable)(void *);
+	/* jemalloc's, when the process's malloc is jemalloc's (redis) */
+	int (*mallctl)(const char *, void *, size_t *, void *, size_t);
 } real;
 
 static bool armed;                     /* atomic */
@@ -469,6 +472,14 @@ static bool resolve(void)
 		*(void **)((char *)&real + fns[i].off) = f;
 	}
 	real.usable = (size_t (*)(void *))definition("malloc_usable_size");
+	/* jemalloc's statistics if its mallctl is in the object whose malloc
+	 * the process calls (not this agent's own mallctl, nor a jemalloc
+	 * loaded beside glibc's malloc) */
+	void *ctl = definition("mallctl");
+	Dl_info a, b;
+	if (ctl && dladdr(ctl, &a) && dladdr((void *)real.malloc, &b) && a.dli_fbase == b.dli_fbase &&
+	    !strstr(a.dli_fname, "libheapctl"))
+		real.mallctl = (int (*)(const char *, void *, size_t *, void *, size_t))ctl;
 	return real.usable != NULL;
 }
 
@@ -592,9 +603,38 @@ static void raise_highwater(size_t mapped)
 		;
 }
 
+static size_t je_size(const char *name)
+{
+	size_t v = 0, len = sizeof v;
+	return real.mallctl(name, &v, &len, NULL, 0) == 0 ? v : 0;
+}
+
+/* jemalloc's stats.* (after an epoch write, which refreshes them); dirty
+ * pages are every arena's pdirty */
+static void je_stats(hc_stats_t *st)
+{
+	uint64_t epoch = 1;
+	size_t len = sizeof epoch;
+	(void)real.mallctl("epoch", &epoch, &len, &epoch, len);
+	st->allocated = je_size("stats.allocated");
+	st->active = je_size("stats.active");
+	st->metadata = je_size("stats.metadata");
+	st->resident = je_size("stats.resident");
+	st->mapped = je_size("stats.mapped");
+	st->retained = je_size("stats.retained");
+	size_t page = je_size("arenas.page");
+	st->dirty = je_size("stats.arenas.4096.pdirty") * (page ? page : 4096);
+	st->narenas = je_size("arenas.narenas");
+}
+
 void hc_stats_refresh(hc_stats_t *st)
 {
 	memset(st, 0, sizeof *st);
+	if (real.mallctl) {
+		je_stats(st);
+		raise_highwater(st->mapped);
+		return;
+	}
 	struct mallinfo2 mi = mallinfo2();
 	st->allocated = mi.uordblks + mi.hblkhd;
 	st->active = st->allocated;
@@ -606,7 +646,19 @@ void hc_stats_refresh(hc_stats_t *st)
 }
 
 void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
-void hc_purge_all(void) { malloc_trim(0); }
+unsigned hc_alloc_kind(void) { return real.mallctl ? HC_ALLOC_PROCESS_JEMALLOC : HC_ALLOC_PROCESS; }
+/* glibc's malloc has no size classes of pages to show, and its mappings
+ * (brk, arenas, one per large block) are not listed: heapctl explain
+ * counts them with the other anonymous memory */
+unsigned hc_class_stats(hc_class_stats_t *out, unsigned n) { (void)out; (void)n; return 0; }
+void hc_alloc_ranges(bool (*fn)(void *, uintptr_t, uintptr_t, unsigned), void *arg) { (void)fn; (void)arg; }
+void hc_purge_all(void)
+{
+	if (real.mallctl)
+		(void)real.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);   /* MALLCTL_ARENAS_ALL */
+	else
+		malloc_trim(0);
+}
 /* the process's malloc maps its heap: thp has nothing to act on */
 int hc_alloc_set_thp(unsigned mode) { return mode == HC_THP_DEFAULT ? 0 : ENOTSUP; }
 /* the process's own malloc keeps its thread caches (if any) to itself */
@@ -618,6 +670,12 @@ void hc_meta_free(void *p, size_t n) { (void)n; real.free(p); }
 
 size_t hc_mapped_now(void)
 {
+	if (real.mallctl) {
+		uint64_t epoch = 1;
+		size_t len = sizeof epoch;
+		(void)real.mallctl("epoch", &epoch, &len, &epoch, len);
+		return je_size("stats.mapped");
+	}
 	struct mallinfo2 mi = mallinfo2();
 	return mi.arena + mi.hblkhd;
 }

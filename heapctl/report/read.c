@@ -425,6 +425,46 @@ static char *stack_line(reader_t *r, int *rc)
 	return NULL;
 }
 
+/* "a: <age ns> <size> <weight x 1000> <thread>" (agent/dump.c) */
+static int take_age(reader_t *r, rp_rawstack_t *st, const char *q, size_t *cap)
+{
+	uint64_t ns, size, w, th;
+	if (st->all.thread == -2 || !take_u64(&q, &ns) || !take_u64(&q, &size) || !take_u64(&q, &w) ||
+	    !take_u64(&q, &th) || th > INT64_MAX || *skip_sp(q))
+		return bad(r, "expected 'a: <age ns> <size> <weight> <thread>' after a stack's 't' lines, found '%.60s'",
+		    q - 2);
+	st->ages = rp_grow(st->ages, cap, st->nages + 1, sizeof *st->ages);
+	st->ages[st->nages++] = (rp_age_t){ ns, size, (double)w / 1000.0, (int64_t)th };
+	r->raw->has_ages = true;
+	return 0;
+}
+
+/* "l: <frees> <in 1 ms> <in 1 s> <in 1 min> <bits>:<count>..." */
+static int take_life(reader_t *r, rp_rawstack_t *st, const char *q)
+{
+	const char *line = q - 2;
+	rp_life_t *l = rp_alloc(sizeof *l);
+	memset(l, 0, sizeof *l);
+	if (st->life || !take_u64(&q, &l->frees) || !take_u64(&q, &l->lt_1ms) || !take_u64(&q, &l->lt_1s) ||
+	    !take_u64(&q, &l->lt_1min) || l->lt_1ms > l->lt_1s || l->lt_1s > l->lt_1min || l->lt_1min > l->frees)
+		return bad(r, "expected one 'l: <frees> <in 1 ms> <in 1 s> <in 1 min> <bits>:<count>...' per stack, "
+		    "found '%.60s'", line);
+	uint64_t sum = 0;
+	while (*skip_sp(q)) {
+		uint64_t b, n;
+		if (!take_u64(&q, &b) || !take_ch(&q, ':') || !take_u64(&q, &n) || b >= RP_LIFE_BUCKETS ||
+		    n > l->frees - sum)
+			return bad(r, "bad lifetime bucket in '%.60s'", line);
+		l->hist[b] += n;
+		sum += n;
+	}
+	if (sum != l->frees)
+		return bad(r, "lifetime buckets add up to %llu, not %llu frees, in '%.60s'",
+		    (unsigned long long)sum, (unsigned long long)l->frees, line);
+	st->life = l;
+	return 0;
+}
+
 static int read_heap_v2(reader_t *r, const char *first)
 {
 	rp_raw_t *raw = r->raw;
@@ -439,17 +479,25 @@ static int read_heap_v2(reader_t *r, const char *first)
 	char *s;
 	int rc;
 	rp_rawstack_t *cur = NULL;
-	size_t thrcap = 0;
+	size_t thrcap = 0, agecap = 0;
 	while ((s = stack_line(r, &rc)) != NULL) {
 		const char *t = skip_sp(s);
 		if (t[0] == '@') {
-			if (cur && cur->all.thread == -2)
+			if (cur && cur->all.thread == -2 && cur->life == NULL)
 				return bad(r, "stack without a 't*' line");
 			if (take_stack(r, t + 1))
 				return -1;
 			cur = &raw->stacks[raw->nstacks - 1];
 			cur->all.thread = -2;      /* no t* line yet */
 			thrcap = 0;
+			agecap = 0;
+			continue;
+		}
+		if ((t[0] == 'a' || t[0] == 'l') && t[1] == ':') {
+			if (cur == NULL)
+				return bad(r, "'%c:' line before the first stack", t[0]);
+			if (t[0] == 'a' ? take_age(r, cur, t + 2, &agecap) : take_life(r, cur, t + 2))
+				return -1;
 			continue;
 		}
 		if (t[0] != 't')
@@ -722,12 +770,17 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		rc = -1;
 	}
 	if (rc == 0) {
-		for (size_t i = 0; i < raw->nstacks; i++)
-			if (raw->stacks[i].all.thread == -2) {
-				snprintf(err, errlen, "%s:%u: stack without a 't*' line", path, raw->stacks[i].line);
+		for (size_t i = 0; i < raw->nstacks; i++) {
+			rp_rawstack_t *rs = &raw->stacks[i];
+			if (rs->all.thread == -2 && rs->life) {
+				rs->all.thread = -1;    /* its objects were all freed */
+				memset(rs->all.c, 0, sizeof rs->all.c);
+			} else if (rs->all.thread == -2) {
+				snprintf(err, errlen, "%s:%u: stack without a 't*' line", path, rs->line);
 				rc = -1;
 				break;
 			}
+		}
 	}
 	rp_free(r.buf);           /* everything read from it was copied */
 	return rc;

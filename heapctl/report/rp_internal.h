@@ -54,6 +54,24 @@ typedef struct rp_rawthr_s {
 	double c[RP_NTYPES];
 } rp_rawthr_t;
 
+/* A live sampled object of a stack (its "a:" line): how old it was when
+ * the dump was written, its size, its weight (the objects it stands for)
+ * and its thread. */
+typedef struct rp_age_s {
+	uint64_t ns, size;
+	double weight;
+	int64_t thread;
+} rp_age_t;
+
+/* The lifetimes of a stack's sampled objects freed (its "l:" line):
+ * how many, how many within 1 ms, 1 s and 1 min, and a histogram with
+ * four buckets per doubling (agent/prof.c's hc_life_bucket). */
+#define RP_LIFE_BUCKETS 256
+typedef struct rp_life_s {
+	uint64_t frees, lt_1ms, lt_1s, lt_1min;
+	uint64_t hist[RP_LIFE_BUCKETS];
+} rp_life_t;
+
 typedef struct rp_rawstack_s {
 	uint32_t n;
 	uint32_t *loc;             /* indexes into the profile's locs */
@@ -61,6 +79,9 @@ typedef struct rp_rawstack_s {
 	rp_rawthr_t *thr;
 	uint32_t nthr;
 	uint32_t line;             /* where it starts in the file */
+	rp_age_t *ages;            /* NULL: the dump has none for it */
+	uint32_t nages;
+	rp_life_t *life;           /* NULL: no sampled object of it was freed */
 } rp_rawstack_t;
 
 /* One address of a symbolized profile's "--- symbol" section (jeprof's
@@ -87,6 +108,7 @@ typedef struct rp_raw_s {
 	const char *binary;        /* its "binary=" line, or NULL */
 	const char *text;          /* RP_READ_TEXT: the profile as written, from */
 	size_t textlen;            /* its header line on (after any symbols) */
+	bool has_ages;             /* it has "a:" lines (heapctl's, not a peak) */
 } rp_raw_t;
 
 /* report.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err.

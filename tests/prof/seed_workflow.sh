@@ -108,8 +108,9 @@ other=$(grep -v -e '^<heapctl>: Leak approximation summary' -e '^<heapctl>: Run 
 if [ -f "$WORK/run/$file" ]; then
 	check_eq "dump header" "$(head -1 "$WORK/run/$file")" "heap_v2/1"
 	check_eq "dump has MAPPED_LIBRARIES" "$(grep -c '^MAPPED_LIBRARIES:$' "$WORK/run/$file")" 1
-	# heap_v2 layout: header, per-thread lines, stacks with their lines,
-	# one blank line, MAPPED_LIBRARIES: and /proc/self/maps lines
+	# heap_v2 layout: header, per-thread lines, stacks with their lines
+	# (the 't' lines jeprof reads, the ages and lifetimes it skips), one
+	# blank line, MAPPED_LIBRARIES: and /proc/self/maps lines
 	bad=$(awk '
 	    BEGIN { cnt = "[0-9]+: [0-9]+ \\[[0-9]+: [0-9]+\\]" }
 	    NR == 1 { next }
@@ -117,6 +118,8 @@ if [ -f "$WORK/run/$file" ]; then
 	    state == 0 && /^$/ { state = 1; next }
 	    state == 0 && /^@( 0x[0-9a-f]+)+$/ { stacks++; next }
 	    state == 0 && $0 ~ "^  t(\\*|[0-9]+): " cnt "( [^ ]+)?$" { next }
+	    state == 0 && /^  a: [0-9]+ [0-9]+ [0-9]+ [0-9]+$/ { next }
+	    state == 0 && /^  l: [0-9]+ [0-9]+ [0-9]+ [0-9]+( [0-9]+:[0-9]+)+$/ { next }
 	    state == 0 { print NR ": " $0; exit }
 	    state == 1 { if ($0 != "MAPPED_LIBRARIES:") { print NR ": " $0; exit } state = 2; next }
 	    state == 2 && !/^[0-9a-f]+-[0-9a-f]+ [-r][-w][-x][ps] [0-9a-f]+ / { print NR ": " $0; exit }
