@@ -226,7 +226,8 @@ ct_teardown() {
 	for p in "${CT_TRACKED[@]}"; do wait "$p" 2>/dev/null; done
 	local names=()
 	[ -f "$WORK/containers" ] && mapfile -t names <"$WORK/containers"
-	[ ${#names[@]} -gt 0 ] && pm rm -f -t 2 "${names[@]}" >/dev/null 2>&1
+	# --ignore: a test may have removed one itself (names.sh)
+	[ ${#names[@]} -gt 0 ] && pm rm -f --ignore -t 2 "${names[@]}" >/dev/null 2>&1
 	for n in "${names[@]}"; do
 		if pm container exists "$n" 2>/dev/null; then
 			fail "teardown: container $n is still there after podman rm -f"
