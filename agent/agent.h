@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../allocator/hc_alloc.h"
 #include "../allocator/hc_hooks.h"
@@ -164,6 +165,7 @@ typedef struct hc_sample_s {
 	uint64_t charged;                     /* bytes the countdown charged */
 	uint64_t reset_epoch;
 	uint64_t born_ns;                     /* CLOCK_MONOTONIC at sampling */
+	struct hc_recent_s *recent;           /* its prof_recent entry, or NULL */
 } hc_sample_t;
 
 hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
@@ -225,6 +227,18 @@ void hc_dumps_restart(void);
  * (what sampling itself costs the heap). */
 #define HC_PROMOTED_BELOW ((uint64_t)16 << 10)   /* the small classes' sizes */
 void hc_dump_live(double *bytes, double *objs, uint64_t *promoted);
+
+/* ---- experimental.prof_recent (recent.c) --------------------------------- */
+
+typedef struct hc_recent_s hc_recent_t;
+ssize_t hc_recent_max(void);
+int hc_recent_set_max(ssize_t max);            /* EINVAL below -1, ENOMEM */
+/* rec was sampled at stack s by th / is being freed (s: the freeing
+ * stack, NULL if unknown); under hc_prof_lock */
+void hc_recent_alloc(hc_sample_t *rec, const hc_stack_t *s, const hc_thread_t *th, uint64_t now);
+void hc_recent_free(hc_sample_t *rec, const hc_stack_t *s, const hc_thread_t *th, uint64_t now);
+/* jemalloc's JSON through cb (NULL: standard error); 0 or an errno value */
+int hc_recent_dump(void (*cb)(void *, const char *), void *opaque);
 
 /* ---- heapctl explain and purge (explain.c) ------------------------------ */
 

@@ -26,7 +26,7 @@
 #include "../allocator/heapctl.h"
 
 
-typedef enum { T_BOOL, T_UNSIGNED, T_SIZE, T_SSIZE, T_U64, T_STR } ctl_type_t;
+typedef enum { T_BOOL, T_UNSIGNED, T_SIZE, T_SSIZE, T_U64, T_STR, T_WRITER } ctl_type_t;
 
 typedef union {
 	bool b;
@@ -35,6 +35,10 @@ typedef union {
 	ssize_t sz;
 	uint64_t u64;
 	const char *s;
+	struct {                   /* T_WRITER: jemalloc's write_cb_t and its arg */
+		void (*cb)(void *, const char *);
+		void *opaque;
+	} w;
 } ctl_val_t;
 
 typedef struct ctl_entry_s ctl_entry_t;
@@ -58,6 +62,7 @@ static size_t type_size(ctl_type_t t)
 	case T_SIZE: return sizeof(size_t);
 	case T_SSIZE: return sizeof(ssize_t);
 	case T_U64: return sizeof(uint64_t);
+	case T_WRITER: return 2 * sizeof(void *);
 	case T_STR: return sizeof(const char *);
 	}
 	return 0;
@@ -244,6 +249,15 @@ static int wr_dump(const ctl_entry_t *e, const ctl_val_t *in)
 	return hc_dump(kind, path, NULL, 0) ? EFAULT : 0;
 }
 
+/* experimental.prof_recent.*: the last sampled allocations (recent.c) */
+static int rd_recent_max(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->sz = hc_recent_max(); return 0; }
+static int wr_recent_max(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; return hc_recent_set_max(in->sz); }
+static int wr_recent_dump(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	return hc_recent_dump(in ? in->w.cb : NULL, in ? in->w.opaque : NULL);
+}
+
 /* arena.<i>.purge and arena.<i>.decay: heapctl's arenas share one decay
  * clock, so either returns every arena's dirty pages now (jemalloc's purge
  * of MALLCTL_ARENAS_ALL; its decay of unexpired pages does less). */
@@ -328,6 +342,8 @@ static const ctl_entry_t table[] = {
 	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },
 	{ "prof.samples", T_U64, rd_samples, NULL, 0 },
 	{ "prof.dumps", T_U64, rd_dumps, NULL, 0 },
+	{ "experimental.prof_recent.alloc_max", T_SSIZE, rd_recent_max, wr_recent_max, 0 },
+	{ "experimental.prof_recent.alloc_dump", T_WRITER, NULL, wr_recent_dump, 0 },
 	{ "thread.prof.name", T_STR, rd_tname, wr_tname, 0 },
 	{ "thread.prof.active", T_BOOL, rd_tactive, wr_tactive, 0 },
 };

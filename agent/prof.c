@@ -422,6 +422,9 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 		rec->charged = charged;
 		rec->reset_epoch = reset_epoch;
 		rec->born_ns = now;
+		rec->recent = NULL;
+		if (hc_recent_max() != 0)
+			hc_recent_alloc(rec, s, th, now);
 	}
 	hc_mutex_unlock(&hc_prof_lock);
 	if (c == NULL && rec) {
@@ -467,7 +470,18 @@ void hc_agent_unsample(void *r)
 {
 	hc_sample_t *rec = r;
 	uint64_t now = hc_shm_mono_ns();
+	/* one of the prof_recent entries: where it is freed, unwound before
+	 * the lock (the entry may be overwritten meanwhile: then unused) */
+	uintptr_t frames[HC_MAX_FRAMES];
+	unsigned nf = 0;
+	if (__atomic_load_n(&rec->recent, __ATOMIC_RELAXED) != NULL && !hc_prof_busy) {
+		hc_prof_busy = 1;
+		nf = hc_unwind(frames, HC_MAX_FRAMES);
+		hc_prof_busy = 0;
+	}
 	hc_mutex_lock(&hc_prof_lock);
+	if (rec->recent != NULL)
+		hc_recent_free(rec, nf ? stack_get(frames, nf) : NULL, thread_get(&tsd), now);
 	int64_t pending = __atomic_load_n(&rec->pending, __ATOMIC_RELAXED);
 	if (pending)
 		record_update(rec, (uint64_t)((int64_t)rec->usize + pending), rec->weight);

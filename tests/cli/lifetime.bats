@@ -112,3 +112,34 @@ PY
 	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == *"bad.heap:5: lifetime buckets add up to 4, not 5 frees"* ]]
 }
+
+@test "lifetime: experimental.prof_recent gives the last sampled allocations in jemalloc's own JSON, as jemalloc does" {
+	[ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || skip "no libjemalloc2"
+	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
+	MALLOC_CONF=prof:true,lg_prof_sample:0 "$T/recent-je" >"$T/je.json"
+	HEAPCTL_CONF=prof:true,lg_prof_sample:0 "$HEAPCTL_BUILD/tests/cli/recent" >"$T/hc.json"
+	python3 - "$T/je.json" "$T/hc.json" "$HEAPCTL_BUILD/tests/cli/recent" <<'PY'
+import json, subprocess, sys
+je, hc = (json.load(open(f)) for f in sys.argv[1:3])
+assert list(hc) == list(je) == ["sample_interval", "recent_alloc_max", "recent_alloc"], (list(hc), list(je))
+assert hc["sample_interval"] == je["sample_interval"] == 1
+assert hc["recent_alloc_max"] == je["recent_alloc_max"] == 3
+# the last 3 of 5: two live, the last released, with the same keys in the same order
+assert [r["released"] for r in hc["recent_alloc"]] == [r["released"] for r in je["recent_alloc"]] == [False, False, True]
+for a, b in zip(hc["recent_alloc"], je["recent_alloc"]):
+    assert list(a) == list(b), (list(a), list(b))
+    assert a["usize"] == b["usize"] == 1024
+    assert a["alloc_time"] > 0 and (not a["released"] or a["dalloc_time"] >= a["alloc_time"])
+# the traces name the program's own sites: site_a where it was allocated,
+# release_b where it was freed (a PIE loads at a page boundary: a return
+# address's offset in its page falls in the function's range there)
+nm = subprocess.run(["nm", "-S", sys.argv[3]], capture_output=True, text=True).stdout.split("\n")
+fn = {l.split()[3]: (int(l.split()[0], 16), int(l.split()[1], 16)) for l in nm if len(l.split()) == 4}
+def within(trace, name):
+    start, size = fn[name]
+    return any(start & 0xfff < (int(x, 16) & 0xfff) <= (start & 0xfff) + size for x in trace)
+last = hc["recent_alloc"][-1]
+assert within(last["alloc_trace"], "site_a"), last
+assert within(last["dalloc_trace"], "release_b"), last
+PY
+}
