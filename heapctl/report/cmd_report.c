@@ -291,6 +291,10 @@ static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 		char safe[4096];
 		fprintf(stderr, "%s: %s\n", cli_prog, out_safe(raw->prof.note, safe, sizeof safe));
 	}
+	for (const char *l = raw->prof.unnamed, *nl; l && (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
+		char safe[4096];
+		fprintf(stderr, "%s: report: %s\n", cli_prog, out_safe(rp_intern_n(l, (size_t)(nl - l)), safe, sizeof safe));
+	}
 	return 0;
 }
 
@@ -840,8 +844,11 @@ __attribute__((visibility("default"))) void hc_report_help(FILE *f);
 void hc_report_help(FILE *f)
 {
 	cli_opts_help(f, report_opts);
-	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files)\n"
-	    "  (FILE - is standard output)\n", f);
+	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files), and one\n"
+	    "                    whose build id is not the dump's in /proc/PID/map_files\n"
+	    "  (FILE - is standard output)\n"
+	    "  A file whose build id differs from the one the dump records is never used for names;\n"
+	    "  each module left unnamed is said on stderr.\n", f);
 }
 
 /* The real ids of process pid and its groups, as the kernel has them. */
@@ -1017,6 +1024,7 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		if (access(buf, R_OK | X_OK) != 0)
 			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf, strerror(errno));
 		o->root = rp_intern(buf);
+		rp_symbolize_pid((int)a->pid);
 	}
 	if (o->root && access(o->root, X_OK) != 0)
 		return cli_err(HC_EXIT_USAGE, "--sysroot %s: %s", o->root, strerror(errno));

@@ -102,6 +102,9 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
  * which keeps whole frames). */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
 void rp_symbolize_lines(bool on);
+/* The live process the dump is of (report -p PID), 0: none.  A file whose
+ * build id is not the dump's is then also looked for in its mappings. */
+void rp_symbolize_pid(int pid);
 /* Reports on behalf of someone else (symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
