@@ -203,6 +203,10 @@ typedef struct rp_symcache_s rp_symcache_t;
 int rp_symcache_use(const char *dir, char *err, size_t errlen);
 bool rp_symcache_on(void);
 rp_symcache_t *rp_symcache_load(const char *build_id, const char *what);
+/* The cache of build_id as it was saved, whatever debug file it was made
+ * with (*what: that part of its key), for a module whose file is not here;
+ * NULL when there is none of this version. */
+rp_symcache_t *rp_symcache_find(const char *build_id, const char **what);
 bool rp_symcache_get(const rp_symcache_t *c, uint64_t key, rp_loc_t *loc, unsigned *flags);
 void rp_symcache_put(rp_symcache_t *c, uint64_t key, const rp_loc_t *loc, unsigned flags);
 void rp_symcache_save(rp_symcache_t *c);

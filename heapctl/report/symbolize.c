@@ -580,9 +580,10 @@ static void set_build_id(Dwfl_Module *mod, rp_map_t *m)
  * container's, a binary rebuilt since) is never used for names.  The right
  * file is then looked for by its build id: in the live process (-p PID:
  * /proc/PID/map_files, the kernel's handle on what it maps), under the
- * debug directory (<sysroot>/usr/lib/debug/.build-id), and from a
- * debuginfod server (the executable, else its debug file).  Otherwise the
- * module is left as addresses, and rp_profile_t.unnamed says why. */
+ * debug directory (<sysroot>/usr/lib/debug/.build-id), from a debuginfod
+ * server (the executable, else its debug file), and with --symcache from
+ * what an earlier report kept of that build id (cache_by_id).  Otherwise
+ * its addresses stay addresses, and rp_profile_t.unnamed says why. */
 
 static int alive_pid;          /* rp_symbolize_pid() */
 
@@ -1227,8 +1228,12 @@ static bool debug_source(Elf *e, const object_t *o, const char *hex, char *what,
 	return false;       /* a server may still send one: not cached */
 }
 
-/* The object's build id, and its cache where it can have one. */
-static void cache_open(object_t *o)
+/* The object's build id, and its cache where it can have one.  Its key
+ * ends with where the module's code lies in the mapping ("load: exec" for
+ * ET_EXEC, else "load: vaddr-offset X", the mapped segment's p_vaddr less
+ * its p_offset), so that a report that has no file of that build id can
+ * still place the cached offsets (cache_by_id). */
+static void cache_open(object_t *o, const rp_map_t *m, bool is_exec)
 {
 	Elf *e = elf_begin(o->fd, ELF_C_READ_MMAP, NULL);
 	const void *id;
@@ -1237,7 +1242,12 @@ static void cache_open(object_t *o)
 		char hex[129], what[600];
 		build_id_hex(id, (int)len, hex);
 		o->build_id = rp_intern(hex);
-		if (debug_source(e, o, hex, what, sizeof what)) {
+		if (debug_source(e, o, hex, what, sizeof what - 64)) {
+			size_t n = strlen(what);
+			if (is_exec)
+				snprintf(what + n, sizeof what - n, "\nload: exec");
+			else
+				snprintf(what + n, sizeof what - n, "\nload: vaddr-offset %" PRIx64, m->start - m->offset - o->bias);
 			user_rights(false);        /* the cache is the reporter's */
 			o->cache = rp_symcache_load(hex, what);
 			user_rights(true);
@@ -1245,6 +1255,33 @@ static void cache_open(object_t *o)
 	}
 	if (e)
 		elf_end(e);
+}
+
+/* With --symcache, a module whose file of the dump's build id is nowhere:
+ * its frames as a report that had the file kept them; false when none.
+ * Not for a report made for someone else (--as-user): the build id is the
+ * dump's writer's to choose, and the cache is shared with reports on other
+ * users' processes, whose files that user may not read (issue 37). */
+static bool cache_by_id(object_t *o, const rp_map_t *m, const char *want)
+{
+	const char *what, *load;
+	uint64_t delta;
+	if (conf.as_user)
+		return false;
+	user_rights(false);
+	rp_symcache_t *c = rp_symcache_on() ? rp_symcache_find(want, &what) : NULL;
+	user_rights(true);
+	if (c == NULL || (load = strstr(what, "\nload: ")) == NULL)
+		return false;
+	if (!strcmp(load, "\nload: exec"))
+		o->bias = 0;
+	else if (sscanf(load, "\nload: vaddr-offset %" SCNx64, &delta) == 1)
+		o->bias = m->start - m->offset - delta;
+	else
+		return false;
+	o->cache = c;
+	o->build_id = want;
+	return true;
 }
 
 /* A location's key in its module's cache: where it is in the module. */
@@ -1335,6 +1372,8 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 			.unnamed = unnamed };
 		GElf_Addr bias = 0;
 		bool is_exec = false;
+		if (fd < 0 && unnamed && cached)
+			cache_by_id(o, m, m->dump_build_id);
 		if (fd < 0)
 			continue;
 		if (!load_bias(fd, m, &bias, &is_exec)) {
@@ -1344,7 +1383,7 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 		o->fd = fd;
 		o->bias = is_exec ? 0 : bias;
 		if (cached)
-			cache_open(o);
+			cache_open(o, m, is_exec);
 	}
 	/* the addresses: named from the cache, or their module is needed */
 	bool *used = rp_alloc(nobj + 1);
@@ -1355,17 +1394,17 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 		if (loc->map < 0)
 			continue;
 		object_t *o = &obj[obj_of_map[loc->map]];
-		if (o->unnamed) {          /* said once, for a module the profile uses */
-			p->unnamed = rp_strcat3(p->unnamed ? p->unnamed : "", file_of(o->path), ": ");
-			p->unnamed = rp_strcat3(p->unnamed, o->unnamed, "\n");
-			o->unnamed = NULL;
-		}
 		unsigned found;
 		if (o->cache && rp_symcache_get(o->cache, cache_key(o, loc), loc, &found)) {
 			from_cache[i] = true;
 			map_found(&p->maps[loc->map], found);
-		} else {
-			used[obj_of_map[loc->map]] = true;
+			continue;
+		}
+		used[obj_of_map[loc->map]] = true;
+		if (o->unnamed) {          /* said once, for a module the profile uses */
+			p->unnamed = rp_strcat3(p->unnamed ? p->unnamed : "", file_of(o->path), ": ");
+			p->unnamed = rp_strcat3(p->unnamed, o->unnamed, "\n");
+			o->unnamed = NULL;
 		}
 	}
 	/* libdwfl rejects modules that overlap; a bad line must not take the

@@ -16,6 +16,8 @@
 #    holds variant 2);
 #  * --sysroot DIR holding variant 1 at the path: variant 1's names, and
 #    nothing said of the program;
+#  * --symcache DIR, kept by that --sysroot report: variant 1's names
+#    from the cache by build id, nothing said;
 #  * a debuginfod server serving variant 1: variant 1's names by build id;
 #  * the dump without build ids: read as before (variant 2's names, as
 #    without this check, and no line on stderr).
@@ -150,8 +152,13 @@ grep -q variant_one_alloc "$WORK/live.out" || fail "report -p: no variant_one_al
 check_eq "report -p: no name of variant 2" "$(grep -c variant_two "$WORK/live.out" || true)" 0
 check_eq "report -p: stderr" "$(cat "$WORK/live.err")" ""
 
-hr_ok sysroot --sysroot "$WORK/root" "$D" --top 20
+hr_ok sysroot --sysroot "$WORK/root" "$D" --top 20 --symcache "$WORK/sc"
 grep -q variant_one_alloc "$WORK/sysroot.out" || fail "report --sysroot: no variant_one_alloc: $(head -5 "$WORK/sysroot.out")"
+[ -s "$WORK/sc/$id1.sym" ] || fail "report --sysroot --symcache: no $id1.sym: $(ls "$WORK/sc")"
+hr_ok cached "$D" --top 20 --symcache "$WORK/sc"
+grep -q variant_one_alloc "$WORK/cached.out" || fail "report --symcache: no variant_one_alloc: $(head -5 "$WORK/cached.out") $(cat "$WORK/cached.err")"
+check_eq "report --symcache: no name of variant 2" "$(grep -c variant_two "$WORK/cached.out" || true)" 0
+check_eq "report --symcache: stderr" "$(cat "$WORK/cached.err")" ""
 # (libc is not in that tree: said, but not of the program)
 check_eq "report --sysroot: no line on the program" "$(grep -c "$prog" "$WORK/sysroot.err" || true)" 0
 
