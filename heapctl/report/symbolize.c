@@ -297,6 +297,19 @@ static int by_debuglink(const char *file, const char *link, GElf_Word crc, char 
 	return -1;
 }
 
+/* Whether a query begun at t0 ran into DEBUGINFOD_TIMEOUT; then no server
+ * is asked again for the rest of the files. */
+static bool timed_out(double t0)
+{
+	const char *to = getenv("DEBUGINFOD_TIMEOUT");
+	double limit = to && atof(to) > 0 ? atof(to) : 90;
+	if (now_s() - t0 < limit * 0.9)
+		return false;
+	server_silent = true;
+	unsetenv("DEBUGINFOD_URLS");
+	return true;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file, const char *debuglink, GElf_Word crc, char **name)
 {
@@ -333,12 +346,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	}
 	if (fd >= 0 || !asking)
 		return fd;
-	const char *to = getenv("DEBUGINFOD_TIMEOUT");
-	double limit = to && atof(to) > 0 ? atof(to) : 90;
-	if (now_s() - t0 >= limit * 0.9) {
-		server_silent = true;
-		unsetenv("DEBUGINFOD_URLS");    /* the rest of the files: not again */
-	}
+	timed_out(t0);
 	const unsigned char *id;
 	GElf_Addr vaddr;
 	int len = dwfl_module_build_id(mod, &id, &vaddr);
@@ -641,10 +649,14 @@ static int debuginfod_by_id(const char *hex, char **name)
 	}
 	if (client == NULL || find_exe == NULL || find_debug == NULL)
 		return -1;
-	/* a build id given as hex: length 0 */
+	/* a build id given as hex: length 0; a server that did not answer is
+	 * not asked again, as in find_debuginfo */
+	double t0 = now_s();
 	int fd = find_exe(client, (const unsigned char *)hex, 0, name);
-	if (fd < 0)
+	if (fd < 0 && !timed_out(t0))
 		fd = find_debug(client, (const unsigned char *)hex, 0, name);
+	if (fd < 0)
+		timed_out(t0);
 	return fd >= 0 ? fd : -1;
 }
 
