@@ -617,6 +617,19 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		json_str(&j, "type", rp_type_name[o->type]);
 		json_str(&j, "unit", rp_type_unit[o->type]);
 		json_int(&j, "total", total);
+		if (p->unnamed) {     /* also said on stderr: "path: build id ..." */
+			json_arr(&j, "unnamed");
+			for (const char *l = p->unnamed, *nl; (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
+				const char *why = strstr(l, ": build id ");
+				if (why == NULL || why > nl)
+					continue;
+				json_obj(&j, NULL);
+				json_str(&j, "module", rp_intern_n(l, (size_t)(why - l)));
+				json_str(&j, "why", rp_intern_n(why + 2, (size_t)(nl - why - 2)));
+				json_end(&j);
+			}
+			json_end(&j);
+		}
 		json_arr(&j, "rows");
 	} else if (total == 0 && !any_nonzero(&r)) {
 		/* nothing on standard output, as jeprof; but not a silent success */

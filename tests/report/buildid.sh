@@ -11,7 +11,8 @@
 #    and its -raw mappings carry the build ids of the program and libc;
 #  * report without -p: one line on stderr names the program, both build
 #    ids and the ways out; no variant 2 name is printed, and the program's
-#    frames stay addresses; --pprof carries variant 1's build id;
+#    frames stay addresses; --json lists it under "unnamed" with the same
+#    words; --pprof carries variant 1's build id;
 #  * report -p PID while it runs: variant 1's names (its mapping, the path
 #    holds variant 2);
 #  * --sysroot DIR holding variant 1 at the path: variant 1's names, and
@@ -142,6 +143,12 @@ check_eq "report: the line on stderr" "$(cat "$WORK/plain.err")" "$want"
 check_eq "report: no name of variant 2" "$(grep -c variant_two "$WORK/plain.out" || true)" 0
 check_eq "report: no name of variant 1 either" "$(grep -c variant_one "$WORK/plain.out" || true)" 0
 grep -q "prog+0x" "$WORK/plain.out" || fail "report: the program's frames are not addresses: $(head -5 "$WORK/plain.out")"
+hr_ok plainjson "$D" --top 20 --json
+check_eq "report --json: the unnamed module" "$(python3 -c '
+import json, sys
+u = json.load(open(sys.argv[1]))["unnamed"]
+print(len(u), u[0]["module"], u[0]["why"])' "$WORK/plainjson.out")" \
+	"1 $prog build id $id1 in the dump, $id2 on this host: not used for names (use -p PID, --sysroot or a debuginfod server)"
 hr_ok plainpb "$D" --pprof "$WORK/plain.pb.gz"
 (cd "$WORK" && HOME=$WORK timeout 50 go tool pprof -raw "$WORK/plain.pb.gz") >"$WORK/plain.raw" 2>&1 </dev/null ||
 	fail "go tool pprof -raw plain.pb.gz: $(head -3 "$WORK/plain.raw")"
