@@ -291,8 +291,14 @@ static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 		char safe[4096];
 		fprintf(stderr, "%s: %s\n", cli_prog, out_safe(raw->prof.note, safe, sizeof safe));
 	}
+	/* each module once, also when the base profile has it too */
+	static const char *said = "";
 	for (const char *l = raw->prof.unnamed, *nl; l && (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
 		char safe[4096];
+		const char *line = rp_intern_n(l, (size_t)(nl - l + 1));
+		if (strstr(said, line))
+			continue;
+		said = rp_strcat3(said, line, "");
 		fprintf(stderr, "%s: report: %s\n", cli_prog, out_safe(rp_intern_n(l, (size_t)(nl - l)), safe, sizeof safe));
 	}
 	return 0;

@@ -10,9 +10,10 @@
 #    heap_v2; the same stacks are put in that form) gives the same -top,
 #    and its -raw mappings carry the build ids of the program and libc;
 #  * report without -p: one line on stderr names the program, both build
-#    ids and the ways out; no variant 2 name is printed, and the program's
-#    frames stay addresses; --json lists it under "unnamed" with the same
-#    words; --pprof carries variant 1's build id;
+#    ids and the ways out (once with --base of the same dump); no variant 2
+#    name is printed, and the program's frames stay addresses; --json
+#    lists it under "unnamed" with the same words; --pprof carries variant
+#    1's build id;
 #  * report -p PID while it runs: variant 1's names (its mapping, the path
 #    holds variant 2);
 #  * --sysroot DIR holding variant 1 at the path: variant 1's names, and
@@ -143,6 +144,8 @@ check_eq "report: the line on stderr" "$(cat "$WORK/plain.err")" "$want"
 check_eq "report: no name of variant 2" "$(grep -c variant_two "$WORK/plain.out" || true)" 0
 check_eq "report: no name of variant 1 either" "$(grep -c variant_one "$WORK/plain.out" || true)" 0
 grep -q "prog+0x" "$WORK/plain.out" || fail "report: the program's frames are not addresses: $(head -5 "$WORK/plain.out")"
+hr based "$D" --base "$D"
+check_eq "report --base of the same dump: the module said once" "$(grep -c 'not used for names' "$WORK/based.err")" 1
 hr_ok plainjson "$D" --top 20 --json
 check_eq "report --json: the unnamed module" "$(python3 -c '
 import json, sys
