@@ -21,6 +21,8 @@
 #  * --symcache DIR, kept by that --sysroot report: variant 1's names
 #    from the cache by build id, nothing said;
 #  * a debuginfod server serving variant 1: variant 1's names by build id;
+#  * a library dlopen'ed between two dumps has its build id in the second,
+#    and not in a third after dlclose (the agent's table is made again);
 #  * the dump without build ids: read as before (variant 2's names, as
 #    without this check, and no line on stderr).
 set -euo pipefail
@@ -132,6 +134,41 @@ check_eq "pprof -top header" "$(grep '^Build ID:' "$WORK/id.top")" "Build ID: $i
 check_eq "pprof mapping of the program" "$(grep -c " $prog $id1 " "$WORK/id.raw")" 1
 check_eq "pprof mapping of libc" "$(grep -c " $(readlink -f "$libc") $idc " "$WORK/id.raw")" 1
 check_eq "pprof mappings without build ids" "$(grep -c -e " $id1 " -e " $idc " "$WORK/noid.raw" || true)" 0
+
+# ---- objects loaded and unloaded between dumps ----------------------------------
+# the agent's table is made again when the loader's counts change: a
+# library dlopen'ed after a dump has its id in the next one, and none once
+# dlclose'd
+cat >"$WORK/lib.c" <<'EOF'
+int buildid_lib_fn(int x) { return x * 3; }
+EOF
+cat >"$WORK/dl.c" <<'EOF'
+#include <dlfcn.h>
+#include <stddef.h>
+typedef int ctl_fn(const char *, void *, size_t *, void *, size_t);
+int main(int argc, char **argv)
+{
+	ctl_fn *ctl = (ctl_fn *)dlsym(RTLD_DEFAULT, "mallctl");
+	const char *d[3] = { argv[1], argv[2], argv[3] };
+	if (argc < 5 || ctl == NULL || ctl("prof.dump", NULL, NULL, &d[0], sizeof d[0]) != 0)
+		return 1;
+	void *h = dlopen(argv[4], RTLD_NOW);
+	if (h == NULL || ctl("prof.dump", NULL, NULL, &d[1], sizeof d[1]) != 0 || dlclose(h) != 0)
+		return 2;
+	return ctl("prof.dump", NULL, NULL, &d[2], sizeof d[2]) != 0 ? 3 : 0;
+}
+EOF
+gcc -O1 -shared -fPIC -Wl,--build-id -o "$WORK/libbid.so" "$WORK/lib.c"
+gcc -O1 -o "$WORK/dl" "$WORK/dl.c" -ldl
+idl=$(readelf -n "$WORK/libbid.so" | awk '/Build ID/ { print $3 }')
+run dl "$WORK" LD_PRELOAD="$LIB" HEAPCTL_CONF=prof:true "$WORK/dl" "$WORK/dl0.heap" "$WORK/dl1.heap" "$WORK/dl2.heap" \
+	"$WORK/libbid.so"
+check_eq "dlopen program" "$RC" 0
+n=()
+for k in 0 1 2; do
+	n[k]=$(grep -c " r-xp $WORK/libbid.so (@[0-9a-f]*) $idl\$" "$WORK/dl$k.heap" || true)
+done
+check_eq "the library's build id before dlopen, after, after dlclose" "${n[*]}" "0 1 0"
 
 # ---- the path now holds variant 2 ------------------------------------------------
 cp "$WORK/v2" "$prog.new"
