@@ -19,7 +19,7 @@
  *     l: ...                                   and nothing live
  *
  *   MAPPED_LIBRARIES:
- *   <a copy of /proc/self/maps>
+ *   <a copy of /proc/self/maps, with each loaded object's build id>
  *
  * jeprof scales each line by 1/(1 - exp(-(bytes/objs)/period)).  The tables
  * hold unbiased sums already, so each line is written with the values that
@@ -51,7 +51,9 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>   /* rename(), and fflush before _exit */
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +110,8 @@ static void buf_u64(buf_t *b, uint64_t v)
 	buf_str(b, num);
 }
 
-static void buf_hex(buf_t *b, uintptr_t v)
+/* v in hex, with "0x" before it or not */
+static void buf_hex_as(buf_t *b, uintptr_t v, bool prefix)
 {
 	static const char dig[] = "0123456789abcdef";
 	char tmp[19];
@@ -120,7 +123,12 @@ static void buf_hex(buf_t *b, uintptr_t v)
 	} while (v);
 	tmp[--i] = 'x';
 	tmp[--i] = '0';
-	buf_str(b, tmp + i);
+	buf_str(b, tmp + (prefix ? i : i + 2));
+}
+
+static void buf_hex(buf_t *b, uintptr_t v)
+{
+	buf_hex_as(b, v, true);
 }
 
 static void buf_free(buf_t *b)
@@ -390,6 +398,233 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 	}
 }
 
+/* ---- build ids ------------------------------------------------------------
+ *
+ * Each loaded object's GNU build id (NT_GNU_BUILD_ID), so that a report can
+ * tell the file it finds at a dump's path from the one the process ran.
+ * dl_iterate_phdr gives every object's program headers as mapped in this
+ * process: the PT_NOTE segments are read in memory, no file is opened.
+ * The table is made again only when the loader's counts of loads and
+ * unloads changed (its first callback compares them and stops the walk),
+ * so a dump of an unchanged process costs one callback and one bisection
+ * per executable mapping.  It lives in pages of its own (no malloc), under
+ * bid_lock; an object the table cannot hold (more than fit in the mapping
+ * grown to 64 MiB), or without a note, goes without.  Files mapped with
+ * mmap are not loaded objects and go without too. */
+
+#define BID_MAX 64                      /* bytes; the report takes as many */
+
+typedef struct {
+	uintptr_t lo, hi;                   /* the object's PT_LOAD span       */
+	unsigned len;                       /* of id, 0: none                  */
+	unsigned char id[BID_MAX];
+} bid_t;
+
+static struct {
+	bid_t *v;
+	size_t n, cap;                      /* entries, and room in the pages  */
+	unsigned long long adds, subs;      /* dl_iterate_phdr's at the walk   */
+	bool valid, full;
+} bids;
+static hc_mutex_t bid_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_BUILD_ID, "bid_lock");
+
+/* The GNU build id among the notes at p (size bytes in memory); 0: none. */
+static unsigned note_build_id(const unsigned char *p, size_t size, size_t align, unsigned char *id)
+{
+	size_t off = 0;
+	while (off + sizeof(ElfW(Nhdr)) <= size) {
+		const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(p + off);
+		size_t name = (nh->n_namesz + align - 1) & ~(align - 1);
+		size_t desc = (nh->n_descsz + align - 1) & ~(align - 1);
+		size_t at = off + sizeof *nh;
+		if (name > size - at || desc > size - at - name)
+			return 0;
+		if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(p + at, "GNU", 4) &&
+		    nh->n_descsz >= 2 && nh->n_descsz <= BID_MAX) {
+			memcpy(id, p + at + name, nh->n_descsz);
+			return nh->n_descsz;
+		}
+		off = at + name + desc;
+	}
+	return 0;
+}
+
+static int bid_collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	bool *first = arg;
+	if (*first) {
+		*first = false;
+		if (bids.valid && info->dlpi_adds == bids.adds && info->dlpi_subs == bids.subs)
+			return 1;               /* nothing loaded or unloaded since */
+		bids.adds = info->dlpi_adds;
+		bids.subs = info->dlpi_subs;
+		bids.n = 0;
+		bids.full = false;
+	}
+	if (bids.n == bids.cap) {
+		size_t bytes = bids.cap * sizeof(bid_t), more = bytes ? bytes * 2 : 1 << 16;
+		void *q = more > 64 << 20 ? MAP_FAILED : bids.v ? mremap(bids.v, bytes, more, MREMAP_MAYMOVE)
+		    : mmap(NULL, more, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (q == MAP_FAILED) {
+			bids.full = true;
+			return 0;
+		}
+		bids.v = q;
+		bids.cap = more / sizeof(bid_t);
+	}
+	bid_t *b = &bids.v[bids.n];
+	b->lo = UINTPTR_MAX;
+	b->hi = 0;
+	b->len = 0;
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+		b->lo = lo < b->lo ? lo : b->lo;
+		b->hi = hi > b->hi ? hi : b->hi;
+	}
+	for (int i = 0; i < info->dlpi_phnum && b->len == 0; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		/* only a note inside a loaded segment's file bytes is in memory */
+		bool loaded = false;
+		for (int j = 0; j < info->dlpi_phnum && !loaded; j++) {
+			const ElfW(Phdr) *l = &info->dlpi_phdr[j];
+			loaded = l->p_type == PT_LOAD && ph->p_vaddr >= l->p_vaddr &&
+			    ph->p_vaddr + ph->p_filesz <= l->p_vaddr + l->p_filesz;
+		}
+		if (loaded)
+			b->len = note_build_id((const unsigned char *)(info->dlpi_addr + ph->p_vaddr), ph->p_filesz,
+			    ph->p_align == 8 ? 8 : 4, b->id);
+	}
+	if (b->len && b->lo < b->hi) {
+		/* kept sorted by lo: objects come mostly in address order */
+		size_t k = bids.n++;
+		bid_t e = *b;
+		for (; k > 0 && bids.v[k - 1].lo > e.lo; k--)
+			bids.v[k] = bids.v[k - 1];
+		bids.v[k] = e;
+	}
+	return 0;
+}
+
+/* Bring the table up to date; bid_lock held. */
+static void bid_refresh(void)
+{
+	bool first = true;
+	dl_iterate_phdr(bid_collect, &first);
+	bids.valid = !bids.full;
+}
+
+/* The object whose span holds addr; bid_lock held. */
+static const bid_t *bid_find(uintptr_t addr)
+{
+	size_t lo = 0, hi = bids.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (bids.v[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && addr < bids.v[lo - 1].hi ? &bids.v[lo - 1] : NULL;
+}
+
+static uintptr_t hex_field(const char **s)
+{
+	uintptr_t v = 0;
+	for (;; (*s)++) {
+		char c = **s;
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+		if (d == 16)
+			return v;
+		v = v << 4 | d;
+	}
+}
+
+/* Copy a /proc/self/maps text into b, each executable mapping of a file
+ * with a known build id preceded by a line that gives it, in pprof's own
+ * mapping form ("start-end perms file (@offset) build-id"):
+ *
+ *   7f2c1000-7f2c1000 r-xp /usr/lib/x86_64-linux-gnu/libc.so.6 (@26000) 3a2b...
+ *   7f2c1000-7f2c9000 r-xp 00026000 fe:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6
+ *
+ * The extra line covers no address (start == end): pprof merges it with
+ * the next one (adjacent, same file and offset) and keeps its build id;
+ * jeprof reads only lines in /proc's form and skips it.  A path with a
+ * blank is left without: both read a file name up to the first blank. */
+static void copy_maps_with_ids(buf_t *b, const char *p, size_t len)
+{
+	hc_mutex_lock(&bid_lock);
+	bid_refresh();
+	const char *end = p + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+		const char *s = p, *path = NULL;
+		uintptr_t start = hex_field(&s);
+		bool exec = false;
+		if (*s == '-') {
+			s++;
+			hex_field(&s);
+			exec = s + 4 < eol && s[3] == 'x';
+			/* the path: after offset, device and inode */
+			for (int field = 0; field < 4 && s < eol; field++) {
+				while (s < eol && *s == ' ')
+					s++;
+				while (s < eol && *s != ' ')
+					s++;
+			}
+			while (s < eol && *s == ' ')
+				s++;
+			path = s < eol && *s == '/' ? s : NULL;
+		}
+		const bid_t *id = exec && path && !memchr(path, ' ', (size_t)(eol - path)) &&
+		    !memchr(path, '\t', (size_t)(eol - path)) ? bid_find(start) : NULL;
+		if (id) {
+			const char *o = p;
+			while (*o != ' ')        /* past the range and the perms */
+				o++;
+			o++;
+			while (*o != ' ')
+				o++;
+			const char *off = o + 1, *q = off;
+			uintptr_t offset = hex_field(&q);
+			char hex[2 * BID_MAX + 1];
+			for (unsigned i = 0; i < id->len; i++) {
+				hex[2 * i] = "0123456789abcdef"[id->id[i] >> 4];
+				hex[2 * i + 1] = "0123456789abcdef"[id->id[i] & 15];
+			}
+			hex[2 * id->len] = 0;
+			buf_hex_as(b, start, false);
+			buf_str(b, "-");
+			buf_hex_as(b, start, false);
+			buf_str(b, " r-xp ");
+			buf_reserve(b, (size_t)(eol - path));
+			if (!b->failed) {
+				memcpy(b->p + b->len, path, (size_t)(eol - path));
+				b->len += (size_t)(eol - path);
+			}
+			buf_str(b, " (@");
+			buf_hex_as(b, offset, false);    /* pprof's (@offset) has no 0x */
+			buf_str(b, ") ");
+			buf_str(b, hex);
+			buf_str(b, "\n");
+		}
+		size_t n = (size_t)(eol - p) + (nl != NULL);
+		buf_reserve(b, n);
+		if (b->failed)
+			break;
+		memcpy(b->p + b->len, p, n);
+		b->len += n;
+		p += n;
+	}
+	hc_mutex_unlock(&bid_lock);
+}
+
 static void append_maps(buf_t *b)
 {
 	buf_str(b, "\nMAPPED_LIBRARIES:\n");
@@ -399,18 +634,24 @@ static void append_maps(buf_t *b)
 		fd = hc_control_maps_fd();
 	if (fd < 0)
 		return;
+	buf_t maps = { 0 };
 	for (off_t off = 0;;) {
-		buf_reserve(b, 65536);
-		if (b->failed)
+		buf_reserve(&maps, 65536);
+		if (maps.failed)
 			break;
-		ssize_t n = pread(fd, b->p + b->len, b->cap - b->len, off);
+		ssize_t n = pread(fd, maps.p + maps.len, maps.cap - maps.len, off);
 		if (n <= 0)
 			break;
-		b->len += (size_t)n;
+		maps.len += (size_t)n;
 		off += n;
 	}
 	if (own)
 		close(fd);
+	if (maps.failed)
+		b->failed = true;
+	else
+		copy_maps_with_ids(b, maps.p, maps.len);
+	buf_free(&maps);
 }
 
 /* ---- file names --------------------------------------------------------- */
@@ -896,16 +1137,19 @@ void hc_dump_fork_prepare(void)
 {
 	hc_mutex_lock(&name_lock);
 	hc_mutex_lock(&hw_lock);
+	hc_mutex_lock(&bid_lock);
 }
 
 void hc_dump_fork_parent(void)
 {
+	hc_mutex_unlock(&bid_lock);
 	hc_mutex_unlock(&hw_lock);
 	hc_mutex_unlock(&name_lock);
 }
 
 void hc_dump_fork_child(void)
 {
+	hc_mutex_reinit(&bid_lock);   /* its table holds: the child maps the same objects */
 	hc_mutex_reinit(&hw_lock);
 	hc_mutex_reinit(&name_lock);
 	timer_started = 0;    /* threads do not survive fork; restarted on demand */

@@ -59,6 +59,7 @@
 
 enum {
 	HC_RANK_INIT = 1, HC_RANK_PAUSE, HC_RANK_UNWIND, HC_RANK_DUMP_NAME, HC_RANK_HIGHWATER,
+	HC_RANK_BUILD_ID,                             /* agent/dump.c's build id cache */
 	HC_RANK_PROF, HC_RANK_EVENTS, HC_RANK_SNAPSHOT,
 	HC_RANK_INJECT_SLOTS, HC_RANK_INJECT_TABLE,   /* agent/inject/shim.c */
 	HC_RANK_SHARED, HC_RANK_HEAPS,

@@ -310,6 +310,16 @@ static int load(const char *path, const ropts_t *o, rp_raw_t *raw)
 		char safe[4096];
 		fprintf(stderr, "%s: %s\n", cli_prog, out_safe(raw->prof.note, safe, sizeof safe));
 	}
+	/* each module once, also when the base profile has it too */
+	static const char *said = "";
+	for (const char *l = raw->prof.unnamed, *nl; l && (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
+		char safe[4096];
+		const char *line = rp_intern_n(l, (size_t)(nl - l + 1));
+		if (strstr(said, line))
+			continue;
+		said = rp_strcat3(said, line, "");
+		fprintf(stderr, "%s: report: %s\n", cli_prog, out_safe(rp_intern_n(l, (size_t)(nl - l)), safe, sizeof safe));
+	}
 	return 0;
 }
 
@@ -632,6 +642,19 @@ static int print_text(const rp_profile_t *p, const lnames_t *ln, double total, c
 		json_str(&j, "type", rp_type_name[o->type]);
 		json_str(&j, "unit", rp_type_unit[o->type]);
 		json_int(&j, "total", total);
+		if (p->unnamed) {     /* also said on stderr: "path: build id ..." */
+			json_arr(&j, "unnamed");
+			for (const char *l = p->unnamed, *nl; (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
+				const char *why = strstr(l, ": build id ");
+				if (why == NULL || why > nl)
+					continue;
+				json_obj(&j, NULL);
+				json_str(&j, "module", rp_intern_n(l, (size_t)(why - l)));
+				json_str(&j, "why", rp_intern_n(why + 2, (size_t)(nl - why - 2)));
+				json_end(&j);
+			}
+			json_end(&j);
+		}
 		json_arr(&j, "rows");
 	} else if (total == 0 && !any_nonzero(&r)) {
 		/* nothing on standard output, as jeprof; but not a silent success */
@@ -890,8 +913,11 @@ __attribute__((visibility("default"))) void hc_report_help(FILE *f);
 void hc_report_help(FILE *f)
 {
 	cli_opts_help(f, report_opts);
-	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files)\n"
-	    "  (FILE - is standard output)\n", f);
+	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files), and one\n"
+	    "                    whose build id is not the dump's in /proc/PID/map_files\n"
+	    "  (FILE - is standard output)\n"
+	    "  A file whose build id differs from the one the dump records is never used for names;\n"
+	    "  each module left unnamed is said on stderr.\n", f);
 }
 
 /* The real ids of process pid and its groups, as the kernel has them. */
@@ -1073,6 +1099,7 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 		if (access(buf, R_OK | X_OK) != 0)
 			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf, strerror(errno));
 		o->root = rp_intern(buf);
+		rp_symbolize_pid((int)a->pid);
 	}
 	if (o->root && access(o->root, X_OK) != 0)
 		return cli_err(HC_EXIT_USAGE, "--sysroot %s: %s", o->root, strerror(errno));

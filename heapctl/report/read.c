@@ -12,6 +12,11 @@
  *   MAPPED_LIBRARIES:
  *   (lines of /proc/PID/maps)
  *
+ * heapctl's agent puts before each executable mapping of a loaded object
+ * the object's build id, as a mapping line in pprof's own form that covers
+ * no address ("7f10-7f10 r-xp /lib/libc.so.6 (@26000) 93ac..."): it is
+ * taken as the build id of the mapping that starts there.
+ *
  * Each "t" line is: objects and bytes in use, [objects and bytes
  * allocated over the profile's life].  A file that does not follow this
  * is refused with its line number; nothing is guessed.
@@ -372,16 +377,44 @@ int rp_maps_sort(rp_profile_t *p)
 	return 0;
 }
 
-/* MAPPED_LIBRARIES: keep the executable mappings of files. */
+/* "start-start r-xp PATH (@offset) BUILD-ID": the build id of the mapping
+ * that starts at start (agent/dump.c).  False for any other line. */
+static bool build_id_line(const char *s, uint64_t *start, const char **id)
+{
+	unsigned long long lo, hi;
+	int pos = -1;
+	if (sscanf(s, "%llx-%llx %*s %n", &lo, &hi, &pos) < 2 || pos < 0 || lo != hi || s[pos] != '/')
+		return false;
+	const char *sp = strrchr(s, ' ');
+	size_t n = strlen(sp + 1);
+	if (n < 4 || n > 128 || strspn(sp + 1, "0123456789abcdef") != n || sp - s < 4 || sp[-1] != ')' ||
+	    strstr(s + pos, " (@") == NULL)
+		return false;
+	*start = lo;
+	*id = rp_intern(sp + 1);
+	return true;
+}
+
+/* MAPPED_LIBRARIES: keep the executable mappings of files, with the build
+ * ids the dump gives. */
 static int take_maps(reader_t *r)
 {
 	rp_profile_t *p = &r->raw->prof;
-	size_t cap = 0;
+	size_t cap = 0, idcap = 0, nids = 0;
+	struct { uint64_t start; const char *id; } *ids = NULL;
 	char *s;
 	while ((s = next_line(r)) != NULL) {
 		if (*skip_sp(s) == 0)
 			continue;
 		rp_map_t m;
+		uint64_t at;
+		const char *id;
+		if (build_id_line(s, &at, &id)) {
+			ids = rp_grow(ids, &idcap, nids + 1, sizeof *ids);
+			ids[nids].start = at;
+			ids[nids++].id = id;
+			continue;
+		}
 		int k = rp_map_line(s, &m);
 		if (k < 0)
 			return bad(r, "not a memory map line: '%.60s'", s);
@@ -396,6 +429,16 @@ static int take_maps(reader_t *r)
 			i++;
 		return bad(r, "memory map has overlapping mappings at 0x%llx", (unsigned long long)p->maps[i].start);
 	}
+	for (size_t k = 0; k < nids; k++)
+		for (size_t i = 0; i < p->nmaps; i++)
+			if (p->maps[i].start == ids[k].start)
+				p->maps[i].dump_build_id = ids[k].id;
+	/* every mapping of a file that has one: the object's */
+	for (size_t i = 0; i < p->nmaps; i++)
+		for (size_t j = 0; j < p->nmaps && !p->maps[i].dump_build_id; j++)
+			if (p->maps[j].path == p->maps[i].path)
+				p->maps[i].dump_build_id = p->maps[j].dump_build_id;
+	rp_free(ids);
 	return 0;
 }
 

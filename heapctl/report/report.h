@@ -52,6 +52,7 @@ typedef struct rp_map_s {
 	uint64_t start, limit, offset;  /* the mapping: [start, limit) at offset */
 	const char *path;               /* as in the dump                        */
 	const char *build_id;           /* lowercase hex, NULL when none found   */
+	const char *dump_build_id;      /* the one the dump records, or NULL     */
 	bool has_functions;             /* symbols were found for it             */
 	bool has_lines;                 /* DWARF line info was found             */
 	bool has_inlines;               /* DWARF inline info was found           */
@@ -87,6 +88,8 @@ typedef struct rp_profile_s {
 	const char *path;       /* the profile file                           */
 	int64_t time_ns;        /* the file's mtime, for pprof's time_nanos   */
 	const char *note;       /* what symbolizing could not get, or NULL    */
+	const char *unnamed;    /* modules left unnamed and why: one line each
+	                         * ("path: cause\n"), or NULL                 */
 } rp_profile_t;
 
 /* A folded stack for the flame graph: names root first. */

@@ -124,6 +124,9 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
  * which keeps whole frames). */
 int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen);
 void rp_symbolize_lines(bool on);
+/* The live process the dump is of (report -p PID), 0: none.  A file whose
+ * build id is not the dump's is then also looked for in its mappings. */
+void rp_symbolize_pid(int pid);
 /* Reports on behalf of someone else (symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
@@ -222,6 +225,10 @@ typedef struct rp_symcache_s rp_symcache_t;
 int rp_symcache_use(const char *dir, char *err, size_t errlen);
 bool rp_symcache_on(void);
 rp_symcache_t *rp_symcache_load(const char *build_id, const char *what);
+/* The cache of build_id as it was saved, whatever debug file it was made
+ * with (*what: that part of its key), for a module whose file is not here;
+ * NULL when there is none of this version. */
+rp_symcache_t *rp_symcache_find(const char *build_id, const char **what);
 bool rp_symcache_get(const rp_symcache_t *c, uint64_t key, rp_loc_t *loc, unsigned *flags);
 void rp_symcache_put(rp_symcache_t *c, uint64_t key, const rp_loc_t *loc, unsigned flags);
 void rp_symcache_save(rp_symcache_t *c);

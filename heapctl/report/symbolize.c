@@ -23,6 +23,9 @@
  * whatever path the dump gives (root can open it), else the path the kernel
  * lists in /proc/PID/maps, if it is still that file (dev and inode; the
  * inode on overlayfs).  A range the process does not map gets no names.
+ *
+ * A file whose build id is not the one the dump records is never used
+ * for names (see "build ids" below).
  */
 #define _GNU_SOURCE
 #include <dwarf.h>
@@ -85,6 +88,7 @@ typedef struct object_s {
 	GElf_Addr bias;          /* where its addresses are (0 for ET_EXEC) */
 	const char *build_id;    /* read with --symcache, lowercase hex */
 	rp_symcache_t *cache;    /* --symcache: its frames kept on disk */
+	const char *unnamed;     /* why no file is used for it (build ids) */
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
@@ -293,6 +297,19 @@ static int by_debuglink(const char *file, const char *link, GElf_Word crc, char 
 	return -1;
 }
 
+/* Whether a query begun at t0 ran into DEBUGINFOD_TIMEOUT; then no server
+ * is asked again for the rest of the files. */
+static bool timed_out(double t0)
+{
+	const char *to = getenv("DEBUGINFOD_TIMEOUT");
+	double limit = to && atof(to) > 0 ? atof(to) : 90;
+	if (now_s() - t0 < limit * 0.9)
+		return false;
+	server_silent = true;
+	unsetenv("DEBUGINFOD_URLS");
+	return true;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file, const char *debuglink, GElf_Word crc, char **name)
 {
@@ -329,12 +346,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	}
 	if (fd >= 0 || !asking)
 		return fd;
-	const char *to = getenv("DEBUGINFOD_TIMEOUT");
-	double limit = to && atof(to) > 0 ? atof(to) : 90;
-	if (now_s() - t0 >= limit * 0.9) {
-		server_silent = true;
-		unsetenv("DEBUGINFOD_URLS");    /* the rest of the files: not again */
-	}
+	timed_out(t0);
 	const unsigned char *id;
 	GElf_Addr vaddr;
 	int len = dwfl_module_build_id(mod, &id, &vaddr);
@@ -568,6 +580,128 @@ static void set_build_id(Dwfl_Module *mod, rp_map_t *m)
 	char *hex = rp_alloc((size_t)len * 2 + 1);
 	build_id_hex(bits, len, hex);
 	m->build_id = hex;
+}
+
+/* ---- build ids -------------------------------------------------------------
+ * A dump of heapctl's agent records each loaded object's build id.  A file
+ * found at the dump's path whose build id differs (the host's python for a
+ * container's, a binary rebuilt since) is never used for names.  The right
+ * file is then looked for by its build id: in the live process (-p PID:
+ * /proc/PID/map_files, the kernel's handle on what it maps), under the
+ * debug directory (<sysroot>/usr/lib/debug/.build-id), from a debuginfod
+ * server (the executable, else its debug file), and with --symcache from
+ * what an earlier report kept of that build id (cache_by_id).  Otherwise
+ * its addresses stay addresses, and rp_profile_t.unnamed says why. */
+
+static int alive_pid;          /* rp_symbolize_pid() */
+
+void rp_symbolize_pid(int pid)
+{
+	alive_pid = pid;
+}
+
+/* The GNU build id of the ELF file fd (lowercase hex into hex[129]);
+ * false when it has none. */
+static bool fd_build_id(int fd, char *hex)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *id;
+	ssize_t len = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
+	bool ok = len >= 2 && len <= 64;
+	if (ok)
+		build_id_hex(id, (int)len, hex);
+	if (e)
+		elf_end(e);
+	return ok;
+}
+
+/* fd if its build id is want; else closed and -1. */
+static int if_build_id(int fd, const char *want)
+{
+	char have[129];
+	if (fd >= 0 && fd_build_id(fd, have) && !strcmp(have, want))
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* libdebuginfod, loaded when a server is to be asked (as libdwfl loads it):
+ * the executable by build id, else its debug file; an fd or -1. */
+typedef struct debuginfod_client debuginfod_client;
+static int debuginfod_by_id(const char *hex, char **name)
+{
+	static void *h;
+	static debuginfod_client *(*begin)(void);
+	static int (*find_exe)(debuginfod_client *, const unsigned char *, int, char **);
+	static int (*find_debug)(debuginfod_client *, const unsigned char *, int, char **);
+	static debuginfod_client *client;
+	const char *u = getenv("DEBUGINFOD_URLS");
+	if (u == NULL || *u == 0)
+		return -1;
+	if (h == NULL && (h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL)) != NULL) {
+		begin = (debuginfod_client * (*)(void)) dlsym(h, "debuginfod_begin");
+		find_exe = (int (*)(debuginfod_client *, const unsigned char *, int, char **))dlsym(h,
+		    "debuginfod_find_executable");
+		find_debug = (int (*)(debuginfod_client *, const unsigned char *, int, char **))dlsym(h,
+		    "debuginfod_find_debuginfo");
+		client = begin ? begin() : NULL;
+	}
+	if (client == NULL || find_exe == NULL || find_debug == NULL)
+		return -1;
+	/* a build id given as hex: length 0; a server that did not answer is
+	 * not asked again, as in find_debuginfo */
+	double t0 = now_s();
+	int fd = find_exe(client, (const unsigned char *)hex, 0, name);
+	if (fd < 0 && !timed_out(t0))
+		fd = find_debug(client, (const unsigned char *)hex, 0, name);
+	if (fd < 0)
+		timed_out(t0);
+	return fd >= 0 ? fd : -1;
+}
+
+/* The object m's dump records build id want for: fd (from the dump's path)
+ * if it is that file, else that file found by its build id, with *file its
+ * name; -1 and *why when there is none. */
+static int by_dump_build_id(int fd, const rp_map_t *m, const char *want, const char **file, const char **why)
+{
+	char have[129] = "";
+	bool found = fd >= 0;
+	if (fd >= 0 && fd_build_id(fd, have) && !strcmp(have, want))
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	char path[4096];
+	if (alive_pid > 0 && conf.pid <= 0) {
+		snprintf(path, sizeof path, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, alive_pid, m->start, m->limit);
+		if ((fd = if_build_id(open_object(path), want)) >= 0) {
+			*file = rp_strdup(path);
+			return fd;
+		}
+	}
+	if (build_id_path(want, path, sizeof path) && (fd = if_build_id(open_object(path), want)) >= 0) {
+		*file = rp_strdup(path);
+		return fd;
+	}
+	char *name = NULL;
+	if ((fd = if_build_id(debuginfod_by_id(want, &name), want)) >= 0) {
+		*file = rp_strdup(name ? name : want);
+		free(name);
+		return fd;
+	}
+	free(name);
+	char line[1024];
+	const char *ask = "use -p PID, --sysroot or a debuginfod server";
+	if (!found)
+		snprintf(line, sizeof line, "build id %s in the dump, no such file on this host (%s)", want, ask);
+	else if (have[0])
+		snprintf(line, sizeof line, "build id %s in the dump, %s on this host: not used for names (%s)", want,
+		    have, ask);
+	else
+		snprintf(line, sizeof line, "build id %s in the dump, none in the file on this host: not used for "
+		    "names (%s)", want, ask);
+	*why = rp_strdup(line);
+	return -1;
 }
 
 static const char *die_name(Dwarf_Die *die)
@@ -1106,8 +1240,12 @@ static bool debug_source(Elf *e, const object_t *o, const char *hex, char *what,
 	return false;       /* a server may still send one: not cached */
 }
 
-/* The object's build id, and its cache where it can have one. */
-static void cache_open(object_t *o)
+/* The object's build id, and its cache where it can have one.  Its key
+ * ends with where the module's code lies in the mapping ("load: exec" for
+ * ET_EXEC, else "load: vaddr-offset X", the mapped segment's p_vaddr less
+ * its p_offset), so that a report that has no file of that build id can
+ * still place the cached offsets (cache_by_id). */
+static void cache_open(object_t *o, const rp_map_t *m, bool is_exec)
 {
 	Elf *e = elf_begin(o->fd, ELF_C_READ_MMAP, NULL);
 	const void *id;
@@ -1116,7 +1254,12 @@ static void cache_open(object_t *o)
 		char hex[129], what[600];
 		build_id_hex(id, (int)len, hex);
 		o->build_id = rp_intern(hex);
-		if (debug_source(e, o, hex, what, sizeof what)) {
+		if (debug_source(e, o, hex, what, sizeof what - 64)) {
+			size_t n = strlen(what);
+			if (is_exec)
+				snprintf(what + n, sizeof what - n, "\nload: exec");
+			else
+				snprintf(what + n, sizeof what - n, "\nload: vaddr-offset %" PRIx64, m->start - m->offset - o->bias);
 			user_rights(false);        /* the cache is the reporter's */
 			o->cache = rp_symcache_load(hex, what);
 			user_rights(true);
@@ -1124,6 +1267,33 @@ static void cache_open(object_t *o)
 	}
 	if (e)
 		elf_end(e);
+}
+
+/* With --symcache, a module whose file of the dump's build id is nowhere:
+ * its frames as a report that had the file kept them; false when none.
+ * Not for a report made for someone else (--as-user): the build id is the
+ * dump's writer's to choose, and the cache is shared with reports on other
+ * users' processes, whose files that user may not read (issue 37). */
+static bool cache_by_id(object_t *o, const rp_map_t *m, const char *want)
+{
+	const char *what, *load;
+	uint64_t delta;
+	if (conf.as_user)
+		return false;
+	user_rights(false);
+	rp_symcache_t *c = rp_symcache_on() ? rp_symcache_find(want, &what) : NULL;
+	user_rights(true);
+	if (c == NULL || (load = strstr(what, "\nload: ")) == NULL)
+		return false;
+	if (!strcmp(load, "\nload: exec"))
+		o->bias = 0;
+	else if (sscanf(load, "\nload: vaddr-offset %" SCNx64, &delta) == 1)
+		o->bias = m->start - m->offset - delta;
+	else
+		return false;
+	o->cache = c;
+	o->build_id = want;
+	return true;
 }
 
 /* A location's key in its module's cache: where it is in the module. */
@@ -1206,10 +1376,16 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 			continue;
 		const char *file = conf.pid > 0 ? NULL : under_root(root, file_of(m->path));
 		int fd = conf.pid > 0 ? open_mapped(m, root, &file) : open_object(file);
+		const char *unnamed = NULL;
+		if (m->dump_build_id)
+			fd = by_dump_build_id(fd, m, m->dump_build_id, &file, &unnamed);
 		object_t *o = &obj[nobj++];
-		*o = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1, .fd = -1 };
+		*o = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1, .fd = -1,
+			.unnamed = unnamed };
 		GElf_Addr bias = 0;
 		bool is_exec = false;
+		if (fd < 0 && unnamed && cached)
+			cache_by_id(o, m, m->dump_build_id);
 		if (fd < 0)
 			continue;
 		if (!load_bias(fd, m, &bias, &is_exec)) {
@@ -1219,7 +1395,7 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 		o->fd = fd;
 		o->bias = is_exec ? 0 : bias;
 		if (cached)
-			cache_open(o);
+			cache_open(o, m, is_exec);
 	}
 	/* the addresses: named from the cache, or their module is needed */
 	bool *used = rp_alloc(nobj + 1);
@@ -1234,8 +1410,13 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 		if (o->cache && rp_symcache_get(o->cache, cache_key(o, loc), loc, &found)) {
 			from_cache[i] = true;
 			map_found(&p->maps[loc->map], found);
-		} else {
-			used[obj_of_map[loc->map]] = true;
+			continue;
+		}
+		used[obj_of_map[loc->map]] = true;
+		if (o->unnamed) {          /* said once, for a module the profile uses */
+			p->unnamed = rp_strcat3(p->unnamed ? p->unnamed : "", file_of(o->path), ": ");
+			p->unnamed = rp_strcat3(p->unnamed, o->unnamed, "\n");
+			o->unnamed = NULL;
 		}
 	}
 	/* libdwfl rejects modules that overlap; a bad line must not take the
@@ -1284,6 +1465,8 @@ named:
 			set_build_id(o->mod, &p->maps[i]);
 		else if (o->build_id)
 			p->maps[i].build_id = o->build_id;
+		if (p->maps[i].build_id == NULL)     /* no file: the one the dump records */
+			p->maps[i].build_id = p->maps[i].dump_build_id;
 	}
 	/* the modules whose debug file is being inflated last, so that the
 	 * others are named meanwhile */

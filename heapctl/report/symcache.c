@@ -49,7 +49,7 @@
 #define SC_MAX_FILE (32u << 20)      /* a module's file stops growing here */
 #define SC_MAX_FRAMES 64
 /* Bump when symbolize.c changes the frames an address comes to. */
-#define SC_RULES "1"
+#define SC_RULES "2"
 
 struct rp_symcache_s {
 	char name[160];               /* <build id>.sym                     */
@@ -181,31 +181,74 @@ static bool parse(rp_symcache_t *c, unsigned char *buf, size_t n)
 	return true;
 }
 
-rp_symcache_t *rp_symcache_load(const char *build_id, const char *what)
+/* DIR/<name> read whole into *buf (n bytes, rp_alloc'd); false when there
+ * is no such file of ours to read. */
+static bool read_cache(const char *name, unsigned char **buf, size_t *n)
 {
-	if (cache_dfd < 0 || build_id == NULL || what == NULL)
-		return NULL;
+	int fd = openat(cache_dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	bool ok = false;
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size > 0 &&
+	    (uint64_t)st.st_size <= SC_MAX_FILE + 4096) {
+		size_t got = 0;
+		*n = (size_t)st.st_size;
+		*buf = rp_alloc(*n + 1);
+		ssize_t r;
+		while (got < *n && ((r = read(fd, *buf + got, *n - got)) > 0 || (r < 0 && errno == EINTR)))
+			got += r > 0 ? (size_t)r : 0;
+		ok = got == *n;
+		if (!ok)
+			rp_free(*buf);
+	}
+	close(fd);
+	return ok;
+}
+
+static rp_symcache_t *new_cache(const char *build_id)
+{
 	size_t bl = strlen(build_id);
-	if (bl < 2 || bl > 128 || strspn(build_id, "0123456789abcdef") != bl)
+	if (cache_dfd < 0 || bl < 2 || bl > 128 || strspn(build_id, "0123456789abcdef") != bl)
 		return NULL;
 	rp_symcache_t *c = rp_alloc(sizeof *c);
 	snprintf(c->name, sizeof c->name, "%s.sym", build_id);
-	c->key = rp_strcat3("heapctl " HEAPCTL_VERSION " rules " SC_RULES "\n", what, "");
-	int fd = openat(cache_dfd, c->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0)
-		return c;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size > 0 &&
-	    (uint64_t)st.st_size <= SC_MAX_FILE + 4096) {
-		size_t n = (size_t)st.st_size, got = 0;
-		unsigned char *buf = rp_alloc(n + 1);
-		ssize_t r;
-		while (got < n && ((r = read(fd, buf + got, n - got)) > 0 || (r < 0 && errno == EINTR)))
-			got += r > 0 ? (size_t)r : 0;
-		if (got != n || !parse(c, buf, n))
-			rp_free(buf);
+	return c;
+}
+
+#define SC_KEY_HEAD "heapctl " HEAPCTL_VERSION " rules " SC_RULES "\n"
+
+rp_symcache_t *rp_symcache_load(const char *build_id, const char *what)
+{
+	rp_symcache_t *c = build_id && what ? new_cache(build_id) : NULL;
+	unsigned char *buf;
+	size_t n;
+	if (c == NULL)
+		return NULL;
+	c->key = rp_strcat3(SC_KEY_HEAD, what, "");
+	if (read_cache(c->name, &buf, &n) && !parse(c, buf, n))
+		rp_free(buf);
+	return c;
+}
+
+rp_symcache_t *rp_symcache_find(const char *build_id, const char **what)
+{
+	rp_symcache_t *c = build_id ? new_cache(build_id) : NULL;
+	unsigned char *buf;
+	size_t n, head = strlen(SC_KEY_HEAD);
+	if (c == NULL || !read_cache(c->name, &buf, &n))
+		return NULL;
+	uint32_t hl = n >= 12 ? get32(buf + 8) : 0;
+	if (hl < head || n - 12 < hl || memcmp(buf + 12, SC_KEY_HEAD, head) != 0) {
+		rp_free(buf);
+		return NULL;
 	}
-	close(fd);
+	c->key = rp_intern_n((const char *)buf + 12, hl);
+	if (!parse(c, buf, n)) {
+		rp_free(buf);
+		return NULL;
+	}
+	*what = c->key + head;
 	return c;
 }
 

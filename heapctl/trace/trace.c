@@ -7,7 +7,8 @@
  * ring buffer.  Here they are unwound with libunwind's remote API (the
  * process's own .eh_frame, its memory read through /proc/PID/mem and the
  * copied stack), kept in a stack table, and written as heap_v2 dumps that
- * report, jeprof, pprof and the daemon read unchanged.  --malloc keeps its
+ * report, jeprof, pprof and the daemon read unchanged, with the build id of
+ * each mapped object as the agent's dumps have them.  --malloc keeps its
  * probes' cost on the process within --budget by detaching them for
  * periods (budget.c says why and how).
  *
@@ -15,6 +16,7 @@
  * the other commands need no libbpf.
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -25,6 +27,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -583,6 +586,10 @@ static unsigned unwind(const struct tr_sample *s, uint64_t *f)
 
 /* ---- dumps ---------------------------------------------------------------- */
 
+static void put_maps(FILE *f);
+
+/* /proc/PID/maps, and the build ids of its objects while they can be read
+ * (the last dump is written after the process ended). */
 static void read_maps(void)
 {
 	char path[64];
@@ -612,6 +619,7 @@ static void read_maps(void)
 		T.maps = b;
 		T.maps_len = len;
 		maps_gen++;
+		put_maps(NULL);
 	} else {
 		free(b);
 	}
@@ -631,6 +639,113 @@ static void put_counts(FILE *f, double c, double s, double ac, double as)
 		v[2 * k + 1] = floor(y + 0.5);
 	}
 	fprintf(f, "%.0f: %.0f [%.0f: %.0f]", v[0], v[1], v[2], v[3]);
+}
+
+/* ---- build ids ------------------------------------------------------------
+ * Each executable mapping of a file gets, before it, the file's build id in
+ * the line agent/dump.c writes ("start-start r-xp path (@offset) id"; it
+ * says why that form), read through /proc/PID/map_files: the file the
+ * process maps, whatever is at its path now.  Kept per device and inode. */
+
+typedef struct {
+	unsigned long long dev_ino[3];    /* major, minor, inode */
+	char hex[129];                    /* "" when it has none */
+} bid_t;
+
+static bid_t *bids;
+static size_t nbids, bidcap;
+
+/* The GNU build id of the ELF file fd, as lowercase hex; false when none. */
+static bool file_build_id(int fd, char *hex)
+{
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	size_t n = 0;
+	bool ok = false;
+	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &n) == 0)
+		for (size_t i = 0; i < n && !ok; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
+			GElf_Nhdr nh;
+			size_t off = 0, name, desc;
+			while (d && !ok && (off = gelf_getnote(d, off, &nh, &name, &desc)) > 0) {
+				if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+				    memcmp((char *)d->d_buf + name, "GNU", 4) || nh.n_descsz < 2 || nh.n_descsz > 64)
+					continue;
+				const unsigned char *b = (const unsigned char *)d->d_buf + desc;
+				for (size_t k = 0; k < nh.n_descsz; k++)
+					sprintf(hex + 2 * k, "%02x", b[k]);
+				ok = true;
+			}
+		}
+	if (e)
+		elf_end(e);
+	return ok;
+}
+
+/* The build id of what the maps line "lo-hi perms off dev inode path"
+ * maps; NULL when it is not an executable mapping of a file or has none. */
+static const char *line_build_id(const char *line, uint64_t *start, uint64_t *offset, const char **path)
+{
+	unsigned long long lo, hi, off, maj, min, ino;
+	char perms[8];
+	int pos = -1;
+	if (sscanf(line, "%llx-%llx %7s %llx %llx:%llx %llu %n", &lo, &hi, perms, &off, &maj, &min, &ino, &pos) < 7 ||
+	    pos < 0 || line[pos] != '/' || strchr(perms, 'x') == NULL || strpbrk(line + pos, " \t"))
+		return NULL;
+	*start = lo;
+	*offset = off;
+	*path = line + pos;
+	for (size_t i = 0; i < nbids; i++)
+		if (bids[i].dev_ino[0] == maj && bids[i].dev_ino[1] == min && bids[i].dev_ino[2] == ino)
+			return bids[i].hex[0] ? bids[i].hex : NULL;
+	char mf[96];
+	snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", T.pid, lo, hi);
+	int fd = open(mf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return NULL;          /* not kept: the next dump may read it */
+	if (nbids == bidcap) {
+		size_t cap = bidcap ? 2 * bidcap : 32;
+		bid_t *nb = realloc(bids, cap * sizeof *bids);
+		if (nb == NULL) {
+			close(fd);
+			return NULL;
+		}
+		bids = nb;
+		bidcap = cap;
+	}
+	bid_t *b = &bids[nbids++];
+	*b = (bid_t){ { maj, min, ino }, "" };
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !file_build_id(fd, b->hex))
+		b->hex[0] = 0;
+	close(fd);
+	return b->hex[0] ? b->hex : NULL;
+}
+
+/* T.maps into f, each executable mapping with its build id line; with f
+ * NULL, the build ids read only. */
+static void put_maps(FILE *f)
+{
+	for (const char *l = T.maps, *end = T.maps + T.maps_len; l < end;) {
+		const char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+		char line[4096 + 256];
+		uint64_t start, off;
+		const char *path, *id = NULL;
+		if (n < sizeof line) {
+			memcpy(line, l, n);
+			line[n] = 0;
+			id = line_build_id(line, &start, &off, &path);
+		}
+		if (id && f)
+			fprintf(f, "%" PRIx64 "-%" PRIx64 " r-xp %s (@%" PRIx64 ") %s\n", start, start, path, off, id);
+		if (f)
+			fwrite(l, 1, n + (nl != NULL), f);
+		l += n + (nl != NULL);
+	}
 }
 
 static int write_dump(FILE *f, const void *arg)
@@ -657,7 +772,7 @@ static int write_dump(FILE *f, const void *arg)
 	}
 	fputs("\nMAPPED_LIBRARIES:\n", f);
 	if (T.maps)
-		fwrite(T.maps, 1, T.maps_len, f);
+		put_maps(f);
 	fflush(f);
 	return ferror(f) ? EIO : 0;
 }

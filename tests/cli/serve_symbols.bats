@@ -163,7 +163,7 @@ no_secret() {
 	no_secret "$T/body"
 }
 
-@test "serve_symbols: an archived dump naming a root-only binary: /top, /flame?file= and the pprof beside it carry none of it; an honest one keeps her names" {
+@test "serve_symbols: an archived dump naming a root-only binary: /top, /flame?file= and the pprof beside it carry none of it; an honest one keeps her names, and loses them once her path holds another build" {
 	build_apps
 	start_serve --archive "$T/arch"
 	start_her forge
@@ -193,9 +193,20 @@ no_secret() {
 	# the archived copies are their user's: reports on them read with that user's rights
 	[ "$(stat -c %U "$T/arch/app/$f")" = nobody ]
 	[ "$(stat -c %U "$T/arch/app/$h")" = nobody ]
+	# her path given another build since, one she can read: never used for
+	# the names of the dump, which records her program's build id (issue
+	# 38); nor is the daemon's symbol cache by that build id, which a dump
+	# of hers could name for any binary the daemon has read
+	cp "$T/vault/app" "$T/her/app.new"
+	chown nobody:nogroup "$T/her/app.new"
+	mv "$T/her/app.new" "$T/her/app"
+	[ "$(her_get "/top?file=app/$h")" = 200 ]
+	grep -q '^Total: ' "$T/body"
+	no_secret "$T/body"
+	[ "$(grep -c herfn_ "$T/body")" = 0 ]
 }
 
-@test "serve_symbols: report --mapped reads the file mapped, not a file put at its path since; --as-user reads only what the user can; the command line as the caller" {
+@test "serve_symbols: report --mapped reads the file mapped, not a file put at its path since; --as-user reads only what the user can; the command line as the caller, but not a file of another build id" {
 	build_apps
 	start_her forge
 	as_her "$HEAPCTL" dump "$HPID" -o "$T/her/d.heap" >/dev/null
@@ -212,9 +223,13 @@ no_secret() {
 	run "$HEAPCTL" report "$T/her/d.heap" --as-user "$(id -u nobody)"
 	[ "$status" -eq 0 ]
 	[[ "$output" != *secfn_* ]]
-	# the command line reads what its caller can: root, the dump's path
+	# the command line reads what its caller can (root, the dump's path),
+	# but never a file of another build than the one the dump records
+	# (issue 38): the forged path's binary is not her program's build
 	run "$HEAPCTL" report "$T/her/d.heap"
-	[[ "$output" == *secfn_leaf* ]]
+	[ "$status" -eq 0 ]
+	[[ "$output" != *secfn_* ]]
+	[[ "$output" == *"heapctl: report: $T/vault/app: build id $HER_ID in the dump, $SECRET_ID on this host: not used for names"* ]]
 	# unprivileged (no map_files): by the path the kernel lists, while it
 	# is the mapped file; a file renamed over it since is not read
 	run as_her "$HEAPCTL" report "$T/her/d.heap" -p "$HPID" --mapped

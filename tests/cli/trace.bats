@@ -80,6 +80,10 @@ traced() {
 	[[ "$TRACE_ERR" == *"malloc"*"free"* || "$TRACE_ERR" == *"free"*"malloc"* ]]
 	head -1 "$T/t.heap" | grep -qx 'heap_v2/8192'
 	grep -q '^MAPPED_LIBRARIES:' "$T/t.heap"
+	# the program's build id, in the line before its executable mapping (as the agent writes it)
+	id=$(readelf -n "$TB/prog" | awk '/Build ID/ { print $3 }')
+	[ -n "$id" ]
+	grep -A1 -E "^([0-9a-f]+)-\1 r-xp [^ ]*/prog \(@[0-9a-f]+\) $id\$" "$T/t.heap" | tail -1 | grep -Eq ' r-xp .*/prog$'
 	# the same program under the library, sampling at the same rate
 	rm -f "$T/go"; touch "$T/go"
 	env LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \

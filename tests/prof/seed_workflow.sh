@@ -110,7 +110,8 @@ if [ -f "$WORK/run/$file" ]; then
 	check_eq "dump has MAPPED_LIBRARIES" "$(grep -c '^MAPPED_LIBRARIES:$' "$WORK/run/$file")" 1
 	# heap_v2 layout: header, per-thread lines, stacks with their lines
 	# (the 't' lines jeprof reads, the ages and lifetimes it skips), one
-	# blank line, MAPPED_LIBRARIES: and /proc/self/maps lines
+	# blank line, MAPPED_LIBRARIES: and /proc/self/maps lines, with a
+	# build id line ("S-S r-xp PATH (@OFF) ID") before executable ones
 	bad=$(awk '
 	    BEGIN { cnt = "[0-9]+: [0-9]+ \\[[0-9]+: [0-9]+\\]" }
 	    NR == 1 { next }
@@ -122,8 +123,10 @@ if [ -f "$WORK/run/$file" ]; then
 	    state == 0 && /^  l: [0-9]+ [0-9]+ [0-9]+ [0-9]+( [0-9]+:[0-9]+)+$/ { next }
 	    state == 0 { print NR ": " $0; exit }
 	    state == 1 { if ($0 != "MAPPED_LIBRARIES:") { print NR ": " $0; exit } state = 2; next }
+	    state == 2 && /^[0-9a-f]+-[0-9a-f]+ r-xp \/[^ ]+ \(@[0-9a-f]+\) [0-9a-f]+$/ { ids++; next }
 	    state == 2 && !/^[0-9a-f]+-[0-9a-f]+ [-r][-w][-x][ps] [0-9a-f]+ / { print NR ": " $0; exit }
-	    END { if (state != 2) print "no blank line + MAPPED_LIBRARIES: section"; if (stacks < 2) print "fewer than 2 stacks" }' \
+	    END { if (state != 2) print "no blank line + MAPPED_LIBRARIES: section"; if (stacks < 2) print "fewer than 2 stacks"
+	          if (ids < 2) print "fewer than 2 build ids (the program, libc)" }' \
 	    "$WORK/run/$file")
 	[ -z "$bad" ] || fail "dump format: unexpected line $bad"
 	grep -q " $WORK/prog$" "$WORK/run/$file" || fail "dump format: the program is not in the maps copy"

@@ -42,21 +42,10 @@ check_eq "program exit" "$RC" 0
 dump=$(ls "$WORK"/d/p.*.f.heap | head -1)
 line=$(awk '/memset\(keep/ { print NR; exit }' "$WORK/p.c")
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-debuginfod -F "$WORK/srv" -p "$port" -d "$WORK/db.sqlite" -t 0 -g 0 >"$WORK/server.log" 2>&1 &
-server=$!
-stop() { kill "$server" 2>/dev/null || true; [ -z "${hole:-}" ] || kill "$hole" 2>/dev/null || true; }
+HR_DFD_PID=
+stop() { [ -z "$HR_DFD_PID" ] || kill "$HR_DFD_PID" 2>/dev/null || true; [ -z "${hole:-}" ] || kill "$hole" 2>/dev/null || true; }
 trap 'stop; [ -n "${HC_KEEP:-}" ] || rm -rf "$WORK"' EXIT
-ok=
-for _ in $(seq 150); do
-	if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/buildid/$id/debuginfo")" = 200 ]; then
-		ok=1
-		break
-	fi
-	sleep 0.2
-done
-[ -n "$ok" ] || fail "debuginfod did not serve $id within 30 s: $(tail -5 "$WORK/server.log")"
+hr_debuginfod "$WORK/srv" "$id" debuginfo || finish
 
 unset DEBUGINFOD_URLS DEBUGINFOD_TIMEOUT DEBUGINFOD_RETRY_LIMIT
 hr_ok none "$dump" --lines --bytes --top 0
@@ -64,14 +53,14 @@ grep -q "build_cache" "$WORK/none.out" && fail "build_cache named without the se
 grep -q "sub_[0-9a-f]*@p ??:0$" "$WORK/none.out" || fail "without the server: no sub_START@p row: $(head -3 "$WORK/none.out")"
 
 export DEBUGINFOD_CACHE_PATH=$WORK/cache
-DEBUGINFOD_URLS=http://127.0.0.1:$port hr_ok srv "$dump" --lines --bytes --top 0
+DEBUGINFOD_URLS=$HR_DFD_URL hr_ok srv "$dump" --lines --bytes --top 0
 grep -q "^ *2048000 .* build_cache $WORK/p.c:$line\$" "$WORK/srv.out" ||
 	fail "with the server: no 'build_cache p.c:$line' row of 2048000: $(head -3 "$WORK/srv.out")"
 [ ! -s "$WORK/srv.err" ] || fail "with the server: stderr: $(cat "$WORK/srv.err")"
 [ -s "$WORK/cache/$id/debuginfo" ] || fail "the client's cache has no $id/debuginfo: $(ls -R "$WORK/cache" | head)"
 
 # down: a port nobody listens on
-down=$(free_port)
+down=$(hr_free_port)
 export DEBUGINFOD_CACHE_PATH=$WORK/cache-down
 DEBUGINFOD_URLS=http://127.0.0.1:$down hr_ok down "$dump" --lines --bytes --top 0
 check_eq "server down: the report is the one without a server" "$(cat "$WORK/down.out")" "$(cat "$WORK/none.out")"
@@ -80,7 +69,7 @@ grep -q "^heapctl: debuginfod (http://127.0.0.1:$down) gave no debug info for: p
 	fail "server down: stderr: $(cat "$WORK/down.err")"
 
 # silent: accepts connections, never answers
-silent=$(free_port)
+silent=$(hr_free_port)
 python3 -c '
 import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -35,6 +35,29 @@ hr_need() {
 	done
 }
 
+# hr_free_port: a TCP port on 127.0.0.1 that nobody listens on now.
+hr_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# hr_debuginfod <dir> <build id> <executable|debuginfo>: Debian's debuginfod
+# serving the ELF files under <dir> (HR_DFD_URL its address, HR_DFD_PID its
+# pid, its log $WORK/server.log).  Returns 1, with a failure reported, when
+# it does not serve that build id's file within 30 s.
+hr_debuginfod() {
+	local port
+	port=$(hr_free_port)
+	debuginfod -F "$1" -p "$port" -d "$WORK/db.sqlite" -t 0 -g 0 >"$WORK/server.log" 2>&1 &
+	HR_DFD_PID=$!
+	HR_DFD_URL=http://127.0.0.1:$port
+	for _ in $(seq 150); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$HR_DFD_URL/buildid/$2/$3")" != 200 ] || return 0
+		sleep 0.2
+	done
+	fail "debuginfod did not serve $2 within 30 s: $(tail -5 "$WORK/server.log")"
+	return 1
+}
+
 # hr <tag> <args...>: `heapctl report args...` run in $WORK; stdout in
 # $WORK/<tag>.out, stderr in $WORK/<tag>.err, the exit status in RC.
 hr() {
