@@ -165,6 +165,7 @@ int cmd_off(cli_args_t *a);
 int cmd_dump(cli_args_t *a);
 int cmd_reset(cli_args_t *a);
 int cmd_watch(cli_args_t *a);
+int cmd_watch_leaks(cli_args_t *a);       /* main.c: the engine's hc_leaks_main */
 int cmd_attach(cli_args_t *a);
 int cmd_report(cli_args_t *a);            /* loads the report engine (below) */
 

@@ -142,12 +142,20 @@ static void print_missed(const cli_args_t *a, int pid, uint64_t n)
 }
 
 const cli_opt_t watch_opts[] = {
-	{ "count", 256, "N", "stop after N events" },
+	{ "count", 256, "N", "stop after N events (with --leaks: after N dumps)" },
+	{ NULL, 0, NULL, "leak suspects, live (the report engine does it):" },
+	{ "leaks", 257, NULL, "dump the process every --every seconds and print each site whose in-use bytes "
+	  "grew in each of the last --intervals intervals, once" },
+	{ "every", 258, "SECS", "seconds between those dumps (default 60)" },
+	{ "intervals", 259, "N", "intervals a site must grow in, in a row (default 5)" },
 	{ 0 },
 };
 
 int cmd_watch(cli_args_t *a)
 {
+	for (int i = 0; i < a->argc; i++)
+		if (strcmp(a->argv[i], "--leaks") == 0)
+			return cmd_watch_leaks(a);
 	long count = 0;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "watch", watch_opts, false);
@@ -158,6 +166,8 @@ int cmd_watch(cli_args_t *a)
 			code = cli_err(HC_EXIT_USAGE, "watch: unexpected argument '%s'", v);
 		} else if (id < 0) {
 			code = -id;
+		} else if (id != 256) {
+			code = cli_err(HC_EXIT_USAGE, "watch: --every and --intervals go with --leaks");
 		} else {
 			count = strtol(v, &end, 10);
 			if (*v == 0 || *end || count <= 0)

@@ -37,7 +37,7 @@ static const struct {
 	    "write a heap profile now and print a path you can open", true }, dump_opts },
 	{ { "reset", cmd_reset, "[PID] [--lg-sample N]", "forget all samples (optionally change the rate)", true },
 	  reset_opts },
-	{ { "watch", cmd_watch, "[PID] [--json] [--count N]",
+	{ { "watch", cmd_watch, "[PID] [--json] [--count N] | PID --leaks [--every SECS] [--intervals N]",
 	    "print events (high-water, dumps, settings) as they happen", true }, watch_opts },
 	{ { "attach", cmd_attach, "PID", "a console for one process; commands from a terminal or stdin", false }, NULL },
 	{ { "report", cmd_report,
@@ -143,6 +143,12 @@ int cmd_serve(cli_args_t *a)
 int cmd_trace(cli_args_t *a)
 {
 	return engine_run(HC_TRACE_LIB, HC_TRACE_ENTRY, a);
+}
+
+/* heapctl watch PID --leaks: reading the dumps needs the report engine */
+int cmd_watch_leaks(cli_args_t *a)
+{
+	return engine_run(HC_REPORT_LIB, "hc_leaks_main", a);
 }
 
 int cmd_stacks(cli_args_t *a)

@@ -11,8 +11,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <glob.h>
+#include <limits.h>
 #include <grp.h>
 #include <math.h>
 #include <pwd.h>
@@ -1507,35 +1509,33 @@ static int chart_to(FILE *f, const void *arg)
 	return rp_series_svg(f, j->se, j->t, j->n, j->top, j->title, j->bytes);
 }
 
-static int cmd_series(const cli_args_t *a, ropts_t *o)
+/* The flat values of every site in each of nd profiles, oldest first. */
+static int series_load(const char *const *paths, size_t nd, const ropts_t *o, rp_series_t *se)
 {
-	sdump_t *dumps = NULL;
-	size_t nd = 0;
-	int rc = series_files(o, &dumps, &nd);
-	if (rc)
-		return rc;
-	rp_series_t se = { .ndumps = nd };
-	se.path = rp_alloc(sizeof *se.path * nd);
-	se.time_ns = rp_alloc(sizeof *se.time_ns * nd);
-	se.total = rp_alloc(sizeof *se.total * nd);
+	memset(se, 0, sizeof *se);
+	se->ndumps = nd;
+	se->path = rp_alloc(sizeof *se->path * nd);
+	se->time_ns = rp_alloc(sizeof *se->time_ns * nd);
+	se->total = rp_alloc(sizeof *se->total * nd);
 	rows_t sites = { 0 };
 	double *v = NULL;          /* v[site * nd + dump], grown with the sites */
 	size_t vcap = 0;
 	for (size_t d = 0; d < nd; d++) {
 		rp_raw_t raw;
-		if ((rc = load(dumps[d].path, o, &raw)) != 0)
+		int rc = load(paths[d], o, &raw);
+		if (rc != 0)
 			return rc;
 		trim_inlined(&raw.prof, o);
 		sbuild_t sa = { 0 };
 		build(&raw, o, false, 1, &sa);
 		rp_profile_t p = merge(&raw, &sa, NULL, NULL);
 		lnames_t *ln = names_of_locs(&p, o);
-		se.path[d] = dumps[d].path;
-		se.time_ns[d] = raw.prof.time_ns;
+		se->path[d] = paths[d];
+		se->time_ns[d] = raw.prof.time_ns;
 		filter(&p, ln, o);
 		for (size_t i = 0; i < p.nsamples; i++) {
 			const rp_sample_t *s = &p.samples[i];
-			se.total[d] += s->v[o->type];
+			se->total[d] += s->v[o->type];
 			if (s->nloc == 0)
 				continue;
 			row_t *row = row_of(&sites, ln[s->loc[0]].name[0]);
@@ -1549,11 +1549,27 @@ static int cmd_series(const cli_args_t *a, ropts_t *o)
 		}
 	}
 	rp_index_free(&sites.ix);
-	se.nsites = sites.n;
-	se.site = rp_alloc(sizeof *se.site * (sites.n + 1));
+	se->nsites = sites.n;
+	se->site = rp_alloc(sizeof *se->site * (sites.n + 1));
 	for (size_t i = 0; i < sites.n; i++)
-		se.site[i] = sites.v[i].name;
-	se.v = v;
+		se->site[i] = sites.v[i].name;
+	se->v = v;
+	return 0;
+}
+
+static int cmd_series(const cli_args_t *a, ropts_t *o)
+{
+	sdump_t *dumps = NULL;
+	size_t nd = 0;
+	int rc = series_files(o, &dumps, &nd);
+	if (rc)
+		return rc;
+	const char **paths = rp_alloc(sizeof *paths * (nd + 1));
+	for (size_t d = 0; d < nd; d++)
+		paths[d] = dumps[d].path;
+	rp_series_t se;
+	if ((rc = series_load(paths, nd, o, &se)) != 0)
+		return rc;
 	size_t nt;
 	rp_trend_t *t = rp_series_rank(&se, &nt);
 	bool show_text = o->text || !o->svg;
@@ -1571,6 +1587,141 @@ static int cmd_series(const cli_args_t *a, ropts_t *o)
 			printf("wrote chart %s\n", o->svg);
 	}
 	return 0;
+}
+
+/* ---- heapctl watch --leaks ------------------------------------------------ */
+
+static volatile sig_atomic_t leaks_stop;
+static void leaks_signal(int sig) { (void)sig; leaks_stop = 1; }
+
+static const cli_opt_t leaks_opts[] = {
+	{ "leaks", 'L', NULL, NULL },
+	{ "every", 'e', "SECS", NULL },
+	{ "intervals", 'n', "N", NULL },
+	{ "count", 'c', "N", NULL },
+	{ NULL, 0, NULL, NULL },
+};
+
+/* heapctl watch PID --leaks: a dump of the process every SECS seconds into
+ * a private directory; once N + 1 are there, the sites whose in-use bytes
+ * went up in each of the last N intervals are leak suspects (what a leak
+ * holds only grows; a cache or a pool gives some back), each printed once,
+ * when it first qualifies.  The process pays one dump per interval. */
+__attribute__((visibility("default"))) int hc_leaks_main(cli_args_t *a);
+
+int hc_leaks_main(cli_args_t *a)
+{
+	long every = 60, n = 5, rounds = 0;
+	cli_scan_t sc;
+	int rc = cli_scan_begin(&sc, a, "watch", leaks_opts, false);
+	const char *v;
+	for (int id; rc == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
+		if (id < 0)
+			rc = -id;
+		else if (id == 'e')
+			rc = parse_long("--every", v, 1, 86400, &every);
+		else if (id == 'n')
+			rc = parse_long("--intervals", v, 2, 1000, &n);
+		else if (id == 'c')
+			rc = parse_long("--count", v, 1, 1000000, &rounds);
+		else if (id == CLI_OPERAND)
+			rc = cli_err(HC_EXIT_USAGE, "watch: unexpected argument '%s'", v);
+	}
+	cli_scan_end(&sc);
+	if (rc)
+		return rc;
+	if (a->pid <= 0)
+		return cli_err(HC_EXIT_USAGE, "watch --leaks: which process? (heapctl watch PID --leaks)");
+	char exe[PATH_MAX], dir[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (len <= 0)
+		return cli_err(HC_EXIT_FAILED, "cannot find heapctl itself: %s", strerror(errno));
+	exe[len] = 0;
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	snprintf(dir, sizeof dir, "%s/heapctl-leaks.XXXXXX", rt && *rt == '/' ? rt : "/tmp");
+	if (mkdtemp(dir) == NULL)
+		return cli_err(HC_EXIT_FAILED, "cannot make a directory for the dumps, %s: %s", dir, strerror(errno));
+	signal(SIGINT, leaks_signal);
+	signal(SIGTERM, leaks_signal);
+	ropts_t o;
+	memset(&o, 0, sizeof o);
+	o.type = RP_INUSE_SPACE;
+	size_t keep = (size_t)n + 1, have = 0;
+	char **paths = rp_alloc(sizeof *paths * keep);
+	const char **told = NULL;      /* suspects printed so far */
+	size_t ntold = 0, toldcap = 0;
+	if (!a->json)
+		printf("watching process %d: a dump every %ld s; a site whose in-use bytes grow in each of %ld "
+		    "intervals in a row is a leak suspect (the first after %ld s)\n", (int)a->pid, every, n, every * n);
+	fflush(stdout);
+	rc = 0;
+	for (long round = 0; !leaks_stop && (rounds == 0 || round < rounds); round++) {
+		if (round > 0)
+			for (long s = 0; s < every * 10 && !leaks_stop; s++)
+				usleep(100000);
+		if (leaks_stop)
+			break;
+		char path[PATH_MAX + 32], pid[24], out[256], err[1024];
+		snprintf(path, sizeof path, "%s/%06ld.heap", dir, round);
+		snprintf(pid, sizeof pid, "%d", (int)a->pid);
+		char *argv[] = { exe, "dump", pid, "-o", path, NULL };
+		int st = cli_spawn(argv, NULL, out, sizeof out, err, sizeof err, (int)(a->timeout_ns / 1000000) + 5000);
+		if (st != 0) {
+			err[strcspn(err, "\n")] = 0;
+			rc = cli_err(st == HC_EXIT_NOPROC ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "watch --leaks: %s",
+			    *err ? (strncmp(err, "heapctl: ", 9) ? err : err + 9) : "the dump failed");
+			break;
+		}
+		if (have == keep) {
+			unlink(paths[0]);
+			memmove(paths, paths + 1, sizeof *paths * (keep - 1));
+			have--;
+		}
+		paths[have++] = (char *)rp_intern(path);
+		if (have < keep)
+			continue;
+		rp_series_t se;
+		if ((rc = series_load((const char *const *)paths, have, &o, &se)) != 0)
+			break;
+		size_t nt;
+		rp_trend_t *t = rp_series_rank(&se, &nt);
+		double hours = (double)(every * n) / 3600.0;
+		for (size_t i = 0; i < nt; i++) {
+			if (t[i].grew != (unsigned)n || t[i].growth <= 0)
+				continue;
+			const char *site = se.site[t[i].site];
+			size_t k = 0;
+			while (k < ntold && told[k] != site)
+				k++;
+			if (k < ntold)
+				continue;
+			told = rp_grow(told, &toldcap, ntold + 1, sizeof *told);
+			told[ntold++] = site;
+			char safe[1024];
+			if (a->json) {
+				json_t j;
+				json_begin(&j, stdout, JSON_LINE);
+				json_obj(&j, NULL);
+				json_i64(&j, "pid", a->pid);
+				json_str(&j, "site", site);
+				json_int(&j, "bytes", t[i].last);
+				json_int(&j, "growth_bytes", t[i].growth);
+				json_int(&j, "growth_per_hour", t[i].growth / hours);
+				json_i64(&j, "intervals", n);
+				json_i64(&j, "every_s", every);
+				json_end(&j);
+			} else {
+				printf("leak suspect in %d: %s grew in each of the last %ld intervals: +%.1f MB (%.1f MB/h), "
+				    "now %.1f MB\n", (int)a->pid, out_safe(site, safe, sizeof safe), n, t[i].growth / 1048576.0,
+				    t[i].growth / 1048576.0 / hours, t[i].last / 1048576.0);
+			}
+			fflush(stdout);
+		}
+	}
+	for (size_t i = 0; i < have; i++)
+		unlink(paths[i]);
+	rmdir(dir);
+	return rc;
 }
 
 /* The engine's entry point (cli.h), loaded by heapctl's cmd_report. */

@@ -1,0 +1,54 @@
+#!/usr/bin/env bats
+# tests/cli/leaks.bats - heapctl watch PID --leaks: leak suspects of a
+# running process, live.  A program with a leak (a site that only grows)
+# and a cache (a site that grows and shrinks): the leak is named once, the
+# cache never; bad options and a process that is gone are one line.
+
+load helpers
+
+start_leaky() {
+	env -u LD_PRELOAD HEAPCTL_CONF="prof:true,lg_prof_sample:14,control_refresh_ms:100" \
+	    LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" "$HEAPCTL_BUILD/tests/cli/leaky" >"$T/leaky.out" &
+	LPID=$!
+	track "$LPID"
+	wait_for 10 grep -q '^ready ' "$T/leaky.out"
+	wait_for 5 control_running "$LPID"
+}
+
+@test "watch --leaks: the site that grows in every interval is named once, the cache that gives back never" {
+	start_leaky
+	run "$HEAPCTL" watch "$LPID" --leaks --every 1 --intervals 3 --count 6
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == "watching process $LPID: a dump every 1 s;"* ]]
+	[ "$(grep -c '^leak suspect in ' <<<"$output")" -eq 1 ]
+	[[ "$output" == *"leak suspect in $LPID: leaky_site grew in each of the last 3 intervals: +"*" MB/h), now "* ]]
+	[[ "$output" != *cache_site* ]]
+	run "$HEAPCTL" watch "$LPID" --leaks --every 1 --intervals 2 --count 4 --json
+	[ "$status" -eq 0 ]
+	python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.argv[1].splitlines()]
+assert [r["site"] for r in rows] == ["leaky_site"], rows
+r = rows[0]
+assert r["pid"] == int(sys.argv[2]) and r["intervals"] == 2 and r["every_s"] == 1, r
+assert r["growth_bytes"] > 0 and r["bytes"] >= r["growth_bytes"] and r["growth_per_hour"] > r["growth_bytes"], r
+' "$output" "$LPID"
+	# the dumps it took are gone with it
+	! ls /tmp/heapctl-leaks.* 2>/dev/null | grep -q .
+}
+
+@test "watch --leaks: bad options, no process, a process that is gone" {
+	run "$HEAPCTL" watch 1 --every 5
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--every and --intervals go with --leaks"* ]]
+	run "$HEAPCTL" watch --leaks
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"which process?"* ]]
+	run "$HEAPCTL" watch 1 --leaks --intervals 1
+	[ "$status" -eq 2 ]
+	[ "${#lines[@]}" -eq 1 ]
+	run "$HEAPCTL" watch 999999999 --leaks --every 1
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -le 2 ]
+	[[ "$output" == *"watch --leaks: "* ]]
+}
