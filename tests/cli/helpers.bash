@@ -77,15 +77,17 @@ ncode() {
 	cp "$T/n/body" "$T/nbody" 2>/dev/null || : >"$T/nbody"
 }
 
-# start_prometheus CONFIG: a Prometheus server with CONFIG on a free
-# loopback port (data in $T/tsdb, log in $T/prom.log); sets PROM_API, its
-# http://127.0.0.1:PORT/api/v1
+# start_prometheus CONFIG [RUNNER...]: a Prometheus server with CONFIG on a
+# free loopback port (data in $T/tsdb, log in $T/prom.log), run by RUNNER
+# (a command, e.g. setpriv ...: not a function, whose subshell would be
+# what teardown kills); sets PROM_PID and PROM_API, its http://127.0.0.1:PORT/api/v1
 start_prometheus() {
 	local port
 	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	prometheus --config.file="$1" --storage.tsdb.path="$T/tsdb" \
+	"${@:2}" prometheus --config.file="$1" --storage.tsdb.path="$T/tsdb" \
 	    --web.listen-address="127.0.0.1:$port" >"$T/prom.log" 2>&1 &
-	track $!
+	PROM_PID=$!
+	track "$PROM_PID"
 	PROM_API="http://127.0.0.1:$port/api/v1"
 }
 

@@ -186,7 +186,7 @@ events_filtered() {
 	BASE=$URL CURL_BASE=()
 	three_targets
 	[ "$(ncode "$URL/metrics")" = 200 ]
-	grep -q "^heapctl_allocated_bytes{pid=\"$ROOTP\",command=\"[^\"]*target seconds=60\"}" "$T/nbody"
+	grep -q "^heapctl_allocated_bytes{pid=\"$ROOTP\",command=\"[^\"]*target seconds=60\",user=\"root\"}" "$T/nbody"
 	grep -q "^heapctl_allocated_bytes{pid=\"$OTHER\"," "$T/nbody"
 	! grep -Eq '0x[0-9a-f]{6,}|\.so([^a-z]|$)|MAPPED_LIBRARIES|\[stack\]' "$T/nbody"
 	[ "$(ncode "$URL/targets")" = 200 ]

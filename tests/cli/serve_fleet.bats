@@ -292,3 +292,59 @@ print(next(t["unit"] or "" for t in json.load(sys.stdin) if t["pid"] == int(sys.
 	}
 	wait_for 10 samples || { cat "$T/s.json" >&2; return 1; }
 }
+
+@test "serve_fleet: a Prometheus that runs as nobody is given her own process, and every one with the token in its authorization" {
+	need_root
+	command -v prometheus >/dev/null || skip "prometheus is not installed"
+	printf 'fleet-token-0123456789\n' >"$T/token"
+	chmod 600 "$T/token"
+	start_serve --token-file "$T/token"
+	three_targets
+	# her copy of the token, as /etc/prometheus/heapctl.token would be
+	install -o nobody -g nogroup -m 600 "$T/token" "$T/prom.token"
+	install -d -o nobody -g nogroup "$T/tsdb"
+	cat >"$T/prom.yml" <<-EOF
+	global:
+	  scrape_interval: 1s
+	scrape_configs:
+	  - job_name: own
+	    honor_labels: true
+	    http_sd_configs:
+	      - url: $URL/sd
+	        refresh_interval: 1s
+	    relabel_configs:
+	      - source_labels: [pid]
+	        regex: '$ROOTP|$MINE|$OTHER'
+	        action: keep
+	  - job_name: all
+	    honor_labels: true
+	    http_sd_configs:
+	      - url: $URL/sd
+	        refresh_interval: 1s
+	        authorization:
+	          type: Bearer
+	          credentials_file: $T/prom.token
+	    authorization:
+	      type: Bearer
+	      credentials_file: $T/prom.token
+	    relabel_configs:
+	      - source_labels: [pid]
+	        regex: '$ROOTP|$MINE|$OTHER'
+	        action: keep
+	EOF
+	start_prometheus "$T/prom.yml" setpriv --reuid=nobody --regid=nogroup --clear-groups
+	# the jobs' targets that are up, "JOB PID" a line
+	up_targets() {
+		curl -s --max-time 5 "$PROM_API/targets?state=active" | python3 -c '
+import json, sys
+for x in json.load(sys.stdin)["data"]["activeTargets"]:
+    if x["health"] == "up":
+        print(x["labels"]["job"], x["labels"]["pid"])' | sort >"$T/up.txt"
+	}
+	want() { printf '%s\n' "all $ROOTP" "all $MINE" "all $OTHER" "own $MINE" | sort; }
+	settled() { up_targets && [ "$(cat "$T/up.txt")" = "$(want)" ]; }
+	# (both jobs read the same /sd at the same moments: root's and daemon's
+	# processes never in "own" while they are in "all")
+	wait_for 20 settled || { tail -5 "$T/prom.log" >&2; cat "$T/up.txt" >&2; return 1; }
+	[ "$(ps -o user= -p "$PROM_PID")" = nobody ]
+}
