@@ -42,6 +42,27 @@ for g in json.load(open(sys.argv[1])):
     print(g["labels"]["pid"])' "$1"
 }
 
+# prom_job NAME [TOKENFILE]: a Prometheus job of /sd as the README gives
+# it (a 1 s refresh here), kept to ROOTP, MINE and OTHER (other daemons'
+# tests run on this host too); with TOKENFILE in both its authorizations
+prom_job() {
+	local auth=""
+	[ -z "${2:-}" ] || auth="authorization: {type: Bearer, credentials_file: $2}"
+	cat <<-EOF
+	  - job_name: $1
+	    honor_labels: true
+	    http_sd_configs:
+	      - url: $URL/sd
+	        refresh_interval: 1s
+	        $auth
+	    $auth
+	    relabel_configs:
+	      - source_labels: [pid]
+	        regex: '$ROOTP|$MINE|$OTHER'
+	        action: keep
+	EOF
+}
+
 # listed FILE PID / unlisted FILE PID
 listed() { sd_pids "$1" | grep -qx "$2"; }
 unlisted() { ! sd_pids "$1" | grep -qx "$2"; }
@@ -220,22 +241,8 @@ print(next(t["unit"] or "" for t in json.load(sys.stdin) if t["pid"] == int(sys.
 	command -v prometheus >/dev/null || skip "prometheus is not installed"
 	start_serve
 	three_targets
-	# the configuration the README gives, with short intervals, and kept to
-	# this test's processes (other daemons' tests run on this host too)
-	cat >"$T/prom.yml" <<-EOF
-	global:
-	  scrape_interval: 1s
-	scrape_configs:
-	  - job_name: heapctl
-	    honor_labels: true
-	    http_sd_configs:
-	      - url: $URL/sd
-	        refresh_interval: 1s
-	    relabel_configs:
-	      - source_labels: [pid]
-	        regex: '$ROOTP|$MINE|$OTHER'
-	        action: keep
-	EOF
+	printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n' >"$T/prom.yml"
+	prom_job heapctl >>"$T/prom.yml"
 	promtool check config "$T/prom.yml"
 	start_prometheus "$T/prom.yml"
 	local api=$PROM_API
@@ -303,35 +310,11 @@ print(next(t["unit"] or "" for t in json.load(sys.stdin) if t["pid"] == int(sys.
 	# her copy of the token, as /etc/prometheus/heapctl.token would be
 	install -o nobody -g nogroup -m 600 "$T/token" "$T/prom.token"
 	install -d -o nobody -g nogroup "$T/tsdb"
-	cat >"$T/prom.yml" <<-EOF
-	global:
-	  scrape_interval: 1s
-	scrape_configs:
-	  - job_name: own
-	    honor_labels: true
-	    http_sd_configs:
-	      - url: $URL/sd
-	        refresh_interval: 1s
-	    relabel_configs:
-	      - source_labels: [pid]
-	        regex: '$ROOTP|$MINE|$OTHER'
-	        action: keep
-	  - job_name: all
-	    honor_labels: true
-	    http_sd_configs:
-	      - url: $URL/sd
-	        refresh_interval: 1s
-	        authorization:
-	          type: Bearer
-	          credentials_file: $T/prom.token
-	    authorization:
-	      type: Bearer
-	      credentials_file: $T/prom.token
-	    relabel_configs:
-	      - source_labels: [pid]
-	        regex: '$ROOTP|$MINE|$OTHER'
-	        action: keep
-	EOF
+	printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n' >"$T/prom.yml"
+	prom_job own >>"$T/prom.yml"
+	prom_job all "$T/prom.token" >>"$T/prom.yml"
+	cat "$T/prom.yml"
+	promtool check config "$T/prom.yml"
 	start_prometheus "$T/prom.yml" setpriv --reuid=nobody --regid=nogroup --clear-groups
 	# the jobs' targets that are up, "JOB PID" a line
 	up_targets() {
