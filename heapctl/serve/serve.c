@@ -6,6 +6,7 @@
  *   /metrics               the segments' counters for every target, in the
  *                          Prometheus text format or OpenMetrics (by Accept)
  *   /targets               the same as JSON
+ *   /sd                    Prometheus's HTTP service discovery (fleet.c)
  *   /debug/pprof/heap      a profile taken now, symbolized, as gzipped
  *   /debug/pprof/allocs    profile.proto (Go's net/http/pprof conventions:
  *                          ?pid=N, ?seconds=S for a delta, ?debug=1 text)
@@ -313,6 +314,7 @@ static void scan_once(void)
 		}
 		out_cmdline(nt->t.pid, nt->t.seg, nt->command, sizeof nt->command);
 		cgroup_labels(nt->t.pid, nt->unit, sizeof nt->unit, nt->container, sizeof nt->container);
+		fleet_user(nt->t.uid, nt->user, sizeof nt->user);
 		if (nt->container[0] == 0 && nt->t.nspid != nt->t.pid)
 			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
 		nt->same_view = cli_same_view(&nt->t);
@@ -618,7 +620,10 @@ static double metric_value(unsigned i, const target_t *x, const hc_shm_state_t *
 	}
 }
 
-static enum MHD_Result serve_metrics(struct MHD_Connection *c)
+/* pid > 0: that process's series alone (a target of /sd), without the
+ * daemon's own (heapctl_targets, the archive's), which would otherwise come
+ * once per process scraped */
+static enum MHD_Result serve_metrics(struct MHD_Connection *c, long pid)
 {
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	bool om = accept && strstr(accept, "application/openmetrics-text");
@@ -630,8 +635,13 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
 	pthread_mutex_lock(&S.lock);
 	hc_shm_state_t *st = calloc(S.ntargets ? S.ntargets : 1, sizeof *st);
 	bool *ok = calloc(S.ntargets ? S.ntargets : 1, sizeof *ok);
-	for (size_t k = 0; st && ok && k < S.ntargets; k++)
+	bool found = false;
+	for (size_t k = 0; st && ok && k < S.ntargets; k++) {
+		if (pid > 0 && S.targets[k].t.pid != pid)
+			continue;
 		ok[k] = hc_shm_state_read(&S.targets[k].t.seg->state, &st[k]);
+		found = true;
+	}
 	for (unsigned i = 0; st && ok && i < NMETRICS; i++) {
 		const metric_t *m = &metrics[i];
 		/* the text format names a counter with its _total; OpenMetrics
@@ -646,14 +656,15 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
 			if (!ok[k])
 				continue;
 			const target_t *x = &S.targets[k];
-			char pid[16];
-			snprintf(pid, sizeof pid, "%d", x->t.pid);
+			char num[16];
+			snprintf(num, sizeof num, "%d", x->t.pid);
 			bool first = true;
 			fprintf(f, "%s%s{", m->name, sfx);
-			put_label(f, "pid", pid, &first);
+			put_label(f, "pid", num, &first);
 			put_label(f, "command", x->command, &first);
 			put_label(f, "unit", x->unit, &first);
 			put_label(f, "container", x->container, &first);
+			put_label(f, "user", x->user, &first);
 			fprintf(f, "} %.17g\n", metric_value(i, x, &st[k]));
 		}
 	}
@@ -662,11 +673,14 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
 	bool oom = st == NULL || ok == NULL;
 	free(st);
 	free(ok);
-	if (oom) {
+	if (oom || (pid > 0 && !found)) {
 		fclose(f);
 		free(buf);
-		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+		return oom ? respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory") :
+		    respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
 	}
+	if (pid > 0)
+		goto end;
 	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
 	    "# TYPE heapctl_targets gauge\nheapctl_targets %zu\n", n);
 	if (arch_enabled()) {
@@ -679,6 +693,7 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c)
 		    "# TYPE heapctl_archive_failures%s counter\nheapctl_archive_failures_total %llu\n",
 		    om ? "" : "_total", om ? "" : "_total", (unsigned long long)failed);
 	}
+end:
 	if (om)
 		fputs("# EOF\n", f);
 	return respond_stream(c, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" :
@@ -1362,10 +1377,12 @@ serve_row_t *serve_rows(size_t *n)
 		if (!hc_shm_state_read(&x->t.seg->state, &w->st))
 			continue;
 		w->pid = x->t.pid;
-		w->uid = x->t.uid;
 		snprintf(w->command, sizeof w->command, "%s", x->command);
 		snprintf(w->unit, sizeof w->unit, "%s", x->unit);
 		snprintf(w->container, sizeof w->container, "%s", x->container);
+		snprintf(w->user, sizeof w->user, "%s", x->user);
+		w->uid = x->t.uid;
+		w->owner = x->owner;
 		(*n)++;
 	}
 	pthread_mutex_unlock(&S.lock);
@@ -1460,6 +1477,21 @@ static enum MHD_Result serve_plot(struct MHD_Connection *c)
 	return ok;
 }
 
+/* ---- /sd (fleet.c) ------------------------------------------------------------- */
+
+static enum MHD_Result serve_sd(struct MHD_Connection *c, serve_peer_t *peer)
+{
+	char *body;
+	size_t len;
+	unsigned status = fleet_sd(c, peer, &body, &len);
+	if (body == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	enum MHD_Result ok = status == MHD_HTTP_OK ? respond_buf(c, status, "application/json", body, len) :
+	    respond_err(c, status, "%s", body);
+	free(body);
+	return ok;
+}
+
 /* ---- requests -------------------------------------------------------------- */
 
 static bool token_ok(struct MHD_Connection *c)
@@ -1537,8 +1569,13 @@ static const char index_text[] =
     "/                           the web page: processes, plots, profiles, buttons, the archive\n"
     "/?pid=N                     one process's page: its user, unit, counters, plot, downloads,\n"
     "                            buttons, archived dumps and recent events\n"
-    "/metrics                    counters of every process (Prometheus text or OpenMetrics)\n"
+    "/metrics                    counters of every process (Prometheus text or OpenMetrics);\n"
+    "                            ?pid=N: that process's alone\n"
     "/targets                    the processes, as JSON\n"
+    "/sd                         Prometheus HTTP service discovery (http_sd_configs): a target\n"
+    "                            of each process you may profile, with pid, user, unit,\n"
+    "                            container and command labels and __param_pid; narrowed by\n"
+    "                            ?user=, unit=, container=, command=, pid= (exact match)\n"
     "/debug/pprof/heap?pid=N     a heap profile taken now (gzipped profile.proto);\n"
     "                            &seconds=S: the growth over S seconds; &debug=1: text\n"
     "/debug/pprof/allocs?pid=N   the same, alloc_space first (404 and why without prof_accum:true)\n"
@@ -1553,7 +1590,8 @@ static const char index_text[] =
     "                            archived), set?pid=N&NAME=VALUE; with the token, or on\n"
     "                            a Unix socket for the requester's own processes\n"
     "\nWithout the token a local requester sees the profiles, events and archived dumps\n"
-    "of the processes whose /proc/PID/maps she could read; /metrics and /targets list all.\n";
+    "of the processes whose /proc/PID/maps she could read (/sd lists those); /metrics and\n"
+    "/targets list all.\n";
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload, size_t *upload_size, void **state)
@@ -1619,8 +1657,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (!S.open_reads && !token_ok(c))
 		return respond_unauthorized(c);
 	/* counters, as visible as /proc/PID/stat: to anyone who gets here */
-	if (strcmp(url, "/metrics") == 0)
-		return serve_metrics(c);
+	if (strcmp(url, "/metrics") == 0) {
+		long pid = num_arg(c, "pid", INT_MAX);
+		if (pid == -2 || pid == 0)
+			return respond_err(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
+		return serve_metrics(c, pid);
+	}
 	if (strcmp(url, "/targets") == 0)
 		return serve_targets(c);
 	if (strcmp(url, "/plot") == 0)
@@ -1630,7 +1672,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	/* what carries an address, a path or a profile: the requester's own
 	 * (looked up for these only: a bad path costs no look-up) */
 	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top",
-		"/", "/archive" };
+		"/", "/archive", "/sd" };
 	bool routed = strncmp(url, "/archive/", 9) == 0;
 	for (size_t i = 0; !routed && i < sizeof own / sizeof own[0]; i++)
 		routed = strcmp(url, own[i]) == 0;
@@ -1653,6 +1695,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return serve_page(c, &peer);
 	if (strcmp(url, "/archive") == 0)
 		return serve_archive_list(c, &peer);
+	if (strcmp(url, "/sd") == 0)
+		return serve_sd(c, &peer);
 	return serve_archive_file(c, url + 9, &peer);
 }
 

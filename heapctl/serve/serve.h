@@ -21,6 +21,7 @@ typedef struct serve_target_s {
 	char command[256];
 	char unit[128];            /* systemd unit from /proc/PID/cgroup, or "" */
 	char container[128];       /* machine, docker or podman id, or ""       */
+	char user[64];             /* its real uid's name, else the number      */
 	uint64_t next_ev;          /* the next ring event to read               */
 	uint64_t gdumps, dumps_failed;   /* events seen since it was found     */
 	bool seen;                 /* in this round's scan                      */
@@ -88,8 +89,8 @@ void serve_program(const char *command, char *out, size_t len);
 /* One target as the page shows it: a copy, read under the targets' lock. */
 typedef struct serve_row_s {
 	int pid;
-	uid_t uid;                 /* its segment's owner                        */
-	char command[256], unit[128], container[128];
+	char command[256], unit[128], container[128], user[64];
+	uid_t uid, owner;          /* its real uid; who may see it (access_owner) */
 	hc_shm_state_t st;
 } serve_row_t;
 /* serve.c: every target's row (free it); NULL and *n 0 when there are none */
@@ -144,6 +145,13 @@ bool arch_name_ok(const char *s);
  * beside it), ACCESS_NOBODY if none. */
 uid_t arch_owner(const char *group, const char *name);
 void arch_counts(uint64_t *archived, uint64_t *failed);
+
+/* fleet.c: /sd, Prometheus's HTTP service discovery of the processes peer
+ * may profile: the HTTP status, and in *body (malloc'd) the JSON or, for
+ * a 400, its one line without the newline; *body NULL when memory ran
+ * out.  fleet_user: uid's name, else its number. */
+unsigned fleet_sd(struct MHD_Connection *c, serve_peer_t *peer, char **body, size_t *len);
+void fleet_user(uid_t uid, char *out, size_t len);
 
 /* limits.c: what one peer (a uid, else an address) may hold of the daemon.
  * lim_connection and lim_completed are libmicrohttpd's connection and

@@ -3,11 +3,12 @@
 # 10,000-stack profile end to end, without and with the symbol cache,
 # against `heapctl dump` and `heapctl report` on the same kind of dump (for
 # tests/cli/target and for the report bench's program over 40 libraries
-# with DWARF), /metrics with 50 targets (latency, and the daemon's RSS then and
-# with an archive of 200 dumps), what finding out who is asking costs a
-# request, a target's run time while it is scraped every second against
-# not scraped, and the requests a second another user still gets under
-# each lock-out of issue 37 (serve_lockout.sh).  Prints Markdown.
+# with DWARF), /metrics, /sd and /metrics?pid=N with 50 targets (latency,
+# and the daemon's RSS then and with an archive of 200 dumps), what finding
+# out who is asking costs a request, a target's run time while it is
+# scraped every second against not scraped, and the requests a second
+# another user still gets under each lock-out of issue 37
+# (serve_lockout.sh).  Prints Markdown.
 set -uo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -125,8 +126,15 @@ lat=$(for i in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$url/met
 lines=$(curl -s "$url/metrics" | grep -vc '^#')
 printf '| /metrics with %s targets (%s samples), 50 requests | %s ms | |\n' "$n" "$lines" "$(ms "$lat")"
 printf '| the daemon'"'"'s RSS with %s targets | %s MiB | |\n' "$n" "$(awk -v k="$(rss_kib "$spid")" 'BEGIN{printf "%.1f", k/1024}')"
-# 200 dumps of the 50 targets, every one archived with its pprof
 tp=("${pids[@]: -51:50}")
+# a collector's view: /sd (root's: every process, its program read from
+# /proc/PID/cmdline each time) and one target's scrape, /metrics?pid=N
+lat=$(for i in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$url/sd"; done | median)
+printf '| /sd with %s targets (%s listed), 50 requests | %s ms | |\n' "$n" "$(curl -s "$url/sd" | grep -c '"targets"')" \
+    "$(ms "$lat")"
+lat=$(for i in $(seq 50); do curl -s -o /dev/null -w '%{time_total}\n' "$url/metrics?pid=${tp[0]}"; done | median)
+printf '| /metrics?pid=N (one target of /sd), 50 requests | %s ms | |\n' "$(ms "$lat")"
+# 200 dumps of the 50 targets, every one archived with its pprof
 for i in $(seq 200); do "$H" dump "${tp[$((i % 50))]}" >/dev/null 2>&1; done
 for _ in $(seq 600); do
 	[ "$(ls "$tmp"/arch/*/*.pb.gz 2>/dev/null | wc -l)" -ge 200 ] && break

@@ -65,6 +65,32 @@ wait_for() {
 	"$@"
 }
 
+# as_nobody CMD...: CMD as nobody:nogroup, no other groups
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+
+# ncode CURLARGS...: as nobody, curl's HTTP status; the body in $T/nbody
+# (written in a directory of hers: nobody cannot write $T)
+ncode() {
+	[ -d "$T/n" ] || { mkdir "$T/n" && chown nobody:nogroup "$T/n"; }
+	rm -f "$T/n/body"
+	as_nobody curl -s -o "$T/n/body" -w '%{http_code}' --max-time 30 "$@"
+	cp "$T/n/body" "$T/nbody" 2>/dev/null || : >"$T/nbody"
+}
+
+# start_prometheus CONFIG [RUNNER...]: a Prometheus server with CONFIG on a
+# free loopback port (data in $T/tsdb, log in $T/prom.log), run by RUNNER
+# (a command, e.g. setpriv ...: not a function, whose subshell would be
+# what teardown kills); sets PROM_PID and PROM_API, its http://127.0.0.1:PORT/api/v1
+start_prometheus() {
+	local port
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	"${@:2}" prometheus --config.file="$1" --storage.tsdb.path="$T/tsdb" \
+	    --web.listen-address="127.0.0.1:$port" >"$T/prom.log" 2>&1 &
+	PROM_PID=$!
+	track "$PROM_PID"
+	PROM_API="http://127.0.0.1:$port/api/v1"
+}
+
 # ms since the epoch
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 

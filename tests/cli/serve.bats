@@ -43,7 +43,7 @@ need_go() {
 	run promtool check metrics <"$T/m.txt"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=60\"} 1$" "$T/m.txt"
+	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=60\",user=\"root\"} 1$" "$T/m.txt"
 	grep -q "^# TYPE heapctl_samples_total counter$" "$T/m.txt"
 	sampled() { [ "$(metric heapctl_samples_total "$TPID")" -gt 0 ]; }
 	wait_for 5 sampled
@@ -70,8 +70,6 @@ need_go() {
 	command -v prometheus >/dev/null || skip "prometheus is not installed"
 	start_target
 	start_serve
-	local port
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 	cat >"$T/prom.yml" <<-EOF
 	global:
 	  scrape_interval: 1s
@@ -80,10 +78,8 @@ need_go() {
 	    static_configs:
 	      - targets: ['${URL#http://}']
 	EOF
-	prometheus --config.file="$T/prom.yml" --storage.tsdb.path="$T/tsdb" \
-	    --web.listen-address="127.0.0.1:$port" >"$T/prom.log" 2>&1 &
-	track $!
-	local q="http://127.0.0.1:$port/api/v1/query?query=heapctl_samples_total%7Bpid%3D%22$TPID%22%7D"
+	start_prometheus "$T/prom.yml"
+	local q="$PROM_API/query?query=heapctl_samples_total%7Bpid%3D%22$TPID%22%7D"
 	got() { curl -s --max-time 5 "$q" >"$T/q.json" && grep -q '"result":\[{' "$T/q.json"; }
 	wait_for 30 got || { tail -5 "$T/prom.log" >&2; cat "$T/q.json" >&2; return 1; }
 	python3 - "$T/q.json" "$TPID" <<-'EOF'
@@ -95,7 +91,7 @@ need_go() {
 	assert float(r["value"][1]) > 0, r
 	EOF
 	# and it scraped the OpenMetrics form (no "unsupported" complaints, target up)
-	curl -s "http://127.0.0.1:$port/api/v1/query?query=up" | grep -q '"value":\[[0-9.]*,"1"\]'
+	curl -s "$PROM_API/query?query=up" | grep -q '"value":\[[0-9.]*,"1"\]'
 }
 
 @test "serve: go tool pprof -top reads /debug/pprof/heap; its total agrees with heapctl report on a dump" {

@@ -9,18 +9,6 @@
 
 load helpers
 
-# as_nobody CMD...: CMD as nobody:nogroup, no other groups
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
-
-# ncode CURLARGS...: as nobody, curl's HTTP status; the body in $T/nbody
-# (written in a directory of hers: nobody cannot write $T)
-ncode() {
-	[ -d "$T/n" ] || { mkdir "$T/n" && chown nobody:nogroup "$T/n"; }
-	rm -f "$T/n/body"
-	as_nobody curl -s -o "$T/n/body" -w '%{http_code}' --max-time 30 "$@"
-	cp "$T/n/body" "$T/nbody" 2>/dev/null || : >"$T/nbody"
-}
-
 # start_serve ARGS...: root's daemon; sets URL (http://... or unix:PATH), SPID
 start_serve() {
 	"$HEAPCTL" serve "$@" >"$T/serve.out" 2>"$T/serve.err" &
@@ -198,7 +186,7 @@ events_filtered() {
 	BASE=$URL CURL_BASE=()
 	three_targets
 	[ "$(ncode "$URL/metrics")" = 200 ]
-	grep -q "^heapctl_allocated_bytes{pid=\"$ROOTP\",command=\"[^\"]*target seconds=60\"}" "$T/nbody"
+	grep -q "^heapctl_allocated_bytes{pid=\"$ROOTP\",command=\"[^\"]*target seconds=60\",user=\"root\"}" "$T/nbody"
 	grep -q "^heapctl_allocated_bytes{pid=\"$OTHER\"," "$T/nbody"
 	! grep -Eq '0x[0-9a-f]{6,}|\.so([^a-z]|$)|MAPPED_LIBRARIES|\[stack\]' "$T/nbody"
 	[ "$(ncode "$URL/targets")" = 200 ]

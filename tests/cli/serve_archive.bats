@@ -59,8 +59,6 @@ EOF
 # sets URL, SPID)
 eval "$(sed -n '/^start_serve() {/,/^}/p; /^in_metrics() /p' "$BATS_TEST_DIRNAME/serve.bats")"
 
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
-
 # forge PID KIND PATH: as nobody, in her process PID's segment
 forge() { as_nobody "$BATS_FILE_TMPDIR/forge" "$(seg "$1")" "$2" "$3"; }
 
