@@ -236,6 +236,18 @@ int cmd_run(cli_args_t *a);
 int cmd_systemd(cli_args_t *a);
 int cmd_doctor(cli_args_t *a);
 int cmd_explain(cli_args_t *a);           /* cmd_explain.c */
+/* A process's resident memory in parts (what heapctl explain prints):
+ * heap + anonymous + stacks + files + shared + kernel = sum, VmRSS within
+ * 2%; the heap's own parts (heapctl true: the library answered, not an
+ * injected agent) from the allocator's count.  0, or an HC_EXIT_* code
+ * with the reason in why. */
+typedef struct cli_explain_s {
+	uint64_t vm_rss, sum;
+	bool heapctl;
+	uint64_t heap, anonymous, stacks, files, shared, kernel;
+	uint64_t live_attributed, live_other, sampling, fragmentation, free, metadata;
+} cli_explain_t;
+int cli_explain(int pid, uint64_t timeout_ns, cli_explain_t *x, char *why, size_t len);
 int cmd_purge(cli_args_t *a);
 
 #endif

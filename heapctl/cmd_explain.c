@@ -69,20 +69,28 @@ static int range_cmp(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Ask the target for its snapshot, record by record. */
-static int fetch_stats(cli_args_t *a, hc_shm_target_t *t, alloc_view_t *v)
+/* Ask the target for its snapshot, record by record.  Returns an
+ * HC_EXIT_* code, with the reason in err. */
+static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *err, size_t len)
 {
 	size_t cap = 0;
 	for (uint64_t at = 0, n = 1; at < n;) {
 		hc_shm_req_t req = { .cmd = HC_CMD_STATS, .arg = (int32_t)at };
 		hc_shm_rep_t rep;
-		int code = cli_call(a, t, &req, &rep);
+		int code = hc_shm_call(t, &req, &rep, tmo, err, len);
 		if (code)
 			return code;
+		if (rep.code != HC_REP_OK) {
+			/* a library before explain: "unknown command" */
+			snprintf(err, len, "process %d does not give its statistics: %.200s", t->pid,
+			    hc_shm_strvalid(rep.text, sizeof rep.text) ? rep.text : "?");
+			return HC_EXIT_FAILED;
+		}
 		n = rep.value;
-		if (n > (1u << 20))
-			return cli_err(HC_EXIT_FAILED, "process %d answered %" PRIu64 " statistics records: "
-			    "not believed", t->pid, n);
+		if (n > (1u << 20)) {
+			snprintf(err, len, "process %d answered %" PRIu64 " statistics records: not believed", t->pid, n);
+			return HC_EXIT_FAILED;
+		}
 		size_t k = n - at < HC_SHM_STATS_PER_REPLY ? (size_t)(n - at) : HC_SHM_STATS_PER_REPLY;
 		const hc_shm_stat_t *r = (const hc_shm_stat_t *)(const void *)rep.text;
 		for (size_t i = 0; i < k; i++) {
@@ -121,8 +129,10 @@ static int fetch_stats(cli_args_t *a, hc_shm_target_t *t, alloc_view_t *v)
 				if (v->nranges == cap) {
 					cap = cap ? cap * 2 : 64;
 					range_t *p = realloc(v->ranges, cap * sizeof *p);
-					if (p == NULL)
-						return cli_err(HC_EXIT_FAILED, "out of memory");
+					if (p == NULL) {
+						snprintf(err, len, "out of memory");
+						return HC_EXIT_FAILED;
+					}
 					v->ranges = p;
 				}
 				v->ranges[v->nranges++] = (range_t){ s.v[0], s.v[1] };
@@ -223,7 +233,7 @@ static size_t thread_sps(int pid, uint64_t *sp, size_t max)
 	return n;
 }
 
-static int os_read(int pid, const alloc_view_t *v, os_parts_t *o)
+static int os_read(int pid, const alloc_view_t *v, os_parts_t *o, char *err, size_t errlen)
 {
 	memset(o, 0, sizeof *o);
 	uint64_t sps[4096];
@@ -237,7 +247,8 @@ static int os_read(int pid, const alloc_view_t *v, os_parts_t *o)
 		int e = errno;
 		if (pmfd >= 0)
 			close(pmfd);
-		return cli_err(e == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "cannot read %s: %s", path, strerror(e));
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));
+		return e == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_FAILED;
 	}
 	char line[4096 + 256];
 	uint64_t s = 0, e = 0, prev_end = 0;
@@ -403,6 +414,62 @@ static void print_classes(json_t *j, alloc_view_t *v, unsigned limit)
 		printf("  (%u more classes: --classes 0 shows all)\n", v->ncls - limit);
 }
 
+/* Both views of process pid: the allocator's (v->have false when it has
+ * no segment that answers: why says so) and the OS's, and VmRSS.  Returns
+ * 0, or an HC_EXIT_* code for the OS's view with the reason in why; v's
+ * ranges are to be freed either way. */
+static int collect(int pid, uint64_t tmo, alloc_view_t *v, os_parts_t *o, uint64_t *rss, char *why, size_t len)
+{
+	memset(v, 0, sizeof *v);
+	hc_shm_target_t t;
+	if (hc_shm_open(pid, &t, why, len) == 0) {
+		if (fetch_stats(&t, tmo, v, why, len) != 0) {
+			free(v->ranges);
+			memset(v, 0, sizeof *v);
+		}
+		hc_shm_close(&t);
+	}
+	uint64_t rss0 = vmrss(pid);
+	char err[512];
+	int code = os_read(pid, v, o, err, sizeof err);
+	if (code) {
+		snprintf(why, len, "%s", err);
+		return code;
+	}
+	*rss = (rss0 + vmrss(pid)) / 2;
+	return 0;
+}
+
+int cli_explain(int pid, uint64_t tmo, cli_explain_t *x, char *why, size_t len)
+{
+	alloc_view_t v;
+	os_parts_t o;
+	uint64_t rss = 0;
+	memset(x, 0, sizeof *x);
+	int code = collect(pid, tmo, &v, &o, &rss, why, len);
+	free(v.ranges);
+	if (code)
+		return code;
+	x->vm_rss = rss;
+	x->sum = o.total;
+	x->heapctl = v.have && !v.own;
+	x->heap = o.heap;
+	x->anonymous = o.anon + o.brk;
+	x->stacks = o.stacks;
+	x->files = o.files;
+	x->shared = o.shmem;
+	x->kernel = o.other;
+	if (x->heapctl) {
+		x->live_attributed = v.attributed < v.allocated ? v.attributed : v.allocated;
+		x->sampling = v.promoted < v.allocated - x->live_attributed ? v.promoted : v.allocated - x->live_attributed;
+		x->live_other = v.allocated - x->live_attributed - x->sampling;
+		x->fragmentation = v.active > v.allocated ? v.active - v.allocated : 0;
+		x->free = v.dirty;
+		x->metadata = v.metadata;
+	}
+	return 0;
+}
+
 const cli_opt_t explain_opts[] = {
 	{ "classes", 'c', "N", "size classes to list, most free space first (default 8; 0: all)" },
 	{ NULL, 0, NULL, NULL },
@@ -442,26 +509,13 @@ int cmd_explain(cli_args_t *a)
 	cli_proc_who(pid, user, sizeof user, comm, sizeof comm);
 
 	alloc_view_t v;
-	memset(&v, 0, sizeof v);
-	hc_shm_target_t t;
-	char why[512] = "";
-	int tcode = hc_shm_open(pid, &t, why, sizeof why);
-	if (tcode == 0) {
-		code = fetch_stats(a, &t, &v);
-		hc_shm_close(&t);
-		if (code) {
-			free(v.ranges);
-			return code;
-		}
-	}
 	os_parts_t o;
-	uint64_t rss0 = vmrss(pid);
-	if ((code = os_read(pid, &v, &o)) != 0) {
+	uint64_t rss;
+	char why[512] = "";
+	if ((code = collect(pid, a->timeout_ns, &v, &o, &rss, why, sizeof why)) != 0) {
 		free(v.ranges);
-		return code;
+		return cli_err(code, "%s", why);
 	}
-	uint64_t rss = (rss0 + vmrss(pid)) / 2;
-
 	uint64_t heap_os = o.heap, anon = o.anon;
 	uint64_t attributed = v.attributed < v.allocated ? v.attributed : v.allocated;
 	uint64_t promoted = v.promoted < v.allocated - attributed ? v.promoted : v.allocated - attributed;

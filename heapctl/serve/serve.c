@@ -620,11 +620,138 @@ static double metric_value(unsigned i, const target_t *x, const hc_shm_state_t *
 	}
 }
 
+/* ---- where each process's resident memory goes (heapctl explain) ---- */
+
+/* Two families: heapctl_rss_part_bytes, whose parts add up to the
+ * process's resident set (within explain's 2%), and heapctl_heap_part_bytes,
+ * the heap's part split by the allocator's count.  Each process's parts are
+ * measured at most every MEM_TTL_NS (smaps is read, and the process asked
+ * for its statistics with a short timeout), outside the targets' lock. */
+#define MEM_TTL_NS (10ull * 1000000000ull)
+#define MEM_TIMEOUT_NS (200ull * 1000000ull)
+static const char *const rss_parts[] = { "heap", "anonymous", "stacks", "files", "shared", "kernel" };
+static const char *const heap_parts[] = { "live_attributed", "live_other", "sampling", "fragmentation", "free",
+	"metadata" };
+
+typedef struct mem_s {
+	int pid;
+	uint64_t at_ns;
+	bool ok;
+	cli_explain_t x;
+} mem_t;
+static struct {
+	pthread_mutex_t lock;
+	mem_t *v;
+	size_t n, cap;
+} M = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static uint64_t mem_value(const cli_explain_t *x, bool heap, unsigned i)
+{
+	if (heap) {
+		const uint64_t v[] = { x->live_attributed, x->live_other, x->sampling, x->fragmentation, x->free,
+			x->metadata };
+		return v[i];
+	}
+	const uint64_t v[] = { x->heap, x->anonymous, x->stacks, x->files, x->shared, x->kernel };
+	return v[i];
+}
+
+/* The parts of each of pids[0 .. n), into out (ok false: not measured) */
+static void mem_measure(const int *pids, size_t n, mem_t *out)
+{
+	uint64_t now = hc_shm_mono_ns();
+	for (size_t i = 0; i < n; i++) {
+		out[i].pid = pids[i];
+		out[i].ok = false;
+		pthread_mutex_lock(&M.lock);
+		for (size_t k = 0; k < M.n; k++)
+			if (M.v[k].pid == pids[i] && now - M.v[k].at_ns < MEM_TTL_NS) {
+				out[i] = M.v[k];
+				break;
+			}
+		pthread_mutex_unlock(&M.lock);
+		if (out[i].ok)
+			continue;
+		char why[512];
+		out[i].ok = cli_explain(pids[i], MEM_TIMEOUT_NS, &out[i].x, why, sizeof why) == 0;
+		out[i].at_ns = now;
+		pthread_mutex_lock(&M.lock);
+		size_t k = 0;
+		while (k < M.n && M.v[k].pid != pids[i])
+			k++;
+		if (k == M.n && M.n < 4096) {
+			mem_t *g = M.n == M.cap ? realloc(M.v, (M.cap = M.cap ? M.cap * 2 : 64) * sizeof *g) : M.v;
+			if (g) {
+				M.v = g;
+				M.n++;
+			} else {
+				k = SIZE_MAX;
+			}
+		}
+		if (k < M.n)
+			M.v[k] = out[i];
+		pthread_mutex_unlock(&M.lock);
+	}
+}
+
+static void mem_families(FILE *f, bool om, const mem_t *mem, size_t nmem)
+{
+	for (int heap = 0; heap < 2; heap++) {
+		const char *name = heap ? "heapctl_heap_part_bytes" : "heapctl_rss_part_bytes";
+		fprintf(f, "# HELP %s %s\n", name, heap ? "The allocator's heap by its own count (heapctl explain): "
+		    "live objects the profile attributes, other live objects, sampled objects' pages, free space "
+		    "in pages in use, free pages not yet returned, metadata." :
+		    "Resident memory by where it is (heapctl explain): the allocator's heap, other anonymous memory, "
+		    "thread stacks, mapped files, shared memory, kernel mappings; they add up to the resident set.");
+		fprintf(f, "# TYPE %s gauge\n", name);
+		if (om)
+			fprintf(f, "# UNIT %s bytes\n", name);
+		pthread_mutex_lock(&S.lock);
+		for (size_t k = 0; k < S.ntargets; k++) {
+			const target_t *x = &S.targets[k];
+			const mem_t *m = NULL;
+			for (size_t i = 0; i < nmem && m == NULL; i++)
+				if (mem[i].pid == x->t.pid && mem[i].ok)
+					m = &mem[i];
+			if (m == NULL || (heap && !m->x.heapctl))
+				continue;
+			for (unsigned i = 0; i < 6; i++) {
+				char num[16];
+				snprintf(num, sizeof num, "%d", x->t.pid);
+				bool first = true;
+				fprintf(f, "%s{", name);
+				put_label(f, "pid", num, &first);
+				put_label(f, "command", x->command, &first);
+				put_label(f, "unit", x->unit, &first);
+				put_label(f, "container", x->container, &first);
+				put_label(f, "part", heap ? heap_parts[i] : rss_parts[i], &first);
+				put_label(f, "user", x->user, &first);
+				fprintf(f, "} %llu\n", (unsigned long long)mem_value(&m->x, heap, i));
+			}
+		}
+		pthread_mutex_unlock(&S.lock);
+	}
+}
+
 /* pid > 0: that process's series alone (a target of /sd), without the
  * daemon's own (heapctl_targets, the archive's), which would otherwise come
  * once per process scraped */
 static enum MHD_Result serve_metrics(struct MHD_Connection *c, long pid)
 {
+	/* the processes' memory parts first, without the targets' lock */
+	int *pids = NULL;
+	size_t np = 0;
+	pthread_mutex_lock(&S.lock);
+	pids = calloc(S.ntargets ? S.ntargets : 1, sizeof *pids);
+	for (size_t k = 0; pids && k < S.ntargets; k++)
+		if (pid <= 0 || S.targets[k].t.pid == pid)
+			pids[np++] = S.targets[k].t.pid;
+	pthread_mutex_unlock(&S.lock);
+	mem_t *mem = calloc(np ? np : 1, sizeof *mem);
+	if (pids && mem)
+		mem_measure(pids, np, mem);
+	free(pids);
+
 	const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	bool om = accept && strstr(accept, "application/openmetrics-text");
 	char *buf = NULL;
@@ -674,11 +801,15 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c, long pid)
 	free(st);
 	free(ok);
 	if (oom || (pid > 0 && !found)) {
+		free(mem);
 		fclose(f);
 		free(buf);
 		return oom ? respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory") :
 		    respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
 	}
+	if (mem)
+		mem_families(f, om, mem, np);
+	free(mem);
 	if (pid > 0)
 		goto end;
 	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"

@@ -197,3 +197,35 @@ PY
 	[ "$status" -eq 0 ]
 	"$HEAPCTL" eject "$R" >/dev/null
 }
+
+@test "explain in the daemon: /metrics has each process's resident parts (adding up to VmRSS) and its heap's, as explain gives them" {
+	[ -x "$FRAG" ] || skip "no $FRAG"
+	start_frag "prof:true,control_refresh_ms:100" count=20000 anon_mib=4
+	"$HEAPCTL" serve --listen 127.0.0.1:0 >"$T/serve.out" 2>"$T/serve.err" &
+	SPID=$!
+	track "$SPID"
+	wait_for 5 grep -q "listening on http://" "$T/serve.out"
+	URL=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+	wait_for 5 bash -c "curl -s '$URL/metrics?pid=$FPID' | grep -q '^heapctl_rss_part_bytes'"
+	curl -s "$URL/metrics?pid=$FPID" >"$T/m.txt"
+	promtool check metrics <"$T/m.txt"
+	explained "$FPID" "$T/e.json"
+	python3 - "$T/m.txt" "$T/e.json" "$FPID" <<'PY'
+import json, re, sys
+rss, heap = {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r'heapctl_(rss|heap)_part_bytes\{pid="(\d+)",.*part="(\w+)".*\} (\d+)', line)
+    if m and m.group(2) == sys.argv[3]:
+        (rss if m.group(1) == "rss" else heap)[m.group(3)] = int(m.group(4))
+assert set(rss) == {"heap", "anonymous", "stacks", "files", "shared", "kernel"}, rss
+assert set(heap) == {"live_attributed", "live_other", "sampling", "fragmentation", "free", "metadata"}, heap
+e = json.load(open(sys.argv[2]))
+tol = max(0.02 * e["vm_rss"], 1 << 20)
+assert abs(sum(rss.values()) - e["vm_rss"]) <= tol, (sum(rss.values()), e["vm_rss"])
+parts = {p["part"]: p["bytes"] for p in e["parts"]}
+# a moment apart: the same within 10% or 1 MiB
+for k, j in (("heap", "heap"), ("anonymous", "anonymous"), ("files", "files")):
+    assert abs(rss[k] - parts[j]) <= max(0.1 * parts[j], 1 << 20), (k, rss[k], parts[j])
+assert abs(heap["fragmentation"] - parts["heap.fragmentation"]) <= max(0.1 * parts["heap.fragmentation"], 1 << 20)
+PY
+}

@@ -118,14 +118,15 @@ unlisted() { ! sd_pids "$1" | grep -qx "$2"; }
 	[ "$(code "$URL/metrics?pid=$MINE")" = 200 ]
 	cp "$T/body" "$T/one.txt"
 	promtool check metrics <"$T/one.txt"
-	# 15 series of hers, none of anyone else's, no daemon-wide series
-	[ "$(grep -c '^heapctl_[a-z_]*{' "$T/one.txt")" = 15 ]
-	[ "$(grep -c "^heapctl_[a-z_]*{pid=\"$MINE\",.*,user=\"nobody\"} " "$T/one.txt")" = 15 ]
+	# 27 series of hers (15 counters, 6 parts of her resident memory, 6 of
+	# her heap), none of anyone else's, no daemon-wide series
+	[ "$(grep -c '^heapctl_[a-z_]*{' "$T/one.txt")" = 27 ]
+	[ "$(grep -c "^heapctl_[a-z_]*{pid=\"$MINE\",.*,user=\"nobody\"} " "$T/one.txt")" = 27 ]
 	[ "$(grep -c '^heapctl_targets' "$T/one.txt")" = 0 ]
 	# OpenMetrics too, with its # EOF
 	curl -s -H 'Accept: application/openmetrics-text; version=1.0.0' "$URL/metrics?pid=$MINE" >"$T/om.txt"
 	[ "$(tail -n1 "$T/om.txt")" = "# EOF" ]
-	[ "$(grep -c "^heapctl_[a-z_]*{pid=\"$MINE\"," "$T/om.txt")" = 15 ]
+	[ "$(grep -c "^heapctl_[a-z_]*{pid=\"$MINE\"," "$T/om.txt")" = 27 ]
 	# a process that is not there, and a pid that is none
 	[ "$(code "$URL/metrics?pid=1")" = 404 ]
 	[ "$(cat "$T/body")" = "process 1 is not running libheapctl.so (see /targets)" ]
@@ -292,7 +293,7 @@ print(next(t["unit"] or "" for t in json.load(sys.stdin) if t["pid"] == int(sys.
 	# one process a scrape: as many samples as /metrics?pid=N has series
 	local want
 	want=$(curl -s "$URL/metrics?pid=$MINE" | grep -c '^heapctl_')
-	[ "$want" = 15 ]
+	[ "$want" = 27 ]
 	samples() {
 		curl -s --max-time 5 "$api/query?query=scrape_samples_scraped%7Bpid%3D%22$MINE%22%7D" >"$T/s.json" &&
 		    grep -q "\"value\":\[[0-9.]*,\"$want\"\]" "$T/s.json"
