@@ -449,8 +449,10 @@ int cli_dispatch(int argc, char **argv, int attach_pid)
 				rest[a.argc++] = argv[++i];
 			continue;
 		}
+		/* serve's options are in its engine, not here: a number after
+		 * one (--keep 5) is its value, and serve takes no PID */
 		if (!positional_seen && all_digits(s) && a.pid == 0 && strcmp(name, "help") &&
-		    strcmp(name, "report") && strcmp(name, "run") && strcmp(name, "systemd")) {
+		    strcmp(name, "report") && strcmp(name, "run") && strcmp(name, "systemd") && strcmp(name, "serve")) {
 			positional_seen = true;
 			code = parse_pid(s, &a.pid);
 			continue;

@@ -255,6 +255,10 @@ char *page_process(int pid, size_t *len, serve_peer_t *peer, bool *found)
 	fputs("<p><label>Token for the buttons <input type=\"password\" id=\"token\" autocomplete=\"off\" "
 	    "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n", f);
 	target_rows(f, x, 1);
+	fprintf(f, "<h2>Where its memory goes</h2>\n<p>Its resident memory in parts, a point a minute, as "
+	    "<code>heapctl explain %d</code> gives them now.</p>\n<img class=\"plot\" id=\"parts\" "
+	    "src=\"/plot?pid=%d&amp;parts=1&amp;t=0\" width=\"720\" height=\"170\" alt=\"the parts of the resident "
+	    "memory of process %d over the last hour\">\n", pid, pid, pid);
 	fputs("<h2>Archived dumps</h2>\n", f);
 	archive_rows(f, peer, pid, x->uid);
 	fputs("<h2>Recent events</h2>\n", f);

@@ -63,6 +63,7 @@ static struct {
 	char symcache[PATH_MAX];   /* report --symcache for every report, or ""  */
 	bool own_symcache;         /* symcache is in work: removed at exit       */
 	uint64_t timeout_ns;       /* for the target's answers                   */
+	unsigned parts_every_ms;   /* --parts-every: memory parts for the page  */
 	unsigned requests;         /* for unique work file names                 */
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -423,10 +424,20 @@ static void symcache_trim(uint64_t max)
 	closedir(d);
 }
 
+static void mem_sample_all(void);
+
 static void *poller(void *arg)
 {
 	(void)arg;
+	uint64_t parts_last = hc_shm_mono_ns();
 	for (unsigned round = 1;; round++) {
+		/* where each process's memory goes, for its page's stacked plot:
+		 * a point a minute, measured without the targets' lock */
+		uint64_t now = hc_shm_mono_ns();
+		if (round == 2 || now - parts_last >= (uint64_t)S.parts_every_ms * 1000000u) {
+			mem_sample_all();
+			parts_last = now;
+		}
 		/* as heapctl list: segments of processes, and of containers'
 		 * PID namespaces, that are gone; once a minute, from the start */
 		if (round % (60000 / POLL_MS) == 1)
@@ -692,6 +703,121 @@ static void mem_measure(const int *pids, size_t n, mem_t *out)
 			M.v[k] = out[i];
 		pthread_mutex_unlock(&M.lock);
 	}
+}
+
+/* A point a minute of each process's parts, the last hour (the page's
+ * stacked plot; a process's points go with it once it is no target). */
+#define MEMH_N 60
+typedef struct memh_s {
+	int pid;
+	unsigned n, head;
+	struct { int64_t t; uint64_t v[6]; } p[MEMH_N];
+} memh_t;
+static struct {
+	pthread_mutex_t lock;
+	memh_t *v;
+	size_t n;
+} MH = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void mem_sample_all(void)
+{
+	pthread_mutex_lock(&S.lock);
+	size_t np = S.ntargets;
+	int *pids = calloc(np ? np : 1, sizeof *pids);
+	for (size_t k = 0; pids && k < np; k++)
+		pids[k] = S.targets[k].t.pid;
+	pthread_mutex_unlock(&S.lock);
+	mem_t *mem = calloc(np ? np : 1, sizeof *mem);
+	if (pids && mem)
+		mem_measure(pids, np, mem);
+	int64_t now = time(NULL);
+	pthread_mutex_lock(&MH.lock);
+	memh_t *fresh = calloc(np ? np : 1, sizeof *fresh);
+	for (size_t i = 0; fresh && pids && mem && i < np; i++) {
+		memh_t *h = &fresh[i];
+		for (size_t k = 0; k < MH.n; k++)
+			if (MH.v[k].pid == pids[i])
+				*h = MH.v[k];
+		h->pid = pids[i];
+		if (!mem[i].ok)
+			continue;
+		h->p[h->head].t = now;
+		for (unsigned j = 0; j < 6; j++)
+			h->p[h->head].v[j] = mem_value(&mem[i].x, false, j);
+		h->head = (h->head + 1) % MEMH_N;
+		if (h->n < MEMH_N)
+			h->n++;
+	}
+	if (fresh) {
+		free(MH.v);
+		MH.v = fresh;
+		MH.n = np;
+	}
+	pthread_mutex_unlock(&MH.lock);
+	free(pids);
+	free(mem);
+}
+
+/* /plot?pid=N&parts=1: the parts of its resident memory over the last
+ * hour, stacked (a point a minute) */
+static char *mem_plot(int pid, size_t *len)
+{
+	enum { W = 720, H = 170, L = 70, R = 10, T = 22, B = 24 };
+	static const char *const color[6] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f" };
+	memh_t h = { .pid = pid };
+	pthread_mutex_lock(&MH.lock);
+	for (size_t k = 0; k < MH.n; k++)
+		if (MH.v[k].pid == pid)
+			h = MH.v[k];
+	pthread_mutex_unlock(&MH.lock);
+	char *buf = NULL;
+	*len = 0;
+	FILE *f = open_memstream(&buf, len);
+	if (f == NULL)
+		return NULL;
+	int64_t now = time(NULL), t0 = now - 3600;
+	uint64_t max = 1;
+	for (unsigned i = 0; i < h.n; i++) {
+		uint64_t sum = 0;
+		for (unsigned j = 0; j < 6; j++)
+			sum += h.p[(h.head + MEMH_N - h.n + i) % MEMH_N].v[j];
+		max = sum > max ? sum : max;
+	}
+	char b[32];
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	    "font-family=\"sans-serif\" font-size=\"11\"><title>process %d: where its resident memory goes, the last "
+	    "hour</title><rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", W, H, W, H, pid, W, H);
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 4, T + 8, out_bytes(max, b, sizeof b));
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", L - 4, H - B);
+	fprintf(f, "<text x=\"%d\" y=\"%d\">an hour ago</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">now</text>",
+	    L, H - 8, W - R, H - 8);
+	/* each part an area between the running sums below and with it */
+	for (unsigned j = 0; j < 6 && h.n >= 2; j++) {
+		fprintf(f, "<polygon class=\"%s\" fill=\"%s\" fill-opacity=\"0.75\" points=\"", rss_parts[j], color[j]);
+		for (int pass = 0; pass < 2; pass++)
+			for (unsigned i = 0; i < h.n; i++) {
+				unsigned q = pass ? h.n - 1 - i : i;
+				unsigned k = (h.head + MEMH_N - h.n + q) % MEMH_N;
+				uint64_t below = 0;
+				for (unsigned m = 0; m < j + (pass == 0); m++)
+					below += h.p[k].v[m];
+				double x = L + (double)(h.p[k].t - t0) * (W - L - R) / 3600.0;
+				double y = (H - B) - (double)below * (H - B - T) / (double)max;
+				fprintf(f, "%s%.1f,%.1f", pass || i ? " " : "", x < L ? L : x, y);
+			}
+		fprintf(f, "\"/>");
+	}
+	for (unsigned j = 0; j < 6; j++)
+		fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", L + 10 + j * 100, 14, color[j], rss_parts[j]);
+	if (h.n < 2)
+		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\">collecting: a point a minute"
+		    "</text>", (L + W) / 2, H / 2);
+	fputs("</svg>\n", f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }
 
 static void mem_families(FILE *f, bool om, const mem_t *mem, size_t nmem)
@@ -1594,11 +1720,14 @@ static enum MHD_Result serve_plot(struct MHD_Connection *c)
 	long pid = num_arg(c, "pid", INT_MAX);
 	if (pid <= 0)
 		return respond_err(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
+	const char *parts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "parts");
 	pthread_mutex_lock(&S.lock);
 	const target_t *x = find_locked((int)pid);
 	size_t len = 0;
-	char *svg = x ? page_plot(x->hist, (int)pid, &len) : NULL;
+	char *svg = x && !parts ? page_plot(x->hist, (int)pid, &len) : NULL;
 	pthread_mutex_unlock(&S.lock);
+	if (x && parts)
+		svg = mem_plot((int)pid, &len);
 	if (x == NULL)
 		return respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
 	if (svg == NULL)
@@ -1712,7 +1841,8 @@ static const char index_text[] =
     "/debug/pprof/allocs?pid=N   the same, alloc_space first (404 and why without prof_accum:true)\n"
     "/flame?pid=N                its flame graph (SVG); /flame?file=GROUP/NAME.heap: an archived one's\n"
     "/top?file=GROUP/NAME.heap   an archived dump's text top; &base=GROUP/NAME.heap: the difference\n"
-    "/plot?pid=N                 allocated, resident and high-water over the last hour (SVG)\n"
+    "/plot?pid=N                 allocated, resident and high-water over the last hour (SVG);\n"
+    "                            &parts=1: where its resident memory goes, stacked (heapctl explain)\n"
     "/archive                    the archived dumps (--archive), newest first, as JSON\n"
     "/archive/GROUP/FILE         one of them, or the pprof beside it\n"
     "/events                     the processes' events as heapctl watch --json prints them\n"
@@ -1984,7 +2114,7 @@ static bool parse_age(const char *v, uint64_t *out)
 	return true;
 }
 
-enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE };
+enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE, O_PARTS };
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
 	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
@@ -2000,6 +2130,9 @@ static const cli_opt_t serve_opts[] = {
 	{ NULL, 0, NULL, "symbols:" },
 	{ "symcache", O_SYMCACHE, "DIR", "keep each module's symbols in DIR by build id between scrapes, "
 	  "256 MiB at most (default: in the work directory, gone at exit; 'off': none)" },
+	{ NULL, 0, NULL, "the page:" },
+	{ "parts-every", O_PARTS, "SECS", "measure where each process's memory goes (its page's stacked plot) "
+	  "every SECS seconds (default 60; the plot holds 60 points)" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -2041,7 +2174,15 @@ int hc_serve_main(cli_args_t *a)
 			archive = v;
 		else if (id == O_SYMCACHE)
 			symcache = v;
-		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE || id == O_MAX_DUMP) {
+		else if (id == O_PARTS) {
+			char *end;
+			long secs = strtol(v, &end, 10);
+			if (*v == 0 || *end || secs < 1 || secs > 3600) {
+				cli_scan_end(&sc);
+				return cli_err(HC_EXIT_USAGE, "serve: --parts-every %s: want seconds from 1 to 3600", v);
+			}
+			S.parts_every_ms = (unsigned)secs * 1000;
+		} else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE || id == O_MAX_DUMP) {
 			bool size = id == O_MAX_BYTES || id == O_MAX_DUMP;
 			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : id == O_MAX_DUMP ?
 			    &max_dump : &max_age;
@@ -2056,7 +2197,8 @@ int hc_serve_main(cli_args_t *a)
 			}
 		} else {
 			cli_scan_end(&sc);
-			return cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'", v);
+			return cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'%s", v, strspn(v, "0123456789") ==
+			    strlen(v) ? " (it serves every process; ask for one with ?pid=N)" : "");
 		}
 	}
 	cli_scan_end(&sc);
@@ -2069,6 +2211,8 @@ int hc_serve_main(cli_args_t *a)
 	if (!archive && (keep != 50 || max_bytes != (uint64_t)1 << 30 || max_age || max_dump != (uint64_t)256 << 20))
 		return cli_err(HC_EXIT_USAGE, "serve: --keep, --max-bytes, --max-age and --max-dump are for --archive DIR");
 	S.timeout_ns = a->timeout_ns;
+	if (S.parts_every_ms == 0)
+		S.parts_every_ms = 60000;
 	ssize_t n = readlink("/proc/self/exe", S.exe, sizeof S.exe - 1);
 	if (n <= 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot tell where heapctl is: %s", strerror(errno));

@@ -229,3 +229,28 @@ for k, j in (("heap", "heap"), ("anonymous", "anonymous"), ("files", "files")):
 assert abs(heap["fragmentation"] - parts["heap.fragmentation"]) <= max(0.1 * parts["heap.fragmentation"], 1 << 20)
 PY
 }
+
+@test "explain on the page: the process page has a stacked plot of where its memory goes, a point every --parts-every" {
+	[ -x "$FRAG" ] || skip "no $FRAG"
+	start_frag "prof:true,control_refresh_ms:100" count=20000 anon_mib=4
+	"$HEAPCTL" serve --listen 127.0.0.1:0 --parts-every 1 >"$T/serve.out" 2>"$T/serve.err" &
+	SPID=$!
+	track "$SPID"
+	wait_for 5 grep -q "listening on http://" "$T/serve.out"
+	URL=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+	curl -s "$URL/?pid=$FPID" | grep -q "src=\"/plot?pid=$FPID&amp;parts=1"
+	# two points and more: each part an area
+	stacked() { curl -s "$URL/plot?pid=$FPID&parts=1" >"$T/p.svg" && [ "$(grep -o '<polygon class="' "$T/p.svg" | wc -l)" -eq 6 ]; }
+	wait_for 10 stacked
+	python3 - "$T/p.svg" <<'PY'
+import re, sys, xml.dom.minidom
+svg = open(sys.argv[1]).read()
+xml.dom.minidom.parseString(svg)                       # well-formed
+names = re.findall(r'<polygon class="(\w+)"', svg)
+assert names == ["heap", "anonymous", "stacks", "files", "shared", "kernel"], names
+assert "where its resident memory goes" in svg
+PY
+	run "$HEAPCTL" serve --parts-every 5000
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--parts-every 5000: want seconds from 1 to 3600"* ]]
+}
