@@ -890,6 +890,9 @@ void hc_agent_start(void)
 	if (done)
 		return;
 	done = true;
+	/* experimental.prof_recent's ring, as jemalloc's prof_recent_alloc_max */
+	if (hc_opt.prof_recent_alloc_max != 0)
+		(void)hc_recent_set_max(hc_opt.prof_recent_alloc_max);
 	control_begin();
 }
 

@@ -38,6 +38,9 @@ row "prof:true,prof_active:false" "prof:true,prof_active:false" 10000000
 row "prof:true (lg_prof_sample 19)" "prof:true" 10000000
 row "prof:true,lg_prof_sample:12" "prof:true,lg_prof_sample:12" 2000000
 row "prof:true,lg_prof_sample:0" "prof:true,lg_prof_sample:0" 200000
+# jemalloc's prof_recent beside the same ring (agent/recent.c): the last
+# 1000 sampled allocations with their stacks, and the freeing stack
+row "prof:true,lg_prof_sample:12,prof_recent_alloc_max:1000" "prof:true,lg_prof_sample:12,prof_recent_alloc_max:1000" 2000000
 echo
 echo "Unwinders at lg_prof_sample:0 (heapctl only; ns per malloc+free, every allocation unwound):"
 echo

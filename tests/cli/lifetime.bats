@@ -143,3 +143,17 @@ assert within(last["alloc_trace"], "site_a"), last
 assert within(last["dalloc_trace"], "release_b"), last
 PY
 }
+
+@test "lifetime: prof_recent_alloc_max in the configuration, as jemalloc's option" {
+	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
+	MALLOC_CONF=prof:true,lg_prof_sample:0,prof_recent_alloc_max:2 "$T/recent-je" 2 >"$T/je.json"
+	MALLOC_CONF=prof:true,lg_prof_sample:0,prof_recent_alloc_max:2 "$HEAPCTL_BUILD/tests/cli/recent" 2 >"$T/hc.json"
+	python3 -c '
+import json, sys
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    assert d["recent_alloc_max"] == 2 and [r["released"] for r in d["recent_alloc"]] == [False, True], d
+' "$T/je.json" "$T/hc.json"
+	run env MALLOC_CONF=prof_recent_alloc_max:70000 "$HEAPCTL_BUILD/tests/cli/recent" 3
+	[[ "$output" == *"prof_recent_alloc_max"* ]]
+}

@@ -5,6 +5,8 @@
  * alloc_max back and write the dump to standard output through a write
  * callback.  Linked with libheapctl.so (make) or with Debian's
  * libjemalloc.so.2 (tests/cli/lifetime.bats builds that one and compares).
+ * With an argument N it sets nothing and expects alloc_max N from
+ * MALLOC_CONF's prof_recent_alloc_max.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,17 +29,17 @@ __attribute__((noinline)) static void release_b(void *p)
 
 static void to_file(void *f, const char *s) { fputs(s, f); }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	ssize_t max = 3, got = 0;
+	ssize_t max = argc > 1 ? atol(argv[1]) : 3, got = 0;
 	size_t len = sizeof got;
-	if (mallctl("experimental.prof_recent.alloc_max", NULL, NULL, &max, sizeof max) != 0)
+	if (argc == 1 && mallctl("experimental.prof_recent.alloc_max", NULL, NULL, &max, sizeof max) != 0)
 		return 1;
 	void *p[5];
 	for (int i = 0; i < 5; i++)
 		p[i] = site_a();
 	release_b(p[4]);
-	if (mallctl("experimental.prof_recent.alloc_max", &got, &len, NULL, 0) != 0 || got != 3)
+	if (mallctl("experimental.prof_recent.alloc_max", &got, &len, NULL, 0) != 0 || got != max)
 		return 2;
 	struct {
 		void (*cb)(void *, const char *);
