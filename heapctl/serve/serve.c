@@ -859,6 +859,47 @@ static void mem_families(FILE *f, bool om, const mem_t *mem, size_t nmem)
 	}
 }
 
+/* serve --leaks: each process's suspects, to those who may see its
+ * profiles (a site is a function of its code: part of a profile) */
+static void request_peer(struct MHD_Connection *c, serve_peer_t *p);
+static void leak_families(FILE *f, bool om, struct MHD_Connection *c)
+{
+	serve_peer_t peer;
+	request_peer(c, &peer);
+	size_t n;
+	serve_row_t *rows = serve_rows(&n);
+	for (int growth = 0; growth < 2; growth++) {
+		const char *name = growth ? "heapctl_leak_growth_bytes_per_hour" : "heapctl_leak_suspect_bytes";
+		fprintf(f, "# HELP %s %s\n", name, growth ? "Growth per hour of a site that grew in each of the last "
+		    "--leak-intervals intervals (serve --leaks)." : "In-use bytes of a site that grew in each of the "
+		    "last --leak-intervals intervals (serve --leaks).");
+		fprintf(f, "# TYPE %s gauge\n", name);
+		if (om)
+			fprintf(f, "# UNIT %s %s\n", name, growth ? "bytes_per_hour" : "bytes");
+		for (size_t i = 0; rows && i < n; i++) {
+			leak_t l[20];
+			size_t k = leaks_of(rows[i].pid, l, 20);
+			char why[256];
+			if (k == 0 || !access_may(&peer, rows[i].pid, why, sizeof why))
+				continue;
+			char num[16];
+			snprintf(num, sizeof num, "%d", rows[i].pid);
+			for (size_t j = 0; j < k; j++) {
+				bool first = true;
+				fprintf(f, "%s{", name);
+				put_label(f, "pid", num, &first);
+				put_label(f, "command", rows[i].command, &first);
+				put_label(f, "unit", rows[i].unit, &first);
+				put_label(f, "container", rows[i].container, &first);
+				put_label(f, "site", l[j].site, &first);
+				put_label(f, "user", rows[i].user, &first);
+				fprintf(f, "} %.17g\n", growth ? l[j].per_hour : l[j].bytes);
+			}
+		}
+	}
+	free(rows);
+}
+
 /* pid > 0: that process's series alone (a target of /sd), without the
  * daemon's own (heapctl_targets, the archive's), which would otherwise come
  * once per process scraped */
@@ -936,6 +977,8 @@ static enum MHD_Result serve_metrics(struct MHD_Connection *c, long pid)
 	if (mem)
 		mem_families(f, om, mem, np);
 	free(mem);
+	if (leaks_enabled())
+		leak_families(f, om, c);
 	if (pid > 0)
 		goto end;
 	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
@@ -2114,7 +2157,8 @@ static bool parse_age(const char *v, uint64_t *out)
 	return true;
 }
 
-enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE, O_PARTS };
+enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE, O_PARTS, O_LEAKS,
+	O_LEAK_N };
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
 	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
@@ -2133,6 +2177,10 @@ static const cli_opt_t serve_opts[] = {
 	{ NULL, 0, NULL, "the page:" },
 	{ "parts-every", O_PARTS, "SECS", "measure where each process's memory goes (its page's stacked plot) "
 	  "every SECS seconds (default 60; the plot holds 60 points)" },
+	{ NULL, 0, NULL, "leak suspects:" },
+	{ "leaks", O_LEAKS, "SECS", "dump each process every SECS seconds and export the sites that grew in "
+	  "each of the last --leak-intervals intervals in /metrics (default: off)" },
+	{ "leak-intervals", O_LEAK_N, "N", "intervals a site must grow in, in a row (default 5)" },
 	{ NULL, 0, NULL, NULL }
 };
 
@@ -2147,6 +2195,7 @@ void hc_serve_help(FILE *f)
 /* The work directory at exit, with the symbol cache if it is there. */
 static void work_remove(void)
 {
+	leaks_stop();
 	if (S.own_symcache) {
 		symcache_trim(0);
 		rmdir(S.symcache);
@@ -2159,6 +2208,7 @@ int hc_serve_main(cli_args_t *a)
 {
 	const char *listen_spec = "127.0.0.1:9447", *token_file = NULL, *archive = NULL, *symcache = NULL;
 	uint64_t keep = 50, max_bytes = (uint64_t)1 << 30, max_age = 0, max_dump = (uint64_t)256 << 20;
+	unsigned leak_every = 0, leak_n = 5;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
 	if (code)
@@ -2174,7 +2224,20 @@ int hc_serve_main(cli_args_t *a)
 			archive = v;
 		else if (id == O_SYMCACHE)
 			symcache = v;
-		else if (id == O_PARTS) {
+		else if (id == O_LEAKS || id == O_LEAK_N) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			long lo = id == O_LEAKS ? 1 : 2, hi = id == O_LEAKS ? 86400 : 30;
+			if (*v == 0 || *end || n < lo || n > hi) {
+				cli_scan_end(&sc);
+				return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want a whole number from %ld to %ld",
+				    id == O_LEAKS ? "leaks" : "leak-intervals", v, lo, hi);
+			}
+			if (id == O_LEAKS)
+				leak_every = (unsigned)n;
+			else
+				leak_n = (unsigned)n;
+		} else if (id == O_PARTS) {
 			char *end;
 			long secs = strtol(v, &end, 10);
 			if (*v == 0 || *end || secs < 1 || secs > 3600) {
@@ -2280,6 +2343,11 @@ int hc_serve_main(cli_args_t *a)
 	pthread_t th;
 	if (pthread_create(&th, NULL, poller, NULL) != 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot start a thread");
+	char why[PATH_MAX + 128];
+	if (leaks_start(S.work, leak_every, leak_n, why, sizeof why) != 0) {
+		work_remove();
+		return cli_err(HC_EXIT_FAILED, "serve: %s", why);
+	}
 	/* a thread a connection (a profile's handler waits on its children);
 	 * limits.c bounds what each peer holds and for how long, and poll()
 	 * lets the connections pass FD_SETSIZE */

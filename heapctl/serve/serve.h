@@ -178,4 +178,15 @@ int lim_wait(struct MHD_Connection *c, long seconds);
 bool lim_stop(struct MHD_Daemon *d, unsigned max_ms);
 bool lim_stopping(void);
 
+/* leaks.c: serve --leaks SECS: the sites of each process that grew in
+ * every one of the last N intervals of SECS seconds */
+typedef struct leak_s {
+	char site[256];
+	double bytes, per_hour;
+} leak_t;
+int leaks_start(const char *work, unsigned every_s, unsigned intervals, char *err, size_t len);
+void leaks_stop(void);
+bool leaks_enabled(void);
+size_t leaks_of(int pid, leak_t *out, size_t max);
+
 #endif

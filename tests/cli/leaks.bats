@@ -52,3 +52,26 @@ assert r["growth_bytes"] > 0 and r["bytes"] >= r["growth_bytes"] and r["growth_p
 	[ "${#lines[@]}" -le 2 ]
 	[[ "$output" == *"watch --leaks: "* ]]
 }
+
+@test "serve --leaks: /metrics names the leak of a running process to those who may see it, never the cache; the alert rules load" {
+	start_leaky
+	"$HEAPCTL" serve --listen 127.0.0.1:0 --leaks 1 --leak-intervals 3 >"$T/serve.out" 2>"$T/serve.err" &
+	SPID=$!
+	track "$SPID"
+	wait_for 5 grep -q "listening on http://" "$T/serve.out"
+	URL=$(sed -n 's/^heapctl serve: listening on //p' "$T/serve.out")
+	suspect() { curl -s "$URL/metrics" >"$T/m.txt" && grep -q "^heapctl_leak_suspect_bytes{pid=\"$LPID\"" "$T/m.txt"; }
+	wait_for 40 suspect
+	promtool check metrics <"$T/m.txt"
+	grep -q "^heapctl_leak_suspect_bytes{pid=\"$LPID\",.*site=\"leaky_site\"" "$T/m.txt"
+	grep -q "^heapctl_leak_growth_bytes_per_hour{pid=\"$LPID\",.*site=\"leaky_site\"" "$T/m.txt"
+	! grep -q 'site="cache_site"' "$T/m.txt"
+	# a site is part of a profile: nobody does not see root's
+	setpriv --reuid=nobody --regid=nogroup --clear-groups curl -s "$URL/metrics" >"$T/nobody.txt"
+	grep -q "^heapctl_allocated_bytes{pid=\"$LPID\"" "$T/nobody.txt"
+	! grep -q "pid=\"$LPID\".*site=" "$T/nobody.txt"
+	promtool check rules "$BATS_TEST_DIRNAME/../../man/heapctl-alerts.yml"
+	run "$HEAPCTL" serve --leaks 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--leaks 0: want a whole number from 1 to 86400"* ]]
+}
