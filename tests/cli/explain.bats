@@ -161,6 +161,25 @@ PY
 	"$HEAPCTL" eject "$G" >/dev/null
 }
 
+@test "explain on the demo service (make demo): its parts add up, and its leak is in the heap's live objects" {
+	gcc -std=gnu11 -O1 -g -fno-omit-frame-pointer -pthread -o "$T/service" "$BATS_TEST_DIRNAME/../demo/service.c"
+	LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" HEAPCTL_CONF="prof:true,lg_prof_sample:14,control_refresh_ms:100" \
+	    "$T/service" seconds=60 >"$T/service.log" 2>&1 &
+	D=$!
+	track "$D"
+	wait_for 10 grep -q '^ready' "$T/service.log"
+	wait_for 5 control_running "$D"
+	sleep 2
+	explained "$D" "$T/d.json"
+	python3 - "$T/d.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+parts = {p["part"]: p["bytes"] for p in d["parts"]}
+assert d["heapctl"] and parts["heap"] > 0 and parts["stacks"] > 0, parts
+assert parts["heap.live.attributed"] + parts["heap.live.other"] > 0, parts
+PY
+}
+
 @test "explain, purge: bad arguments and a process that is gone" {
 	run "$HEAPCTL" explain
 	[ "$status" -eq 2 ]

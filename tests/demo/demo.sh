@@ -153,7 +153,11 @@ step "heapctl report --series failed" -- \
 echo
 echo "Sites marked * only grew from one dump to the next: the leak comes first."
 
-say "11. Stop the service (SIGTERM: it shuts down cleanly)"
+say "11. Where does its resident memory go, and how long do its objects live?"
+step "heapctl explain failed" -- heapctl explain "$pid" --classes 4
+step "heapctl report --lifetime failed" -- heapctl report "$heap" --lifetime --top 6
+
+say "12. Stop the service (SIGTERM: it shuts down cleanly)"
 show "kill $pid"
 kill -TERM "$pid"
 rc=0
