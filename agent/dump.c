@@ -371,11 +371,11 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 			buf_cnts(b, &cnt, period, accum);
 			buf_str(b, "\n");
 		}
-		if (!peak)
+		if (!peak && hc_opt.prof_lifetimes)
 			buf_lives(b, s, now, true);
 	}
 	/* stacks whose sampled objects were all freed: their lifetimes */
-	for (hc_stack_t *s = hc_prof_stacks(); s && !peak; s = s->all_next) {
+	for (hc_stack_t *s = hc_prof_stacks(); s && !peak && hc_opt.prof_lifetimes; s = s->all_next) {
 		const hc_life_t *l = s->life;
 		if (l == NULL || l->epoch != hc_prof_reset_epoch() || l->frees == 0)
 			continue;

@@ -396,7 +396,8 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 	unsigned n = hc_unwind(frames, HC_MAX_FRAMES);
 	double weight = sample_weight(charged);
 	hc_sample_t *rec = hc_meta_alloc(sizeof *rec);
-	uint64_t now = hc_shm_mono_ns();   /* vDSO: no system call */
+	/* vDSO: no system call; the time is for lifetimes and prof_recent */
+	uint64_t now = hc_opt.prof_lifetimes || hc_recent_max() ? hc_shm_mono_ns() : 0;
 	hc_mutex_lock(&hc_prof_lock);
 	hc_thread_t *th = thread_get(&tsd);
 	hc_stack_t *s = th && rec ? stack_get(frames, n) : NULL;
@@ -469,7 +470,7 @@ static void life_add(hc_stack_t *s, uint64_t ns)
 void hc_agent_unsample(void *r)
 {
 	hc_sample_t *rec = r;
-	uint64_t now = hc_shm_mono_ns();
+	uint64_t now = rec->born_ns ? hc_shm_mono_ns() : 0;
 	/* one of the prof_recent entries: where it is freed, unwound before
 	 * the lock (the entry may be overwritten meanwhile: then unused) */
 	uintptr_t frames[HC_MAX_FRAMES];
@@ -495,7 +496,8 @@ void hc_agent_unsample(void *r)
 		c->w_curbytes -= rec->weight * (double)rec->usize;
 		if (c->curobjs == 0)      /* keep the floating sums exact at zero */
 			c->w_curobjs = c->w_curbytes = 0;
-		life_add(rec->tctx->stack, now > rec->born_ns ? now - rec->born_ns : 0);
+		if (hc_opt.prof_lifetimes && rec->born_ns)
+			life_add(rec->tctx->stack, now > rec->born_ns ? now - rec->born_ns : 0);
 	}
 	tctx_release(rec->tctx);
 	hc_mutex_unlock(&hc_prof_lock);

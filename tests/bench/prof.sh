@@ -36,7 +36,9 @@ row() {   # label conf n [binary]
 row "(none: profiling off)" "" 10000000
 row "prof:true,prof_active:false" "prof:true,prof_active:false" 10000000
 row "prof:true (lg_prof_sample 19)" "prof:true" 10000000
+row "prof:true,prof_lifetimes:false" "prof:true,prof_lifetimes:false" 10000000
 row "prof:true,lg_prof_sample:12" "prof:true,lg_prof_sample:12" 2000000
+row "prof:true,lg_prof_sample:12,prof_lifetimes:false" "prof:true,lg_prof_sample:12,prof_lifetimes:false" 2000000
 row "prof:true,lg_prof_sample:0" "prof:true,lg_prof_sample:0" 200000
 # jemalloc's prof_recent beside the same ring (agent/recent.c): the last
 # 1000 sampled allocations with their stacks, and the freeing stack

@@ -157,3 +157,12 @@ for f in sys.argv[1:]:
 	run env MALLOC_CONF=prof_recent_alloc_max:70000 "$HEAPCTL_BUILD/tests/cli/recent" 3
 	[[ "$output" == *"prof_recent_alloc_max"* ]]
 }
+
+@test "lifetime: prof_lifetimes:false keeps no times: no ages nor lifetimes in the dump, and report says so" {
+	run_life "prof:true,lg_prof_sample:12,prof_lifetimes:false,control_refresh_ms:100" rounds=200 hold_ms=10
+	! grep -q '^  [al]: ' "$T/l.heap"
+	grep -q '^  t\*: ' "$T/l.heap"
+	run "$HEAPCTL" report "$T/l.heap" --lifetime
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"has no lifetimes"* ]]
+}
