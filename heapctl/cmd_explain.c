@@ -28,6 +28,9 @@
 
 /* more than the library has small size classes (its HC_NCLASSES_MAX) */
 #define NCLASSES_MAX 64
+/* more ranges than any heap has: chunks mapped in a row are one, and a
+ * huge object is 8 MiB at least */
+#define MAX_RANGES 65536
 
 /* Resident bytes by where they are. */
 typedef struct {
@@ -126,6 +129,13 @@ static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *
 			case HC_STAT_RANGE:
 				if (s.v[1] <= s.v[0])
 					break;
+				/* the segment is the target's to write: a flood of
+				 * ranges would cost every mapping a long walk */
+				if (v->nranges == MAX_RANGES) {
+					snprintf(err, len, "process %d names more than %d mappings of its allocator: "
+					    "not believed", t->pid, MAX_RANGES);
+					return HC_EXIT_FAILED;
+				}
 				if (v->nranges == cap) {
 					cap = cap ? cap * 2 : 64;
 					range_t *p = realloc(v->ranges, cap * sizeof *p);
