@@ -155,7 +155,7 @@ else
 		got=$(ct_http /metrics 2>/dev/null) && [[ $got == *"heapctl_allocated_bytes{pid=\"$rcp\""* ]] && break
 		sleep 0.2
 	done
-	[[ $got == *"heapctl_allocated_bytes{pid=\"$rcp\",command=\""*'",unit="redis-server.service"} '* ]] ||
+	[[ $got == *"heapctl_allocated_bytes{pid=\"$rcp\",command=\""*'",unit="redis-server.service",user="redis"} '* ]] ||
 	    fail "serve: /metrics has no line for redis ($rcp) with its unit: $(head -c 800 <<<"$got" | tr '\n' '|')"
 	top=$(ct_http "/debug/pprof/heap?pid=$rcp&debug=1")
 	{ [[ $top == "HTTP/1."?" 200"* ]] && grep -qE 'zmalloc|createStringObject|sdsnew|dictAdd' <<<"$top"; } ||
