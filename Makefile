@@ -249,7 +249,8 @@ test: all $(TEST_BIN)
 # The sanitizer pass runs the suites that feed the command the most
 # untrusted input (profiles, segments, options): report and cli.
 test-san:
-	@$(MAKE) --no-print-directory SAN=1 all build-san/tests/cli/target build-san/tests/engine/engine
+	@$(MAKE) --no-print-directory SAN=1 all $(patsubst tests/%.c,build-san/tests/%,$(wildcard tests/cli/*.c)) \
+	    build-san/tests/engine/engine
 	@ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 HC_TESTS="report cli" tests/run.sh build-san
 
 # The debug pass: the library with HC_ASSERT's invariants and the lock
