@@ -2224,27 +2224,24 @@ int hc_serve_main(cli_args_t *a)
 			archive = v;
 		else if (id == O_SYMCACHE)
 			symcache = v;
-		else if (id == O_LEAKS || id == O_LEAK_N) {
-			char *end;
-			long n = strtol(v, &end, 10);
-			long lo = id == O_LEAKS ? 1 : 2, hi = id == O_LEAKS ? 86400 : 30;
-			if (*v == 0 || *end || n < lo || n > hi) {
+		else if (id == O_PARTS || id == O_LEAKS || id == O_LEAK_N) {
+			/* whole numbers in a range, read as --keep is */
+			static const struct { const char *name, *what; unsigned lo, hi; } num[] = {
+				{ "parts-every", "seconds", 1, 3600 },
+				{ "leaks", "a whole number", 1, 86400 },
+				{ "leak-intervals", "a whole number", 2, 30 },
+			};
+			unsigned k = id == O_PARTS ? 0 : id == O_LEAKS ? 1 : 2;
+			uint64_t n;
+			if (!parse_count(v, &n) || n < num[k].lo || n > num[k].hi) {
 				cli_scan_end(&sc);
-				return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want a whole number from %ld to %ld",
-				    id == O_LEAKS ? "leaks" : "leak-intervals", v, lo, hi);
+				return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want %s from %u to %u", num[k].name, v,
+				    num[k].what, num[k].lo, num[k].hi);
 			}
-			if (id == O_LEAKS)
-				leak_every = (unsigned)n;
+			if (k == 0)
+				S.parts_every_ms = (unsigned)n * 1000;
 			else
-				leak_n = (unsigned)n;
-		} else if (id == O_PARTS) {
-			char *end;
-			long secs = strtol(v, &end, 10);
-			if (*v == 0 || *end || secs < 1 || secs > 3600) {
-				cli_scan_end(&sc);
-				return cli_err(HC_EXIT_USAGE, "serve: --parts-every %s: want seconds from 1 to 3600", v);
-			}
-			S.parts_every_ms = (unsigned)secs * 1000;
+				*(k == 1 ? &leak_every : &leak_n) = (unsigned)n;
 		} else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE || id == O_MAX_DUMP) {
 			bool size = id == O_MAX_BYTES || id == O_MAX_DUMP;
 			uint64_t *dst = id == O_KEEP ? &keep : id == O_MAX_BYTES ? &max_bytes : id == O_MAX_DUMP ?
