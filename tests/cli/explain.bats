@@ -34,12 +34,8 @@ part() {   # JSON NAME: its bytes
 }
 
 start_frag() {   # CONF ARGS...: FPID
-	local conf=$1; shift
-	env -u LD_PRELOAD HEAPCTL_CONF="$conf" LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" "$FRAG" "$@" >"$T/frag.out" 2>"$T/frag.err" &
-	FPID=$!
-	track "$FPID"
-	wait_for 10 grep -q '^ready ' "$T/frag.out"
-	wait_for 5 control_running "$FPID"
+	start_prog 10 fragment "$@"
+	FPID=$PROG_PID
 }
 
 @test "explain: a fragmenting program's parts add up to VmRSS, and its sparse pages are where it fragments" {

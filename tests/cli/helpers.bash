@@ -94,6 +94,22 @@ start_prometheus() {
 # ms since the epoch
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
+# start_prog SECS PROGRAM CONF [ARG...]
+#   Runs the build's tests/cli/PROGRAM in the background with libheapctl.so
+#   preloaded and HEAPCTL_CONF=CONF, its output in $T/PROGRAM.out and .err;
+#   waits SECS seconds at most for its "ready" line, then for its control
+#   thread.  Sets PROG_PID.
+start_prog() {
+	local secs=$1 prog=$2 conf=$3
+	shift 3
+	env -u LD_PRELOAD HEAPCTL_CONF="$conf" LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
+	    "$HEAPCTL_BUILD/tests/cli/$prog" "$@" >"$T/$prog.out" 2>"$T/$prog.err" &
+	PROG_PID=$!
+	track "$PROG_PID"
+	wait_for "$secs" grep -q '^ready ' "$T/$prog.out"
+	wait_for 5 control_running "$PROG_PID"
+}
+
 # start_target [-c CONF|-] [-u USER] [-d DIR] [-n] [ARG...]
 #   Runs the test service in the background, in DIR (default $T), as USER
 #   (setpriv; default the caller), with HEAPCTL_CONF=CONF (default

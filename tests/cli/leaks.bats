@@ -7,12 +7,8 @@
 load helpers
 
 start_leaky() {
-	env -u LD_PRELOAD HEAPCTL_CONF="prof:true,lg_prof_sample:14,control_refresh_ms:100" \
-	    LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" "$HEAPCTL_BUILD/tests/cli/leaky" >"$T/leaky.out" &
-	LPID=$!
-	track "$LPID"
-	wait_for 10 grep -q '^ready ' "$T/leaky.out"
-	wait_for 5 control_running "$LPID"
+	start_prog 10 leaky "prof:true,lg_prof_sample:14,control_refresh_ms:100"
+	LPID=$PROG_PID
 }
 
 @test "watch --leaks: the site that grows in every interval is named once, the cache that gives back never" {

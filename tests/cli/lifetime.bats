@@ -10,12 +10,8 @@ load helpers
 LIFE="$HEAPCTL_BUILD/tests/cli/lifetimes"
 
 run_life() {   # CONF ARGS...: a dump of it in $T/l.heap
-	local conf=$1; shift
-	env -u LD_PRELOAD HEAPCTL_CONF="$conf" LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" "$LIFE" "$@" >"$T/l.out" 2>"$T/l.err" &
-	LPID=$!
-	track "$LPID"
-	wait_for 60 grep -q '^ready ' "$T/l.out"
-	wait_for 5 control_running "$LPID"
+	start_prog 60 lifetimes "$@"
+	LPID=$PROG_PID
 	"$HEAPCTL" dump "$LPID" -o "$T/l.heap" >/dev/null
 }
 
