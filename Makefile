@@ -56,20 +56,29 @@ LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 # (HC_CHECKS=HC_CHECK_ALL, allocator/internal.h; the default has none)
 SECURE_OBJ := $(patsubst %.c,$(BUILD)/obj-secure/%.o,$(wildcard allocator/*.c)) \
             $(filter-out $(BUILD)/obj/allocator/%,$(LIB_OBJ))
-LIB_HDR := $(wildcard allocator/*.h agent/*.h shm/*.h) shm/hc_settings.def
-# The command: its own files and the client half of the segment library.
-CLI_SRC := $(wildcard heapctl/*.c) shm/shm.c shm/client.c
-CLI_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(CLI_SRC))
-CLI_HDR := $(wildcard heapctl/*.h heapctl/report/*.h heapctl/serve/*.h) shm/heapctl_shm.h shm/hc_settings.def
-# The report engine (heapctl/report/): a library heapctl loads for `report`
-# alone, so the control commands need none of libdw, libelf, zlib, libstdc++.
-REPORT_SRC := $(wildcard heapctl/report/*.c)
-REPORT_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(REPORT_SRC))
+# Header dependencies are tracked by the compiler (-MMD), one .d per object.
+DEPFLAGS := -MMD -MP
 
-# The daemon (heapctl/serve/): a library heapctl loads for `serve` alone,
-# with libmicrohttpd.
-SERVE_SRC := $(wildcard heapctl/serve/*.c)
-SERVE_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(SERVE_SRC))
+# heapctl/ is laid out by job (ARCHITECTURE.md); which folders make which
+# product is said here, once.  The command: the command-line core, the
+# control commands, the diagnosis engine, systemd, and the client half of
+# the segment library.  Its files include each other as "cli/cli.h".
+HEAPCTL_DIRS := cli cmd diagnose systemd
+# The report engine: a library heapctl loads for report, stacks and inject
+# alone, so the control commands need none of libdw, libelf, zlib, libstdc++,
+# libunwind.
+REPORT_DIRS  := report symbolize ptrace elf
+# The daemon, with libmicrohttpd; trace, with libbpf.
+SERVE_DIRS   := serve
+TRACE_DIRS   := trace
+srcs_in   = $(filter-out %.bpf.c,$(wildcard $(patsubst %,heapctl/%/*.c,$(1))))
+cli_objs  = $(patsubst %.c,$(BUILD)/cli/%.o,$(1))
+CLI_SRC    := $(call srcs_in,$(HEAPCTL_DIRS)) shm/shm.c shm/client.c
+CLI_OBJ    := $(call cli_objs,$(CLI_SRC))
+REPORT_OBJ := $(call cli_objs,$(call srcs_in,$(REPORT_DIRS)))
+SERVE_OBJ  := $(call cli_objs,$(call srcs_in,$(SERVE_DIRS)))
+TRACE_OBJ  := $(call cli_objs,$(call srcs_in,$(TRACE_DIRS)))
+CLI_CFLAGS := $(CFLAGS) $(CLI_SAN) -fPIC -Iheapctl
 
 TEST_C   := $(filter-out tests/unit/agent_stub.c,$(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c))
 TEST_CC  := $(wildcard tests/unit/*.cc)
@@ -112,63 +121,65 @@ $(BUILD)/include/heapctl.h: allocator/heapctl.h
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-$(BUILD)/obj/%.o: %.c $(LIB_HDR) Makefile
+# One rule per kind of product.  Objects: the library's (hidden, no
+# builtins), its secure build's, the command's and its engines'.
+$(BUILD)/obj/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(DEPFLAGS) -c $< -o $@
 
-# what the fork handlers write, on one page (allocator/fork_data.ld)
+$(BUILD)/obj-secure/%.o: %.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(DEPFLAGS) -DHC_CHECKS=HC_CHECK_ALL -c $< -o $@
+
+$(BUILD)/cli/%.o: %.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CLI_CFLAGS) $(DEPFLAGS) -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
+
+# A preloadable library (the preload, its secure build, the allocator alone,
+# inject's agent): nothing left undefined, bound at load, never unloaded,
+# and what the fork handlers write on one page (allocator/fork_data.ld).
 LIB_LDFLAGS := -Wl,-T,allocator/fork_data.ld
+LINK_PRELOAD = $(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
+	    -o $@ $(filter %.o,$^) -ldl
+# An engine heapctl loads (dlopen) for the commands that need its
+# libraries; it calls back into heapctl (cli_err, out_*, rp_out_*), which
+# exports its symbols (-rdynamic).
+LINK_ENGINE = $(CC) -shared -pthread $(CLI_SAN) -o $@ $(filter %.o,$^)
 
 $(BUILD)/libheapctl.so: $(LIB_OBJ) allocator/fork_data.ld
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
-	    -o $@ $(LIB_OBJ) -ldl
+	$(LINK_PRELOAD)
 
 # heapctl inject's agent: agent/ over the process's own malloc
 # (agent/inject/shim.c), with the allocator's formatting and lock checks
 AGENT_OBJ := $(filter $(BUILD)/obj/agent/% $(BUILD)/obj/shm/%,$(LIB_OBJ)) \
              $(BUILD)/obj/agent/inject/shim.o $(BUILD)/obj/allocator/os.o $(BUILD)/obj/allocator/lock.o
 $(BUILD)/libheapctl-agent.so: $(AGENT_OBJ) allocator/fork_data.ld
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
-	    -o $@ $(AGENT_OBJ) -ldl
+	$(LINK_PRELOAD)
 
 $(BUILD)/libheapctl-alone.so: $(ALONE_OBJ) allocator/fork_data.ld
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
-	    -o $@ $(ALONE_OBJ) -ldl
-
-$(BUILD)/obj-secure/%.o: %.c $(LIB_HDR) Makefile
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) -DHC_CHECKS=HC_CHECK_ALL -c $< -o $@
+	$(LINK_PRELOAD)
 
 $(BUILD)/libheapctl-secure.so: $(SECURE_OBJ) allocator/fork_data.ld
-	$(CC) -shared -pthread -Wl,-z,nodelete -Wl,-z,now -Wl,--no-undefined $(LIB_LDFLAGS) \
-	    -o $@ $(SECURE_OBJ) -ldl
+	$(LINK_PRELOAD)
 
-$(BUILD)/cli/%.o: %.c $(CLI_HDR) Makefile
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -DHEAPCTL_VERSION='"$(VERSION)"' -c $< -o $@
-
-# heapctl exports its symbols (-rdynamic) for the engine: cli_err, out_*,
-# rp_out_* (heapctl/cli.h, heapctl/outfile.h).
 $(BUILD)/heapctl: $(CLI_OBJ)
 	$(CC) -pthread $(CLI_SAN) -rdynamic -o $@ $(CLI_OBJ) -ldl -lm
 
 # report: libdw/libelf symbolize, zlib gzips pprof files and inflates debug
-# sections, libstdc++ demangles.
+# sections, libstdc++ demangles, libunwind-ptrace reads stacks.
 REPORT_LIBS := -ldw -lelf -lz -ldl -lm -lunwind-ptrace -lunwind-generic
 
 $(BUILD)/libheapctl-report.so: $(REPORT_OBJ)
-	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(REPORT_OBJ) $(REPORT_LIBS)
+	$(LINK_ENGINE) $(REPORT_LIBS)
 
 $(BUILD)/libheapctl-serve.so: $(SERVE_OBJ)
-	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(SERVE_OBJ) -lmicrohttpd
+	$(LINK_ENGINE) -lmicrohttpd
 
 # heapctl trace (heapctl/trace/): libbpf, and libunwind's remote API for
 # the stacks it samples.  The BPF program is built with clang and turned
 # into a skeleton header by bpftool; it declares the few kernel types it
 # uses, so no vmlinux.h (nor BTF on the build machine) is needed.
 BPFTOOL   ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
-TRACE_SRC := $(filter-out %.bpf.c,$(wildcard heapctl/trace/*.c))
-TRACE_OBJ := $(patsubst %.c,$(BUILD)/cli/%.o,$(TRACE_SRC))
 MULTIARCH := $(shell $(CC) -dumpmachine)
 
 $(BUILD)/bpf/trace.bpf.o: heapctl/trace/trace.bpf.c heapctl/trace/trace.h Makefile
@@ -179,66 +190,75 @@ $(BUILD)/bpf/trace.bpf.o: heapctl/trace/trace.bpf.c heapctl/trace/trace.h Makefi
 $(BUILD)/bpf/trace.skel.h: $(BUILD)/bpf/trace.bpf.o
 	$(BPFTOOL) gen skeleton $< name trace_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c heapctl/trace/trace.h heapctl/trace/budget.h $(BUILD)/bpf/trace.skel.h $(CLI_HDR) Makefile
+# trace's objects also see the generated skeleton
+$(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c $(BUILD)/bpf/trace.skel.h Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CLI_SAN) -fPIC -I$(BUILD)/bpf -c $< -o $@
+	$(CC) $(CLI_CFLAGS) $(DEPFLAGS) -I$(BUILD)/bpf -c $< -o $@
 
 $(BUILD)/libheapctl-trace.so: $(TRACE_OBJ)
-	$(CC) -shared -pthread $(CLI_SAN) -o $@ $(TRACE_OBJ) -lbpf -lelf -lunwind-ptrace -lunwind-generic -lm
+	$(LINK_ENGINE) -lbpf -lelf -lunwind-ptrace -lunwind-generic -lm
 
-ENGINE_TEST_OBJ := $(BUILD)/cli/heapctl/out.o $(BUILD)/cli/heapctl/outfile.o $(BUILD)/cli/heapctl/json.o \
-                   $(BUILD)/cli/heapctl/opts.o $(BUILD)/cli/heapctl/proc.o $(BUILD)/cli/heapctl/target.o \
-                   $(BUILD)/cli/heapctl/seccomp.o $(BUILD)/cli/shm/shm.o $(BUILD)/cli/shm/client.o
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Test programs: one set of flags.
+TEST_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread
+TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread
+
+# The report engine's own tests: its objects and the parts of heapctl's
+# they use (tests/run.sh runs them with the report group).
+ENGINE_TEST_OBJ := $(call cli_objs,heapctl/cli/out.c heapctl/cli/outfile.c heapctl/cli/json.c \
+                   heapctl/cli/opts.c heapctl/diagnose/proc.c heapctl/cli/target.c \
+                   heapctl/diagnose/seccomp.c shm/shm.c shm/client.c)
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl/report \
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl -Iheapctl/report \
 	    $< $(REPORT_OBJ) $(ENGINE_TEST_OBJ) -o $@ $(REPORT_LIBS) -ldl
 
 # The segment library's own test links its sources, not the preloadable library.
 $(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/unit/shm.c shm/shm.c shm/client.c -o $@
+	$(CC) $(TEST_CFLAGS) tests/unit/shm.c shm/shm.c shm/client.c -o $@
 
 # The misuse test is about libheapctl-secure.so's checks.
 $(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ -Wl,--no-as-needed \
+	$(CC) $(TEST_CFLAGS) $< -o $@ -Wl,--no-as-needed \
 	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
 # The lock order check, built with HC_DEBUG=1 in every build.
 $(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
+	$(CC) $(TEST_CFLAGS) -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
 
 # heapctl trace's budget decisions, on given CPU times (no BPF).
 $(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror tests/unit/trace_budget.c heapctl/trace/budget.c -o $@ -lm
+	$(CC) $(TEST_CFLAGS) tests/unit/trace_budget.c heapctl/trace/budget.c -o $@ -lm
 
 # The mailbox stress test is a client (shm/client.c) of a real target.
 $(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror tests/unit/hc_math.c -o $@ -lm
+	$(CC) $(TEST_CFLAGS) tests/unit/hc_math.c -o $@ -lm
 
 $(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h $(BUILD)/tests/cli/target
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread tests/stress/mailbox.c shm/shm.c shm/client.c -o $@
+	$(CC) $(TEST_CFLAGS) tests/stress/mailbox.c shm/shm.c shm/client.c -o $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LINK)
 
 $(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
-	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ $(TEST_LINK)
+	$(CXX) $(TEST_CXXFLAGS) $< -o $@ $(TEST_LINK)
 
 $(BUILD)/tests-alone/%: tests/%.c tests/unit/check.h tests/unit/testutil.h $(BUILD)/include/heapctl.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread -I$(BUILD)/include $< -o $@ -ldl
+	$(CC) $(TEST_CFLAGS) -I$(BUILD)/include $< -o $@ -ldl
 
 $(BUILD)/tests-alone/%: tests/%.cc tests/unit/check.h tests/unit/testutil.h
 	@mkdir -p $(dir $@)
-	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread $< -o $@ -ldl
+	$(CXX) $(TEST_CXXFLAGS) $< -o $@ -ldl
 
 deps:
 	@tests/deps.sh
@@ -281,11 +301,11 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c heapctl/report/rp_internal.h heapctl/report/report.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c -o $@ -lm
+	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c -o $@ -lm
 
-build-fuzz/segment: tests/fuzz/segment.c heapctl/target.c heapctl/proc.c heapctl/out.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli.h
+build-fuzz/segment: tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/cli/out.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli/cli.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) tests/fuzz/segment.c heapctl/target.c heapctl/proc.c heapctl/out.c shm/shm.c shm/client.c -o $@
+	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/cli/out.c shm/shm.c shm/client.c -o $@
 
 fuzz: deps build-fuzz/profile build-fuzz/segment
 	@for t in profile segment; do \
@@ -314,7 +334,7 @@ demo: deps
 	@tests/demo/demo.sh $(BUILD)
 
 # heapctl finds its libraries next to itself (build/) or in ../lib
-# (installed): cli_find_installed, heapctl/proc.c.  tests/cli/installed.bats
+# (installed): cli_find_installed, heapctl/diagnose/proc.c.  tests/cli/installed.bats
 # runs every command from a tree installed with DESTDIR.
 install: all
 	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(DOCDIR)/examples $(UNITDIR) \

@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli.h"
-#include "../json.h"
+#include "cli/cli.h"
+#include "cli/json.h"
 #include "report.h"
 #include "rp_internal.h"
 

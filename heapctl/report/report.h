@@ -99,7 +99,7 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
-#include "../outfile.h"     /* rp_out_*: writing a file (heapctl/outfile.c) */
+#include "cli/outfile.h"     /* rp_out_*: writing a file (heapctl/cli/outfile.c) */
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; the default

@@ -111,12 +111,12 @@ typedef struct rp_raw_s {
 	bool has_ages;             /* it has "a:" lines (heapctl's, not a peak) */
 } rp_raw_t;
 
-/* report.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err.
+/* read.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err.
  * flags: RP_READ_TEXT keeps a copy of the profile's text in raw->text. */
 enum { RP_READ_TEXT = 1 };
 int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t errlen);
 
-/* symbolize.c: fill every location's map and frames, and the maps'
+/* symbolize/symbolize.c: fill every location's map and frames, and the maps'
  * build ids and flags.  root: sysroot or NULL.  Missing files only leave
  * their addresses unnamed; -1 only when libdwfl cannot start.
  * rp_symbolize_lines(false): the frames get no file:line, and the line
@@ -127,7 +127,7 @@ void rp_symbolize_lines(bool on);
 /* The live process the dump is of (report -p PID), 0: none.  A file whose
  * build id is not the dump's is then also looked for in its mappings. */
 void rp_symbolize_pid(int pid);
-/* Reports on behalf of someone else (symbolize.c's opening comment):
+/* Reports on behalf of someone else (symbolize/symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
  * pid > 0, objects only as the live process pid maps them.  0, or -1 with
@@ -167,7 +167,7 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
 int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
                   const char *title, bool bytes);
 
-/* ehframe.c: a binary's functions from its unwind tables (.eh_frame_hdr
+/* elf/ehframe.c: a binary's functions from its unwind tables (.eh_frame_hdr
  * and .eh_frame), for code no symbol names.  Addresses are the file's own
  * (not relocated).  rp_eh_function() gives the start of the function
  * holding pc; false when no entry covers it. */
@@ -248,7 +248,7 @@ int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holdi
 int rp_map_line(const char *s, rp_map_t *m);
 int rp_maps_sort(rp_profile_t *p);
 
-/* ---- ptrace: every thread of a process, held (stacks.c) ----------------- */
+/* ---- ptrace: every thread of a process, held (ptrace/stacks.c) ----------------- */
 
 #define RP_MAX_THREADS 4096
 #define RP_MAX_FRAMES 256

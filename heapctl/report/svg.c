@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli.h"
+#include "cli/cli.h"
 #include "report.h"
 #include "rp_internal.h"
 

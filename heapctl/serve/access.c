@@ -44,7 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../cli.h"
+#include "cli/cli.h"
 #include "serve.h"
 
 #define CAP_SYS_PTRACE_BIT 19

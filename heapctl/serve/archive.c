@@ -57,8 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli.h"
-#include "../outfile.h"
+#include "cli/cli.h"
+#include "cli/outfile.h"
 #include "serve.h"
 
 #define OWNER_XATTR "user.heapctl.owner"

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli.h"
-#include "../json.h"
+#include "cli/cli.h"
+#include "cli/json.h"
 #include "serve.h"
 
 void fleet_user(uid_t uid, char *out, size_t len)

@@ -49,7 +49,7 @@ static const char script[] =
     "const tok=document.getElementById('token'),st=document.getElementById('status');"
     "tok.value=sessionStorage.getItem('heapctl-token')||'';"
     "tok.addEventListener('input',()=>sessionStorage.setItem('heapctl-token',tok.value));"
-    /* out_bytes_f (heapctl/out.c) again: the same step before rounding and
+    /* out_bytes_f (heapctl/cli/out.c) again: the same step before rounding and
      * printf's ties to even (toFixed takes 1.25 to 1.3, printf to 1.2), so
      * that a refreshed cell reads as the server wrote it; v*10 is exact,
      * v being bytes over a power of two */

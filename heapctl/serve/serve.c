@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli.h"
-#include "../json.h"
+#include "cli/cli.h"
+#include "cli/json.h"
 #include "serve.h"
 
 #define POLL_MS 500
@@ -369,7 +369,7 @@ static void scan_once(void)
 /* ---- the symbol cache ---------------------------------------------------------
  * Every report the daemon runs is given --symcache DIR: a module's frames
  * are kept there by build id, and the next scrape of any process that maps
- * it reads no symbol table or debug file of it (heapctl/report/symcache.c).
+ * it reads no symbol table or debug file of it (heapctl/symbolize/symcache.c).
  * Once a minute the directory is held under SYMCACHE_MAX, the files least
  * recently written going first (a file is written when it gains addresses). */
 #define SYMCACHE_MAX ((uint64_t)256 << 20)

@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "../cli.h"
+#include "cli/cli.h"
 
 typedef struct serve_target_s {
 	hc_shm_target_t t;

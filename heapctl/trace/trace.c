@@ -39,9 +39,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "../cli.h"
-#include "../outfile.h"
-#include "../unwind.h"
+#include "cli/cli.h"
+#include "cli/outfile.h"
+#include "elf/unwind.h"
 #include "budget.h"
 #include "trace.h"
 #include "trace.skel.h"

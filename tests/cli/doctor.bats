@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# heapctl doctor PID: each explanation of heapctl/cmd_doctor.c, with the
+# heapctl doctor PID: each explanation of heapctl/diagnose/doctor.c, with the
 # situation it explains built for real (no faked /proc, no poked flags
 # except where the segment itself is the subject): its exit status, the
 # finding's topic and a stable part of its text, through --json (checked to

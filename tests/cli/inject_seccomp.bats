@@ -1,13 +1,13 @@
 #!/usr/bin/env bats
 # tests/cli/inject_seccomp.bats - heapctl inject and doctor on processes
 # under a seccomp filter: the filter is read (PTRACE_SECCOMP_GET_FILTER) and
-# run for every call the agent makes (heapctl/seccomp.c).  The filters are
+# run for every call the agent makes (heapctl/diagnose/seccomp.c).  The filters are
 # real ones, installed by tests/sandbox/seccomp_run: allow-all, a call that
 # kills, a call that fails with EPERM, Docker's clone3 answered with ENOSYS
 # and podman's clone allowed without namespace flags (where glibc falls back
 # to clone: the agent's thread must then run), calls whose failure the agent
 # copes with, stacked filters (the strictest answer wins), and a filter
-# heapctl may not read (no CAP_SYS_ADMIN).  And heapctl/seccomp.c's table
+# heapctl may not read (no CAP_SYS_ADMIN).  And heapctl/diagnose/seccomp.c's table
 # must hold every call strace sees the agent make.  Where
 # inject goes on, the agent must answer and dump; where it refuses, the
 # process must be untouched (alive, no segment).  Needs root.
@@ -206,13 +206,13 @@ injected_ok() {
 		$1 == main && /MARK armed/ { next }
 		{ if (match($2, /^[a-z0-9_]+\(/)) print substr($2, 1, RLENGTH - 1) }' "$T/trace" |
 	    grep -vxE 'pause|exit_group|write' | sort -u >"$T/made"
-	grep -o '{ "[a-z0-9_]*", SYS_' "$BATS_TEST_DIRNAME/../../heapctl/seccomp.c" |
+	grep -o '{ "[a-z0-9_]*", SYS_' "$BATS_TEST_DIRNAME/../../heapctl/diagnose/seccomp.c" |
 	    sed 's/{ "//; s/", SYS_//' | sort -u >"$T/table"
 	# the strace saw the agent at work: its load, its thread, its dump
 	grep -qx openat "$T/made"
 	grep -qx clone3 "$T/made"
 	grep -qx rename "$T/made"
 	run comm -23 "$T/made" "$T/table"
-	echo "calls the agent made that heapctl/seccomp.c's table lacks: $output"
+	echo "calls the agent made that heapctl/diagnose/seccomp.c's table lacks: $output"
 	[ -z "$output" ]
 }

@@ -4,7 +4,7 @@
 #
 # podman (like Docker) starts every container under a seccomp filter; inject
 # used to refuse them all.  Now it reads the filter and runs it for every
-# call the agent makes (heapctl/seccomp.c), and the default profile allows
+# call the agent makes (heapctl/diagnose/seccomp.c), and the default profile allows
 # them.  Checked here, with python3 from the image (not the host's build):
 #   - a container as root and one as --user 1000 --cap-drop=all, both under
 #     the default profile (Seccomp: 2 in their status): inject exits 0, the

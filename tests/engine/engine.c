@@ -28,7 +28,7 @@
 
 #include "../unit/check.h"
 #include "rp_internal.h"
-#include "../../heapctl/json.h"
+#include "cli/json.h"
 
 /* text as a file the reader opens by name */
 static const char *file_of(const char *text, char *path, size_t len)
@@ -200,7 +200,7 @@ static void test_index(void)
 	CHECK(ix.slot == NULL && ix.n == 0, "freed");
 }
 
-/* the JSON writer (heapctl/json.c), which every --json goes through */
+/* the JSON writer (heapctl/cli/json.c), which every --json goes through */
 static void test_json(void)
 {
 	char *out = NULL;

@@ -1,5 +1,5 @@
 /*
- * tests/engine/seccomp_bpf.c - heapctl/seccomp.c's classic BPF interpreter
+ * tests/engine/seccomp_bpf.c - heapctl/diagnose/seccomp.c's classic BPF interpreter
  * (cli_bpf_run) against the kernel's.
  *
  * inject decides from what cli_bpf_run says a filter does, so it must say
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "../unit/check.h"
-#include "../../heapctl/seccomp.h"
+#include "diagnose/seccomp.h"
 
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 #define ARG_HI(i) (ARG_LO(i) + 4)

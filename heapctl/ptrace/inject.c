@@ -1,0 +1,888 @@
+/*
+ * heapctl/ptrace/inject.c - `heapctl inject PID`: the profiler in a process
+ * that was started without it.
+ *
+ * The process keeps its own malloc.  libheapctl-agent.so (agent/inject/) is
+ * loaded into it by a call of its own dlopen, made with ptrace, and armed by
+ * a second call (heapctl_inject_arm), which points the malloc family of
+ * every loaded object at the agent's wrappers and publishes the control
+ * segment: from then on the process is like one started with the library,
+ * for every command.  `heapctl eject PID` (cmd_ctl.c) undoes the wrapping.
+ *
+ * Safety first:
+ *   - Every thread is seized and stopped (stacks.c), and unwound.  The
+ *     calls are made only when no thread is inside the dynamic loader, the
+ *     process's allocator (glibc's malloc family and its fork, dlopen and
+ *     thread functions, or all of jemalloc, tcmalloc and mimalloc) or a
+ *     signal handler: such a thread may hold a lock the calls take, and a
+ *     held thread never lets go of it.  A thread at such a place runs on a
+ *     moment while the others stay held, until all are at safe places at
+ *     once.  Threads that allocate without pause rarely give that moment:
+ *     after STRICT_NS one thread at a safe place makes the calls while the
+ *     others run (a lock they hold is let go as they run; the agent is
+ *     safe across their forks), and if none is, every thread is let go for
+ *     20 ms and held afresh, up to --timeout.
+ *   - The calls run on one thread (the main thread if it can), with every
+ *     signal blocked, on its own stack below the red zone, returning to
+ *     address 0: the fault that follows is the end of the call.  All its
+ *     registers (the extended state too) and its signal mask are put back,
+ *     and a system call it was in restarts as it would have.
+ *   - Every thread is detached whatever happens; if heapctl dies, the
+ *     kernel detaches them.
+ *   - Refused, with the reason and a way out: a statically linked program,
+ *     a libc other than glibc, a process that runs the library already, a
+ *     seccomp filter that refuses a call the agent makes or that cannot be
+ *     read to tell (seccomp.c: the filter is read and run for each), a
+ *     container where the agent's file is not, a chroot without it, /dev/shm
+ *     or /proc (its directory and the mounts it lacks named), ptrace_scope or missing
+ *     CAP_SYS_PTRACE (stacks.c says which).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <libunwind-ptrace.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/json.h"
+#include "diagnose/seccomp.h"
+#include "report/rp_internal.h"
+
+#define AGENT_LIB "libheapctl-agent.so"
+/* how long every thread may be held waiting for all to be at safe places */
+#define STRICT_NS 100000000u
+
+__attribute__((visibility("default"))) int hc_inject_main(cli_args_t *a);
+__attribute__((visibility("default"))) void hc_inject_help(FILE *f);
+
+enum { I_LG = 256, I_OFF, I_CONF };
+
+static const cli_opt_t inject_opts[] = {
+	{ "lg-sample", I_LG, "N", "sample once per 2^N bytes on average (default 19, as jemalloc)" },
+	{ "off", I_OFF, NULL, "load it with sampling off: start it later with heapctl on" },
+	{ "conf", I_CONF, "CONF", "more settings for the agent, as in MALLOC_CONF (heapctl help conf)" },
+	{ 0 },
+};
+
+void hc_inject_help(FILE *f)
+{
+	cli_opts_help(f, inject_opts);
+}
+
+/* ---- the process's objects --------------------------------------------- */
+
+typedef struct range_s {
+	uint64_t lo, hi;
+	const char *what;          /* "the dynamic loader", "malloc", ...        */
+} range_t;
+
+typedef struct proc_s {
+	int pid;
+	char root[64];             /* /proc/PID/root                             */
+	char libc[4096];           /* its path in the process                    */
+	uint64_t libc_base;
+	char alloc_lib[4096];      /* jemalloc, tcmalloc or mimalloc, if one     */
+	bool musl, preloaded, agent;
+	range_t *unsafe;
+	size_t nunsafe, capunsafe;
+} proc_t;
+
+static void add_unsafe(proc_t *p, uint64_t lo, uint64_t hi, const char *what)
+{
+	if (p->nunsafe == p->capunsafe) {
+		p->capunsafe = p->capunsafe ? 2 * p->capunsafe : 64;
+		p->unsafe = realloc(p->unsafe, p->capunsafe * sizeof *p->unsafe);
+		if (p->unsafe == NULL)
+			abort();
+	}
+	p->unsafe[p->nunsafe++] = (range_t){ lo, hi, what };
+}
+
+/* One line of /proc/PID/maps: its range, offset, permissions and path. */
+static bool maps_line(const char *s, uint64_t *lo, uint64_t *hi, uint64_t *off, char perms[5], const char **path)
+{
+	unsigned long long a, b, o;
+	int n = 0;
+	if (sscanf(s, "%llx-%llx %4s %llx %*s %*s%n", &a, &b, perms, &o, &n) < 4 || n == 0)
+		return false;
+	s += n;
+	while (*s == ' ')
+		s++;
+	*lo = a, *hi = b, *off = o, *path = s;
+	return true;
+}
+
+/* The load base of the object at path in the process (its mapping at file
+ * offset 0), or 0. */
+static uint64_t object_base(int pid, const char *path)
+{
+	char f[64];
+	snprintf(f, sizeof f, "/proc/%d/maps", pid);
+	FILE *m = fopen(f, "re");
+	if (m == NULL)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	uint64_t base = 0;
+	while (base == 0 && getline(&line, &cap, m) > 0) {
+		line[strcspn(line, "\n")] = 0;
+		uint64_t lo, hi, off;
+		char perms[5];
+		const char *p;
+		if (maps_line(line, &lo, &hi, &off, perms, &p) && off == 0 && strcmp(p, path) == 0)
+			base = lo;
+	}
+	free(line);
+	fclose(m);
+	return base;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t a = strlen(s), b = strlen(tail);
+	return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+static bool is_libc(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	b = b ? b + 1 : path;
+	return strcmp(b, "libc.so.6") == 0 || (strncmp(b, "libc-2.", 7) == 0 && ends_with(b, ".so"));
+}
+
+/* The process's objects: libc, the loader (unsafe), another allocator
+ * (unsafe, whole), the library or the agent if there.  Returns 0 or an exit
+ * code after one line. */
+static int read_objects(proc_t *p)
+{
+	char f[64];
+	snprintf(f, sizeof f, "/proc/%d/maps", p->pid);
+	FILE *m = fopen(f, "re");
+	if (m == NULL)
+		return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
+		    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
+		    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
+	char *line = NULL;
+	size_t cap = 0;
+	while (getline(&line, &cap, m) > 0) {
+		line[strcspn(line, "\n")] = 0;
+		uint64_t lo, hi, off;
+		char perms[5];
+		const char *path;
+		if (!maps_line(line, &lo, &hi, &off, perms, &path) || path[0] != '/')
+			continue;
+		const char *b = strrchr(path, '/') + 1;
+		if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
+			p->musl = true;
+		if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
+			p->agent = true;
+			if (perms[2] == 'x')     /* a thread in it may hold its locks */
+				add_unsafe(p, lo, hi, "the agent (of an earlier inject)");
+		} else if (cli_is_library(path)) {
+			p->preloaded = true;
+		}
+		if (is_libc(path) && p->libc[0] == 0 && off == 0) {
+			snprintf(p->libc, sizeof p->libc, "%s", path);
+			p->libc_base = lo;
+		}
+		if (perms[2] != 'x')
+			continue;
+		if (strncmp(b, "ld-linux", 8) == 0)
+			add_unsafe(p, lo, hi, "the dynamic loader");
+		else if (strstr(b, "jemalloc") || strstr(b, "tcmalloc") || strstr(b, "mimalloc")) {
+			add_unsafe(p, lo, hi, "its allocator");
+			if (p->alloc_lib[0] == 0)
+				snprintf(p->alloc_lib, sizeof p->alloc_lib, "%s", b);
+		}
+	}
+	free(line);
+	fclose(m);
+	return 0;
+}
+
+/* Symbols of the ELF file at path (pid > 0: a file that process maps, as
+ * its maps show it; else one of this side): for each name, its value and
+ * size from .dynsym; 0 where absent.  False if the file cannot be read. */
+static bool elf_symbols(int pid, const char *path, const char *const *names, size_t n, uint64_t *value,
+    uint64_t *size)
+{
+	char full[4200];
+	if (pid > 0)
+		cli_proc_object_path(pid, path, full, sizeof full);
+	else
+		snprintf(full, sizeof full, "%s", path);
+	int fd = open(full, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	bool ok = e != NULL;
+	memset(value, 0, n * sizeof *value);
+	if (size)
+		memset(size, 0, n * sizeof *size);
+	Elf_Scn *scn = NULL;
+	while (ok && (scn = elf_nextscn(e, scn)) != NULL) {
+		GElf_Shdr sh;
+		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t count = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && i < count; i++) {
+			GElf_Sym s;
+			if (gelf_getsym(d, (int)i, &s) == NULL || s.st_value == 0 ||
+			    (GELF_ST_TYPE(s.st_info) != STT_FUNC && GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC))
+				continue;
+			const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
+			for (size_t k = 0; nm && k < n; k++) {
+				if (strcmp(nm, names[k]) == 0 && value[k] == 0) {
+					value[k] = s.st_value;
+					if (size)
+						size[k] = s.st_size;
+				}
+			}
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return ok;
+}
+
+/* glibc's functions that hold a lock the calls take (the allocator's, the
+ * loader's, the thread stacks'), or that are on the way out. */
+static const char *const glibc_unsafe[] = {
+	"malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc",
+	"memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
+	"__libc_memalign", "__libc_valloc", "__libc_pvalloc", "malloc_trim", "malloc_usable_size",
+	"mallinfo", "mallinfo2", "malloc_stats", "malloc_info", "mallopt",
+#define NMALLOC 23                      /* the names above: malloc.c's */
+	"reallocarray", "fork", "_Fork", "__libc_fork",
+	"dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dlmopen", "dl_iterate_phdr",
+	"__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose", "pthread_create", "pthread_exit",
+	"pthread_join", "pthread_detach", "exit", "_exit", "backtrace",
+};
+#define NUNSAFE (sizeof glibc_unsafe / sizeof glibc_unsafe[0])
+
+/* ---- the remote call ---------------------------------------------------- */
+
+typedef struct call_s {
+	int tid, mem;              /* the thread; /proc/PID/mem                  */
+	struct user_regs_struct regs;
+	unsigned char xstate[16384];
+	size_t xlen;
+	uint64_t sigmask;
+	int pending;               /* a signal that came during a call           */
+	uint64_t scratch;          /* strings, below the red zone                */
+} call_t;
+
+static bool put_mem(call_t *c, uint64_t at, const void *buf, size_t n)
+{
+	return pwrite(c->mem, buf, n, (off_t)at) == (ssize_t)n;
+}
+
+static bool save_thread(call_t *c)
+{
+	struct iovec iov = { c->xstate, sizeof c->xstate };
+	if (ptrace(PTRACE_GETREGS, c->tid, 0, &c->regs) != 0)
+		return false;
+	if (ptrace(PTRACE_GETREGSET, c->tid, (void *)NT_X86_XSTATE, &iov) == 0)
+		c->xlen = iov.iov_len;
+	if (ptrace(PTRACE_GETSIGMASK, c->tid, (void *)sizeof c->sigmask, &c->sigmask) != 0)
+		return false;
+	uint64_t all = ~0ull;
+	if (ptrace(PTRACE_SETSIGMASK, c->tid, (void *)sizeof all, &all) != 0)
+		return false;
+	/* 128 bytes of red zone, then 4 KiB of strings */
+	c->scratch = ((c->regs.rsp - 128 - 4096) & ~15ull);
+	return true;
+}
+
+static void restore_thread(call_t *c)
+{
+	ptrace(PTRACE_SETREGS, c->tid, 0, &c->regs);
+	if (c->xlen) {
+		struct iovec iov = { c->xstate, c->xlen };
+		ptrace(PTRACE_SETREGSET, c->tid, (void *)NT_X86_XSTATE, &iov);
+	}
+	ptrace(PTRACE_SETSIGMASK, c->tid, (void *)sizeof c->sigmask, &c->sigmask);
+}
+
+/* Called once when a call has not returned in its time: the threads held
+ * besides the caller are let go (one of them may hold what it waits for),
+ * and it gets as long again. */
+static void (*call_slow)(void *arg);
+static void *call_slow_arg;
+
+/* fn(a0, a1) in the thread; its result in *ret.  Returns 0, or an errno
+ * (ETIMEDOUT: still running at the deadline; EFAULT: it faulted; ESRCH:
+ * the process is gone) with why filled in. */
+static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t deadline, uint64_t *ret,
+    char *why, size_t wlen)
+{
+	struct user_regs_struct r = c->regs;
+	uint64_t sp = c->scratch - 8;               /* 16-aligned minus the return address */
+	uint64_t zero = 0;
+	if (!put_mem(c, sp, &zero, sizeof zero)) {
+		snprintf(why, wlen, "cannot write to its stack: %s", strerror(errno));
+		return EIO;
+	}
+	r.rsp = sp;
+	r.rip = fn;
+	r.rdi = a0;
+	r.rsi = a1;
+	r.rax = 0;
+	r.orig_rax = (uint64_t)-1;                  /* no system call to restart in the call */
+	r.eflags &= ~0x400ull;                      /* the direction flag clear, as the ABI says */
+	if (ptrace(PTRACE_SETREGS, c->tid, 0, &r) != 0 || ptrace(PTRACE_CONT, c->tid, 0, 0) != 0) {
+		snprintf(why, wlen, "cannot start the call: %s", strerror(errno));
+		return EIO;
+	}
+	for (;;) {
+		int st;
+		pid_t w = waitpid(c->tid, &st, __WALL | WNOHANG);
+		if (w == c->tid && WIFSTOPPED(st)) {
+			int sig = WSTOPSIG(st);
+			if (sig == SIGSEGV && (st >> 16) == 0) {
+				struct user_regs_struct now;
+				ptrace(PTRACE_GETREGS, c->tid, 0, &now);
+				if (now.rip == 0) {
+					*ret = now.rax;
+					return 0;
+				}
+				snprintf(why, wlen, "the call faulted at %#llx", (unsigned long long)now.rip);
+				return EFAULT;
+			}
+			/* a stop of the group, or a signal every block lets through:
+			 * held for the detach, and the call goes on */
+			if ((st >> 16) == 0 && sig != SIGSTOP && sig != SIGTRAP)
+				c->pending = sig;
+			ptrace(PTRACE_CONT, c->tid, 0, 0);
+			continue;
+		}
+		if (w == c->tid || (w < 0 && errno == ECHILD)) {
+			snprintf(why, wlen, "the process ended during the call");
+			return ESRCH;
+		}
+		if (rp_now_ns() >= deadline && call_slow != NULL) {
+			call_slow(call_slow_arg);
+			call_slow = NULL;
+			deadline = rp_now_ns() + 20000000000u;
+		} else if (rp_now_ns() >= deadline) {
+			snprintf(why, wlen, "the call did not return in time");
+			return ETIMEDOUT;
+		}
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* A string of the process, at addr. */
+static void get_string(call_t *c, uint64_t addr, char *out, size_t len)
+{
+	ssize_t n = addr ? pread(c->mem, out, len - 1, (off_t)addr) : -1;
+	out[n > 0 ? n : 0] = 0;
+	out[strcspn(out, "\n")] = 0;
+}
+
+/* ---- the checks --------------------------------------------------------- */
+
+/* Why tid is not at a safe point, or NULL. */
+static const char *unsafe_at(const proc_t *p, const rp_thr_t *t)
+{
+	if (!t->stopped)
+		return t->why ? t->why : "it did not stop";
+	if (t->signal_frame)
+		return "it is in a signal handler";
+	for (int i = 0; i < t->n; i++)
+		for (size_t k = 0; k < p->nunsafe; k++)
+			if (t->ip[i] - (t->exact[i] ? 0 : 1) >= p->unsafe[k].lo &&
+			    t->ip[i] - (t->exact[i] ? 0 : 1) < p->unsafe[k].hi)
+				return p->unsafe[k].what;
+	return NULL;
+}
+
+static int refuse_before(proc_t *p)
+{
+	int pid = p->pid;
+	if (p->preloaded && !p->agent)
+		return cli_err(HC_EXIT_FAILED, "process %d runs libheapctl.so already: heapctl on %d, heapctl dump %d",
+		    pid, pid, pid);
+	if (p->musl)
+		return cli_err(HC_EXIT_FAILED, "process %d uses musl libc: heapctl inject needs glibc; use heapctl trace "
+		    "%d --malloc (eBPF)", pid, pid);
+	if (p->libc[0] == 0) {
+		char exe[64], path[4096];
+		snprintf(exe, sizeof exe, "/proc/%d/exe", pid);
+		ssize_t n = readlink(exe, path, sizeof path - 1);
+		path[n > 0 ? n : 0] = 0;
+		return cli_err(HC_EXIT_FAILED, "process %d (%s) is statically linked: nothing can be loaded into it; use "
+		    "heapctl trace %d --malloc or --faults (eBPF)", pid, path, pid);
+	}
+	char v[64];
+	if (cli_proc_status_field(pid, "State", v, sizeof v) && v[0] == 'T')
+		return cli_err(HC_EXIT_FAILED, "process %d is stopped (SIGSTOP): its control thread could not answer; "
+		    "continue it first (kill -CONT %d)", pid, pid);
+	/* the filter is read and run for every call the agent makes; one
+	 * that cannot be read could kill the process for one of them */
+	cli_seccomp_t sc;
+	cli_seccomp_check(pid, &sc);
+	char fix[512];
+	cli_seccomp_fix(&sc, fix, sizeof fix);
+	if (sc.verdict == CLI_SC_REFUSED)
+		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter that %s, which %s makes: %s, "
+		    "or start it with the library (LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.what, sc.by,
+		    fix, pid);
+	if (sc.verdict == CLI_SC_UNKNOWN)
+		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter, which could kill it for a call "
+		    "the agent makes, and which heapctl could not check: %s; %s, or start it with the library "
+		    "(LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.why, fix, pid);
+	return 0;
+}
+
+/* The agent's file, and the same file as the process sees it: a process
+ * opens it from its own root, which differs from heapctl's in a container
+ * (another mount namespace) or a chroot (the same one, another root
+ * directory).  The two are told apart because their ways out differ: a
+ * chroot's directory is on this side, and what is mounted into it here is
+ * seen there.  A chroot also needs a /dev/shm for the segment and a /proc:
+ * the agent reads /proc/self to publish it, and without one it is loaded
+ * and publishes nothing. */
+static int agent_path(proc_t *p, char *path, size_t len)
+{
+	if (cli_find_installed(AGENT_LIB, path, len, false) != 0)
+		return HC_EXIT_FAILED;
+	char there[4200], shm[128], proc[128];
+	snprintf(there, sizeof there, "%s%s", p->root, path);
+	snprintf(shm, sizeof shm, "%s/dev/shm/.", p->root);
+	snprintf(proc, sizeof proc, "%s/proc/self/stat", p->root);
+	bool agent = cli_same_file(path, there);
+	char jail[4096];
+	ssize_t n = readlink(p->root, jail, sizeof jail - 1);
+	jail[n > 0 ? n : 0] = 0;
+	if (cli_proc_same_mntns(p->pid) != 1 || n <= 0 || strcmp(jail, "/") == 0) {
+		if (agent)
+			return 0;
+		return cli_err(HC_EXIT_FAILED, "process %d runs in another mount namespace (a container) where %s is "
+		    "not: put it there at the same path, or use heapctl trace %d --malloc", p->pid, path, p->pid);
+	}
+	bool has_shm = access(shm, W_OK) == 0, has_proc = access(proc, R_OK) == 0;
+	if (agent && has_shm && has_proc)
+		return 0;
+	char dir[4096], what[4200] = "", how[16384] = "";
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = 0;
+	size_t w = 0, h = 0;
+	if (!agent) {
+		w += (size_t)snprintf(what + w, sizeof what - w, "%s", path);
+		h += (size_t)snprintf(how + h, sizeof how - h, "mount --bind %s %s%s", dir, jail, dir);
+	}
+	if (!has_shm) {
+		w += (size_t)snprintf(what + w, sizeof what - w, "%s/dev/shm", w ? ", " : "");
+		h += (size_t)snprintf(how + h, sizeof how - h, "%smount --bind /dev/shm %s/dev/shm", h ? "; " : "", jail);
+	}
+	if (!has_proc) {
+		snprintf(what + w, sizeof what - w, "%s/proc", w ? ", " : "");
+		snprintf(how + h, sizeof how - h, "%smount -t proc proc %s/proc", h ? "; " : "", jail);
+	}
+	return cli_err(HC_EXIT_FAILED, "process %d is in a chroot (its root directory is %s), which has no %s: "
+	    "%s, or use heapctl trace %d --malloc", p->pid, jail, what, how, p->pid);
+}
+
+/* ---- the command -------------------------------------------------------- */
+
+static int parse_opts(cli_args_t *a, int *lg, bool *off, const char **conf)
+{
+	cli_scan_t sc;
+	int code = cli_scan_begin(&sc, a, "inject", inject_opts, false);
+	const char *v;
+	char *end;
+	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
+		switch (id) {
+		case I_LG:
+			errno = 0;
+			*lg = (int)strtol(v, &end, 10);
+			if (errno || *end || end == v || *lg < 0 || *lg > 62)
+				code = cli_err(HC_EXIT_USAGE, "inject: --lg-sample takes 0 to 62, not '%s'", v);
+			break;
+		case I_OFF: *off = true; break;
+		case I_CONF:
+			if (strchr(v, '\'') || strlen(v) > 1024)
+				code = cli_err(HC_EXIT_USAGE, "inject: --conf takes NAME:VALUE,... (at most 1024 bytes)");
+			*conf = v;
+			break;
+		case CLI_OPERAND: {
+			errno = 0;
+			long pid = strtol(v, &end, 10);
+			if (a->pid == 0 && !errno && !*end && end != v && pid > 0 && pid <= INT32_MAX)
+				a->pid = (int)pid;
+			else
+				code = cli_err(HC_EXIT_USAGE, "inject: unexpected argument '%s'", v);
+			break;
+		}
+		default: code = -id;
+		}
+	}
+	cli_scan_end(&sc);
+	if (code)
+		return code < 0 ? -code : code;
+	if (a->pid <= 0)
+		return cli_err(HC_EXIT_USAGE, "inject: say which process: heapctl inject PID");
+	if (a->pid == getpid())
+		return cli_err(HC_EXIT_USAGE, "inject: process %d is heapctl itself", a->pid);
+	return 0;
+}
+
+/* Load and arm the agent in the held process.  Returns 0 or an exit code
+ * after one line. */
+static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf, uint64_t deadline)
+{
+	static const char *const libc_fns[] = { "dlopen", "dlerror" };
+	uint64_t at[2];
+	if (!elf_symbols(p->pid, p->libc, libc_fns, 2, at, NULL) || at[0] == 0)
+		return cli_err(HC_EXIT_FAILED, "%s has no dlopen (glibc before 2.34?): heapctl inject needs glibc 2.34 or "
+		    "later", p->libc);
+	size_t la = strlen(agent) + 1, lc = strlen(conf) + 1;
+	if (la + lc > 4096)
+		return cli_err(HC_EXIT_USAGE, "inject: the agent's path and the settings are too long");
+	uint64_t s_agent = c->scratch, s_conf = c->scratch + la;
+	if (!put_mem(c, s_agent, agent, la) || !put_mem(c, s_conf, conf, lc))
+		return cli_err(HC_EXIT_FAILED, "cannot write to process %d: %s", p->pid, strerror(errno));
+	char why[512];
+	uint64_t h = 0;
+	int e = remote_call(c, p->libc_base + at[0], s_agent, RTLD_NOW | RTLD_LOCAL, deadline, &h, why, sizeof why);
+	if (e != 0)
+		return cli_err(HC_EXIT_FAILED, "inject: dlopen in process %d: %s", p->pid, why);
+	if (h == 0) {
+		uint64_t msg = 0;
+		char text[512] = "no reason given";
+		if (at[1] && remote_call(c, p->libc_base + at[1], 0, 0, deadline, &msg, why, sizeof why) == 0 && msg)
+			get_string(c, msg, text, sizeof text);
+		return cli_err(HC_EXIT_FAILED, "inject: process %d could not load %s: %s", p->pid, agent, text);
+	}
+	/* where it was loaded: glibc's handle is its link_map, whose first
+	 * field is the load bias (the maps show the file under another path
+	 * in a chroot or another mount namespace); else the maps' line */
+	static const char *const arm_fn[] = { "heapctl_inject_arm" };
+	uint64_t arm = 0, base = 0;
+	if (pread(c->mem, &base, sizeof base, (off_t)h) != (ssize_t)sizeof base || base == 0)
+		base = object_base(p->pid, agent);
+	if (base == 0 || !elf_symbols(0, agent, arm_fn, 1, &arm, NULL) || arm == 0)
+		return cli_err(HC_EXIT_FAILED, "inject: %s is loaded in process %d but its entry was not found", agent,
+		    p->pid);
+	uint64_t r = 0;
+	e = remote_call(c, base + arm, s_conf, 0, deadline, &r, why, sizeof why);
+	if (e != 0)
+		return cli_err(HC_EXIT_FAILED, "inject: arming the agent in process %d: %s", p->pid, why);
+	switch ((int)r) {
+	case 0: return 0;
+	case 1: return cli_err(HC_EXIT_FAILED, "process %d has the agent armed already: heapctl status %d", p->pid,
+		    p->pid);
+	case 2: return cli_err(HC_EXIT_FAILED, "inject: the agent found no malloc family in process %d", p->pid);
+	default: return cli_err(HC_EXIT_FAILED, "inject: the agent in process %d could not publish its control "
+		    "segment (see the process's stderr)", p->pid);
+	}
+}
+
+typedef struct release_s {
+	rp_thr_t *th;
+	size_t nth, keep;
+} release_t;
+
+/* Every held thread let go but one. */
+static void release_others(void *arg)
+{
+	release_t *r = arg;
+	rp_thr_t keep = r->th[r->keep];
+	r->th[r->keep].seized = false;
+	rp_release_all(r->th, r->nth);
+	r->th[r->keep] = keep;
+}
+
+int hc_inject_main(cli_args_t *a)
+{
+#if !defined(__x86_64__)
+	return cli_err(HC_EXIT_FAILED, "inject: only x86-64 is supported; use heapctl trace");
+#else
+	int lg = 19;
+	bool off = false;
+	const char *more = NULL;
+	int code = parse_opts(a, &lg, &off, &more);
+	if (code)
+		return code;
+	if (more) {
+		/* checked as the library checks it, before the process is touched */
+		char lib[4096];
+		if ((code = cli_find_installed("libheapctl.so", lib, sizeof lib, false)) != 0 ||
+		    (code = cli_check_conf(lib, more)) != 0)
+			return code;
+		/* thp acts on libheapctl.so's heap; this process keeps its malloc
+		 * (the check above leaves default, always and never) */
+		static const char *const thp[] = { "thp:always", "thp:never" };
+		for (unsigned i = 0; i < sizeof thp / sizeof thp[0]; i++)
+			if (cli_opt_has(more, thp[i]))
+				return cli_err(HC_EXIT_USAGE, "inject: --conf %s: the process keeps its own "
+				    "malloc, whose memory thp does not reach (it is an option of libheapctl.so's heap)",
+				    thp[i]);
+	}
+	proc_t p = { .pid = a->pid };
+	snprintf(p.root, sizeof p.root, "/proc/%d/root", p.pid);
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d", p.pid);
+	if (access(dir, F_OK) != 0)
+		return cli_err(HC_EXIT_NOPROC, "no process %d", p.pid);
+	if ((code = read_objects(&p)) != 0 || (code = refuse_before(&p)) != 0)
+		return code;
+	char shm[64];
+	snprintf(shm, sizeof shm, "/dev/shm/heapctl.%d", p.pid);
+	if (p.agent && access(shm, F_OK) == 0)
+		return cli_err(HC_EXIT_FAILED, "process %d has the agent already: heapctl status %d (heapctl eject %d "
+		    "takes it out)", p.pid, p.pid, p.pid);
+	char agent[4096];
+	if ((code = agent_path(&p, agent, sizeof agent)) != 0)
+		return code;
+	/* the unsafe ranges: glibc's functions, whole other allocators and the
+	 * loader (read_objects) */
+	uint64_t val[NUNSAFE], size[NUNSAFE];
+	if (elf_symbols(p.pid, p.libc, glibc_unsafe, NUNSAFE, val, size)) {
+		/* malloc.c is one unit: its static functions (_int_malloc,
+		 * _mid_memalign, which aligned_alloc reaches with a jump and
+		 * leaves no frame of its own) lie among the exported ones */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (size_t i = 0; i < NMALLOC; i++)
+			if (val[i] && size[i]) {
+				lo = val[i] < lo ? val[i] : lo;
+				hi = val[i] + size[i] > hi ? val[i] + size[i] : hi;
+			}
+		if (hi > lo && hi - lo < (1u << 20))
+			add_unsafe(&p, p.libc_base + lo, p.libc_base + hi, "glibc's malloc");
+		for (size_t i = 0; i < NUNSAFE; i++)
+			if (val[i] && size[i])
+				add_unsafe(&p, p.libc_base + val[i], p.libc_base + val[i] + size[i],
+				    i < NMALLOC ? "glibc's malloc" : strncmp(glibc_unsafe[i], "dl", 2) == 0 ||
+				    strstr(glibc_unsafe[i], "_dl") ? "the dynamic loader" :
+				    "glibc's fork, thread or exit functions");
+	}
+	char conf[1200];
+	snprintf(conf, sizeof conf, "prof:true,prof_active:%s,lg_prof_sample:%d%s%s", off ? "false" : "true", lg,
+	    more ? "," : "", more ? more : "");
+
+	rp_thr_t *th = calloc(RP_MAX_THREADS, sizeof *th);
+	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+	if (th == NULL || as == NULL) {
+		free(th);
+		return cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	}
+	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);   /* a thread is unwound once a round */
+	sigset_t old;
+	rp_hold_signals(&old);
+	uint64_t t_start = rp_now_ns();
+	uint64_t deadline = t_start + (a->timeout_ns ? a->timeout_ns : 5000000000u);
+	uint64_t t0 = 0, rounds = 0;
+	uint64_t strict_until = t_start + (deadline - t_start) / 4 < t_start + STRICT_NS ?
+	    t_start + (deadline - t_start) / 4 : t_start + STRICT_NS;
+	bool strict = true;             /* every thread held during the calls */
+	char last_why[256] = "";
+	size_t nth = 0;
+	call_t *c = NULL;
+	uint64_t all_ns = 0;            /* every thread held */
+	bool *safe = calloc(RP_MAX_THREADS, sizeof *safe);
+	uint64_t *last_pc = calloc(RP_MAX_THREADS, sizeof *last_pc);
+	unsigned *stuck = calloc(RP_MAX_THREADS, sizeof *stuck);
+	code = safe && last_pc && stuck ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	/*
+	 * Every thread held; each one at an unsafe place is let run a moment
+	 * and stopped again, while the others stay held, until all are at safe
+	 * places at once (a thread spends only part of its time in malloc), or
+	 * the deadline.  New threads are seized as they appear.
+	 */
+	while (code == 0) {
+		rounds++;
+		uint64_t round_end = rp_now_ns() + 1000000000u;
+		code = rp_seize_all(p.pid, th, &nth, &t0, round_end < deadline ? round_end : deadline);
+		if (code)
+			break;
+		size_t unsafe = 0, held = 0;
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (t->gone || !t->seized || safe[i])
+				continue;
+			const char *why = NULL;
+			if (t->stopped) {
+				t->n = 0;
+				t->signal_frame = false;
+				rp_unwind_thread(as, t);
+			}
+			if ((why = unsafe_at(&p, t)) == NULL) {
+				safe[i] = true;
+				continue;
+			}
+			unsafe++;
+			snprintf(last_why, sizeof last_why, "thread %d is in %s", t->tid, why);
+		}
+		for (size_t i = 0; i < nth; i++)
+			held += th[i].stopped;
+		if (unsafe == 0 && held > 0)
+			break;
+		/* Busy allocating threads are rarely all outside malloc at once:
+		 * after a while one thread at a safe place is enough, and the
+		 * others run while it makes the calls (a lock they hold is let go
+		 * as they run; the agent is safe across their forks) */
+		if (rp_now_ns() >= strict_until) {
+			size_t k = 0;
+			while (k < nth && !(safe[k] && th[k].stopped && !th[k].gone))
+				k++;
+			if (k < nth) {
+				strict = false;
+				break;
+			}
+			/* none: every thread let go a moment (one may be in a fork,
+			 * which holds the allocator's locks and which each interrupt
+			 * starts over), then all held again, afresh */
+			if (rp_now_ns() >= deadline)
+				goto late;
+			rp_release_all(th, nth);
+			nth = 0;
+			t0 = 0;
+			memset(safe, 0, RP_MAX_THREADS * sizeof *safe);
+			memset(stuck, 0, RP_MAX_THREADS * sizeof *stuck);
+			memset(last_pc, 0, RP_MAX_THREADS * sizeof *last_pc);
+			struct timespec ts = { 0, 20000000 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (rp_now_ns() >= deadline) {
+late:
+			code = cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
+			    "nothing was changed, try again or raise --timeout", (double)(rp_now_ns() - t_start) / 1e9,
+			    (unsigned long long)rounds, unsafe ? last_why : "no thread could be stopped");
+			break;
+		}
+		/* the unsafe ones run on a little, then stop again.  One found
+		 * where it was the last time got nowhere: no CPU for it in time
+		 * on a busy machine, or a fork, which an interrupt restarts from
+		 * the beginning (while it holds every malloc lock): each time,
+		 * the moment doubles, up to 50 ms. */
+		unsigned longest = 0;
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (safe[i] || t->gone || !t->seized || !t->stopped)
+				continue;
+			uint64_t pc = t->n > 0 ? t->ip[0] : 0;
+			stuck[i] = pc == last_pc[i] ? stuck[i] + 1 : 0;
+			last_pc[i] = pc;
+			longest = stuck[i] > longest ? stuck[i] : longest;
+			if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(intptr_t)t->deliver) == 0) {
+				t->deliver = 0;
+				t->stopped = false;
+			}
+		}
+		uint64_t run_ns = 200000ull << (longest < 8 ? longest : 8);
+		struct timespec ts = { 0, (long)run_ns };
+		nanosleep(&ts, NULL);
+		for (size_t i = 0; i < nth; i++) {
+			rp_thr_t *t = &th[i];
+			if (!safe[i] && t->seized && !t->gone && !t->stopped) {
+				t->why = NULL;
+				ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+			}
+		}
+		rp_wait_stopped(th, nth, round_end < deadline ? round_end : deadline);
+	}
+	if (code == 0) {
+		/* the main thread if it is held at a safe place, else the first */
+		size_t pick = nth;
+		for (size_t i = 0; i < nth; i++)
+			if (safe[i] && th[i].stopped && !th[i].gone && (pick == nth || th[i].tid == p.pid))
+				pick = i;
+		release_t others = { th, nth, pick };
+		if (!strict)
+			release_others(&others);
+		else {
+			call_slow = release_others;
+			call_slow_arg = &others;
+		}
+		all_ns = rp_now_ns() - t0;
+		c = calloc(1, sizeof *c);
+		char mem[64];
+		snprintf(mem, sizeof mem, "/proc/%d/mem", p.pid);
+		if (c != NULL) {
+			c->tid = th[pick].tid;
+			c->mem = open(mem, O_RDWR | O_CLOEXEC);
+		}
+		if (c == NULL || c->mem < 0 || !save_thread(c)) {
+			code = cli_err(HC_EXIT_FAILED, "inject: cannot take hold of thread %d of process %d: %s",
+			    c ? c->tid : 0, p.pid, strerror(errno));
+		} else {
+			code = load_agent(&p, c, agent, conf, rp_now_ns() + 10000000000u);
+			call_slow = NULL;
+			restore_thread(c);
+		}
+		if (c && c->pending)
+			th[pick].deliver = c->pending;
+	}
+	rp_release_all(th, nth);
+	uint64_t held_ns = t0 ? rp_now_ns() - t0 : 0;
+	if (strict || all_ns == 0)
+		all_ns = held_ns;
+	free(safe);
+	free(last_pc);
+	free(stuck);
+	if (c) {
+		if (c->mem >= 0)
+			close(c->mem);
+		free(c);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	unw_destroy_addr_space(as);
+	free(th);
+	free(p.unsafe);
+	if (code)
+		return code;
+
+	/* the control segment answers */
+	hc_shm_target_t t;
+	code = cli_target(a, &t);
+	if (code)
+		return code;
+	hc_shm_req_t req = { .cmd = HC_CMD_PING };
+	hc_shm_rep_t rep;
+	code = cli_call(a, &t, &req, &rep);
+	double total = (double)(rp_now_ns() - t_start) / 1e6, held = (double)held_ns / 1e6;
+	double all = (double)all_ns / 1e6;
+	if (code)
+		return code;
+	if (a->json) {
+		printf("{\"pid\":%d,\"injected\":true,\"active\":%s,\"lg_sample\":%d,\"ms\":%.3f,\"stopped_ms\":%.3f,"
+		    "\"thread_held_ms\":%.3f,\"all_held_during_calls\":%s,\"rounds\":%llu}\n", p.pid,
+		    off ? "false" : "true", lg, total, all, held, strict ? "true" : "false", (unsigned long long)rounds);
+	} else {
+		time_t now = time(NULL);
+		char when[32];
+		strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+		printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms%s, answering after "
+		    "%.1f ms\n", p.pid, off ? "off (heapctl on to start)" : "on", lg, all,
+		    strict ? "" : " (then one thread for the calls, while the others ran)", total);
+		printf("the profile counts allocations from %s on, not those made before\n", when);
+		if (p.alloc_lib[0])
+			printf("its malloc is %s's: the agent wraps malloc/free; calls to prefixed functions (je_malloc, "
+			    "mallocx...) are not seen\n", p.alloc_lib);
+	}
+	return fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
+#endif
+}
