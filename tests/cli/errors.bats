@@ -254,12 +254,12 @@ echo "pids $a $b"
 	run --separate-stderr "$HEAPCTL" report "$T/p.heap" "$T/p.heap"
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == "heapctl: one profile at a time"*"--series for a trend" ]]
-	# every option of the table is in the help, and in heapctl(1)
+	# every option of the table is in the help, and in heapctl-report(1)
 	run "$HEAPCTL" help report
 	for o in inuse_space inuse_objects alloc_space alloc_objects base thread focus ignore drop keep_wrappers \
 	    series top cum lines bytes collapsed svg pprof symbolize text sysroot; do
 		[[ "$output" == *"--$o"* || "$output" == *"--${o//_/-}"* ]] || { echo "help report lacks --$o"; return 1; }
-		man -l "$BATS_TEST_DIRNAME/../../man/heapctl.1" 2>/dev/null | grep -q -- "--${o//_/.}" ||
-			{ echo "heapctl(1) lacks --$o"; return 1; }
+		man -l "$BATS_TEST_DIRNAME/../../man/heapctl-report.1" 2>/dev/null | grep -q -- "--${o//_/.}" ||
+			{ echo "heapctl-report(1) lacks --$o"; return 1; }
 	done
 }

@@ -88,9 +88,15 @@ prog_started() {
 	./usr/local/lib/libheapctl.so
 	./usr/local/lib/systemd/system/heapctl-serve.service
 	./usr/local/share/doc/heapctl/examples/50-heapctl.conf
+	./usr/local/share/man/man1/heapctl-inject.1
+	./usr/local/share/man/man1/heapctl-report.1
+	./usr/local/share/man/man1/heapctl-serve.1
+	./usr/local/share/man/man1/heapctl-systemd.1
+	./usr/local/share/man/man1/heapctl-trace.1
 	./usr/local/share/man/man1/heapctl.1
 	./usr/local/share/man/man3/libheapctl.3
 	./usr/local/share/man/man5/heapctl-shm.5
+	./usr/local/share/man/man7/heapctl-internals.7
 	EOF
 	for f in heapctl libheapctl.so libheapctl-report.so libheapctl-trace.so libheapctl-agent.so; do
 		cmp "$HEAPCTL_BUILD/$f" "$P/$([ "$f" = heapctl ] && echo bin || echo lib)/$f"
@@ -100,6 +106,8 @@ prog_started() {
 	grep -qx 'Environment=LD_PRELOAD=/usr/local/lib/libheapctl.so' "$P/share/doc/heapctl/examples/50-heapctl.conf"
 	# the pages render from where they were installed
 	MANPATH="$P/share/man" man -w heapctl-shm | grep -qx "$P/share/man/man5/heapctl-shm.5"
+	MANPATH="$P/share/man" man -w heapctl-report | grep -qx "$P/share/man/man1/heapctl-report.1"
+	MANPATH="$P/share/man" man -w 7 heapctl-internals | grep -qx "$P/share/man/man7/heapctl-internals.7"
 }
 
 @test "installed: the build directory is really out of reach of a hidden command" {
