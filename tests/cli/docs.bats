@@ -3,8 +3,8 @@
 # page renders without a warning, every command `heapctl help` lists has
 # its entry and every option of its help in the page of its family, every
 # page is in heapctl(1)'s SEE ALSO, the README is a front door of at most
-# 200 lines whose map names folders that exist, and the README's test
-# command is the one CI runs.
+# 200 lines whose map names folders that exist (and each folder's README a
+# few lines), and the README's test command is the one CI runs.
 
 load helpers
 
@@ -118,7 +118,7 @@ options_missing() {
 	done
 }
 
-@test "the README is a front door of at most 200 lines, and its map names folders that exist" {
+@test "the README is a front door of at most 200 lines, its map names folders that exist, and each folder's README is a few lines" {
 	local root
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	[ "$(wc -l <"$root/README.md")" -le 200 ]
@@ -131,6 +131,13 @@ options_missing() {
 		[ -d "$root/$d" ] || { echo "README's map names $d, which does not exist" >&2; false; }
 		grep -q "^\.I $d\$" "$root/man/heapctl-internals.7" || { echo "heapctl-internals(7) does not describe $d" >&2; false; }
 	done
+	# the folders' own notes stay as short as shm/README.md: heapctl-internals(7) has the rest
+	local r n=0
+	while read -r r; do
+		[ "$(wc -l <"$r")" -le 15 ] || { echo "$r has over 15 lines: move them to heapctl-internals(7)" >&2; false; }
+		n=$((n + 1))
+	done < <(find "$root" -mindepth 2 -name README.md -not -path '*/build*' -not -path '*/.git/*')
+	[ "$n" -ge 3 ]
 	# every page the README lists is in man/, and every page of man/ is listed
 	local listed
 	listed=$(sed -n 's/^| \([a-z-]*\)(\([1-8]\)) |.*/\1.\2/p' "$root/README.md")
