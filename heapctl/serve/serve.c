@@ -15,15 +15,15 @@
  * work directory and the symbol cache, the poller thread, and the start
  * and stop of the daemon.  The other files, each one job:
  *
- *   self.c      the daemon's own paths, running itself, scrubbing its paths
  *   access.c    who a requester is, and which processes she may see
+ *   self.c      the daemon's own paths, running itself, scrubbing its paths
  *   limits.c    what one peer may hold of the daemon
  *   listen.c    the listening socket, the token, the Host check
  *   respond.c   how an answer is made
+ *   archive.c   the dump archive, /archive
  *   events.c    the event log and /events
  *   targets.c   the process table and the scan that fills it
  *   mem.c       where each process's resident memory goes
- *   archive.c   the dump archive, /archive
  *   leaks.c     leak suspects (--leaks)
  *   metrics.c   /metrics, /targets
  *   profiles.c  /debug/pprof/heap and allocs, /flame, /top

@@ -1,7 +1,7 @@
 /*
  * heapctl/serve/serve.h - what the daemon's files share: a target as the
- * daemon keeps it, the daemon's own paths, and each file's functions (the
- * order of serve.c's list: a file calls only those declared before its own).
+ * daemon keeps it, the daemon's own paths, and each file's functions, in
+ * the order of serve.c's list: a file calls only those declared before it.
  */
 #ifndef HC_SERVE_H
 #define HC_SERVE_H
@@ -189,6 +189,38 @@ enum MHD_Result respond_html(struct MHD_Connection *c, unsigned status, char *ht
 /* A number in the query: digits only, at most max.  -1 if absent, -2 if bad. */
 long query_num(struct MHD_Connection *c, const char *name, long max);
 
+/* archive.c */
+typedef struct arch_entry_s {
+	char group[256], name[256];     /* name: without .heap                  */
+	long long uid;                  /* its process's user, -1 if not named  */
+	uint64_t bytes;                 /* .heap and .pb.gz                     */
+	int64_t time_s;
+	uid_t owner;                    /* the dumped process's access_owner     */
+} arch_entry_t;
+
+/* keep: per group and user; max_bytes: per user; max_dump: one dump */
+int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s, uint64_t max_dump);
+bool arch_enabled(void);
+const char *arch_dir(void);
+/* Dumps written under dir (the daemon's work directory) are not archived. */
+void arch_skip(const char *dir);
+/* Copy the dump that event ev of target x announced into the archive, if
+ * it is where prefix (its prof.prefix when the event was read) puts them. */
+void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *prefix);
+/* An archived dump's name (TIME.uUID.PID.KIND; uid -1 for TIME.PID.KIND). */
+bool arch_name_parse(const char *name, long long *uid, int *pid, char *kind, size_t klen);
+/* Every archived dump, oldest first, *n of them (free it); NULL if none. */
+arch_entry_t *arch_scan(size_t *n);
+/* A group or file name of the archive (no '/', no leading '.'). */
+bool arch_name_ok(const char *s);
+/* The owner recorded with an archived dump (GROUP/NAME.heap, or its .pb.gz
+ * beside it), ACCESS_NOBODY if none. */
+uid_t arch_owner(const char *group, const char *name);
+void arch_counts(uint64_t *archived, uint64_t *failed);
+/* /archive (newest first, as JSON) and /archive/GROUP/FILE */
+enum MHD_Result arch_serve_list(struct MHD_Connection *c, serve_peer_t *peer);
+enum MHD_Result arch_serve_file(struct MHD_Connection *c, const char *rel, serve_peer_t *peer);
+
 /* events.c: the log's lines: a target's ring event e, and the daemon's own
  * "found" and "gone" of x (type); events_stop ends every /events stream. */
 void events_add(const serve_target_t *x, const hc_shm_event_t *e);
@@ -232,38 +264,6 @@ uint64_t mem_value(const cli_explain_t *x, bool heap, unsigned i);
 void mem_measure(const int *pids, size_t n, mem_t *out);
 void mem_sample_all(void);
 void mem_history(int pid, memh_t *h);
-
-/* archive.c */
-typedef struct arch_entry_s {
-	char group[256], name[256];     /* name: without .heap                  */
-	long long uid;                  /* its process's user, -1 if not named  */
-	uint64_t bytes;                 /* .heap and .pb.gz                     */
-	int64_t time_s;
-	uid_t owner;                    /* the dumped process's access_owner     */
-} arch_entry_t;
-
-/* keep: per group and user; max_bytes: per user; max_dump: one dump */
-int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_age_s, uint64_t max_dump);
-bool arch_enabled(void);
-const char *arch_dir(void);
-/* Dumps written under dir (the daemon's work directory) are not archived. */
-void arch_skip(const char *dir);
-/* Copy the dump that event ev of target x announced into the archive, if
- * it is where prefix (its prof.prefix when the event was read) puts them. */
-void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *prefix);
-/* An archived dump's name (TIME.uUID.PID.KIND; uid -1 for TIME.PID.KIND). */
-bool arch_name_parse(const char *name, long long *uid, int *pid, char *kind, size_t klen);
-/* Every archived dump, oldest first, *n of them (free it); NULL if none. */
-arch_entry_t *arch_scan(size_t *n);
-/* A group or file name of the archive (no '/', no leading '.'). */
-bool arch_name_ok(const char *s);
-/* The owner recorded with an archived dump (GROUP/NAME.heap, or its .pb.gz
- * beside it), ACCESS_NOBODY if none. */
-uid_t arch_owner(const char *group, const char *name);
-void arch_counts(uint64_t *archived, uint64_t *failed);
-/* /archive (newest first, as JSON) and /archive/GROUP/FILE */
-enum MHD_Result arch_serve_list(struct MHD_Connection *c, serve_peer_t *peer);
-enum MHD_Result arch_serve_file(struct MHD_Connection *c, const char *rel, serve_peer_t *peer);
 
 /* leaks.c: serve --leaks SECS: the sites of each process that grew in
  * every one of the last N intervals of SECS seconds */
