@@ -60,7 +60,8 @@ static unsigned parts_every_ms;  /* --parts-every: memory parts for the page  */
 static bool own_symcache;        /* the symbol cache is in the work directory:
                                   * removed at exit                          */
 
-/* The symbol cache.  Every report the daemon runs is given --symcache DIR: a module's frames
+/* ---- the symbol cache ----------------------------------------------------
+ * Every report the daemon runs is given --symcache DIR: a module's frames
  * are kept there by build id, and the next scrape of any process that maps
  * it reads no symbol table or debug file of it (heapctl/symbolize/symcache.c).
  * Once a minute the directory is held under SYMCACHE_MAX, the files least
@@ -116,6 +117,8 @@ static void symcache_trim(uint64_t max)
 	free(f);
 	closedir(d);
 }
+
+/* ---- the poller ----------------------------------------------------------- */
 
 static void *poller(void *arg)
 {
