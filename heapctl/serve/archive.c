@@ -37,7 +37,8 @@
  * needs no capability (trusted.* would need CAP_SYS_ADMIN, which the unit
  * does not give).  A dump without it (a file system with no user extended
  * attributes, as tmpfs before Linux 6.6; an archive of an older daemon) is
- * root's alone.
+ * root's alone.  /archive lists the dumps a requester may read and
+ * /archive/GROUP/FILE serves one (the end of this file).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -58,6 +59,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/json.h"
 #include "cli/outfile.h"
 #include "serve.h"
 
@@ -163,18 +165,6 @@ uid_t arch_owner(const char *group, const char *name)
 }
 
 /* ---- retention ------------------------------------------------------------ */
-
-bool serve_tmp_file(int dfd, const char *name, time_t age)
-{
-	size_t len = strlen(name);
-	if (name[0] != '.' || len <= 4 || strcmp(name + len - 4, ".tmp") != 0)
-		return false;
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-	    (age == 0 || st.st_mtim.tv_sec + age < time(NULL)))
-		unlinkat(dfd, name, 0);
-	return true;
-}
 
 static int by_time(const void *a, const void *b)
 {
@@ -535,7 +525,7 @@ static int copy_in(const serve_target_t *x, const char *path, const arch_name_t 
 	e = copy_text(in, out.fd, A.max_dump, why);
 	close(in);
 	/* the dump's user owns it here too: its report reads binaries with
-	 * that user's rights (serve.c, respond_report); a daemon not root
+	 * that user's rights (profiles.c, respond_report); a daemon not root
 	 * reads with its own */
 	if (e == 0 && geteuid() == 0 && fchown(out.fd, x->t.uid, (gid_t)-1) != 0)
 		e = errno;
@@ -641,7 +631,7 @@ static void *worker(void *arg)
 			continue;          /* already gone to retention */
 		char procdir[32];
 		snprintf(procdir, sizeof procdir, "/proc/%d", j.pid);
-		/* never the dump's paths with our rights (serve.c, respond_report);
+		/* never the dump's paths with our rights (profiles.c, respond_report);
 		 * the pprof's comment names it as /archive does, not by our path */
 		size_t dl = strlen(A.dir);
 		char *title = strncmp(j.heap, A.dir, dl) == 0 && j.heap[dl] == '/' ? j.heap + dl + 1 : "archived dump";
@@ -682,4 +672,96 @@ int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_a
 		return cli_err(HC_EXIT_FAILED, "serve: cannot start a thread");
 	pthread_detach(th);
 	return 0;
+}
+
+/* ---- /archive and /archive/GROUP/FILE ------------------------------------- */
+
+/* /archive: every archived dump the requester may read, newest first */
+enum MHD_Result arch_serve_list(struct MHD_Connection *c, serve_peer_t *peer)
+{
+	if (!arch_enabled())
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no archive: start serve with --archive DIR");
+	size_t n;
+	arch_entry_t *v = arch_scan(&n);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL) {
+		free(v);
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	json_t j;
+	json_begin(&j, f, JSON_PRETTY);
+	json_arr(&j, NULL);
+	for (size_t i = n; i-- > 0;) {          /* newest first */
+		const arch_entry_t *e = &v[i];
+		if (!access_owner_ok(peer, e->owner))
+			continue;
+		char path[600], pb[620], kind[32] = "";
+		int pid = 0;
+		long long uid;
+		arch_name_parse(e->name, &uid, &pid, kind, sizeof kind);
+		snprintf(path, sizeof path, "%s/%s.heap", e->group, e->name);
+		snprintf(pb, sizeof pb, "%s/%s/%s.pb.gz", arch_dir(), e->group, e->name);
+		json_obj(&j, NULL);
+		json_str(&j, "group", e->group);
+		json_str(&j, "file", path);
+		json_i64(&j, "pid", pid);
+		if (e->uid >= 0)
+			json_i64(&j, "uid", e->uid);
+		else
+			json_null(&j, "uid");
+		json_str(&j, "kind", kind);
+		json_u64(&j, "bytes", e->bytes);
+		if (access(pb, R_OK) == 0) {
+			snprintf(pb, sizeof pb, "%s/%s.pb.gz", e->group, e->name);
+			json_str(&j, "pprof", pb);
+		} else
+			json_null(&j, "pprof");
+		json_end(&j);
+	}
+	json_end(&j);
+	free(v);
+	return respond_stream(c, "application/json", f, &buf, &len);
+}
+
+/* /archive/GROUP/FILE: one archived dump or its pprof. */
+enum MHD_Result arch_serve_file(struct MHD_Connection *c, const char *rel, serve_peer_t *peer)
+{
+	char group[256], name[256];
+	const char *slash = strchr(rel, '/');
+	size_t glen = slash ? (size_t)(slash - rel) : 0;
+	if (!arch_enabled() || slash == NULL || glen == 0 || glen >= sizeof group || strlen(slash + 1) >= sizeof name)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	memcpy(group, rel, glen);
+	group[glen] = 0;
+	strcpy(name, slash + 1);
+	size_t nl = strlen(name);
+	bool heap = nl > 5 && strcmp(name + nl - 5, ".heap") == 0;
+	bool pb = nl > 6 && strcmp(name + nl - 6, ".pb.gz") == 0;
+	if (!arch_name_ok(group) || !arch_name_ok(name) || (!heap && !pb))
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	if (!access_owner_ok(peer, arch_owner(group, name)))
+		return respond_err(c, MHD_HTTP_FORBIDDEN, "archived %s/%s: a dump of a process you may not read", group,
+		    name);
+	char path[PATH_MAX + 600];
+	snprintf(path, sizeof path, "%s/%s/%s", arch_dir(), group, name);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat sb;
+	if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "no such archived file");
+	}
+	struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)sb.st_size, fd);
+	if (r == NULL) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, heap ? "text/plain; charset=utf-8" :
+	    "application/octet-stream");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ok;
 }

@@ -20,23 +20,12 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "serve.h"
-
-void fleet_user(uid_t uid, char *out, size_t len)
-{
-	struct passwd pw, *r = NULL;
-	char buf[4096];
-	if (getpwuid_r(uid, &pw, buf, sizeof buf, &r) == 0 && r && r->pw_name[0])
-		snprintf(out, len, "%s", r->pw_name);
-	else
-		snprintf(out, len, "%u", (unsigned)uid);
-}
 
 /* s into out, cut to len - 1 bytes */
 static void copy_cut(char *out, size_t len, const char *s, size_t n)
@@ -161,7 +150,9 @@ static bool user_matches(const char *want, const char *name, uid_t uid)
 
 /* ---- /sd ----------------------------------------------------------------------- */
 
-unsigned fleet_sd(struct MHD_Connection *c, serve_peer_t *peer, char **body, size_t *len)
+/* The HTTP status, and in *body (malloc'd) the JSON or, for a 400, its one
+ * line without the newline; *body NULL when memory ran out. */
+static unsigned fleet_sd(struct MHD_Connection *c, serve_peer_t *peer, char **body, size_t *len)
 {
 	*body = NULL;
 	*len = 0;
@@ -223,4 +214,17 @@ unsigned fleet_sd(struct MHD_Connection *c, serve_peer_t *peer, char **body, siz
 		return MHD_HTTP_INTERNAL_SERVER_ERROR;
 	}
 	return MHD_HTTP_OK;
+}
+
+enum MHD_Result fleet_serve(struct MHD_Connection *c, serve_peer_t *peer)
+{
+	char *body;
+	size_t len;
+	unsigned status = fleet_sd(c, peer, &body, &len);
+	if (body == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	enum MHD_Result ok = status == MHD_HTTP_OK ? respond_buf(c, status, "application/json", body, len) :
+	    respond_err(c, status, "%s", body);
+	free(body);
+	return ok;
 }

@@ -8,8 +8,11 @@
  * file from elsewhere: a production host reaches nothing outside), the
  * tables and plots are there without JavaScript, and the script only
  * refreshes the counters and sends the buttons' POSTs with the token.
+ * The plots (/plot?pid=N, and &parts=1 for where its resident memory goes,
+ * mem.c) are SVG in one frame (plot_begin, plot_end).
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,58 +309,188 @@ char *page_error(const char *line, size_t *len)
 	return buf;
 }
 
-/* ---- the plot ------------------------------------------------------------ */
+/* ---- the plots ----------------------------------------------------------- */
 
-char *page_plot(const serve_hist_t *h, int pid, size_t *len)
+/* An SVG plot of the last hour in the making: its size and margins (as
+ * its <img> on the page says), its left edge's time and its top value. */
+typedef struct plot_s {
+	FILE *f;
+	char *buf;
+	int w, h, l, r, t, b;
+	int64_t t0;
+	uint64_t max;
+} plot_t;
+
+/* The frame both plots share: the SVG titled "process PID" and what, on
+ * white, with axes if asked, the scale (max at the top, 0) and the hour
+ * along the bottom.  false when memory runs out. */
+static bool plot_begin(plot_t *p, size_t *len, int pid, const char *what, bool axes)
 {
-	enum { W = 720, H = 150, L = 70, R = 10, T = 10, B = 24 };
-	char *buf = NULL;
+	p->buf = NULL;
 	*len = 0;
-	FILE *f = open_memstream(&buf, len);
-	if (f == NULL)
+	if ((p->f = open_memstream(&p->buf, len)) == NULL)
+		return false;
+	p->t0 = time(NULL) - 3600;
+	FILE *f = p->f;
+	char b[32];
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	    "font-family=\"sans-serif\" font-size=\"11\"><title>process %d%s</title>"
+	    "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", p->w, p->h, p->w, p->h, pid, what, p->w, p->h);
+	if (axes) {
+		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", p->l, p->h - p->b,
+		    p->w - p->r, p->h - p->b);
+		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", p->l, p->t, p->l,
+		    p->h - p->b);
+	}
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", p->l - 4, p->t + 8,
+	    out_bytes(p->max, b, sizeof b));
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", p->l - 4, p->h - p->b);
+	fprintf(f, "<text x=\"%d\" y=\"%d\">an hour ago</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">now</text>",
+	    p->l, p->h - 8, p->w - p->r, p->h - 8);
+	return true;
+}
+
+/* A point at time t of value v, " x,y" (without the space first) */
+static void plot_point(const plot_t *p, bool first, int64_t t, uint64_t v)
+{
+	double x = p->l + (double)(t - p->t0) * (p->w - p->l - p->r) / 3600.0;
+	double y = (p->h - p->b) - (double)v * (p->h - p->b - p->t) / (double)p->max;
+	fprintf(p->f, "%s%.1f,%.1f", first ? "" : " ", x < p->l ? p->l : x, y);
+}
+
+/* The end of a plot of n points: that it is collecting them (every: how
+ * often) while it has fewer than two.  The SVG, NULL when memory ran out. */
+static char *plot_end(plot_t *p, unsigned n, const char *every)
+{
+	if (n < 2)
+		fprintf(p->f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\">collecting: %s</text>",
+		    (p->l + p->w) / 2, p->h / 2, every);
+	fputs("</svg>\n", p->f);
+	if (fclose(p->f) != 0) {
+		free(p->buf);
 		return NULL;
-	int64_t now = time(NULL), t0 = now - 3600;
-	uint64_t max = 1;
+	}
+	return p->buf;
+}
+
+/* /plot?pid=N: allocated, resident and high-water over the last hour (h:
+ * the caller holds the targets' lock) */
+static char *plot_counters(const serve_hist_t *h, int pid, size_t *len)
+{
+	plot_t p = { .w = 720, .h = 150, .l = 70, .r = 10, .t = 10, .b = 24, .max = 1 };
 	unsigned n = h ? h->n : 0;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned k = (h->head + HIST_N - n + i) % HIST_N;
 		uint64_t v[3] = { h->p[k].allocated, h->p[k].resident, h->p[k].highwater };
 		for (int j = 0; j < 3; j++)
-			if (v[j] > max)
-				max = v[j];
+			if (v[j] > p.max)
+				p.max = v[j];
 	}
-	char b[32];
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-	    "font-family=\"sans-serif\" font-size=\"11\"><title>process %d, the last hour</title>"
-	    "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", W, H, W, H, pid, W, H);
-	fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", L, H - B, W - R, H - B);
-	fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", L, T, L, H - B);
-	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 4, T + 8, out_bytes(max, b, sizeof b));
-	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">0</text>", L - 4, H - B);
-	fprintf(f, "<text x=\"%d\" y=\"%d\">an hour ago</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">now</text>",
-	    L, H - 8, W - R, H - 8);
+	if (!plot_begin(&p, len, pid, ", the last hour", true))
+		return NULL;
 	static const char *const name[3] = { "allocated", "resident", "high-water" };
 	static const char *const color[3] = { "#1f77b4", "#2ca02c", "#d62728" };
 	for (int j = 0; j < 3; j++) {
-		fprintf(f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", name[j],
+		fprintf(p.f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", name[j],
 		    color[j]);
 		for (unsigned i = 0; i < n; i++) {
 			unsigned k = (h->head + HIST_N - n + i) % HIST_N;
 			uint64_t v = j == 0 ? h->p[k].allocated : j == 1 ? h->p[k].resident : h->p[k].highwater;
-			double x = L + (double)(h->p[k].t - t0) * (W - L - R) / 3600.0;
-			double y = (H - B) - (double)v * (H - B - T) / (double)max;
-			fprintf(f, "%s%.1f,%.1f", i ? " " : "", x < L ? L : x, y);
+			plot_point(&p, i == 0, h->p[k].t, v);
 		}
-		fprintf(f, "\"/><text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", L + 10 + j * 90, T + 10, color[j],
+		fprintf(p.f, "\"/><text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", p.l + 10 + j * 90, p.t + 10, color[j],
 		    name[j]);
 	}
-	if (n < 2)
-		fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#777\">collecting: a point every "
-		    "%d s</text>", (L + W) / 2, H / 2, HIST_STEP_S);
-	fputs("</svg>\n", f);
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
+	char every[64];
+	snprintf(every, sizeof every, "a point every %d s", HIST_STEP_S);
+	return plot_end(&p, n, every);
+}
+
+/* /plot?pid=N&parts=1: the parts of its resident memory over the last
+ * hour, stacked (a point a minute: mem.c) */
+static char *plot_parts(int pid, size_t *len)
+{
+	static const char *const color[6] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f" };
+	plot_t p = { .w = 720, .h = 170, .l = 70, .r = 10, .t = 22, .b = 24, .max = 1 };
+	memh_t h;
+	mem_history(pid, &h);
+	for (unsigned i = 0; i < h.n; i++) {
+		uint64_t sum = 0;
+		for (unsigned j = 0; j < 6; j++)
+			sum += h.p[(h.head + MEMH_N - h.n + i) % MEMH_N].v[j];
+		p.max = sum > p.max ? sum : p.max;
 	}
-	return buf;
+	if (!plot_begin(&p, len, pid, ": where its resident memory goes, the last hour", false))
+		return NULL;
+	/* each part an area between the running sums below and with it */
+	for (unsigned j = 0; j < 6 && h.n >= 2; j++) {
+		fprintf(p.f, "<polygon class=\"%s\" fill=\"%s\" fill-opacity=\"0.75\" points=\"", mem_part(false, j),
+		    color[j]);
+		for (int pass = 0; pass < 2; pass++)
+			for (unsigned i = 0; i < h.n; i++) {
+				unsigned q = pass ? h.n - 1 - i : i;
+				unsigned k = (h.head + MEMH_N - h.n + q) % MEMH_N;
+				uint64_t below = 0;
+				for (unsigned m = 0; m < j + (pass == 0); m++)
+					below += h.p[k].v[m];
+				plot_point(&p, !pass && !i, h.p[k].t, below);
+			}
+		fprintf(p.f, "\"/>");
+	}
+	for (unsigned j = 0; j < 6; j++)
+		fprintf(p.f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", p.l + 10 + j * 100, 14, color[j],
+		    mem_part(false, j));
+	return plot_end(&p, h.n, "a point a minute");
+}
+
+/* ---- the routes ----------------------------------------------------------- */
+
+/* / (every process), /?pid=N (one: its page, else one line, 404 or 403
+ * as for its profile) */
+enum MHD_Result page_serve(struct MHD_Connection *c, serve_peer_t *peer)
+{
+	size_t len;
+	char *html, why[1024];
+	unsigned status = MHD_HTTP_OK;
+	bool found = true;
+	if (MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pid") == NULL)
+		html = page_html(&len, peer);
+	else {
+		int pid = targets_request_pid(c, peer, &status, why, sizeof why);
+		html = pid < 0 ? NULL : page_process(pid, &len, peer, &found);
+		if (pid > 0 && !found) {               /* gone since */
+			status = MHD_HTTP_NOT_FOUND;
+			snprintf(why, sizeof why, "process %d is not running libheapctl.so (see /targets)", pid);
+		}
+		if (pid < 0 || !found)
+			html = page_error(why, &len);
+		else
+			status = MHD_HTTP_OK;
+	}
+	if (html == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return respond_html(c, status, html, len);
+}
+
+enum MHD_Result page_serve_plot(struct MHD_Connection *c)
+{
+	long pid = query_num(c, "pid", INT_MAX);
+	if (pid <= 0)
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
+	const char *parts = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "parts");
+	size_t n, len = 0;
+	targets_lock(&n);
+	const serve_target_t *x = targets_find_locked((int)pid);
+	bool found = x != NULL;
+	char *svg = x && !parts ? plot_counters(x->hist, (int)pid, &len) : NULL;
+	targets_unlock();
+	if (found && parts)
+		svg = plot_parts((int)pid, &len);
+	if (!found)
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
+	if (svg == NULL)
+		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	enum MHD_Result ok = respond_buf(c, MHD_HTTP_OK, "image/svg+xml", svg, len);
+	free(svg);
+	return ok;
 }
