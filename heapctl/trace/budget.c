@@ -18,7 +18,7 @@
  * a kernel before 6.6).  So the span from the window's start to the last
  * link gone is what the probes cost, and they stay off until that is the
  * budget's share of the whole cycle.  The samples of the next window
- * stand for all the time unobserved before it too (trace.c multiplies
+ * stand for all the time unobserved before it too (cycle.c multiplies
  * their weights by (unobserved + window) / window), so the totals are
  * estimates that assume the process did the same while unobserved.
  */

@@ -1,7 +1,7 @@
 /*
  * heapctl/trace/budget.h - the cost `heapctl trace --malloc` may put on the
  * process it traces (--budget), and the duty cycle of its probes that keeps
- * it there: budget.c decides, trace.c attaches and detaches.
+ * it there: budget.c decides, cycle.c attaches and detaches.
  */
 #ifndef HC_TRACE_BUDGET_H
 #define HC_TRACE_BUDGET_H

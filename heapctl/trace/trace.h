@@ -1,7 +1,8 @@
 /*
  * heapctl/trace/trace.h - what the BPF program (trace.bpf.c) and heapctl
- * trace (trace.c) share: the records in the ring buffer, the counters and
- * the sizes.  Fixed-size types only; both sides are x86_64 or both arm64.
+ * trace (its loader, probes.c, and reader, events.c) share: the records in
+ * the ring buffer, the counters and the sizes.  Fixed-size types only;
+ * both sides are x86_64 or both arm64.
  */
 #ifndef HC_TRACE_H
 #define HC_TRACE_H

@@ -10,7 +10,7 @@
  *     from its unwind tables, is where the function starts;
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
- *   - the JSON writer every --json uses: both layouts, escapes, null;
+ *   - the JSON writer every --json uses: its three layouts, escapes, null;
  *   - interned strings: one pointer per string;
  *   - pinflate: a zlib stream inflated in two parts gives zlib's bytes.
  */
@@ -231,11 +231,21 @@ static void test_json(void)
 	json_begin(&j, f, JSON_PRETTY);
 	json_arr(&j, NULL);
 	json_end(&j);
+	json_begin(&j, f, JSON_COMPACT);        /* heapctl trace's events */
+	json_obj(&j, NULL);
+	json_str(&j, "event", "alloc");
+	json_u64(&j, "tid", 7);
+	json_arr(&j, "frames");
+	json_str(&j, NULL, "0x1");
+	json_str(&j, NULL, "0x2");
+	json_end(&j);
+	json_end(&j);
 	fclose(f);
 	const char *want = "{\"s\": \"a\\\"b\\\\c\\n\\u0001\", \"i\": -3, \"t\": 0, \"inf\": null, \"n\": null, "
 	    "\"a\": [1, {\"b\": true}]}\n"
 	    "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
-	    "[]\n";
+	    "[]\n"
+	    "{\"event\":\"alloc\",\"tid\":7,\"frames\":[\"0x1\",\"0x2\"]}\n";
 	CHECK(!strcmp(out, want), "json:\n%s\nwanted:\n%s", out, want);
 	free(out);
 }
