@@ -129,6 +129,7 @@ void rp_symbolize_lines(bool on);
 /* The live process the dump is of (report -p PID), 0: none.  A file whose
  * build id is not the dump's is then also looked for in its mappings. */
 void rp_symbolize_pid(int pid);
+int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
 /* Reports on behalf of someone else (symbolize/symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
@@ -273,8 +274,6 @@ int rp_debuginfod_by_id(const char *hex, char **name);
 /* What servers did not give this report, as one line; NULL: nothing. */
 const char *rp_debuginfod_note(void);
 
-/* symbolize/symbolize.c: besides rp_symbolize above */
-int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
 /* read.c: one line of /proc/PID/maps: 1 and *m for an executable mapping
  * of a file, 0 for any other mapping, -1 for a line that is not one.
  * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */
