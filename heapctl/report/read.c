@@ -700,10 +700,13 @@ static int read_symbols(reader_t *r)
 	return 0;
 }
 
-int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t errlen)
+/* The whole file into r->buf (*got bytes), *mtime_ns its time written;
+ * -1 with r->err when it cannot be read or is plainly no heap profile. */
+static int read_file(reader_t *r, size_t *got, int64_t *mtime_ns)
 {
-	memset(raw, 0, sizeof *raw);
-	reader_t r = { .path = path, .err = err, .errlen = errlen, .raw = raw };
+	const char *path = r->path;
+	char *err = r->err;
+	size_t errlen = r->errlen;
 	/* O_NONBLOCK: a FIFO with no writer is refused below, not waited for */
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
@@ -718,34 +721,35 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		close(fd);
 		return -1;
 	}
-	r.buf = rp_alloc((size_t)st.st_size + 1);
-	size_t got = 0;
+	*mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	r->buf = rp_alloc((size_t)st.st_size + 1);
+	*got = 0;
 	/* the first 64 KiB say whether it is a profile at all, before a
 	 * gigabyte of something else is read */
 	size_t head = (size_t)st.st_size < 65536 ? (size_t)st.st_size : 65536;
-	while (got < head) {
-		ssize_t n = read(fd, r.buf + got, head - got);
+	while (*got < head) {
+		ssize_t n = read(fd, r->buf + *got, head - *got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
-		got += (size_t)n;
+		*got += (size_t)n;
 	}
 	const char *why = NULL;
-	if (got >= 2 && (unsigned char)r.buf[0] == 0x1f && (unsigned char)r.buf[1] == 0x8b)
+	if (*got >= 2 && (unsigned char)r->buf[0] == 0x1f && (unsigned char)r->buf[1] == 0x8b)
 		why = "is gzip-compressed, not a heap profile (a pprof file? 'go tool pprof' reads those)";
-	else if (memchr(r.buf, 0, got))
+	else if (memchr(r->buf, 0, *got))
 		why = "is not a heap profile (it holds binary data)";
-	else if (got >= 13 && strncmp(r.buf, "heap_v2/", 8) != 0 && strncmp(r.buf, "heap profile:", 13) != 0 &&
-	    strncmp(r.buf, "---", 3) != 0)
+	else if (*got >= 13 && strncmp(r->buf, "heap_v2/", 8) != 0 && strncmp(r->buf, "heap profile:", 13) != 0 &&
+	    strncmp(r->buf, "---", 3) != 0)
 		why = "is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)";
 	if (why) {
 		snprintf(err, errlen, "%s %s", path, why);
 		close(fd);
 		return -1;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, r.buf + got, (size_t)st.st_size - got);
+	while (*got < (size_t)st.st_size) {
+		ssize_t n = read(fd, r->buf + *got, (size_t)st.st_size - *got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -753,17 +757,73 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 			close(fd);
 			return -1;
 		}
-		got += (size_t)n;
+		*got += (size_t)n;
 	}
 	close(fd);
-	if (memchr(r.buf, 0, got)) {
+	if (memchr(r->buf, 0, *got)) {
 		snprintf(err, errlen, "%s is not a heap profile (it holds binary data)", path);
 		return -1;
 	}
+	return 0;
+}
+
+/* RP_READ_TEXT: the profile as written from its header line first on. */
+static void keep_text(reader_t *r, rp_raw_t *raw, const char *first)
+{
+	/* the header line read ends in a NUL now (two, for "\r\n");
+	 * what follows it is untouched */
+	raw->textlen = (size_t)(r->end - first);
+	char *t = rp_alloc(raw->textlen + 1);
+	size_t l1 = strlen(first), span = (size_t)(r->pos - first);
+	memcpy(t, first, l1);
+	if (span > l1 + 1)
+		t[l1] = '\r';
+	if (r->ended_nl)
+		t[span - 1] = '\n';
+	memcpy(t + span, r->pos, (size_t)(r->end - r->pos));
+	raw->text = t;
+}
+
+/* A profile read to its end is whole: 0, or -1 with r->err. */
+static int check_whole(reader_t *r, rp_raw_t *raw, const char *first, size_t got)
+{
+	/* A cut profile is refused, not summed: every writer ends a line with a
+	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
+	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */
+	if (got > 0 && !r->ended_nl) {
+		snprintf(r->err, r->errlen, "%s:%u: truncated: the file ends in the middle of a line", r->path, r->lineno);
+		return -1;
+	}
+	if (first && !strncmp(first, "heap_v2/", 8) && !r->maps_seen) {
+		snprintf(r->err, r->errlen, "%s:%u: truncated: no MAPPED_LIBRARIES section after the last stack "
+		    "(a whole heap_v2 profile ends with one)", r->path, r->lineno);
+		return -1;
+	}
+	for (size_t i = 0; i < raw->nstacks; i++) {
+		rp_rawstack_t *rs = &raw->stacks[i];
+		if (rs->all.thread == -2 && rs->life) {
+			rs->all.thread = -1;    /* its objects were all freed */
+			memset(rs->all.c, 0, sizeof rs->all.c);
+		} else if (rs->all.thread == -2) {
+			snprintf(r->err, r->errlen, "%s:%u: stack without a 't*' line", r->path, rs->line);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t errlen)
+{
+	memset(raw, 0, sizeof *raw);
+	reader_t r = { .path = path, .err = err, .errlen = errlen, .raw = raw };
+	size_t got;
+	int64_t mtime_ns;
+	if (read_file(&r, &got, &mtime_ns) != 0)
+		return -1;
 	r.pos = r.buf;
 	r.end = r.buf + got;
 	raw->prof.path = path;
-	raw->prof.time_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	raw->prof.time_ns = mtime_ns;
 	const char *first = next_line(&r);
 	int rc = 0;
 	if (first && marker(first, "symbol")) {
@@ -778,20 +838,8 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		if (first && (marker(first, "heap") || marker(first, "growth")))
 			first = next_line(&r);
 	}
-	if (first && (flags & RP_READ_TEXT)) {
-		/* the header line read ends in a NUL now (two, for "\r\n");
-		 * what follows it is untouched */
-		raw->textlen = (size_t)(r.end - first);
-		char *t = rp_alloc(raw->textlen + 1);
-		size_t l1 = strlen(first), span = (size_t)(r.pos - first);
-		memcpy(t, first, l1);
-		if (span > l1 + 1)
-			t[l1] = '\r';
-		if (r.ended_nl)
-			t[span - 1] = '\n';
-		memcpy(t + span, r.pos, (size_t)(r.end - r.pos));
-		raw->text = t;
-	}
+	if (first && (flags & RP_READ_TEXT))
+		keep_text(&r, raw, first);
 	if (first && !strncmp(first, "heap_v2/", 8))
 		rc = read_heap_v2(&r, first);
 	else if (first && !strncmp(first, "heap profile:", 13))
@@ -801,30 +849,8 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 		rc = -1;
 	}
 	rp_index_free(&r.addrs);
-	/* A cut profile is refused, not summed: every writer ends a line with a
-	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
-	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */
-	if (rc == 0 && got > 0 && !r.ended_nl) {
-		snprintf(err, errlen, "%s:%u: truncated: the file ends in the middle of a line", path, r.lineno);
-		rc = -1;
-	} else if (rc == 0 && first && !strncmp(first, "heap_v2/", 8) && !r.maps_seen) {
-		snprintf(err, errlen, "%s:%u: truncated: no MAPPED_LIBRARIES section after the last stack "
-		    "(a whole heap_v2 profile ends with one)", path, r.lineno);
-		rc = -1;
-	}
-	if (rc == 0) {
-		for (size_t i = 0; i < raw->nstacks; i++) {
-			rp_rawstack_t *rs = &raw->stacks[i];
-			if (rs->all.thread == -2 && rs->life) {
-				rs->all.thread = -1;    /* its objects were all freed */
-				memset(rs->all.c, 0, sizeof rs->all.c);
-			} else if (rs->all.thread == -2) {
-				snprintf(err, errlen, "%s:%u: stack without a 't*' line", path, rs->line);
-				rc = -1;
-				break;
-			}
-		}
-	}
+	if (rc == 0)
+		rc = check_whole(&r, raw, first, got);
 	rp_free(r.buf);           /* everything read from it was copied */
 	return rc;
 }

@@ -2,16 +2,19 @@
  * heapctl/report/report.h - `heapctl report`: reading heap profiles, symbolizing
  * them, and the views and writers built on the result.
  *
- * Pipeline (cmd_report.c drives it):
+ * Pipeline (command.c drives it; command.h lists the command's files):
  *
- *   rp_read()        heap_v2 (heapctl, jemalloc) or gperftools "heap profile:"
- *                    text -> raw stacks of addresses, per-thread counts,
- *                    MAPPED_LIBRARIES
- *   rp_symbolize()   every distinct address -> a location: its mapping and
- *                    its frames (inlined ones first), through libdwfl
- *   rp_build()       raw stacks -> samples: scaled for sampling the way
- *                    jeprof scales them, allocator frames removed
- *   views            text top, folded stacks, SVG flame graph, pprof
+ *   rp_read()        read.c: heap_v2 (heapctl, jemalloc) or gperftools
+ *                    "heap profile:" text -> raw stacks of addresses,
+ *                    per-thread counts, MAPPED_LIBRARIES
+ *   rp_symbolize()   symbolize/symbolize.c: every distinct address -> a
+ *                    location: its mapping and its frames (inlined ones
+ *                    first), through libdwfl
+ *   rp_build()       samples.c: raw stacks -> samples: scaled for sampling
+ *                    the way jeprof scales them, allocator frames removed
+ *   views            view_text.c, view_folded.c (folded stacks; svg.c draws
+ *                    the flame graph), pprof.c, view_lifetime.c,
+ *                    view_series.c (series.c ranks the trends)
  *
  * Memory: everything the reader and rp_build() make comes from rp_alloc()
  * and lives until rp_reset() gives all of it back at once (the command just

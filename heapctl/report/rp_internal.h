@@ -1,7 +1,9 @@
 /*
- * heapctl/report/rp_internal.h - what the report files share besides report.h:
- * memory that lives until exit, interned strings, and the raw profile the
- * reader produces.
+ * heapctl/report/rp_internal.h - what the report engine's files (report/,
+ * symbolize/) share besides report.h: memory that lives until exit,
+ * interned strings, the raw profile the reader produces, and each file's
+ * functions, declared under the file's name.  The `heapctl report`
+ * command's own steps are in command.h.
  */
 #ifndef HC_RP_INTERNAL_H
 #define HC_RP_INTERNAL_H
@@ -12,7 +14,7 @@
 
 #include "report.h"
 
-/* Memory and strings for the life of the process.  Out of memory is fatal
+/* read.c: memory and strings for the life of the process.  Out of memory is fatal
  * (one line on stderr, exit 1): a report has nothing to save. */
 void *rp_alloc(size_t n);                       /* zeroed */
 void rp_free(void *p);                          /* one block, early */
@@ -127,6 +129,7 @@ void rp_symbolize_lines(bool on);
 /* The live process the dump is of (report -p PID), 0: none.  A file whose
  * build id is not the dump's is then also looked for in its mappings. */
 void rp_symbolize_pid(int pid);
+int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
 /* Reports on behalf of someone else (symbolize/symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
@@ -185,7 +188,7 @@ void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
 struct Elf_Scn *rp_elf_section(struct Elf *elf, const char *name, Elf64_Shdr *sh);   /* GElf_Shdr */
 bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
 
-/* inflate.c: for each debug file open at fds[i] (or -1), a copy in
+/* symbolize/inflate.c: for each debug file open at fds[i] (or -1), a copy in
  * memory in out[i], with the DWARF sections a report reads inflated (and
  * the others left out), for libdwfl to read instead; -1 when the file has
  * nothing compressed or is not what it expects (then the file is read as
@@ -198,7 +201,7 @@ typedef struct rp_inflating_s rp_inflating_t;
 rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool lines);
 void rp_inflated_wait(rp_inflating_t *in, int *out);
 
-/* pinflate.c: one zlib stream (z, zlen: header, deflate data, Adler-32)
+/* symbolize/pinflate.c: one zlib stream (z, zlen: header, deflate data, Adler-32)
  * inflated into out[0, size) in two parts, which may run at once on two
  * threads: rp_split_run(sp, 0) and rp_split_run(sp, 1), each once, in
  * either order.  rp_split_end(): 1 when out holds the stream's bytes
@@ -212,7 +215,7 @@ rp_split_t *rp_split_new(const unsigned char *z, size_t zlen, unsigned char *out
 void rp_split_run(rp_split_t *sp, int part);
 int rp_split_end(rp_split_t *sp);
 
-/* symcache.c: the frames found for each address of a module, kept per
+/* symbolize/symcache.c: the frames found for each address of a module, kept per
  * build id in a directory (--symcache).  rp_symcache_use() opens DIR
  * (made if missing; it must be the user's and writable by nobody else):
  * 0, or -1 with err.  rp_symcache_load() gives a module's cache (NULL when
@@ -233,15 +236,44 @@ bool rp_symcache_get(const rp_symcache_t *c, uint64_t key, rp_loc_t *loc, unsign
 void rp_symcache_put(rp_symcache_t *c, uint64_t key, const rp_loc_t *loc, unsigned flags);
 void rp_symcache_save(rp_symcache_t *c);
 
-/* symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
+/* symbolize/symfile.c: a symbolized profile.  rp_symbols_apply() names raw's
  * locations from its own symbol section (no binaries are read);
  * rp_symbols_write() writes raw (read with RP_READ_TEXT, symbolized by
  * either) as a symbolized profile that jeprof and heapctl read without
  * the program.  Returns 0, or -1 with errno set by the failed write. */
 void rp_symbols_apply(rp_raw_t *raw);
 int rp_symbols_write(const rp_raw_t *raw, FILE *f);
+
+/* symbolize/names.c: f's names from a symbol: sys as given, full
+ * demangled, func short (jeprof's ShortFunctionName); file and line are
+ * left as they are. */
 void rp_name_frame(rp_frame_t *f, const char *sym);
-int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
+
+/* symbolize/debuginfod.c: where a module's separate debug file is, on this
+ * host and from debuginfod servers.  rp_debug_begin() starts a report's
+ * lookups under root (a sysroot, or NULL) and sets elfutils' debuginfod
+ * defaults.  The paths: <root>/usr/lib/debug/.build-id/xx/yyyy.debug for a
+ * build id (hex); for the .gnu_debuglink link of file, the k-th (0..2) of
+ * next to it, in .debug/ beside it, under the debug directory by its
+ * directory; false when there is no such path. */
+struct Dwfl_Module;
+void rp_debug_begin(const char *root);
+bool rp_debug_build_id_path(const char *hex, char *path, size_t len);
+bool rp_debug_link_path(const char *file, const char *link, int k, char *path, size_t len);
+/* What a module's frames come from besides the module (its build id hex),
+ * for its --symcache key: its debug file with size and time, "no debug
+ * file", or false when a server may still send one. */
+bool rp_debug_source(struct Elf *e, const char *file, const char *hex, char *what, size_t len);
+bool rp_debuginfod_asking(void);               /* DEBUGINFOD_URLS is set */
+double rp_debuginfod_now(void);                /* seconds, CLOCK_MONOTONIC */
+/* A server asked since t0 gave nothing for mod: said in the note. */
+void rp_debuginfod_missed(struct Dwfl_Module *mod, const char *modname, double t0);
+/* The executable of a build id (hex), else its debug file, from a server:
+ * an fd and *name, or -1. */
+int rp_debuginfod_by_id(const char *hex, char **name);
+/* What servers did not give this report, as one line; NULL: nothing. */
+const char *rp_debuginfod_note(void);
+
 /* read.c: one line of /proc/PID/maps: 1 and *m for an executable mapping
  * of a file, 0 for any other mapping, -1 for a line that is not one.
  * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */

@@ -26,13 +26,16 @@
  *
  * A file whose build id is not the one the dump records is never used
  * for names (see "build ids" below).
+ *
+ * Beside it: debuginfod.c says where debug files are (and asks debuginfod
+ * servers), names.c turns a symbol into a frame's names, inflate.c
+ * inflates compressed debug sections, symcache.c keeps what was found.
  */
 #define _GNU_SOURCE
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -46,7 +49,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -92,6 +94,13 @@ typedef struct object_s {
 } object_t;
 
 static char *debug_path;     /* libdwfl reads it through the callbacks */
+static bool lines_off;         /* rp_symbolize_lines(false) */
+static bool want_lines = true; /* this call's: file:line in the frames */
+
+void rp_symbolize_lines(bool on)
+{
+	lines_off = !on;
+}
 
 /* ---- whose rights ------------------------------------------------------- */
 
@@ -186,35 +195,9 @@ static bool read_live(char *err, size_t errlen)
 	return true;
 }
 
-/* ---- debuginfod ----------------------------------------------------------
- *
- * With DEBUGINFOD_URLS set, libdwfl asks those servers (elfutils' client,
- * with its cache) for the debug file of a module by build id when none is
- * on the machine.  A server that does not answer must not hold the report:
- * DEBUGINFOD_TIMEOUT is 10 s and DEBUGINFOD_RETRY_LIMIT 0 unless the user
- * set them, and after one query that ran into the timeout no more are made.  What was asked for and not found is
- * said on one line (rp_profile_t.note). */
-#define DEBUGINFOD_DEFAULT_TIMEOUT "10"
-
-static char *missing;          /* "name (build id X), ..." */
-static bool server_silent;     /* a query ran into the timeout */
-static const char *urls;       /* DEBUGINFOD_URLS as it was */
-static bool lines_off;         /* rp_symbolize_lines(false) */
-static bool want_lines = true; /* this call's: file:line in the frames */
-
-void rp_symbolize_lines(bool on)
-{
-	lines_off = !on;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static const char *debug_root;   /* <sysroot>/usr/lib/debug */
+/* ---- debug files ---------------------------------------------------------
+ * Found as libdwfl would find them (debuginfod.c says where), but opened
+ * here so that they can be given to libdwfl inflated (inflate.c). */
 static int open_object(const char *file);
 static const char *under_root(const char *root, const char *path);
 static const char *file_of(const char *path);
@@ -231,28 +214,6 @@ static void build_id_hex(const unsigned char *bits, int len, char *hex)
 	hex[2 * len] = 0;
 }
 
-/* Where a debug file is looked up: DEBUG_ROOT/.build-id/xx/yyyy.debug for
- * a build id (hex); for a .gnu_debuglink of file, the k-th of next to it,
- * in .debug/ beside it and under DEBUG_ROOT by its directory, as GDB and
- * libdwfl look.  False when there is no such path. */
-static bool build_id_path(const char *hex, char *path, size_t len)
-{
-	int n = snprintf(path, len, "%s/.build-id/%.2s/%s.debug", debug_root, hex, hex + 2);
-	return strlen(hex) >= 4 && n > 0 && (size_t)n < len;
-}
-
-static bool debuglink_path(const char *file, const char *link, int k, char *path, size_t len)
-{
-	const char *slash = file ? strrchr(file, '/') : NULL;
-	if (link == NULL || *link == 0 || strchr(link, '/') || slash == NULL)
-		return false;
-	int dl = (int)(slash - file);
-	int n = k == 0 ? snprintf(path, len, "%.*s/%s", dl, file, link) :
-	    k == 1 ? snprintf(path, len, "%.*s/.debug/%s", dl, file, link) :
-	    snprintf(path, len, "%s%.*s/%s", debug_root, dl, file, link);
-	return n > 0 && (size_t)n < len && strcmp(path, file) != 0;
-}
-
 /* DEBUG_ROOT/.build-id/xx/yyyy.debug, opened; -1 when there is none. */
 static int by_build_id(Dwfl_Module *mod, char **name)
 {
@@ -263,7 +224,7 @@ static int by_build_id(Dwfl_Module *mod, char **name)
 	if (len < 2 || len > 64)
 		return -1;
 	build_id_hex(id, len, hex);
-	if (!build_id_path(hex, path, sizeof path))
+	if (!rp_debug_build_id_path(hex, path, sizeof path))
 		return -1;
 	int fd = open_object(path);
 	if (fd >= 0)
@@ -271,13 +232,13 @@ static int by_build_id(Dwfl_Module *mod, char **name)
 	return fd;
 }
 
-/* The .gnu_debuglink file of file (debuglink_path); it must have the CRC
+/* The .gnu_debuglink file of file (rp_debug_link_path); it must have the CRC
  * the link gives.  -1 when there is none. */
 static int by_debuglink(const char *file, const char *link, GElf_Word crc, char **name)
 {
 	char path[4096];
 	for (int k = 0; k < 3; k++) {
-		if (!debuglink_path(file, link, k, path, sizeof path))
+		if (!rp_debug_link_path(file, link, k, path, sizeof path))
 			continue;
 		int fd = open_object(path);
 		if (fd < 0)
@@ -297,25 +258,11 @@ static int by_debuglink(const char *file, const char *link, GElf_Word crc, char 
 	return -1;
 }
 
-/* Whether a query begun at t0 ran into DEBUGINFOD_TIMEOUT; then no server
- * is asked again for the rest of the files. */
-static bool timed_out(double t0)
-{
-	const char *to = getenv("DEBUGINFOD_TIMEOUT");
-	double limit = to && atof(to) > 0 ? atof(to) : 90;
-	if (now_s() - t0 < limit * 0.9)
-		return false;
-	server_silent = true;
-	unsetenv("DEBUGINFOD_URLS");
-	return true;
-}
-
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                           const char *file, const char *debuglink, GElf_Word crc, char **name)
 {
-	const char *u = getenv("DEBUGINFOD_URLS");
-	bool asking = u && *u;
-	double t0 = now_s();
+	bool asking = rp_debuginfod_asking();
+	double t0 = rp_debuginfod_now();
 	/* the debug file by build id, as libdwfl would find it first; but
 	 * libdwfl opens what it finds that way itself, so it is looked up
 	 * here to be given inflated (inflate.c) */
@@ -346,19 +293,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	}
 	if (fd >= 0 || !asking)
 		return fd;
-	timed_out(t0);
-	const unsigned char *id;
-	GElf_Addr vaddr;
-	int len = dwfl_module_build_id(mod, &id, &vaddr);
-	char hex[2 * 64 + 1] = "";
-	for (int i = 0; i < len && i < 64; i++)
-		snprintf(hex + 2 * i, 3, "%02x", id[i]);
-	const char *b = strrchr(modname, '/');
-	char one[1024];
-	snprintf(one, sizeof one, "%s (build id %s)", b ? b + 1 : modname, len > 0 ? hex : "none");
-	if (missing && strstr(missing, one))
-		return fd;                      /* libdwfl asks once for each kind of data */
-	missing = (char *)rp_strcat3(missing ? missing : "", missing ? ", " : "", one);
+	rp_debuginfod_missed(mod, modname, t0);
 	return fd;
 }
 
@@ -368,110 +303,6 @@ static const Dwfl_Callbacks callbacks = {
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = &debug_path,
 };
-
-/* Remove the first innermost open...close group (with a " const" after an
- * argument list); false when there is none.  "operator<" and "operator<<"
- * are names, not templates. */
-static bool strip_group(char *s, char open, char close)
-{
-	for (char *c = s; *c; c++) {
-		if (*c != open)
-			continue;
-		char *e = c + 1;
-		while (*e && *e != open && *e != close)
-			e++;
-		if (*e != close)
-			continue;
-		if (open == '<' && c - s >= 8 && !strncmp(c - 8, "operator", 8))
-			continue;
-		e++;
-		if (open == '(' && !strncmp(e, " const", 6))
-			e += 6;
-		else if (open == '(' && !strncmp(e, "const", 5))
-			e += 5;
-		memmove(c, e, strlen(e) + 1);
-		return true;
-	}
-	return false;
-}
-
-/* jeprof's ShortFunctionName, except that "(anonymous namespace)" is kept
- * (jeprof turns it into an empty name). */
-static char *short_name(const char *full)
-{
-	char *s = rp_strdup(full);
-	char *anon;
-	while ((anon = strstr(s, "(anonymous namespace)")) != NULL) {
-		/* park its parentheses and space out of the way of the
-		 * argument and return-type stripping */
-		anon[0] = '\x01';
-		anon[10] = '\x03';
-		anon[20] = '\x02';
-	}
-	while (strip_group(s, '(', ')'))           /* argument lists, innermost first */
-		;
-	while (strip_group(s, '<', '>'))           /* template arguments */
-		;
-	/* a leading return type: "void* ns::f" -> "ns::f" */
-	char *last_space = NULL;
-	for (char *c = s; *c; c++)
-		if (*c == ' ' && c[1] && strstr(c + 1, "::") != NULL)
-			last_space = c;
-	if (last_space && strncmp(s, "operator", 8) != 0) {
-		char *w = last_space + 1;
-		while (*w && *w != ':' && *w != ' ')
-			w++;
-		if (w[0] == ':' && w[1] == ':')
-			memmove(s, last_space + 1, strlen(last_space + 1) + 1);
-	}
-	for (char *c = s; *c; c++) {
-		if (*c == '\x01')
-			*c = '(';
-		else if (*c == '\x02')
-			*c = ')';
-		else if (*c == '\x03')
-			*c = ' ';
-	}
-	return s;
-}
-
-/* libstdc++'s demangler, loaded the first time a name needs it: most
- * profiles of C programs never do, and loading the library is a tenth of
- * the time of a report of a few stacks.  Without it names stay mangled. */
-typedef char *demangle_fn(const char *mangled, char *buf, size_t *len, int *status);
-
-static demangle_fn *demangler(void)
-{
-	static demangle_fn *fn;
-	static bool tried;
-	if (!tried) {
-		tried = true;
-		void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-		if (h)
-			fn = (demangle_fn *)dlsym(h, "__cxa_demangle");
-	}
-	return fn;
-}
-
-void rp_name_frame(rp_frame_t *f, const char *sym)
-{
-	f->sys = rp_intern(sym);
-	char *d = NULL;
-	demangle_fn *demangle;
-	if (sym[0] == '_' && sym[1] == 'Z' && (demangle = demangler()) != NULL) {
-		int status = -1;
-		d = demangle(sym, NULL, NULL, &status);
-		if (status != 0) {
-			free(d);
-			d = NULL;
-		}
-	}
-	f->full = rp_intern(d ? d : sym);
-	free(d);
-	f->func = f->full;
-	if (strchr(f->full, '(') || strchr(f->full, '<') || strchr(f->full, ' '))
-		f->func = rp_intern(short_name(f->full));
-}
 
 /* A regular file to read, or -1.  O_NONBLOCK: a FIFO or device named in a
  * hostile dump must not block the open; then only regular files pass. */
@@ -626,40 +457,6 @@ static int if_build_id(int fd, const char *want)
 	return -1;
 }
 
-/* libdebuginfod, loaded when a server is to be asked (as libdwfl loads it):
- * the executable by build id, else its debug file; an fd or -1. */
-typedef struct debuginfod_client debuginfod_client;
-static int debuginfod_by_id(const char *hex, char **name)
-{
-	static void *h;
-	static debuginfod_client *(*begin)(void);
-	static int (*find_exe)(debuginfod_client *, const unsigned char *, int, char **);
-	static int (*find_debug)(debuginfod_client *, const unsigned char *, int, char **);
-	static debuginfod_client *client;
-	const char *u = getenv("DEBUGINFOD_URLS");
-	if (u == NULL || *u == 0)
-		return -1;
-	if (h == NULL && (h = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL)) != NULL) {
-		begin = (debuginfod_client * (*)(void)) dlsym(h, "debuginfod_begin");
-		find_exe = (int (*)(debuginfod_client *, const unsigned char *, int, char **))dlsym(h,
-		    "debuginfod_find_executable");
-		find_debug = (int (*)(debuginfod_client *, const unsigned char *, int, char **))dlsym(h,
-		    "debuginfod_find_debuginfo");
-		client = begin ? begin() : NULL;
-	}
-	if (client == NULL || find_exe == NULL || find_debug == NULL)
-		return -1;
-	/* a build id given as hex: length 0; a server that did not answer is
-	 * not asked again, as in find_debuginfo */
-	double t0 = now_s();
-	int fd = find_exe(client, (const unsigned char *)hex, 0, name);
-	if (fd < 0 && !timed_out(t0))
-		fd = find_debug(client, (const unsigned char *)hex, 0, name);
-	if (fd < 0)
-		timed_out(t0);
-	return fd >= 0 ? fd : -1;
-}
-
 /* The object m's dump records build id want for: fd (from the dump's path)
  * if it is that file, else that file found by its build id, with *file its
  * name; -1 and *why when there is none. */
@@ -679,12 +476,12 @@ static int by_dump_build_id(int fd, const rp_map_t *m, const char *want, const c
 			return fd;
 		}
 	}
-	if (build_id_path(want, path, sizeof path) && (fd = if_build_id(open_object(path), want)) >= 0) {
+	if (rp_debug_build_id_path(want, path, sizeof path) && (fd = if_build_id(open_object(path), want)) >= 0) {
 		*file = rp_strdup(path);
 		return fd;
 	}
 	char *name = NULL;
-	if ((fd = if_build_id(debuginfod_by_id(want, &name), want)) >= 0) {
+	if ((fd = if_build_id(rp_debuginfod_by_id(want, &name), want)) >= 0) {
 		*file = rp_strdup(name ? name : want);
 		free(name);
 		return fd;
@@ -1161,24 +958,31 @@ static void prepare_finish(void)
 	memset(&pending, 0, sizeof pending);
 }
 
+/* The modules of one profile: one object per distinct file, and the
+ * object of each map. */
+typedef struct modules_s {
+	Dwfl *dwfl;
+	object_t *obj;
+	size_t nobj;
+	int *obj_of_map;
+} modules_t;
+
 /* The modules of the last profile symbolized.  The next one with the very
  * same mappings (a series of one process's dumps) uses them again: the same
  * Dwfl, symbol tables and debug files, not one more of each per dump. */
 static struct {
-	Dwfl *dwfl;
+	modules_t mods;            /* mods.dwfl NULL: none yet */
 	unsigned gen;              /* rp_generation() when made */
 	bool lines;                /* made with want_lines */
 	const char *root;
 	rp_map_t *maps;
-	size_t nmaps, nobj;
-	object_t *obj;
-	int *obj_of_map;
+	size_t nmaps;
 } last;
 
 static bool same_maps(const rp_profile_t *p, const char *root)
 {
-	if (last.dwfl == NULL || last.gen != rp_generation() || last.lines != want_lines || last.nmaps != p->nmaps ||
-	    strcmp(last.root, root ? root : "") != 0)
+	if (last.mods.dwfl == NULL || last.gen != rp_generation() || last.lines != want_lines ||
+	    last.nmaps != p->nmaps || strcmp(last.root, root ? root : "") != 0)
 		return false;
 	for (size_t i = 0; i < p->nmaps; i++) {
 		const rp_map_t *a = &last.maps[i], *b = &p->maps[i];
@@ -1188,6 +992,18 @@ static bool same_maps(const rp_profile_t *p, const char *root)
 	return true;
 }
 
+static void keep_last(const rp_profile_t *p, const char *root, const modules_t *ms)
+{
+	last.mods = *ms;
+	last.gen = rp_generation();
+	last.lines = want_lines;
+	last.root = rp_strdup(root ? root : "");
+	last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
+	if (p->nmaps)
+		memcpy(last.maps, p->maps, sizeof *last.maps * p->nmaps);
+	last.nmaps = p->nmaps;
+}
+
 /* ---- --symcache ------------------------------------------------------------
  * What a module's frames come from besides the module itself (which its
  * build id names): its debug file, found as find_debuginfo finds it (by
@@ -1195,51 +1011,6 @@ static bool same_maps(const rp_profile_t *p, const char *root)
  * with its size and time, so that one installed or changed since makes the
  * cached frames stale.  Paths are left out: the same module in another
  * process's root (-p) shares the cache. */
-static bool stat_file(const char *path, struct stat *st)
-{
-	return stat(path, st) == 0 && S_ISREG(st->st_mode);
-}
-
-static bool debug_source(Elf *e, const object_t *o, const char *hex, char *what, size_t len)
-{
-	struct stat st;
-	char path[4096];
-	if (build_id_path(hex, path, sizeof path) && stat_file(path, &st)) {
-		snprintf(what, len, "debug file by build id: %lld bytes, %lld.%09ld", (long long)st.st_size,
-		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-		return true;
-	}
-	GElf_Word crc = 0;
-	const char *link = dwelf_elf_gnu_debuglink(e, &crc);
-	for (int k = 0; k < 3; k++)
-		if (debuglink_path(o->file, link, k, path, sizeof path) && stat_file(path, &st)) {
-			snprintf(what, len, "debuglink %.200s %08x: %lld bytes, %lld.%09ld", link, (unsigned)crc,
-			    (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-			return true;
-		}
-	const char *u = getenv("DEBUGINFOD_URLS");
-	if (u == NULL || *u == 0) {
-		snprintf(what, len, "no debug file");
-		return true;
-	}
-	/* where elfutils' client keeps what servers sent */
-	const char *c = getenv("DEBUGINFOD_CACHE_PATH"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-	char dir[2048] = "";
-	if (c && *c)
-		snprintf(dir, sizeof dir, "%s", c);
-	else if (x && *x)
-		snprintf(dir, sizeof dir, "%s/debuginfod_client", x);
-	else if (h && *h)
-		snprintf(dir, sizeof dir, "%s/.cache/debuginfod_client", h);
-	snprintf(path, sizeof path, "%s/%s/debuginfo", dir, hex);
-	if (dir[0] && stat_file(path, &st)) {
-		snprintf(what, len, "debuginfod: %lld bytes, %lld.%09ld", (long long)st.st_size,
-		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-		return true;
-	}
-	return false;       /* a server may still send one: not cached */
-}
-
 /* The object's build id, and its cache where it can have one.  Its key
  * ends with where the module's code lies in the mapping ("load: exec" for
  * ET_EXEC, else "load: vaddr-offset X", the mapped segment's p_vaddr less
@@ -1254,7 +1025,7 @@ static void cache_open(object_t *o, const rp_map_t *m, bool is_exec)
 		char hex[129], what[600];
 		build_id_hex(id, (int)len, hex);
 		o->build_id = rp_intern(hex);
-		if (debug_source(e, o, hex, what, sizeof what - 64)) {
+		if (rp_debug_source(e, o->file, hex, what, sizeof what - 64)) {
 			size_t n = strlen(what);
 			if (is_exec)
 				snprintf(what + n, sizeof what - n, "\nload: exec");
@@ -1330,102 +1101,94 @@ int rp_symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
 	return rc;
 }
 
-static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
+/* The object of map i, its first map: its file opened (o->fd), found by
+ * the dump's build id if it records one, its load bias, and with the
+ * cache its cache. */
+static void object_open(object_t *o, rp_map_t *m, int i, const char *root, bool cached)
 {
-	elf_version(EV_CURRENT);
-	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
-	debug_root = rp_strcat3(root && *root ? root : "", "/usr/lib/debug", "");
-	const char *u = getenv("DEBUGINFOD_URLS");
-	if (u && *u) {
-		urls = rp_intern(u);
-		if (getenv("DEBUGINFOD_TIMEOUT") == NULL)
-			setenv("DEBUGINFOD_TIMEOUT", DEBUGINFOD_DEFAULT_TIMEOUT, 1);
-		if (getenv("DEBUGINFOD_RETRY_LIMIT") == NULL)
-			setenv("DEBUGINFOD_RETRY_LIMIT", "0", 1);    /* its default: two more tries */
+	const char *file = conf.pid > 0 ? NULL : under_root(root, file_of(m->path));
+	int fd = conf.pid > 0 ? open_mapped(m, root, &file) : open_object(file);
+	const char *unnamed = NULL;
+	if (m->dump_build_id)
+		fd = by_dump_build_id(fd, m, m->dump_build_id, &file, &unnamed);
+	*o = (object_t){ .path = m->path, .first_map = i, .file = file, .pre_fd = -1, .fd = -1,
+		.unnamed = unnamed };
+	GElf_Addr bias = 0;
+	bool is_exec = false;
+	if (fd < 0 && unnamed && cached)
+		cache_by_id(o, m, m->dump_build_id);
+	if (fd < 0)
+		return;
+	if (!load_bias(fd, m, &bias, &is_exec)) {
+		close(fd);
+		return;
 	}
-	missing = NULL;
-	object_t *obj;
-	size_t nobj = 0;
-	int *obj_of_map;
-	bool cached = rp_symcache_on();
-	want_lines = !lines_off || cached;      /* the cache keeps whole frames */
-	bool reused = !cached && same_maps(p, root);
-	bool *from_cache = NULL;   /* locations the cache named */
-	if (reused) {
-		obj = last.obj;
-		nobj = last.nobj;
-		obj_of_map = last.obj_of_map;
-		goto named;
-	}
-	Dwfl *dwfl = dwfl_begin(&callbacks);
-	if (dwfl == NULL) {
+	o->fd = fd;
+	o->bias = is_exec ? 0 : bias;
+	if (cached)
+		cache_open(o, m, is_exec);
+}
+
+/* One object per distinct file of p's maps, opened (object_open). */
+static int modules_open(rp_profile_t *p, const char *root, bool cached, modules_t *ms, char *err, size_t errlen)
+{
+	ms->dwfl = dwfl_begin(&callbacks);
+	if (ms->dwfl == NULL) {
 		snprintf(err, errlen, "libdwfl: %s", dwfl_errmsg(-1));
 		return -1;
 	}
-	/* one module per distinct file */
-	obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
-	obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
+	ms->obj = rp_alloc(sizeof(object_t) * (p->nmaps + 1));
+	ms->obj_of_map = rp_alloc(sizeof(int) * (p->nmaps + 1));
+	ms->nobj = 0;
 	for (size_t i = 0; i < p->nmaps; i++) {
-		rp_map_t *m = &p->maps[i];
 		size_t j;
-		for (j = 0; j < nobj; j++)
-			if (obj[j].path == m->path)     /* interned */
+		for (j = 0; j < ms->nobj; j++)
+			if (ms->obj[j].path == p->maps[i].path)     /* interned */
 				break;
-		obj_of_map[i] = (int)j;
-		if (j < nobj)
-			continue;
-		const char *file = conf.pid > 0 ? NULL : under_root(root, file_of(m->path));
-		int fd = conf.pid > 0 ? open_mapped(m, root, &file) : open_object(file);
-		const char *unnamed = NULL;
-		if (m->dump_build_id)
-			fd = by_dump_build_id(fd, m, m->dump_build_id, &file, &unnamed);
-		object_t *o = &obj[nobj++];
-		*o = (object_t){ .path = m->path, .first_map = (int)i, .file = file, .pre_fd = -1, .fd = -1,
-			.unnamed = unnamed };
-		GElf_Addr bias = 0;
-		bool is_exec = false;
-		if (fd < 0 && unnamed && cached)
-			cache_by_id(o, m, m->dump_build_id);
-		if (fd < 0)
-			continue;
-		if (!load_bias(fd, m, &bias, &is_exec)) {
-			close(fd);
-			continue;
-		}
-		o->fd = fd;
-		o->bias = is_exec ? 0 : bias;
-		if (cached)
-			cache_open(o, m, is_exec);
+		ms->obj_of_map[i] = (int)j;
+		if (j == ms->nobj)
+			object_open(&ms->obj[ms->nobj++], &p->maps[i], (int)i, root, cached);
 	}
-	/* the addresses: named from the cache, or their module is needed */
-	bool *used = rp_alloc(nobj + 1);
-	from_cache = rp_alloc(p->nlocs + 1);
+	return 0;
+}
+
+/* Each address's map; the addresses the cache names (from_cache[]), and
+ * the objects whose module the others need (the result, per object). */
+static bool *modules_used(rp_profile_t *p, const modules_t *ms, bool *from_cache)
+{
+	bool *used = rp_alloc(ms->nobj + 1);
 	for (size_t i = 0; i < p->nlocs; i++) {
 		rp_loc_t *loc = &p->locs[i];
 		loc->map = rp_map_of(p, loc->addr);
 		if (loc->map < 0)
 			continue;
-		object_t *o = &obj[obj_of_map[loc->map]];
+		object_t *o = &ms->obj[ms->obj_of_map[loc->map]];
 		unsigned found;
 		if (o->cache && rp_symcache_get(o->cache, cache_key(o, loc), loc, &found)) {
 			from_cache[i] = true;
 			map_found(&p->maps[loc->map], found);
 			continue;
 		}
-		used[obj_of_map[loc->map]] = true;
+		used[ms->obj_of_map[loc->map]] = true;
 		if (o->unnamed) {          /* said once, for a module the profile uses */
 			p->unnamed = rp_strcat3(p->unnamed ? p->unnamed : "", file_of(o->path), ": ");
 			p->unnamed = rp_strcat3(p->unnamed, o->unnamed, "\n");
 			o->unnamed = NULL;
 		}
 	}
-	/* libdwfl rejects modules that overlap; a bad line must not take the
-	 * others down, so failures here just leave it bare.  On success
-	 * libdwfl owns fd.  With the cache, only modules it lacks an address
-	 * of are opened. */
-	dwfl_report_begin(dwfl);
-	for (size_t j = 0; j < nobj; j++) {
-		object_t *o = &obj[j];
+	return used;
+}
+
+/* The opened objects given to libdwfl as modules, and their debug files
+ * looked for up front (prepare_debug).  libdwfl rejects modules that
+ * overlap; a bad line must not take the others down, so failures here just
+ * leave it bare.  On success libdwfl owns fd.  With the cache, only modules
+ * it lacks an address of are opened. */
+static void modules_report(modules_t *ms, bool cached, const bool *used)
+{
+	dwfl_report_begin(ms->dwfl);
+	for (size_t j = 0; j < ms->nobj; j++) {
+		object_t *o = &ms->obj[j];
 		int fd = o->fd;
 		o->fd = -1;
 		if (fd < 0)
@@ -1434,33 +1197,23 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 			close(fd);
 			continue;
 		}
-		o->mod = dwfl_report_elf(dwfl, o->path, o->file, fd, o->bias, true);
+		o->mod = dwfl_report_elf(ms->dwfl, o->path, o->file, fd, o->bias, true);
 		if (o->mod == NULL)
 			close(fd);
 	}
-	dwfl_report_end(dwfl, NULL, NULL);
-	for (size_t j = 0; j < nobj; j++) {
+	dwfl_report_end(ms->dwfl, NULL, NULL);
+	for (size_t j = 0; j < ms->nobj; j++) {
 		void **ud;
-		if (obj[j].mod && dwfl_module_info(obj[j].mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
-			*ud = &obj[j];
+		if (ms->obj[j].mod && dwfl_module_info(ms->obj[j].mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+			*ud = &ms->obj[j];
 	}
-	prepare_debug(obj, nobj, used);
-	if (!cached) {
-		last.dwfl = dwfl;
-		last.gen = rp_generation();
-		last.lines = want_lines;
-		last.root = rp_strdup(root ? root : "");
-		last.maps = rp_alloc(sizeof *last.maps * (p->nmaps + 1));
-		if (p->nmaps)
-			memcpy(last.maps, p->maps, sizeof *last.maps * p->nmaps);
-		last.nmaps = p->nmaps;
-		last.obj = obj;
-		last.nobj = nobj;
-		last.obj_of_map = obj_of_map;
-	}
-named:
+	prepare_debug(ms->obj, ms->nobj, used);
+}
+
+static void maps_build_ids(rp_profile_t *p, const modules_t *ms)
+{
 	for (size_t i = 0; i < p->nmaps; i++) {
-		object_t *o = &obj[obj_of_map[i]];
+		const object_t *o = &ms->obj[ms->obj_of_map[i]];
 		if (o->mod)
 			set_build_id(o->mod, &p->maps[i]);
 		else if (o->build_id)
@@ -1468,17 +1221,23 @@ named:
 		if (p->maps[i].build_id == NULL)     /* no file: the one the dump records */
 			p->maps[i].build_id = p->maps[i].dump_build_id;
 	}
-	/* the modules whose debug file is being inflated last, so that the
-	 * others are named meanwhile */
+}
+
+/* The frames of every address the cache did not name: the modules whose
+ * debug file is being inflated last, so that the others are named
+ * meanwhile.  reused: the modules are the last profile's, and the
+ * addresses' maps are not set yet. */
+static void name_locations(rp_profile_t *p, modules_t *ms, bool reused, const bool *from_cache)
+{
 	for (size_t k = 0; k < 2 * p->nlocs; k++) {
 		size_t i = k % p->nlocs;
 		bool late_pass = k >= p->nlocs;
 		rp_loc_t *loc = &p->locs[i];
 		if (reused && !late_pass)
-			loc->map = rp_map_of(p, loc->addr);     /* new modules set it above */
+			loc->map = rp_map_of(p, loc->addr);     /* new modules set it in modules_used */
 		if (loc->map < 0 || (from_cache && from_cache[i]))
 			continue;
-		object_t *o = &obj[obj_of_map[loc->map]];
+		object_t *o = &ms->obj[ms->obj_of_map[loc->map]];
 		if (o->mod == NULL || o->late != late_pass)
 			continue;
 		unsigned found = frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0,
@@ -1486,34 +1245,56 @@ named:
 		map_found(&p->maps[loc->map], found);
 		rp_symcache_put(o->cache, cache_key(o, loc), loc, found);
 	}
-	prepare_finish();          /* when no address needed one after all */
-	user_rights(false);        /* the cache is the reporter's */
-	for (size_t j = 0; cached && j < nobj; j++)
-		rp_symcache_save(obj[j].cache);
-	/* keep the per-map flags consistent across a file's mappings */
+}
+
+/* Keep the per-map flags consistent across a file's mappings. */
+static void maps_flags(rp_profile_t *p, const modules_t *ms)
+{
 	for (size_t i = 0; i < p->nmaps; i++) {
-		rp_map_t *f = &p->maps[obj[obj_of_map[i]].first_map];
+		rp_map_t *f = &p->maps[ms->obj[ms->obj_of_map[i]].first_map];
 		rp_map_t *m = &p->maps[i];
 		f->has_functions |= m->has_functions;
 		f->has_lines |= m->has_lines;
 		f->has_inlines |= m->has_inlines;
 	}
 	for (size_t i = 0; i < p->nmaps; i++) {
-		rp_map_t *f = &p->maps[obj[obj_of_map[i]].first_map];
+		rp_map_t *f = &p->maps[ms->obj[ms->obj_of_map[i]].first_map];
 		p->maps[i].has_functions = f->has_functions;
 		p->maps[i].has_lines = f->has_lines;
 		p->maps[i].has_inlines = f->has_inlines;
 	}
-	if (missing) {
-		const char *to = getenv("DEBUGINFOD_TIMEOUT");
-		char head[1024];
-		if (server_silent)
-			snprintf(head, sizeof head, "debuginfod (%s) did not answer within %s s, and was not asked again; "
-			         "no debug info for: ", urls, to ? to : "?");
-		else
-			snprintf(head, sizeof head, "debuginfod (%s) gave no debug info for: ", urls);
-		p->note = rp_strcat3(head, missing, "");
+}
+
+static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen)
+{
+	elf_version(EV_CURRENT);
+	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
+	rp_debug_begin(root);
+	bool cached = rp_symcache_on();
+	want_lines = !lines_off || cached;      /* the cache keeps whole frames */
+	bool reused = !cached && same_maps(p, root);
+	bool *from_cache = NULL;   /* locations the cache named */
+	modules_t ms;
+	if (reused) {
+		ms = last.mods;
+	} else {
+		if (modules_open(p, root, cached, &ms, err, errlen) != 0)
+			return -1;
+		from_cache = rp_alloc(p->nlocs + 1);
+		modules_report(&ms, cached, modules_used(p, &ms, from_cache));
+		if (!cached)
+			keep_last(p, root, &ms);
 	}
+	maps_build_ids(p, &ms);
+	name_locations(p, &ms, reused, from_cache);
+	prepare_finish();          /* when no address needed one after all */
+	user_rights(false);        /* the cache is the reporter's */
+	for (size_t j = 0; cached && j < ms.nobj; j++)
+		rp_symcache_save(ms.obj[j].cache);
+	maps_flags(p, &ms);
+	const char *note = rp_debuginfod_note();
+	if (note)
+		p->note = note;
 	/* the Dwfl stays open: names point into its string tables */
 	return 0;
 }
