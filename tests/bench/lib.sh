@@ -14,3 +14,17 @@ bench_tmp() {
 	tmp=$(mktemp -d)
 	trap 'pkill -P $$ 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
 }
+
+# peer_libs: lib[] and pkg[] (associative arrays the caller declared) for
+# the allocators compared with heapctl: glibc as it is, the others the
+# Debian packages' libraries, preloaded
+peer_libs() {
+	local d=/usr/lib/x86_64-linux-gnu
+	lib[glibc]=
+	lib[jemalloc]=$d/libjemalloc.so.2
+	pkg[jemalloc]=libjemalloc2
+	lib[mimalloc]=$d/libmimalloc.so.2
+	pkg[mimalloc]=libmimalloc2.0
+	lib[tcmalloc]=$d/libtcmalloc_minimal.so.4
+	pkg[tcmalloc]=libtcmalloc-minimal4
+}

@@ -23,6 +23,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/lib.sh"
 build=${1:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 out=$build/bench
@@ -38,8 +39,8 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree"
-programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap"
+programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches simple_batches pareto_churn"
 
 first_cpu=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
 [ -n "$first_cpu" ] || first_cpu=0
@@ -56,6 +57,13 @@ bench_argv() {
 	# a small program that forks children that exit at once (a shell, a
 	# fork-per-connection server's listener): what the fork itself costs
 	fork_small) argv=("$out/fork_cost" objects=1000 forks=2000) ;;
+	# mimalloc-bench's patterns that the rows above do not cover as they
+	# run (issue 41): malloc-large, cache-thrash1, cache-thrashN (false_share
+	# itself is cache-scratchN: interleaved first objects), mleak
+	big_buffers_20) argv=("$out/big_buffers" live=20 pick=1 zero=1 rounds=100) ;;
+	false_share_1t) argv=("$out/false_share" threads=1 passive=0) ;;
+	false_share_thrash) argv=("$out/false_share" passive=0) ;;
+	thread_swap) argv=("$out/thread_leftover" garbage=0 slots=1000 threads=10 rounds=1000) ;;
 	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
 		/usr/bin/perl "$here/real_perl.pl") ;;
 	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc
@@ -104,15 +112,8 @@ build_one preload_check -ldl
 
 # ---- allocators ------------------------------------------------------------
 
-libdir=/usr/lib/x86_64-linux-gnu
 declare -A lib pkg
-lib[glibc]=
-lib[jemalloc]=$libdir/libjemalloc.so.2
-pkg[jemalloc]=libjemalloc2
-lib[mimalloc]=$libdir/libmimalloc.so.2
-pkg[mimalloc]=libmimalloc2.0
-lib[tcmalloc]=$libdir/libtcmalloc_minimal.so.4
-pkg[tcmalloc]=libtcmalloc-minimal4
+peer_libs
 lib[heapctl]=$build/libheapctl.so
 # the same with the allocator's misuse checks (HC_CHECKS=HC_CHECK_ALL)
 lib[heapctl-secure]=$build/libheapctl-secure.so
