@@ -27,6 +27,8 @@
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/proc.h"
 #include "diagnose/seccomp.h"
 
 static void add(cli_diag_t *d, int level, int code, const char *topic, const char *fix,
@@ -621,24 +623,4 @@ void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen)
 	char raw[1024];
 	out_cmdline(pid, NULL, raw, sizeof raw);
 	out_safe(raw, cmd, clen);
-}
-
-int cmd_doctor(cli_args_t *a)
-{
-	if (a->argc > 1)
-		return cli_err(HC_EXIT_USAGE, "doctor: one PID or UNIT, not '%s'", a->argv[1]);
-	if (a->argc == 1 && a->pid)
-		return cli_err(HC_EXIT_USAGE, "doctor: a PID or a UNIT, not both");
-	if (a->argc == 1)
-		return cli_doctor_unit(a, a->argv[0]);
-	if (a->pid == 0)
-		return cli_err(HC_EXIT_USAGE, "doctor: say which process: heapctl doctor PID|UNIT");
-	cli_diag_t *d = malloc(sizeof *d);
-	if (d == NULL)
-		return cli_err(HC_EXIT_FAILED, "out of memory");
-	cli_diagnose(a->pid, a->timeout_ns, d);
-	cli_diag_print(d, a->json, "");
-	int code = d->code;
-	free(d);
-	return code;
 }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "report.h"
 #include "rp_internal.h"

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/outfile.h"
 #include "serve.h"
 

@@ -41,6 +41,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "serve.h"
 

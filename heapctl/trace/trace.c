@@ -40,6 +40,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/outfile.h"
 #include "elf/unwind.h"
 #include "budget.h"
