@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "diagnose/diagnose.h"
 #include "diagnose/proc.h"
 #include "cmd/cmd.h"
 #include "cli/json.h"

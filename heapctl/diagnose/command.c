@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/proc.h"
 #include "diagnose/unit.h"

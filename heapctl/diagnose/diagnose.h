@@ -30,7 +30,6 @@ void cli_diag_json(json_t *j, const cli_diag_t *d);    /* pid, ok, exit, finding
 void cli_diag_json_findings(json_t *j, const cli_diag_t *d);
 bool cli_diag_answers(const cli_diag_t *d);         /* its control thread answered */
 const char *cli_diag_why(const cli_diag_t *d);      /* the first problem (or note) */
-void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen);
 
 /* command.c: heapctl doctor PID|UNIT */
 int cmd_doctor(cli_args_t *a);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -590,4 +591,33 @@ int64_t cli_proc_started_ns(int pid)
 	clock_gettime(CLOCK_BOOTTIME, &bt);
 	int64_t boot = ((int64_t)rt.tv_sec - bt.tv_sec) * 1000000000 + (rt.tv_nsec - bt.tv_nsec);
 	return boot + (int64_t)(ticks * 1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* The n-th number of a status line such as "Uid:\t0\t0\t0\t0". */
+long cli_proc_status_num(int pid, const char *key, int n)
+{
+	char v[256];
+	if (!cli_proc_status_field(pid, key, v, sizeof v))
+		return -1;
+	char *p = v;
+	for (int i = 0; i < n && p; i++) {
+		p += strcspn(p, " \t");
+		p += strspn(p, " \t");
+	}
+	return p && *p ? strtol(p, NULL, 10) : -1;
+}
+
+/* Who a process of a unit is: its user's name (the uid where it has none)
+ * and its command line, as it set it (nginx: "nginx: worker process"). */
+void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen)
+{
+	long uid = cli_proc_status_num(pid, "Uid", 1);
+	struct passwd *pw = uid >= 0 ? getpwuid((uid_t)uid) : NULL;
+	if (pw)
+		snprintf(user, ulen, "%s", pw->pw_name);
+	else
+		snprintf(user, ulen, "%ld", uid);
+	char raw[1024];
+	out_cmdline(pid, NULL, raw, sizeof raw);
+	out_safe(raw, cmd, clen);
 }

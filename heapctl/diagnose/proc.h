@@ -52,5 +52,10 @@ int cli_spawn(char *const argv[], char *const envp[], char *out, size_t outlen, 
 int cli_check_conf(const char *lib, const char *conf);
 /* When a process started, in ns of CLOCK_REALTIME (0: unknown), 10 ms precise. */
 int64_t cli_proc_started_ns(int pid);
+/* The n-th number of a status line such as "Uid:\t0\t0\t0\t0"; -1 if none. */
+long cli_proc_status_num(int pid, const char *key, int n);
+/* Who a process is: its user's name (the uid where it has none) and its
+ * command line as it set it, made safe for a terminal. */
+void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen);
 
 #endif

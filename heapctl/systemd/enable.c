@@ -13,11 +13,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
 #include "cmd/cmd.h"
-#include "diagnose/diagnose.h"
 #include "diagnose/proc.h"
-#include "diagnose/unit.h"
 #include "systemd/internal.h"
 
 /* enable --json: the line's object, opened, with what every answer has. */

@@ -12,11 +12,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/json.h"
-#include "cmd/cmd.h"
-#include "diagnose/diagnose.h"
-#include "diagnose/proc.h"
-#include "diagnose/unit.h"
 #include "systemd/internal.h"
 
 /* ---- paths ------------------------------------------------------------------------- */

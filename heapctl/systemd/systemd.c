@@ -35,7 +35,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "diagnose/unit.h"
 #include "systemd/internal.h"
 #include "systemd/systemd.h"
 
