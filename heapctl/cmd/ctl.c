@@ -1,7 +1,8 @@
 /*
  * heapctl/cmd/ctl.c - the commands that ask the target to do something:
- * set, on, off, reset (dump has its own file, cmd_dump.c).  Values are checked here first, with the same
- * table the target checks them with again (shm/shm.c).
+ * set, on, off, reset and eject (dump has its own file, dump.c).  Values
+ * are checked here first, with the same table the target checks them with
+ * again (shm/shm.c).
  */
 #define _GNU_SOURCE
 #include <limits.h>

@@ -1,6 +1,7 @@
 /*
- * heapctl/diagnose/doctor.c - `heapctl doctor PID|UNIT`: why a process is not
- * in `heapctl list`, or refuses a command, and what to do about it.
+ * heapctl/diagnose/doctor.c - the diagnosis `heapctl doctor` (command.c)
+ * and `heapctl systemd` print: why a process is not in `heapctl list`, or
+ * refuses a command, and what to do about it.
  *
  * The checks run in the order a process gets there: it exists and runs;
  * the library is in its memory (else: no LD_PRELOAD, an environment reset
@@ -10,8 +11,9 @@
  * answers (else a seccomp filter, a stop, a frozen cgroup); and its dumps
  * have somewhere to go (a directory that exists, is writable for it and
  * has room).  For a process without the library, whether its seccomp
- * filter lets heapctl inject in (seccomp.c).  Each finding is ok, a note, or a problem with its fix; the
- * exit status is the heapctl exit code of the first problem.
+ * filter lets heapctl inject in (seccomp.c).  Each finding is ok, a note,
+ * or a problem with its fix; the exit status is the heapctl exit code of
+ * the first problem.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -527,7 +529,7 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	hc_shm_close(&t);
 }
 
-/* ---- the command ------------------------------------------------------------------------ */
+/* ---- the findings, printed --------------------------------------------------------------- */
 
 static const char *level_name[] = { [CLI_OK] = "ok", [CLI_NOTE] = "note", [CLI_PROBLEM] = "PROBLEM" };
 

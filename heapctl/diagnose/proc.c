@@ -1,7 +1,8 @@
 /*
- * heapctl/diagnose/proc.c - what run, systemd and doctor need to know about
- * processes and programs: where libheapctl.so is, whether a process has it
- * mapped, what its environment, auxiliary vector and mounts say, whether a
+ * heapctl/diagnose/proc.c - what target selection, run, systemd, doctor and
+ * the engines need to know about processes and programs (proc.h): whether
+ * a process has libheapctl.so mapped, what its environment, auxiliary
+ * vector, status and mounts say, who it is and when it started, whether a
  * program can be preloaded at all, and running a helper program with its
  * output captured.
  *
