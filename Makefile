@@ -206,7 +206,7 @@ TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread
 
 # The report engine's own tests: its objects and the parts of heapctl's
 # they use (tests/run.sh runs them with the report group).
-ENGINE_TEST_OBJ := $(call cli_objs,heapctl/cli/out.c heapctl/cli/outfile.c heapctl/cli/json.c \
+ENGINE_TEST_OBJ := $(call cli_objs,heapctl/cli/out.c heapctl/cli/outfile.c heapctl/cli/json.c heapctl/cli/engine.c \
                    heapctl/cli/opts.c heapctl/diagnose/proc.c heapctl/cli/target.c \
                    heapctl/diagnose/seccomp.c shm/shm.c shm/client.c)
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h

@@ -1,14 +1,18 @@
 /*
  * heapctl/cli/out.c - what every command (and the report engine, which
  * heapctl loads) prints through: the one-line error, JSON strings, text
- * made safe for a terminal, byte counts, times and command lines.
+ * made safe for a terminal, byte counts, times and command lines (and the
+ * bounded read of a /proc file they come from).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -125,6 +129,31 @@ const char *out_time(uint64_t ns, char *buf, size_t len)
 	strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, len, "%s.%03uZ", day, (unsigned)(ns / 1000000ull % 1000));
 	return buf;
+}
+
+/* A file of /proc (or any) into buf, NUL-terminated, at most len - 1
+ * bytes: what another process writes there is untrusted, so the read is
+ * bounded, does not follow a symlink and does not block on a FIFO.  The
+ * bytes read, or -1 with errno. */
+ssize_t cli_read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	int e = errno;
+	close(fd);
+	buf[n] = 0;
+	errno = e;
+	return (ssize_t)n;
 }
 
 /* The command line from /proc (as heapctl sees it), else the segment's

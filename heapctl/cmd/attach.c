@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
 
 #define MAX_WORDS 64
 
@@ -58,6 +59,11 @@ static int split(char *line, char **words, int max)
 	}
 	return n;
 }
+
+const cli_help_t cmd_help_attach = {
+	.usage = "PID",
+	.line = "a console for one process; commands from a terminal or stdin",
+};
 
 int cmd_attach(cli_args_t *a)
 {
@@ -109,7 +115,7 @@ int cmd_attach(cli_args_t *a)
 				words[n++] = (char *)"--timeout";
 				words[n++] = tobuf;
 			}
-			code = cli_dispatch(n, words, a->pid);
+			code = a->dispatch(n, words, a->pid);
 		}
 		fflush(stdout);
 		if (code && !first_failure)

@@ -1,7 +1,8 @@
 /*
  * heapctl/cmd/ctl.c - the commands that ask the target to do something:
- * set, on, off, reset (dump has its own file, cmd_dump.c).  Values are checked here first, with the same
- * table the target checks them with again (shm/shm.c).
+ * set, on, off, reset and eject (dump has its own file, dump.c).  Values
+ * are checked here first, with the same table the target checks them with
+ * again (shm/shm.c).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
 #include "cli/json.h"
 
 static int set_one(cli_args_t *a, hc_shm_target_t *t, const char *name, const char *value)
@@ -43,6 +45,23 @@ static int check_setting(const char *arg, char *name, size_t namelen, const char
 		return cli_err(HC_EXIT_USAGE, "set: %s: %s", name, why);
 	return 0;
 }
+
+/* heapctl help set: the settings that can change at run time */
+static void set_more(FILE *f)
+{
+	fprintf(f, "\nsettings (names as jemalloc's mallctls):\n");
+	for (unsigned i = 0; i < HC_NSETTINGS; i++)
+		if (hc_shm_settings[i].name)
+			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
+	fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n"
+	    "Start-up values: heapctl help conf.\n");
+}
+
+const cli_help_t cmd_help_set = {
+	.usage = "[PID] NAME=VALUE...",
+	.line = "change settings (see 'heapctl help set')",
+	.more = set_more,
+};
 
 int cmd_set(cli_args_t *a)
 {
@@ -124,11 +143,25 @@ static int on_off(cli_args_t *a, bool on)
 	return code;
 }
 
+const cli_help_t cmd_help_on = {
+	.usage = "[PID]",
+	.line = "start sampling (prof.active=true)",
+};
+const cli_help_t cmd_help_off = {
+	.usage = "[PID]",
+	.line = "stop sampling (prof.active=false)",
+};
+
 int cmd_on(cli_args_t *a) { return on_off(a, true); }
 int cmd_off(cli_args_t *a) { return on_off(a, false); }
 
 /* heapctl eject: an injected agent (heapctl inject) puts the process's own
  * malloc back, forgets its samples and removes its segment. */
+const cli_help_t cmd_help_eject = {
+	.usage = "[PID]",
+	.line = "put an injected process's own malloc back; the agent goes inert",
+};
+
 int cmd_eject(cli_args_t *a)
 {
 	if (a->argc > 0)
@@ -154,9 +187,15 @@ int cmd_eject(cli_args_t *a)
 	return code;
 }
 
-const cli_opt_t reset_opts[] = {
+static const cli_opt_t reset_opts[] = {
 	{ "lg-sample", 256, "N", "and sample every 2^N bytes on average from now on" },
 	{ 0 },
+};
+
+const cli_help_t cmd_help_reset = {
+	.usage = "[PID] [--lg-sample N]",
+	.line = "forget all samples (optionally change the rate)",
+	.opts = reset_opts,
 };
 
 int cmd_reset(cli_args_t *a)

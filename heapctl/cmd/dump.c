@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
+#include "cmd/cmd.h"
 #include "cli/json.h"
 #include "cli/outfile.h"
 
@@ -316,7 +318,7 @@ static int fallback_prefix(const hc_shm_target_t *t, const char *prefix, bool he
 }
 
 enum { D_PEAK = 256, D_FETCH, D_PREFIX };
-const cli_opt_t dump_opts[] = {
+static const cli_opt_t dump_opts[] = {
 	{ "prefix", D_PREFIX, "P", "write the dump as P.<pid>.<seq>.m<n>.heap (the target writes it)" },
 	{ "output", 'o', "FILE", "write it to FILE (- standard output), fetched by heapctl" },
 	{ "fetch", D_FETCH, NULL, "fetch it into the current directory (a target that cannot write "
@@ -358,6 +360,12 @@ static int parse(cli_args_t *a, dump_opts_t *o)
 	}
 	return 0;
 }
+
+const cli_help_t cmd_help_dump = {
+	.usage = "[PID] [--prefix P | -o FILE | --fetch] [--peak] [--json]",
+	.line = "write a heap profile now and print a path you can open",
+	.opts = dump_opts,
+};
 
 int cmd_dump(cli_args_t *a)
 {

@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
+#include "cmd/cmd.h"
 #include "cli/json.h"
 
 /* more than the library has small size classes (its HC_NCLASSES_MAX) */
@@ -480,9 +482,67 @@ int cli_explain(int pid, uint64_t tmo, cli_explain_t *x, char *why, size_t len)
 	return 0;
 }
 
-const cli_opt_t explain_opts[] = {
+/* The heap's parts, as the allocator counts them: heapctl's own, or
+ * (an injected agent) the process's own malloc's. */
+static void heap_parts(printer_t *p, const alloc_view_t *v, const os_parts_t *o, int pid)
+{
+	uint64_t heap_os = o->heap, anon = o->anon;
+	uint64_t attributed = v->attributed < v->allocated ? v->attributed : v->allocated;
+	uint64_t promoted = v->promoted < v->allocated - attributed ? v->promoted : v->allocated - attributed;
+	uint64_t frag = v->active > v->allocated ? v->active - v->allocated : 0;
+	int64_t diff = (int64_t)heap_os - (int64_t)(v->allocated + frag + v->dirty + v->metadata);
+	if (v->own) {
+		/* glibc's heap is in the anonymous mappings; its own statistics
+		 * say how it is used, not where */
+		char note[160];
+		snprintf(note, sizeof note, "%" PRIu64 " samples since the injection", v->samples);
+		part(p, 0, "anonymous", "anonymous memory (malloc's heap is in here)", (int64_t)(anon + o->brk), NULL);
+		if (v->own == 2) {
+			part(p, 1, "malloc.live", "live (jemalloc's stats.allocated)", (int64_t)v->allocated, NULL);
+			part(p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
+			part(p, 1, "malloc.fragmentation", "free space in pages in use", (int64_t)frag,
+			    "stats.active less stats.allocated");
+			part(p, 1, "malloc.free", "free pages not yet returned", (int64_t)v->dirty,
+			    "every arena's pdirty; heapctl purge purges them");
+			part(p, 1, "malloc.metadata", "jemalloc's metadata", (int64_t)v->metadata, NULL);
+			part(p, 1, "malloc.unaccounted", "(the OS's count less jemalloc's)",
+			    (int64_t)(anon + o->brk) - (int64_t)(v->allocated + frag + v->dirty + v->metadata),
+			    "other anonymous memory, or counted but not resident");
+		} else {
+			part(p, 1, "malloc.live", "in use by malloc (mallinfo2)", (int64_t)v->allocated, NULL);
+			part(p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
+			part(p, 1, "malloc.free", "free in malloc's arenas", (int64_t)v->dirty,
+			    "fragmentation and untrimmed tops; heapctl purge runs malloc_trim");
+		}
+	} else {
+		char note[160];
+		part(p, 0, "heap", "heapctl's heap", (int64_t)heap_os, NULL);
+		snprintf(note, sizeof note, "%" PRIu64 " samples, 1 per %s", v->samples,
+		    v->lg_sample < 63 ? out_bytes((uint64_t)1 << v->lg_sample, (char[32]){ 0 }, 32) : "?");
+		part(p, 1, "heap.live.attributed", "live, attributed by the profile", (int64_t)attributed, note);
+		part(p, 1, "heap.live.other", "live, not attributed", sub(v->allocated, attributed + promoted),
+		    "allocated before profiling started, or unsampled");
+		part(p, 1, "heap.sampling", "pages of sampled objects", (int64_t)promoted,
+		    "each sampled small object has a page of its own");
+		part(p, 1, "heap.fragmentation", "free space in pages in use", (int64_t)frag,
+		    "fragmentation: see the size classes below");
+		snprintf(note, sizeof note, "decaying; heapctl purge %d returns them now", pid);
+		part(p, 1, "heap.dirty", "free pages not yet returned", (int64_t)v->dirty, note);
+		part(p, 1, "heap.metadata", "allocator and profiler metadata", (int64_t)v->metadata, NULL);
+		part(p, 1, "heap.unaccounted", "(the OS's count less the allocator's)", diff,
+		    "pages counted but never touched, or returned");
+	}
+}
+
+static const cli_opt_t explain_opts[] = {
 	{ "classes", 'c', "N", "size classes to list, most free space first (default 8; 0: all)" },
 	{ NULL, 0, NULL, NULL },
+};
+
+const cli_help_t cmd_help_explain = {
+	.usage = "PID [--classes N] [--json]",
+	.line = "where its resident memory goes: heap (live, fragmented, free), stacks, files",
+	.opts = explain_opts,
 };
 
 int cmd_explain(cli_args_t *a)
@@ -526,11 +586,7 @@ int cmd_explain(cli_args_t *a)
 		free(v.ranges);
 		return cli_err(code, "%s", why);
 	}
-	uint64_t heap_os = o.heap, anon = o.anon;
-	uint64_t attributed = v.attributed < v.allocated ? v.attributed : v.allocated;
-	uint64_t promoted = v.promoted < v.allocated - attributed ? v.promoted : v.allocated - attributed;
-	uint64_t frag = v.active > v.allocated ? v.active - v.allocated : 0;
-	int64_t diff = (int64_t)heap_os - (int64_t)(v.allocated + frag + v.dirty + v.metadata);
+	uint64_t anon = o.anon;
 	double err = rss ? 100.0 * ((double)o.total - (double)rss) / (double)rss : 0;
 
 	json_t j, *jp = NULL;
@@ -551,47 +607,8 @@ int cmd_explain(cli_args_t *a)
 		    out_bytes(rss, b1, sizeof b1), out_bytes(o.total, b2, sizeof b2), err);
 	}
 	printer_t p = { jp, o.total };
-	if (v.have && v.own) {
-		/* glibc's heap is in the anonymous mappings; its own statistics
-		 * say how it is used, not where */
-		char note[160];
-		snprintf(note, sizeof note, "%" PRIu64 " samples since the injection", v.samples);
-		part(&p, 0, "anonymous", "anonymous memory (malloc's heap is in here)", (int64_t)(anon + o.brk), NULL);
-		if (v.own == 2) {
-			part(&p, 1, "malloc.live", "live (jemalloc's stats.allocated)", (int64_t)v.allocated, NULL);
-			part(&p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
-			part(&p, 1, "malloc.fragmentation", "free space in pages in use", (int64_t)frag,
-			    "stats.active less stats.allocated");
-			part(&p, 1, "malloc.free", "free pages not yet returned", (int64_t)v.dirty,
-			    "every arena's pdirty; heapctl purge purges them");
-			part(&p, 1, "malloc.metadata", "jemalloc's metadata", (int64_t)v.metadata, NULL);
-			part(&p, 1, "malloc.unaccounted", "(the OS's count less jemalloc's)",
-			    (int64_t)(anon + o.brk) - (int64_t)(v.allocated + frag + v.dirty + v.metadata),
-			    "other anonymous memory, or counted but not resident");
-		} else {
-			part(&p, 1, "malloc.live", "in use by malloc (mallinfo2)", (int64_t)v.allocated, NULL);
-			part(&p, 2, "malloc.live.attributed", "attributed by the profile", (int64_t)attributed, note);
-			part(&p, 1, "malloc.free", "free in malloc's arenas", (int64_t)v.dirty,
-			    "fragmentation and untrimmed tops; heapctl purge runs malloc_trim");
-		}
-	} else if (v.have) {
-		char note[160];
-		part(&p, 0, "heap", "heapctl's heap", (int64_t)heap_os, NULL);
-		snprintf(note, sizeof note, "%" PRIu64 " samples, 1 per %s", v.samples,
-		    v.lg_sample < 63 ? out_bytes((uint64_t)1 << v.lg_sample, (char[32]){ 0 }, 32) : "?");
-		part(&p, 1, "heap.live.attributed", "live, attributed by the profile", (int64_t)attributed, note);
-		part(&p, 1, "heap.live.other", "live, not attributed", sub(v.allocated, attributed + promoted),
-		    "allocated before profiling started, or unsampled");
-		part(&p, 1, "heap.sampling", "pages of sampled objects", (int64_t)promoted,
-		    "each sampled small object has a page of its own");
-		part(&p, 1, "heap.fragmentation", "free space in pages in use", (int64_t)frag,
-		    "fragmentation: see the size classes below");
-		snprintf(note, sizeof note, "decaying; heapctl purge %d returns them now", pid);
-		part(&p, 1, "heap.dirty", "free pages not yet returned", (int64_t)v.dirty, note);
-		part(&p, 1, "heap.metadata", "allocator and profiler metadata", (int64_t)v.metadata, NULL);
-		part(&p, 1, "heap.unaccounted", "(the OS's count less the allocator's)", diff,
-		    "pages counted but never touched, or returned");
-	}
+	if (v.have)
+		heap_parts(&p, &v, &o, pid);
 	char note[160];
 	snprintf(note, sizeof note, "[heap] (brk) %s, mappings %s", out_bytes(o.brk, (char[32]){ 0 }, 32),
 	    out_bytes(anon, (char[32]){ 0 }, 32));
@@ -626,6 +643,11 @@ int cmd_explain(cli_args_t *a)
 	free(v.ranges);
 	return 0;
 }
+
+const cli_help_t cmd_help_purge = {
+	.usage = "[PID] [--json]",
+	.line = "return the allocator's free pages to the OS now",
+};
 
 int cmd_purge(cli_args_t *a)
 {

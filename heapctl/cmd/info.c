@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
+#include "cmd/cmd.h"
 #include "cli/json.h"
 
 static int snapshot(const hc_shm_target_t *t, hc_shm_state_t *st)
@@ -63,6 +65,11 @@ static void print_settings(const hc_shm_state_t *st, json_t *j)
 }
 
 /* ---- list -------------------------------------------------------------- */
+
+const cli_help_t cmd_help_list = {
+	.usage = "[--json]",
+	.line = "list the processes running libheapctl.so",
+};
 
 int cmd_list(cli_args_t *a)
 {
@@ -146,6 +153,36 @@ int cmd_list(cli_args_t *a)
 
 /* ---- status ------------------------------------------------------------ */
 
+/* Does the control thread answer (which also refreshes the counters),
+ * within a second at most?  If not, why in words.  0, or the process is
+ * gone: the error printed and its code. */
+static int ping(cli_args_t *a, hc_shm_target_t *t, bool *answers, char *why, size_t len)
+{
+	hc_shm_req_t req = { .cmd = HC_CMD_PING };
+	hc_shm_rep_t rep;
+	char err[512];
+	uint64_t tmo = a->timeout_ns < 1000000000u ? a->timeout_ns : 1000000000u;
+	int rc = hc_shm_call(t, &req, &rep, tmo, err, sizeof err);
+	*answers = rc == 0;
+	if (rc == HC_EXIT_NOPROC)
+		return cli_err(rc, "%s", err);
+	char state = *answers ? 0 : cli_proc_state(t->pid);
+	if (state == 'T')
+		snprintf(why, len, "the process is stopped: kill -CONT %d", t->pid);
+	else if (state == 't')
+		snprintf(why, len, "a debugger holds the process");
+	else if (rc == HC_EXIT_TIMEOUT)
+		snprintf(why, len, "nothing within %.1f s; " CLI_STACKS_HINT, (double)tmo / 1e9, t->pid);
+	else if (rc != 0)
+		snprintf(why, len, "%s", err);
+	return 0;
+}
+
+const cli_help_t cmd_help_status = {
+	.usage = "[PID] [--json]",
+	.line = "show one process's settings and counters",
+};
+
 int cmd_status(cli_args_t *a)
 {
 	if (a->argc)
@@ -154,31 +191,12 @@ int cmd_status(cli_args_t *a)
 	int code = cli_target(a, &t);
 	if (code)
 		return code;
-	/* whether the control thread answers (which also refreshes the
-	 * counters), within a second at most */
 	int terr = __atomic_load_n(&t.seg->hdr.control_err, __ATOMIC_RELAXED);
 	bool control = __atomic_load_n(&t.seg->hdr.control, __ATOMIC_ACQUIRE) == 1 || terr, answers = false;
 	char why[600] = "";
-	if (control) {
-		hc_shm_req_t req = { .cmd = HC_CMD_PING };
-		hc_shm_rep_t rep;
-		char err[512];
-		uint64_t tmo = a->timeout_ns < 1000000000u ? a->timeout_ns : 1000000000u;
-		int rc = hc_shm_call(&t, &req, &rep, tmo, err, sizeof err);
-		answers = rc == 0;
-		if (rc == HC_EXIT_NOPROC) {
-			hc_shm_close(&t);
-			return cli_err(rc, "%s", err);
-		}
-		char state = answers ? 0 : cli_proc_state(t.pid);
-		if (state == 'T')
-			snprintf(why, sizeof why, "the process is stopped: kill -CONT %d", t.pid);
-		else if (state == 't')
-			snprintf(why, sizeof why, "a debugger holds the process");
-		else if (rc == HC_EXIT_TIMEOUT)
-			snprintf(why, sizeof why, "nothing within %.1f s; " CLI_STACKS_HINT, (double)tmo / 1e9, t.pid);
-		else if (rc != 0)
-			snprintf(why, sizeof why, "%s", err);
+	if (control && (code = ping(a, &t, &answers, why, sizeof why)) != 0) {
+		hc_shm_close(&t);
+		return code;
 	}
 	hc_shm_state_t st;
 	if ((code = snapshot(&t, &st)) != 0) {

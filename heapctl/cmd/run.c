@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
+#include "diagnose/proc.h"
 
 /* LD_PRELOAD with lib first and any other entry kept after it. */
 char *cli_preload_with(const char *lib, const char *old)
@@ -45,11 +47,27 @@ char *cli_preload_with(const char *lib, const char *old)
 }
 
 enum { R_OFF = 256, R_SECURE, R_CONF };
-const cli_opt_t run_opts[] = {
+static const cli_opt_t run_opts[] = {
 	{ "conf", R_CONF, "CONF", "settings added to HEAPCTL_CONF, checked by the library before CMD starts" },
 	{ "off", R_OFF, NULL, "profiling compiled in but off (heapctl on PID later)" },
 	{ "secure", R_SECURE, NULL, "libheapctl-secure.so, with the allocator's misuse checks" },
 	{ 0 },
+};
+
+static void run_more(FILE *f)
+{
+	fputs("\nLD_PRELOAD gets libheapctl.so first (a preload you have is kept after it);\n"
+	    "HEAPCTL_CONF gets prof:true,prof_active:true (--off: false) and then CONF, checked\n"
+	    "by the library before CMD starts.  --secure: libheapctl-secure.so, with the\n"
+	    "allocator's misuse checks.  Exit status: CMD's own (it is exec'd), or 126/127\n"
+	    "when it cannot be run.\n", f);
+}
+
+const cli_help_t cmd_help_run = {
+	.usage = "[--conf CONF] [--off] [--secure] -- CMD [ARGS...]",
+	.line = "start a program under libheapctl.so, sampling from the start",
+	.opts = run_opts,
+	.more = run_more,
 };
 
 int cmd_run(cli_args_t *a)

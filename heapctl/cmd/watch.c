@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
 #include "cli/json.h"
 
 static volatile sig_atomic_t stop;
@@ -141,7 +142,7 @@ static void print_missed(const cli_args_t *a, int pid, uint64_t n)
 		printf("missed %llu event%s\n", (unsigned long long)n, n == 1 ? "" : "s");
 }
 
-const cli_opt_t watch_opts[] = {
+static const cli_opt_t watch_opts[] = {
 	{ "count", 256, "N", "stop after N events (with --leaks: after N dumps)" },
 	{ NULL, 0, NULL, "leak suspects, live (the report engine does it):" },
 	{ "leaks", 257, NULL, "dump the process every --every seconds and print each site whose in-use bytes "
@@ -151,11 +152,17 @@ const cli_opt_t watch_opts[] = {
 	{ 0 },
 };
 
+const cli_help_t cmd_help_watch = {
+	.usage = "[PID] [--json] [--count N] | PID --leaks [--every SECS] [--intervals N]",
+	.line = "print events (high-water, dumps, settings) as they happen",
+	.opts = watch_opts,
+};
+
 int cmd_watch(cli_args_t *a)
 {
 	for (int i = 0; i < a->argc; i++)
 		if (strcmp(a->argv[i], "--leaks") == 0)
-			return cmd_watch_leaks(a);
+			return cli_engine_run(&cli_engine_leaks, a);
 	long count = 0;
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "watch", watch_opts, false);

@@ -1,6 +1,7 @@
 /*
- * heapctl/diagnose/doctor.c - `heapctl doctor PID|UNIT`: why a process is not
- * in `heapctl list`, or refuses a command, and what to do about it.
+ * heapctl/diagnose/doctor.c - the diagnosis `heapctl doctor` (command.c)
+ * and `heapctl systemd` print: why a process is not in `heapctl list`, or
+ * refuses a command, and what to do about it.
  *
  * The checks run in the order a process gets there: it exists and runs;
  * the library is in its memory (else: no LD_PRELOAD, an environment reset
@@ -10,8 +11,9 @@
  * answers (else a seccomp filter, a stop, a frozen cgroup); and its dumps
  * have somewhere to go (a directory that exists, is writable for it and
  * has room).  For a process without the library, whether its seccomp
- * filter lets heapctl inject in (seccomp.c).  Each finding is ok, a note, or a problem with its fix; the
- * exit status is the heapctl exit code of the first problem.
+ * filter lets heapctl inject in (seccomp.c).  Each finding is ok, a note,
+ * or a problem with its fix; the exit status is the heapctl exit code of
+ * the first problem.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +29,8 @@
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/proc.h"
 #include "diagnose/seccomp.h"
 
 static void add(cli_diag_t *d, int level, int code, const char *topic, const char *fix,
@@ -60,23 +64,9 @@ static const char *user_of(unsigned uid, char *buf, size_t len)
 	return buf;
 }
 
-/* The n-th number of a status line such as "Uid:\t0\t0\t0\t0". */
-static long status_num(int pid, const char *key, int n)
-{
-	char v[256];
-	if (!cli_proc_status_field(pid, key, v, sizeof v))
-		return -1;
-	char *p = v;
-	for (int i = 0; i < n && p; i++) {
-		p += strcspn(p, " \t");
-		p += strspn(p, " \t");
-	}
-	return p && *p ? strtol(p, NULL, 10) : -1;
-}
-
 static int parent_of(int pid)
 {
-	return (int)status_num(pid, "PPid", 0);
+	return (int)cli_proc_status_num(pid, "PPid", 0);
 }
 
 /* The first libheapctl entry of an LD_PRELOAD value, or NULL. */
@@ -173,7 +163,7 @@ static void why_not_loaded(cli_diag_t *d, int pid)
 /* Would the process's user be allowed to create files in st? */
 static bool may_write(int pid, const struct stat *st)
 {
-	long uid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 1);
+	long uid = cli_proc_status_num(pid, "Uid", 1), gid = cli_proc_status_num(pid, "Gid", 1);
 	char caps[64], groups[1024];
 	if (cli_proc_status_field(pid, "CapEff", caps, sizeof caps) &&
 	    (strtoull(caps, NULL, 16) & (1ull << 1)))          /* CAP_DAC_OVERRIDE */
@@ -435,7 +425,7 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 		return;
 	}
 	cli_proc_status_field(pid, "Name", name, sizeof name);
-	long uid = status_num(pid, "Uid", 0);
+	long uid = cli_proc_status_num(pid, "Uid", 0);
 	add(d, CLI_OK, 0, "process", NULL, "%d (%s) runs as %s, state %s", pid, name,
 	    user_of((unsigned)uid, who, sizeof who), state);
 	long nspid = -1;
@@ -466,8 +456,8 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	char libpath[PATH_MAX];
 	bool readable;
 	bool mapped = cli_proc_maps_library(pid, libpath, sizeof libpath, &readable);
-	long euid = status_num(pid, "Uid", 1), gid = status_num(pid, "Gid", 0),
-	    egid = status_num(pid, "Gid", 1);
+	long euid = cli_proc_status_num(pid, "Uid", 1), gid = cli_proc_status_num(pid, "Gid", 0),
+	    egid = cli_proc_status_num(pid, "Gid", 1);
 	hc_shm_target_t t;
 	char err[512];
 	/* a set-user-ID program may run the library all the same (heapctl
@@ -539,7 +529,7 @@ void cli_diagnose(int pid, uint64_t timeout_ns, cli_diag_t *d)
 	hc_shm_close(&t);
 }
 
-/* ---- the command ------------------------------------------------------------------------ */
+/* ---- the findings, printed --------------------------------------------------------------- */
 
 static const char *level_name[] = { [CLI_OK] = "ok", [CLI_NOTE] = "note", [CLI_PROBLEM] = "PROBLEM" };
 
@@ -608,37 +598,3 @@ const char *cli_diag_why(const cli_diag_t *d)
 	return "no control thread answered";
 }
 
-/* Who a process of a unit is: its user's name (the uid where it has none)
- * and its command line, as it set it (nginx: "nginx: worker process"). */
-void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen)
-{
-	long uid = status_num(pid, "Uid", 1);
-	struct passwd *pw = uid >= 0 ? getpwuid((uid_t)uid) : NULL;
-	if (pw)
-		snprintf(user, ulen, "%s", pw->pw_name);
-	else
-		snprintf(user, ulen, "%ld", uid);
-	char raw[1024];
-	out_cmdline(pid, NULL, raw, sizeof raw);
-	out_safe(raw, cmd, clen);
-}
-
-int cmd_doctor(cli_args_t *a)
-{
-	if (a->argc > 1)
-		return cli_err(HC_EXIT_USAGE, "doctor: one PID or UNIT, not '%s'", a->argv[1]);
-	if (a->argc == 1 && a->pid)
-		return cli_err(HC_EXIT_USAGE, "doctor: a PID or a UNIT, not both");
-	if (a->argc == 1)
-		return cli_doctor_unit(a, a->argv[0]);
-	if (a->pid == 0)
-		return cli_err(HC_EXIT_USAGE, "doctor: say which process: heapctl doctor PID|UNIT");
-	cli_diag_t *d = malloc(sizeof *d);
-	if (d == NULL)
-		return cli_err(HC_EXIT_FAILED, "out of memory");
-	cli_diagnose(a->pid, a->timeout_ns, d);
-	cli_diag_print(d, a->json, "");
-	int code = d->code;
-	free(d);
-	return code;
-}

@@ -1,7 +1,8 @@
 /*
- * heapctl/diagnose/proc.c - what run, systemd and doctor need to know about
- * processes and programs: where libheapctl.so is, whether a process has it
- * mapped, what its environment, auxiliary vector and mounts say, whether a
+ * heapctl/diagnose/proc.c - what target selection, run, systemd, doctor and
+ * the engines need to know about processes and programs (proc.h): whether
+ * a process has libheapctl.so mapped, what its environment, auxiliary
+ * vector, status and mounts say, who it is and when it started, whether a
  * program can be preloaded at all, and running a helper program with its
  * output captured.
  *
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -26,29 +28,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 
 extern char **environ;
-
-ssize_t cli_read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, len - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	int e = errno;
-	close(fd);
-	buf[n] = 0;
-	errno = e;
-	return (ssize_t)n;
-}
 
 /* ---- the library ----------------------------------------------------------- */
 
@@ -75,43 +57,6 @@ int cli_private_dir(const char *dir, char *why, size_t len)
 		return -2;
 	}
 	return fd;
-}
-
-int cli_find_library(const char *name, char *out, size_t len)
-{
-	const char *env = getenv("HEAPCTL_LIB");
-	if (env && *env) {
-		if (realpath(env, out) == NULL || strlen(out) >= len)
-			return cli_err(HC_EXIT_USAGE, "HEAPCTL_LIB=%s: %s", env, strerror(errno));
-		return 0;
-	}
-	return cli_find_installed(name, out, len, false);
-}
-
-int cli_find_installed(const char *name, char *out, size_t len, bool quiet)
-{
-	char exe[PATH_MAX], cand[PATH_MAX + 32];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n <= 0)
-		return quiet ? HC_EXIT_FAILED :
-		    cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
-	exe[n] = 0;
-	char *slash = strrchr(exe, '/');
-	*slash = 0;
-	/* next to the command (the build tree), or PREFIX/lib for PREFIX/bin */
-	const char *dirs[] = { "/", "/../lib/" };
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(cand, sizeof cand, "%s%s%s", exe, dirs[i], name);
-		char real[PATH_MAX];
-		if (access(cand, R_OK) == 0 && realpath(cand, real) && strlen(real) < len) {
-			strcpy(out, real);
-			return 0;
-		}
-	}
-	if (quiet)
-		return HC_EXIT_FAILED;
-	return cli_err(HC_EXIT_FAILED, "%s is neither next to %s/heapctl nor in %s/../lib%s", name, exe, exe,
-	    strcmp(name, "libheapctl.so") ? "" : " (set HEAPCTL_LIB=/path/to/libheapctl.so)");
 }
 
 bool cli_is_library(const char *path)
@@ -622,4 +567,58 @@ int cli_check_conf(const char *lib, const char *conf)
 		return cli_err(HC_EXIT_USAGE, "--conf: %s", msg);
 	}
 	return 0;
+}
+
+/* When a process started, in ns of CLOCK_REALTIME (0: unknown): its start
+ * in clock ticks since boot (/proc/PID/stat, field 22, CLOCK_BOOTTIME),
+ * plus when the system booted.  10 ms precise, where /proc/stat's btime is
+ * whole seconds: a drop-in written and the unit restarted within the same
+ * second are told apart. */
+int64_t cli_proc_started_ns(int pid)
+{
+	char line[1024], path[64];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	if (cli_read_file(path, line, sizeof line) <= 0)
+		return 0;
+	char *p = strrchr(line, ')');
+	for (int f = 2; p && *p && f < 22; p++)
+		if (*p == ' ')
+			f++;
+	if (p == NULL || *p == 0)
+		return 0;
+	unsigned long long ticks = strtoull(p, NULL, 10);
+	struct timespec rt, bt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_BOOTTIME, &bt);
+	int64_t boot = ((int64_t)rt.tv_sec - bt.tv_sec) * 1000000000 + (rt.tv_nsec - bt.tv_nsec);
+	return boot + (int64_t)(ticks * 1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* The n-th number of a status line such as "Uid:\t0\t0\t0\t0". */
+long cli_proc_status_num(int pid, const char *key, int n)
+{
+	char v[256];
+	if (!cli_proc_status_field(pid, key, v, sizeof v))
+		return -1;
+	char *p = v;
+	for (int i = 0; i < n && p; i++) {
+		p += strcspn(p, " \t");
+		p += strspn(p, " \t");
+	}
+	return p && *p ? strtol(p, NULL, 10) : -1;
+}
+
+/* Who a process of a unit is: its user's name (the uid where it has none)
+ * and its command line, as it set it (nginx: "nginx: worker process"). */
+void cli_proc_who(int pid, char *user, size_t ulen, char *cmd, size_t clen)
+{
+	long uid = cli_proc_status_num(pid, "Uid", 1);
+	struct passwd *pw = uid >= 0 ? getpwuid((uid_t)uid) : NULL;
+	if (pw)
+		snprintf(user, ulen, "%s", pw->pw_name);
+	else
+		snprintf(user, ulen, "%ld", uid);
+	char raw[1024];
+	out_cmdline(pid, NULL, raw, sizeof raw);
+	out_safe(raw, cmd, clen);
 }

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "diagnose/seccomp.h"
 
 #ifndef PTRACE_SECCOMP_GET_FILTER

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "diagnose/seccomp.h"
 #include "report/rp_internal.h"

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "elf/unwind.h"
 #include "report/rp_internal.h"

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "diagnose/proc.h"
 #include "report/command.h"
 
 int rp_parse_long(const char *opt, const char *s, long lo, long hi, long *v)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/json.h"
+#include "diagnose/proc.h"
 #include "report/command.h"
 
 static volatile sig_atomic_t leaks_stop;

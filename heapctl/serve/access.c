@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "serve.h"
 
 #define CAP_SYS_PTRACE_BIT 19

@@ -60,6 +60,7 @@
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "diagnose/proc.h"
 #include "cli/outfile.h"
 #include "serve.h"
 

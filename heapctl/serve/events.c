@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "serve.h"
 

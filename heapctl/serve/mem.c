@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "serve.h"
 
 #define MEM_TTL_NS (10ull * 1000000000ull)

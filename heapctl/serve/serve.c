@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "serve.h"
 
 #define POLL_MS 500

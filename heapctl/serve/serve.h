@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cmd/cmd.h"
 
 typedef struct serve_target_s {
 	hc_shm_target_t t;

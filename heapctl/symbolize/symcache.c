@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "report/rp_internal.h"
 
 #define SC_MAGIC "HCSYMC\0\1"

@@ -31,6 +31,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli/cli.h"
+#include "diagnose/proc.h"
 #include "cli/json.h"
 #include "budget.h"
 #include "trace.h"

@@ -680,6 +680,24 @@ assert last["type"] == "config" and last["value"] == "10" and last["previous"] =
 	[ "$output" = "heapctl: unknown command 'bogus' (try 'heapctl help')" ]
 }
 
+# One table makes the list and each command's help: every command `heapctl
+# help` lists has a help whose first line is its own usage line from the
+# list, and COMMAND --help and -h print exactly what help COMMAND does.
+@test "every command help lists: help COMMAND, COMMAND --help and -h are the same text" {
+	cmds=$("$HEAPCTL" help | awk '/^commands:/ {on = 1; next} /^$/ {on = 0} on {print $1}')
+	[ "$(echo "$cmds" | wc -l)" -ge 21 ]
+	for c in $cmds; do
+		want=$("$HEAPCTL" help "$c") || { echo "help $c failed"; return 1; }
+		[ "$("$HEAPCTL" "$c" --help)" = "$want" ] || { echo "$c --help differs"; return 1; }
+		[ "$("$HEAPCTL" "$c" -h)" = "$want" ] || { echo "$c -h differs"; return 1; }
+		usage=$("$HEAPCTL" help | awk -v c="$c" '$1 == c {sub(/^  [^ ]+ +/, ""); print; exit}')
+		first=$(echo "$want" | head -n 1)
+		[[ "$first" == "usage: heapctl $c "* ]] || { echo "$c: $first"; return 1; }
+		# the list pads the usage to a column and puts the line after it
+		[[ "$usage" == "${first#usage: heapctl $c }"* ]] || { echo "$c: '$usage' / '$first'"; return 1; }
+	done
+}
+
 @test "--version and -V" {
 	run "$HEAPCTL" --version
 	[ "$status" -eq 0 ]

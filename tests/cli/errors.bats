@@ -36,6 +36,31 @@ load helpers
 	[ "$output" = "heapctl: set: unknown option '--bogus'" ]
 }
 
+# The command table says which commands take a PID: for them a number is
+# one (0 is refused before any engine is loaded), for the others it is an
+# operand and the command's own message names it.
+@test "a number is a PID only for the commands that take one" {
+	for cmd in list doctor explain attach stacks inject trace; do
+		run "$HEAPCTL" $cmd 0
+		[ "$status" -eq 2 ] || { echo "$cmd: exit $status: $output"; return 1; }
+		[ "$output" = "heapctl: '0' is not a PID" ]
+	done
+	run "$HEAPCTL" help 0
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: unknown command '0' (try 'heapctl help')" ]
+	run "$HEAPCTL" systemd 0
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: systemd: unknown action '0' (enable, disable or status)" ]
+	run "$HEAPCTL" serve 0
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: serve: unexpected argument '0' (it serves every process; ask for one with ?pid=N)" ]
+	run "$HEAPCTL" report 0
+	[ "$status" -eq 2 ]
+	[ "$output" = "heapctl: cannot open 0: No such file or directory" ]
+	run -127 "$HEAPCTL" run 0
+	[ "$output" = "heapctl: run: cannot execute 0: No such file or directory" ]
+}
+
 # ---- 3: no such process ------------------------------------------------------------
 
 @test "no such process: exit 3 'no process with PID'" {
