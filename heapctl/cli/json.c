@@ -19,7 +19,7 @@ static void member(json_t *j, const char *key)
 		int d = j->depth;
 		bool pretty = j->style == JSON_PRETTY && d == 1;
 		if (j->any[d - 1])
-			fputs(pretty ? ",\n" : ", ", j->f);
+			fputs(pretty ? ",\n" : j->style == JSON_COMPACT ? "," : ", ", j->f);
 		else if (pretty)
 			fputc('\n', j->f);
 		if (pretty)
@@ -28,7 +28,7 @@ static void member(json_t *j, const char *key)
 	}
 	if (key) {
 		out_json_str(j->f, key);
-		fputs(": ", j->f);
+		fputs(j->style == JSON_COMPACT ? ":" : ": ", j->f);
 	}
 }
 

@@ -11,7 +11,8 @@
  *
  * JSON_PRETTY puts each member of the top object or array on its own
  * line, indented by two spaces, and what is inside them on that line
- * (heapctl status --json, heapctl list --json).  Strings are always valid
+ * (heapctl status --json, heapctl list --json).  JSON_COMPACT is one line
+ * with no space after a colon or a comma (heapctl inject --json).  Strings are always valid
  * UTF-8 (out_json_str); numbers that are not finite are written as null.
  */
 #ifndef HC_JSON_H
@@ -21,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { JSON_LINE, JSON_PRETTY };
+enum { JSON_LINE, JSON_PRETTY, JSON_COMPACT };
 #define JSON_DEPTH 16
 
 typedef struct json_s {

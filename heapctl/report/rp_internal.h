@@ -8,7 +8,6 @@
 
 #include <elf.h>
 #include <sys/types.h>
-#include <signal.h>
 
 #include "report.h"
 
@@ -247,33 +246,5 @@ int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holdi
  * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */
 int rp_map_line(const char *s, rp_map_t *m);
 int rp_maps_sort(rp_profile_t *p);
-
-/* ---- ptrace: every thread of a process, held (ptrace/stacks.c) ----------------- */
-
-#define RP_MAX_THREADS 4096
-#define RP_MAX_FRAMES 256
-
-typedef struct rp_thr_s {
-	int tid;
-	char name[64];
-	char state;                /* from /proc/TID/status, before we came      */
-	char state_name[24];       /* the kernel's name for it                   */
-	bool seized, stopped, gone;
-	int deliver;               /* a signal to pass on at detach              */
-	uint64_t ip[RP_MAX_FRAMES];
-	bool exact[RP_MAX_FRAMES]; /* ip is where it is, not a return address    */
-	bool signal_frame;         /* a frame of it is a signal handler's        */
-	int n;
-	const char *why;           /* no stack: why                              */
-} rp_thr_t;
-
-uint64_t rp_now_ns(void);                      /* CLOCK_MONOTONIC */
-void rp_hold_signals(sigset_t *old);
-int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t deadline);
-void rp_release_all(rp_thr_t *th, size_t nth);
-/* Wait until every seized thread stops (or exits), up to the deadline. */
-void rp_wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline);
-struct unw_addr_space;
-void rp_unwind_thread(struct unw_addr_space *as, rp_thr_t *t);
 
 #endif
