@@ -42,8 +42,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,6 +58,7 @@
 #include "cli/cli.h"
 #include "cli/json.h"
 #include "diagnose/seccomp.h"
+#include "elf/elf.h"
 #include "ptrace/ptrace.h"
 #include "report/rp_internal.h"
 
@@ -113,43 +112,26 @@ static void add_unsafe(proc_t *p, uint64_t lo, uint64_t hi, const char *what)
 	p->unsafe[p->nunsafe++] = (range_t){ lo, hi, what };
 }
 
-/* One line of /proc/PID/maps: its range, offset, permissions and path. */
-static bool maps_line(const char *s, uint64_t *lo, uint64_t *hi, uint64_t *off, char perms[5], const char **path)
-{
-	unsigned long long a, b, o;
-	int n = 0;
-	if (sscanf(s, "%llx-%llx %4s %llx %*s %*s%n", &a, &b, perms, &o, &n) < 4 || n == 0)
-		return false;
-	s += n;
-	while (*s == ' ')
-		s++;
-	*lo = a, *hi = b, *off = o, *path = s;
-	return true;
-}
-
 /* The load base of the object at path in the process (its mapping at file
  * offset 0), or 0. */
+typedef struct base_of_s {
+	const char *path;
+	uint64_t base;
+} base_of_t;
+
+static bool find_base(const el_map_t *m, void *arg)
+{
+	base_of_t *b = arg;
+	if (m->offset == 0 && strcmp(m->path, b->path) == 0)
+		b->base = m->lo;
+	return b->base == 0;
+}
+
 static uint64_t object_base(int pid, const char *path)
 {
-	char f[64];
-	snprintf(f, sizeof f, "/proc/%d/maps", pid);
-	FILE *m = fopen(f, "re");
-	if (m == NULL)
-		return 0;
-	char *line = NULL;
-	size_t cap = 0;
-	uint64_t base = 0;
-	while (base == 0 && getline(&line, &cap, m) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		uint64_t lo, hi, off;
-		char perms[5];
-		const char *p;
-		if (maps_line(line, &lo, &hi, &off, perms, &p) && off == 0 && strcmp(p, path) == 0)
-			base = lo;
-	}
-	free(line);
-	fclose(m);
-	return base;
+	base_of_t b = { path, 0 };
+	el_maps_each(pid, find_base, &b);
+	return b.base;
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -168,51 +150,45 @@ static bool is_libc(const char *path)
 /* The process's objects: libc, the loader (unsafe), another allocator
  * (unsafe, whole), the library or the agent if there.  Returns 0 or an exit
  * code after one line. */
+static bool add_object(const el_map_t *m, void *arg)
+{
+	proc_t *p = arg;
+	const char *path = m->path;
+	if (path[0] != '/')
+		return true;
+	const char *b = strrchr(path, '/') + 1;
+	if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
+		p->musl = true;
+	if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
+		p->agent = true;
+		if (m->perms[2] == 'x')  /* a thread in it may hold its locks */
+			add_unsafe(p, m->lo, m->hi, "the agent (of an earlier inject)");
+	} else if (cli_is_library(path)) {
+		p->preloaded = true;
+	}
+	if (is_libc(path) && p->libc[0] == 0 && m->offset == 0) {
+		snprintf(p->libc, sizeof p->libc, "%s", path);
+		p->libc_base = m->lo;
+	}
+	if (m->perms[2] != 'x')
+		return true;
+	if (strncmp(b, "ld-linux", 8) == 0)
+		add_unsafe(p, m->lo, m->hi, "the dynamic loader");
+	else if (strstr(b, "jemalloc") || strstr(b, "tcmalloc") || strstr(b, "mimalloc")) {
+		add_unsafe(p, m->lo, m->hi, "its allocator");
+		if (p->alloc_lib[0] == 0)
+			snprintf(p->alloc_lib, sizeof p->alloc_lib, "%s", b);
+	}
+	return true;
+}
+
 static int read_objects(proc_t *p)
 {
-	char f[64];
-	snprintf(f, sizeof f, "/proc/%d/maps", p->pid);
-	FILE *m = fopen(f, "re");
-	if (m == NULL)
-		return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
-		    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
-		    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
-	char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, m) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		uint64_t lo, hi, off;
-		char perms[5];
-		const char *path;
-		if (!maps_line(line, &lo, &hi, &off, perms, &path) || path[0] != '/')
-			continue;
-		const char *b = strrchr(path, '/') + 1;
-		if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
-			p->musl = true;
-		if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
-			p->agent = true;
-			if (perms[2] == 'x')     /* a thread in it may hold its locks */
-				add_unsafe(p, lo, hi, "the agent (of an earlier inject)");
-		} else if (cli_is_library(path)) {
-			p->preloaded = true;
-		}
-		if (is_libc(path) && p->libc[0] == 0 && off == 0) {
-			snprintf(p->libc, sizeof p->libc, "%s", path);
-			p->libc_base = lo;
-		}
-		if (perms[2] != 'x')
-			continue;
-		if (strncmp(b, "ld-linux", 8) == 0)
-			add_unsafe(p, lo, hi, "the dynamic loader");
-		else if (strstr(b, "jemalloc") || strstr(b, "tcmalloc") || strstr(b, "mimalloc")) {
-			add_unsafe(p, lo, hi, "its allocator");
-			if (p->alloc_lib[0] == 0)
-				snprintf(p->alloc_lib, sizeof p->alloc_lib, "%s", b);
-		}
-	}
-	free(line);
-	fclose(m);
-	return 0;
+	if (el_maps_each(p->pid, add_object, p) == 0)
+		return 0;
+	return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
+	    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
+	    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
 }
 
 /* Symbols of the ELF file at path (pid > 0: a file that process maps, as
@@ -226,40 +202,11 @@ static bool elf_symbols(int pid, const char *path, const char *const *names, siz
 		cli_proc_object_path(pid, path, full, sizeof full);
 	else
 		snprintf(full, sizeof full, "%s", path);
-	int fd = open(full, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	el_file_t f;
+	if (!el_file_map(full, &f))
 		return false;
-	elf_version(EV_CURRENT);
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	bool ok = e != NULL;
-	memset(value, 0, n * sizeof *value);
-	if (size)
-		memset(size, 0, n * sizeof *size);
-	Elf_Scn *scn = NULL;
-	while (ok && (scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t count = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && i < count; i++) {
-			GElf_Sym s;
-			if (gelf_getsym(d, (int)i, &s) == NULL || s.st_value == 0 ||
-			    (GELF_ST_TYPE(s.st_info) != STT_FUNC && GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC))
-				continue;
-			const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
-			for (size_t k = 0; nm && k < n; k++) {
-				if (strcmp(nm, names[k]) == 0 && value[k] == 0) {
-					value[k] = s.st_value;
-					if (size)
-						size[k] = s.st_size;
-				}
-			}
-		}
-	}
-	if (e)
-		elf_end(e);
-	close(fd);
+	bool ok = el_symbols(f.p, f.size, SHT_DYNSYM, names, n, value, size);
+	el_file_unmap(&f);
 	return ok;
 }
 

@@ -13,9 +13,9 @@
  * file is only a fallback.
  *
  * The process is stopped only while its stacks are read: every thread is
- * seized (PTRACE_SEIZE, which sends no signal), interrupted, unwound and
- * detached, and the time from the first interrupt to the last detach is
- * printed.  A thread that does not stop within --timeout (one in
+ * seized (PTRACE_SEIZE, which sends no signal; seize.c), interrupted,
+ * unwound and detached, and the time from the first interrupt to the last
+ * detach is printed.  A thread that does not stop within --timeout (one in
  * uninterruptible sleep) is shown without a stack.  A thread that was
  * already stopped (the process had a SIGSTOP) stays stopped; a signal that
  * arrived while it was held is delivered on detach.  Signals that would end
@@ -23,7 +23,6 @@
  * anyway the kernel detaches what it had seized.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
@@ -31,13 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/json.h"
+#include "elf/elf.h"
 #include "elf/unwind.h"
 #include "ptrace/ptrace.h"
 #include "report/rp_internal.h"
@@ -54,43 +51,45 @@ static struct {
 	size_t n;
 } EH;
 
+/* What read_maps carries from line to line. */
+typedef struct maps_read_s {
+	rp_profile_t *p;
+	int memfd;
+	size_t cap, ehcap;
+	uint64_t base;                /* the last mapping at file offset 0 ... */
+	const char *base_path;        /* ... and its file, interned           */
+} maps_read_t;
+
+static bool add_map(const el_map_t *em, void *arg)
+{
+	maps_read_t *r = arg;
+	rp_profile_t *p = r->p;
+	if (em->path[0] == '/' && em->offset == 0) {
+		r->base = em->lo;
+		r->base_path = rp_intern(em->path);
+	}
+	rp_map_t m;
+	if (!rp_map_from(em, &m))
+		return true;
+	p->maps = rp_grow(p->maps, &r->cap, p->nmaps + 1, sizeof *p->maps);
+	p->maps[p->nmaps++] = m;
+	/* the object's headers are in its first page: the mapping at
+	 * offset 0 of the same file before this one */
+	eh_map_t e = { .lo = m.start, .hi = m.limit };
+	if (r->memfd < 0 || m.path != r->base_path || !cli_proc_eh_table(r->memfd, r->base, &e.t) || e.t.nfde == 0)
+		return true;
+	EH.m = rp_grow(EH.m, &r->ehcap, EH.n + 1, sizeof *EH.m);
+	EH.m[EH.n++] = e;
+	return true;
+}
+
 /* The process's executable mappings, into p, and their unwind tables
  * (memfd: its /proc/PID/mem; -1 leaves libunwind to the files). */
 static void read_maps(int pid, int memfd, rp_profile_t *p)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	maps_read_t r = { .p = p, .memfd = memfd };
+	if (el_maps_each(pid, add_map, &r) != 0)
 		return;
-	char *line = NULL;
-	size_t len = 0, cap = 0, ehcap = 0;
-	uint64_t base = 0;            /* the last mapping at file offset 0 ... */
-	const char *base_path = NULL; /* ... and its file, interned           */
-	while (getline(&line, &len, f) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		unsigned long long lo, off;
-		int pos = 0;
-		if (sscanf(line, "%llx-%*x %*s %llx %*s %*s %n", &lo, &off, &pos) == 2 && pos && line[pos] == '/' &&
-		    off == 0) {
-			base = lo;
-			base_path = rp_intern(line + pos);
-		}
-		rp_map_t m;
-		if (rp_map_line(line, &m) != 1)
-			continue;
-		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
-		p->maps[p->nmaps++] = m;
-		/* the object's headers are in its first page: the mapping at
-		 * offset 0 of the same file before this one */
-		eh_map_t e = { .lo = m.start, .hi = m.limit };
-		if (memfd < 0 || m.path != base_path || !cli_proc_eh_table(memfd, base, &e.t) || e.t.nfde == 0)
-			continue;
-		EH.m = rp_grow(EH.m, &ehcap, EH.n + 1, sizeof *EH.m);
-		EH.m[EH.n++] = e;
-	}
-	free(line);
-	fclose(f);
 	if (rp_maps_sort(p) != 0)
 		p->nmaps = 0;            /* /proc never overlaps; if it did, no names */
 }

@@ -166,24 +166,6 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
 int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
                   const char *title, bool bytes);
 
-/* elf/ehframe.c: a binary's functions from its unwind tables (.eh_frame_hdr
- * and .eh_frame), for code no symbol names.  Addresses are the file's own
- * (not relocated).  rp_eh_function() gives the start of the function
- * holding pc; false when no entry covers it. */
-typedef struct rp_ehtab_s {
-	uint64_t *start, *fde;      /* sorted by start */
-	size_t n;
-	const unsigned char *eh;    /* .eh_frame */
-	size_t eh_size;
-	uint64_t eh_addr;
-	bool built;
-} rp_ehtab_t;
-struct Elf;
-void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
-/* The first section named name (its header in *sh), or NULL. */
-struct Elf_Scn *rp_elf_section(struct Elf *elf, const char *name, Elf64_Shdr *sh);   /* GElf_Shdr */
-bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
-
 /* inflate.c: for each debug file open at fds[i] (or -1), a copy in
  * memory in out[i], with the DWARF sections a report reads inflated (and
  * the others left out), for libdwfl to read instead; -1 when the file has
@@ -241,10 +223,15 @@ void rp_symbols_apply(rp_raw_t *raw);
 int rp_symbols_write(const rp_raw_t *raw, FILE *f);
 void rp_name_frame(rp_frame_t *f, const char *sym);
 int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
-/* read.c: one line of /proc/PID/maps: 1 and *m for an executable mapping
+/* read.c: one line of /proc/PID/maps (or of a dump's, parsed by
+ * elf/maps.c) as a map of the report: 1 and *m for an executable mapping
  * of a file, 0 for any other mapping, -1 for a line that is not one.
  * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */
 int rp_map_line(const char *s, rp_map_t *m);
+/* The same from a line elf/maps.c parsed: true for an executable mapping
+ * of a file. */
+struct el_map_s;
+bool rp_map_from(const struct el_map_s *em, rp_map_t *m);
 int rp_maps_sort(rp_profile_t *p);
 
 #endif
