@@ -3,17 +3,37 @@
  * (elf.h), read from its bytes: a file mapped here, an engine's libelf
  * handle (elf_rawfile) or, for the program headers, a process's memory.
  *
+ * Build ids are read from the PT_NOTE segments, which a stripped file
+ * keeps too.
+ *
  * The files come from paths a process or a dump names: every header,
  * table and string is checked against the image before it is read.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "elf/elf.h"
+
+bool el_fd_map(int fd, el_file_t *f)
+{
+	*f = (el_file_t){ 0 };
+	struct stat st;
+	void *p = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	else
+		errno = EINVAL;
+	if (p == MAP_FAILED)
+		return false;
+	f->p = p;
+	f->size = (size_t)st.st_size;
+	return true;
+}
 
 bool el_file_map(const char *path, el_file_t *f)
 {
@@ -21,20 +41,11 @@ bool el_file_map(const char *path, el_file_t *f)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	struct stat st;
-	void *p = MAP_FAILED;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	else
-		errno = EINVAL;
+	bool ok = el_fd_map(fd, f);
 	int e = errno;
 	close(fd);
 	errno = e;
-	if (p == MAP_FAILED)
-		return false;
-	f->p = p;
-	f->size = (size_t)st.st_size;
-	return true;
+	return ok;
 }
 
 void el_file_unmap(el_file_t *f)
@@ -141,4 +152,47 @@ int el_phdrs(int fd, uint64_t at, Elf64_Ehdr *eh, Elf64_Phdr *ph, int max)
 	if (len && pread(fd, ph, len, (off_t)(at + eh->e_phoff)) != (ssize_t)len)
 		return -1;
 	return eh->e_phnum;
+}
+
+/* The GNU build id among the notes [n, n + len) (aligned to align), as
+ * lowercase hex; false when none is there. */
+static bool note_build_id(const unsigned char *n, uint64_t len, uint64_t align, char *hex)
+{
+	for (uint64_t off = 0; len >= sizeof(Elf64_Nhdr) && off <= len - sizeof(Elf64_Nhdr);) {
+		Elf64_Nhdr nh;
+		memcpy(&nh, n + off, sizeof nh);
+		uint64_t name = off + sizeof nh;
+		uint64_t desc = name + ((nh.n_namesz + align - 1) & ~(align - 1));
+		uint64_t next = desc + ((nh.n_descsz + align - 1) & ~(align - 1));
+		if (desc > len || nh.n_descsz > len - desc)
+			return false;
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && !memcmp(n + name, "GNU", 4) &&
+		    nh.n_descsz >= 2 && nh.n_descsz <= 64) {
+			for (uint32_t k = 0; k < nh.n_descsz; k++)
+				snprintf(hex + 2 * k, 3, "%02x", n[desc + k]);
+			return true;
+		}
+		off = next;
+	}
+	return false;
+}
+
+bool el_build_id(const void *image, size_t size, char *hex)
+{
+	const unsigned char *img = image;
+	const Elf64_Ehdr *eh = image;
+	if (img == NULL || size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > size ||
+	    eh->e_phnum > (size - eh->e_phoff) / sizeof(Elf64_Phdr))
+		return false;
+	for (unsigned i = 0; i < eh->e_phnum; i++) {
+		Elf64_Phdr ph;
+		memcpy(&ph, img + eh->e_phoff + i * sizeof ph, sizeof ph);
+		if (ph.p_type != PT_NOTE || ph.p_offset > size || ph.p_filesz > size - ph.p_offset)
+			continue;
+		if (note_build_id(img + ph.p_offset, ph.p_filesz, ph.p_align == 8 ? 8 : 4, hex))
+			return true;
+	}
+	return false;
 }

@@ -56,6 +56,7 @@ typedef struct el_file_s {
 	size_t size;
 } el_file_t;
 bool el_file_map(const char *path, el_file_t *f);      /* false with errno */
+bool el_fd_map(int fd, el_file_t *f);                  /* the same, fd stays open */
 void el_file_unmap(el_file_t *f);
 
 /* The first section named name of the image [img, img + size): its header
@@ -73,6 +74,10 @@ bool el_section(const void *img, size_t size, const char *name, el_section_t *s)
  * there is none.  false: not an ELF image. */
 bool el_symbols(const void *img, size_t size, unsigned type, const char *const *names, size_t n, uint64_t *value,
     uint64_t *sizes);
+
+/* The GNU build id of the image, from its PT_NOTE segments, as lowercase
+ * hex into hex[129]; false when it has none. */
+bool el_build_id(const void *img, size_t size, char *hex);
 
 /* The ELF header and program headers (at most max) of the object that
  * starts at offset at of fd: a file (at 0) or a process's memory (its

@@ -11,8 +11,9 @@
  *   - elf/: maps lines (a path with spaces, none, a dump's short line,
  *     garbage) parsed field by field; this process's own maps hold this
  *     program; libc's dlopen found in its .dynsym where the loader put
- *     it; this program's program headers the same from its file and from
- *     its memory; a section by name and a missing one;
+ *     it; libc's build id as libdw reads it; this program's program
+ *     headers the same from its file and from its memory; a section by
+ *     name and a missing one;
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
  *   - the JSON writer every --json uses: both layouts, escapes, null;
@@ -21,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <gelf.h>
 #include <fcntl.h>
@@ -233,11 +235,27 @@ static void test_elf(void)
 	    "its .dynsym by name");
 	CHECK(!el_section(f.p, f.size, ".no_such_section", &sec) && !el_section(exe, strlen(exe), ".dynsym", &sec),
 	    "no section of that name; no ELF image");
+	/* libc's build id and this program's, as libdw reads them */
+	char hex[129], want_hex[129] = "";
+	const void *id;
+	int fd = open(di.dli_fname, O_RDONLY);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	ssize_t idlen = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
+	for (ssize_t k = 0; k < idlen; k++)
+		snprintf(want_hex + 2 * k, 3, "%02x", ((const unsigned char *)id)[k]);
+	CHECK(idlen > 0 && el_build_id(f.p, f.size, hex) && !strcmp(hex, want_hex), "libc's build id %s, "
+	    "libdw's %s", hex, want_hex);
+	elf_end(e);
+	close(fd);
+	el_file_unmap(&f);
+	CHECK(el_file_map("/proc/self/exe", &f) && el_build_id(f.p, f.size, hex) && strlen(hex) >= 4 &&
+	    !el_build_id(f.p, 64, hex), "this program's build id; none in its first 64 bytes");
 	el_file_unmap(&f);
 
 	Elf64_Ehdr eh, meh;
 	Elf64_Phdr ph[255], mph[255];
-	int fd = open("/proc/self/exe", O_RDONLY), mem = open("/proc/self/mem", O_RDONLY);
+	int mem = open("/proc/self/mem", O_RDONLY);
+	fd = open("/proc/self/exe", O_RDONLY);
 	CHECK(dladdr((void *)some_function, &di) != 0, "dladdr");
 	int nf = el_phdrs(fd, 0, &eh, ph, 255), nm = el_phdrs(mem, (uint64_t)(uintptr_t)di.dli_fbase, &meh, mph, 255);
 	CHECK(nf > 0 && nf == nm && !memcmp(ph, mph, (size_t)nf * sizeof *ph), "program headers: %d in the file, "
