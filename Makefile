@@ -61,13 +61,15 @@ DEPFLAGS := -MMD -MP
 
 # heapctl/ is laid out by job (ARCHITECTURE.md); which folders make which
 # product is said here, once.  The command: the command-line core, the
-# control commands, the diagnosis engine, systemd, and the client half of
-# the segment library.  Its files include each other as "cli/cli.h".
-HEAPCTL_DIRS := cli cmd diagnose systemd
+# control commands, the diagnosis engine, systemd, the one reader of maps,
+# ELF and .eh_frame (elf/, no library: doctor and run read maps and program
+# headers, and every engine calls it here), and the client half of the
+# segment library.  Its files include each other as "cli/cli.h".
+HEAPCTL_DIRS := cli cmd diagnose systemd elf
 # The report engine: a library heapctl loads for report, stacks and inject
 # alone, so the control commands need none of libdw, libelf, zlib, libstdc++,
 # libunwind.
-REPORT_DIRS  := report symbolize ptrace elf
+REPORT_DIRS  := report symbolize ptrace
 # The daemon, with libmicrohttpd; trace, with libbpf.
 SERVE_DIRS   := serve
 TRACE_DIRS   := trace
@@ -208,7 +210,7 @@ TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread
 # they use (tests/run.sh runs them with the report group).
 ENGINE_TEST_OBJ := $(call cli_objs,heapctl/cli/out.c heapctl/cli/outfile.c heapctl/cli/json.c heapctl/cli/engine.c \
                    heapctl/cli/opts.c heapctl/diagnose/proc.c heapctl/cli/target.c \
-                   heapctl/diagnose/seccomp.c shm/shm.c shm/client.c)
+                   heapctl/diagnose/seccomp.c $(wildcard heapctl/elf/*.c) shm/shm.c shm/client.c)
 $(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl -Iheapctl/report \
@@ -299,13 +301,13 @@ bench: all
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c heapctl/report/rp_internal.h heapctl/report/report.h
+build-fuzz/profile: tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c heapctl/elf/maps.c heapctl/report/rp_internal.h heapctl/report/report.h heapctl/elf/elf.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c -o $@ -lm
+	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/profile.c heapctl/report/read.c heapctl/report/index.c heapctl/elf/maps.c -o $@ -lm
 
-build-fuzz/segment: tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/cli/out.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli/cli.h
+build-fuzz/segment: tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/elf/maps.c heapctl/elf/elf.c heapctl/cli/out.c shm/shm.c shm/client.c shm/heapctl_shm.h heapctl/cli/cli.h heapctl/elf/elf.h
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/cli/out.c shm/shm.c shm/client.c -o $@
+	clang $(FUZZ_CFLAGS) -Iheapctl tests/fuzz/segment.c heapctl/cli/target.c heapctl/diagnose/proc.c heapctl/elf/maps.c heapctl/elf/elf.c heapctl/cli/out.c shm/shm.c shm/client.c -o $@
 
 fuzz: deps build-fuzz/profile build-fuzz/segment
 	@for t in profile segment; do \

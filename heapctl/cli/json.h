@@ -12,7 +12,8 @@
  * JSON_PRETTY puts each member of the top object or array on its own
  * line, indented by two spaces, and what is inside them on that line
  * (heapctl status --json, heapctl list --json).  JSON_COMPACT is JSON_LINE
- * without the spaces after ',' and ':' (heapctl trace's events).  Strings
+ * without the spaces after ',' and ':' (heapctl trace's events,
+ * heapctl inject --json).  Strings
  * are always valid UTF-8 (out_json_str); numbers that are not finite are
  * written as null.
  */

@@ -29,6 +29,7 @@
 
 #include "cli/cli.h"
 #include "diagnose/proc.h"
+#include "elf/elf.h"
 
 extern char **environ;
 
@@ -68,31 +69,31 @@ bool cli_is_library(const char *path)
 
 /* ---- one process ------------------------------------------------------------ */
 
+/* What cli_proc_maps_library looks for and finds. */
+typedef struct lib_find_s {
+	char *path;
+	size_t len;
+	bool found;
+} lib_find_t;
+
+static bool find_library(const el_map_t *m, void *arg)
+{
+	lib_find_t *l = arg;
+	/* an executable mapping: a load the loader gave up on (a noexec
+	 * mount) leaves its first, read-only mapping behind */
+	if (el_map_exec_file(m) && cli_is_library(m->path)) {
+		l->found = true;
+		if (l->path)
+			snprintf(l->path, l->len, "%s", m->path);
+	}
+	return !l->found;
+}
+
 bool cli_proc_maps_library(int pid, char *path, size_t len, bool *readable)
 {
-	char p[64], line[4096];
-	snprintf(p, sizeof p, "/proc/%d/maps", pid);
-	FILE *f = fopen(p, "re");
-	*readable = f != NULL;
-	if (f == NULL)
-		return false;
-	bool found = false;
-	while (!found && fgets(line, sizeof line, f)) {
-		/* an executable mapping: a load the loader gave up on (a noexec
-		 * mount) leaves its first, read-only mapping behind */
-		char perms[8] = "";
-		char *name = strchr(line, '/');
-		if (name == NULL || sscanf(line, "%*s %7s", perms) != 1 || strchr(perms, 'x') == NULL)
-			continue;
-		name[strcspn(name, "\n")] = 0;
-		if (cli_is_library(name)) {
-			found = true;
-			if (path)
-				snprintf(path, len, "%s", name);
-		}
-	}
-	fclose(f);
-	return found;
+	lib_find_t l = { path, len, false };
+	*readable = el_maps_each(pid, find_library, &l) == 0;
+	return l.found;
 }
 
 bool cli_proc_fork_pending(int pid, int *ppid)
@@ -266,11 +267,6 @@ void cli_proc_object_path(int pid, const char *path, char *out, size_t len)
 		snprintf(out, len, "%s", path);
 }
 
-static bool mem_read(int memfd, uint64_t addr, void *buf, size_t len)
-{
-	return pread(memfd, buf, len, (off_t)addr) == (ssize_t)len;
-}
-
 /* The unwind table of the ELF object whose first page a process has at
  * base, read from its memory (memfd: its /proc/PID/mem) rather than from
  * a file: the loader maps PT_GNU_EH_FRAME with the text, so the table is
@@ -283,18 +279,14 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
 {
 	memset(t, 0, sizeof *t);
 	Elf64_Ehdr eh;
-	if (!mem_read(memfd, base, &eh, sizeof eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum >= 256)
-		return false;
-	Elf64_Phdr ph[256];
+	Elf64_Phdr ph[255];
+	int nph = el_phdrs(memfd, base, &eh, ph, 255);
 	uint64_t first_load = UINT64_MAX, hdr_vaddr = 0;
-	if (mem_read(memfd, base + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0])) {
-		for (unsigned i = 0; i < eh.e_phnum; i++) {
-			if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
-				first_load = ph[i].p_vaddr & ~(uint64_t)4095;
-			if (ph[i].p_type == PT_GNU_EH_FRAME)
-				hdr_vaddr = ph[i].p_vaddr;
-		}
+	for (int i = 0; i < nph; i++) {
+		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < first_load)
+			first_load = ph[i].p_vaddr & ~(uint64_t)4095;
+		if (ph[i].p_type == PT_GNU_EH_FRAME)
+			hdr_vaddr = ph[i].p_vaddr;
 	}
 	if (first_load == UINT64_MAX)
 		return false;
@@ -303,7 +295,7 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
 	if (hdr_vaddr == 0)
 		return true;
 	t->hdr = t->bias + hdr_vaddr;
-	if (mem_read(memfd, t->hdr, h, sizeof h) && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 && h[3] == 0x3b) {
+	if (pread(memfd, h, sizeof h, (off_t)t->hdr) == (ssize_t)sizeof h && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 && h[3] == 0x3b) {
 		uint32_t n;
 		memcpy(&n, h + 8, sizeof n);
 		t->table = t->hdr + 12;
@@ -315,40 +307,40 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
 /* heapctl inject's agent in process pid, when it has no segment: its mark
  * (shm/heapctl_shm.h), found by its magic in the agent's writable
  * mappings.  false: no agent mapped, or its memory may not be read. */
-bool cli_proc_inject_mark(int pid, hc_inject_mark_t *mark)
+typedef struct mark_find_s {
+	int mem;                   /* the process's /proc/PID/mem */
+	hc_inject_mark_t *mark;
+	bool found;
+} mark_find_t;
+
+static bool find_mark(const el_map_t *m, void *arg)
 {
-	char path[64], line[4200];
-	snprintf(path, sizeof path, "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
-		return false;
-	snprintf(path, sizeof path, "/proc/%d/mem", pid);
-	int mem = open(path, O_RDONLY | O_CLOEXEC);
-	bool found = false;
-	while (!found && mem >= 0 && fgets(line, sizeof line, f)) {
-		unsigned long long lo, hi;
-		char perms[8];
-		int pos = 0;
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &pos) != 3 || pos == 0 ||
-		    perms[1] != 'w' || hi - lo > (1u << 20))
-			continue;
-		line[strcspn(line, "\n")] = 0;
-		const char *b = strrchr(line + pos, '/');
-		if (b == NULL || strncmp(b + 1, "libheapctl-agent", 16) != 0)
-			continue;
-		static char buf[1u << 20];
-		ssize_t n = pread(mem, buf, (size_t)(hi - lo), (off_t)lo);
-		for (ssize_t o = 0; !found && o + (ssize_t)sizeof *mark <= n; o += 8) {
-			if (memcmp(buf + o, HC_INJECT_MARK_MAGIC, 16) == 0) {
-				memcpy(mark, buf + o, sizeof *mark);
-				found = true;
-			}
+	mark_find_t *f = arg;
+	const char *b = strrchr(m->path, '/');
+	if (m->perms[1] != 'w' || m->hi - m->lo > (1u << 20) || b == NULL ||
+	    strncmp(b + 1, "libheapctl-agent", 16) != 0)
+		return true;
+	static char buf[1u << 20];
+	ssize_t n = pread(f->mem, buf, (size_t)(m->hi - m->lo), (off_t)m->lo);
+	for (ssize_t o = 0; !f->found && o + (ssize_t)sizeof *f->mark <= n; o += 8) {
+		if (memcmp(buf + o, HC_INJECT_MARK_MAGIC, 16) == 0) {
+			memcpy(f->mark, buf + o, sizeof *f->mark);
+			f->found = true;
 		}
 	}
-	if (mem >= 0)
-		close(mem);
-	fclose(f);
-	return found;
+	return !f->found;
+}
+
+bool cli_proc_inject_mark(int pid, hc_inject_mark_t *mark)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/mem", pid);
+	mark_find_t f = { open(path, O_RDONLY | O_CLOEXEC), mark, false };
+	if (f.mem < 0)
+		return false;
+	el_maps_each(pid, find_mark, &f);
+	close(f.mem);
+	return f.found;
 }
 
 /* Whether heapctl inject's agent in process pid is inert, from its mark:
@@ -418,21 +410,13 @@ int cli_elf_static(const char *path)
 	if (fd < 0)
 		return -1;
 	Elf64_Ehdr eh;
-	int r = -1;
-	if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
-		r = 1;
-		for (unsigned i = 0; i < eh.e_phnum; i++) {
-			Elf64_Phdr ph;
-			if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) {
-				r = -1;
-				break;
-			}
-			if (ph.p_type == PT_INTERP)
-				r = 0;
-		}
-	}
+	Elf64_Phdr ph[255];
+	int n = el_phdrs(fd, 0, &eh, ph, 255);
 	close(fd);
+	int r = n < 0 ? -1 : 1;
+	for (int i = 0; i < n; i++)
+		if (ph[i].p_type == PT_INTERP)
+			r = 0;
 	return r;
 }
 

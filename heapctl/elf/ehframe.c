@@ -11,15 +11,14 @@
  * row per address.
  *
  * The tables come from a file a dump names: every offset is checked
- * against its section before it is read.
+ * against its section before it is read.  The sections are found by
+ * elf.c, in the file's bytes (elf.h).
  */
 #define _GNU_SOURCE
-#include <gelf.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "report/report.h"
-#include "report/rp_internal.h"
+#include "elf/elf.h"
 
 enum {
 	PE_OMIT = 0xff, PE_ABSPTR = 0x00, PE_ULEB = 0x01, PE_UDATA2 = 0x02, PE_UDATA4 = 0x03,
@@ -101,48 +100,27 @@ static uint64_t pointer(cursor_t *c, unsigned enc, uint64_t base)
 	return v;
 }
 
-Elf_Scn *rp_elf_section(Elf *elf, const char *want, GElf_Shdr *sh)
-{
-	size_t shstrndx;
-	if (elf == NULL || elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return NULL;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
-		const char *name = gelf_getshdr(scn, sh) ? elf_strptr(elf, shstrndx, sh->sh_name) : NULL;
-		if (name && strcmp(name, want) == 0)
-			return scn;
-	}
-	return NULL;
-}
-
 /* A section's bytes and address; false when it is not there or holds none. */
-static bool section(Elf *elf, const char *want, const unsigned char **data, size_t *size, uint64_t *addr)
+static bool section(const void *img, size_t size, const char *want, const unsigned char **data, size_t *len,
+    uint64_t *addr)
 {
-	GElf_Shdr sh;
-	Elf_Scn *scn = rp_elf_section(elf, want, &sh);
-	if (scn == NULL || sh.sh_type == SHT_NOBITS)
+	el_section_t sec;
+	if (!el_section(img, size, want, &sec) || sec.data == NULL)
 		return false;
-	Elf_Data *d = elf_rawdata(scn, NULL);
-	if (d == NULL || d->d_buf == NULL)
-		return false;
-	*data = d->d_buf;
-	*size = d->d_size;
-	*addr = sh.sh_addr;
+	*data = sec.data;
+	*len = sec.sh.sh_size;
+	*addr = sec.sh.sh_addr;
 	return true;
 }
 
-void rp_eh_build(Elf *elf, rp_ehtab_t *t)
+void el_eh_build(const void *img, size_t size, el_ehtab_t *t, void *(*alloc)(size_t))
 {
 	t->built = true;
-	if (elf == NULL || gelf_getclass(elf) != ELFCLASS64)
-		return;
-	GElf_Ehdr eh;
-	if (gelf_getehdr(elf, &eh) == NULL || eh.e_ident[EI_DATA] != ELFDATA2LSB)
-		return;
 	const unsigned char *hdr;
 	size_t hsize;
 	uint64_t haddr;
-	if (!section(elf, ".eh_frame_hdr", &hdr, &hsize, &haddr) ||
-	    !section(elf, ".eh_frame", &t->eh, &t->eh_size, &t->eh_addr))
+	if (!section(img, size, ".eh_frame_hdr", &hdr, &hsize, &haddr) ||
+	    !section(img, size, ".eh_frame", &t->eh, &t->eh_size, &t->eh_addr))
 		return;
 	cursor_t c = { hdr, hdr + hsize, haddr, false };
 	unsigned version = (unsigned)take(&c, 1), ptr_enc = (unsigned)take(&c, 1);
@@ -155,8 +133,8 @@ void rp_eh_build(Elf *elf, rp_ehtab_t *t)
 	uint64_t n = pointer(&c, count_enc, haddr);
 	if (c.bad || n == 0 || n > (uint64_t)(c.end - c.p) / 8)
 		return;
-	t->start = rp_alloc(sizeof *t->start * n);
-	t->fde = rp_alloc(sizeof *t->fde * n);
+	t->start = alloc(sizeof *t->start * n);
+	t->fde = alloc(sizeof *t->fde * n);
 	for (uint64_t i = 0; i < n; i++) {
 		t->start[i] = haddr + (uint64_t)(int64_t)(int32_t)take(&c, 4);
 		t->fde[i] = haddr + (uint64_t)(int64_t)(int32_t)take(&c, 4);
@@ -164,9 +142,9 @@ void rp_eh_build(Elf *elf, rp_ehtab_t *t)
 	t->n = (size_t)n;
 }
 
-/* The length of the function an FDE at addr describes, if it starts at
- * start; 0 when the entry cannot be read. */
-static uint64_t fde_length(const rp_ehtab_t *t, uint64_t addr, uint64_t start)
+/* The function an FDE at addr describes: its start and its length (0:
+ * the entry cannot be read). */
+static uint64_t fde_length(const el_ehtab_t *t, uint64_t addr, uint64_t *begin)
 {
 	if (addr < t->eh_addr || addr - t->eh_addr >= t->eh_size)
 		return 0;
@@ -218,14 +196,12 @@ static uint64_t fde_length(const rp_ehtab_t *t, uint64_t addr, uint64_t start)
 	}
 	if (c.bad)
 		return 0;
-	uint64_t begin = pointer(&f, enc, 0);
+	*begin = pointer(&f, enc, 0);
 	uint64_t range = pointer(&f, enc & 0x0f, 0);
-	if (f.bad || begin != start)
-		return 0;
-	return range;
+	return f.bad ? 0 : range;
 }
 
-bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start)
+bool el_eh_function(const el_ehtab_t *t, uint64_t pc, uint64_t *start)
 {
 	size_t lo = 0, hi = t->n;           /* the first entry starting after pc */
 	while (lo < hi) {
@@ -237,10 +213,25 @@ bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start)
 	}
 	if (lo == 0)
 		return false;
-	uint64_t s = t->start[lo - 1];
-	uint64_t len = fde_length(t, t->fde[lo - 1], s);
-	if (len == 0 || pc - s >= len)
+	uint64_t s = t->start[lo - 1], begin = 0;
+	uint64_t len = fde_length(t, t->fde[lo - 1], &begin);
+	if (len == 0 || begin != s || pc - s >= len)
 		return false;
 	*start = s;
 	return true;
+}
+
+void el_eh_fdes(const unsigned char *eh, size_t size, uint64_t addr, el_fde_fn *fn, void *arg)
+{
+	el_ehtab_t t = { .eh = eh, .eh_size = size, .eh_addr = addr };
+	for (uint64_t off = 0; eh && off + 8 <= size;) {
+		cursor_t c = { eh + off, eh + size, addr + off, false };
+		uint64_t len = take(&c, 4);
+		if (len == 0 || len == 0xffffffff || len > size - off - 4)
+			break;                  /* the terminator, or 64-bit: stop */
+		uint64_t begin = 0, range;
+		if (take(&c, 4) != 0 && (range = fde_length(&t, addr + off, &begin)) != 0)
+			fn(begin, range, off, arg);
+		off += 4 + len;
+	}
 }

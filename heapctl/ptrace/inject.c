@@ -10,7 +10,7 @@
  * for every command.  `heapctl eject PID` (cmd_ctl.c) undoes the wrapping.
  *
  * Safety first:
- *   - Every thread is seized and stopped (stacks.c), and unwound.  The
+ *   - Every thread is seized and stopped (seize.c), and unwound.  The
  *     calls are made only when no thread is inside the dynamic loader, the
  *     process's allocator (glibc's malloc family and its fork, dlopen and
  *     thread functions, or all of jemalloc, tcmalloc and mimalloc) or a
@@ -35,15 +35,13 @@
  *     read to tell (seccomp.c: the filter is read and run for each), a
  *     container where the agent's file is not, a chroot without it, /dev/shm
  *     or /proc (its directory and the mounts it lacks named), ptrace_scope or missing
- *     CAP_SYS_PTRACE (stacks.c says which).
+ *     CAP_SYS_PTRACE (seize.c says which).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +59,8 @@
 #include "diagnose/proc.h"
 #include "cli/json.h"
 #include "diagnose/seccomp.h"
+#include "elf/elf.h"
+#include "ptrace/ptrace.h"
 #include "report/rp_internal.h"
 
 #define AGENT_LIB "libheapctl-agent.so"
@@ -113,43 +113,26 @@ static void add_unsafe(proc_t *p, uint64_t lo, uint64_t hi, const char *what)
 	p->unsafe[p->nunsafe++] = (range_t){ lo, hi, what };
 }
 
-/* One line of /proc/PID/maps: its range, offset, permissions and path. */
-static bool maps_line(const char *s, uint64_t *lo, uint64_t *hi, uint64_t *off, char perms[5], const char **path)
-{
-	unsigned long long a, b, o;
-	int n = 0;
-	if (sscanf(s, "%llx-%llx %4s %llx %*s %*s%n", &a, &b, perms, &o, &n) < 4 || n == 0)
-		return false;
-	s += n;
-	while (*s == ' ')
-		s++;
-	*lo = a, *hi = b, *off = o, *path = s;
-	return true;
-}
-
 /* The load base of the object at path in the process (its mapping at file
  * offset 0), or 0. */
+typedef struct base_of_s {
+	const char *path;
+	uint64_t base;
+} base_of_t;
+
+static bool find_base(const el_map_t *m, void *arg)
+{
+	base_of_t *b = arg;
+	if (m->offset == 0 && strcmp(m->path, b->path) == 0)
+		b->base = m->lo;
+	return b->base == 0;
+}
+
 static uint64_t object_base(int pid, const char *path)
 {
-	char f[64];
-	snprintf(f, sizeof f, "/proc/%d/maps", pid);
-	FILE *m = fopen(f, "re");
-	if (m == NULL)
-		return 0;
-	char *line = NULL;
-	size_t cap = 0;
-	uint64_t base = 0;
-	while (base == 0 && getline(&line, &cap, m) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		uint64_t lo, hi, off;
-		char perms[5];
-		const char *p;
-		if (maps_line(line, &lo, &hi, &off, perms, &p) && off == 0 && strcmp(p, path) == 0)
-			base = lo;
-	}
-	free(line);
-	fclose(m);
-	return base;
+	base_of_t b = { path, 0 };
+	el_maps_each(pid, find_base, &b);
+	return b.base;
 }
 
 static bool ends_with(const char *s, const char *tail)
@@ -168,51 +151,45 @@ static bool is_libc(const char *path)
 /* The process's objects: libc, the loader (unsafe), another allocator
  * (unsafe, whole), the library or the agent if there.  Returns 0 or an exit
  * code after one line. */
+static bool add_object(const el_map_t *m, void *arg)
+{
+	proc_t *p = arg;
+	const char *path = m->path;
+	if (path[0] != '/')
+		return true;
+	const char *b = strrchr(path, '/') + 1;
+	if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
+		p->musl = true;
+	if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
+		p->agent = true;
+		if (m->perms[2] == 'x')  /* a thread in it may hold its locks */
+			add_unsafe(p, m->lo, m->hi, "the agent (of an earlier inject)");
+	} else if (cli_is_library(path)) {
+		p->preloaded = true;
+	}
+	if (is_libc(path) && p->libc[0] == 0 && m->offset == 0) {
+		snprintf(p->libc, sizeof p->libc, "%s", path);
+		p->libc_base = m->lo;
+	}
+	if (m->perms[2] != 'x')
+		return true;
+	if (strncmp(b, "ld-linux", 8) == 0)
+		add_unsafe(p, m->lo, m->hi, "the dynamic loader");
+	else if (strstr(b, "jemalloc") || strstr(b, "tcmalloc") || strstr(b, "mimalloc")) {
+		add_unsafe(p, m->lo, m->hi, "its allocator");
+		if (p->alloc_lib[0] == 0)
+			snprintf(p->alloc_lib, sizeof p->alloc_lib, "%s", b);
+	}
+	return true;
+}
+
 static int read_objects(proc_t *p)
 {
-	char f[64];
-	snprintf(f, sizeof f, "/proc/%d/maps", p->pid);
-	FILE *m = fopen(f, "re");
-	if (m == NULL)
-		return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
-		    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
-		    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
-	char *line = NULL;
-	size_t cap = 0;
-	while (getline(&line, &cap, m) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		uint64_t lo, hi, off;
-		char perms[5];
-		const char *path;
-		if (!maps_line(line, &lo, &hi, &off, perms, &path) || path[0] != '/')
-			continue;
-		const char *b = strrchr(path, '/') + 1;
-		if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
-			p->musl = true;
-		if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
-			p->agent = true;
-			if (perms[2] == 'x')     /* a thread in it may hold its locks */
-				add_unsafe(p, lo, hi, "the agent (of an earlier inject)");
-		} else if (cli_is_library(path)) {
-			p->preloaded = true;
-		}
-		if (is_libc(path) && p->libc[0] == 0 && off == 0) {
-			snprintf(p->libc, sizeof p->libc, "%s", path);
-			p->libc_base = lo;
-		}
-		if (perms[2] != 'x')
-			continue;
-		if (strncmp(b, "ld-linux", 8) == 0)
-			add_unsafe(p, lo, hi, "the dynamic loader");
-		else if (strstr(b, "jemalloc") || strstr(b, "tcmalloc") || strstr(b, "mimalloc")) {
-			add_unsafe(p, lo, hi, "its allocator");
-			if (p->alloc_lib[0] == 0)
-				snprintf(p->alloc_lib, sizeof p->alloc_lib, "%s", b);
-		}
-	}
-	free(line);
-	fclose(m);
-	return 0;
+	if (el_maps_each(p->pid, add_object, p) == 0)
+		return 0;
+	return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
+	    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
+	    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
 }
 
 /* Symbols of the ELF file at path (pid > 0: a file that process maps, as
@@ -226,40 +203,11 @@ static bool elf_symbols(int pid, const char *path, const char *const *names, siz
 		cli_proc_object_path(pid, path, full, sizeof full);
 	else
 		snprintf(full, sizeof full, "%s", path);
-	int fd = open(full, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	el_file_t f;
+	if (!el_file_map(full, &f))
 		return false;
-	elf_version(EV_CURRENT);
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	bool ok = e != NULL;
-	memset(value, 0, n * sizeof *value);
-	if (size)
-		memset(size, 0, n * sizeof *size);
-	Elf_Scn *scn = NULL;
-	while (ok && (scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) == NULL || sh.sh_type != SHT_DYNSYM || sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t count = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && i < count; i++) {
-			GElf_Sym s;
-			if (gelf_getsym(d, (int)i, &s) == NULL || s.st_value == 0 ||
-			    (GELF_ST_TYPE(s.st_info) != STT_FUNC && GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC))
-				continue;
-			const char *nm = elf_strptr(e, sh.sh_link, s.st_name);
-			for (size_t k = 0; nm && k < n; k++) {
-				if (strcmp(nm, names[k]) == 0 && value[k] == 0) {
-					value[k] = s.st_value;
-					if (size)
-						size[k] = s.st_size;
-				}
-			}
-		}
-	}
-	if (e)
-		elf_end(e);
-	close(fd);
+	bool ok = el_symbols(f.p, f.size, SHT_DYNSYM, names, n, value, size);
+	el_file_unmap(&f);
 	return ok;
 }
 
@@ -378,11 +326,11 @@ static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_
 			snprintf(why, wlen, "the process ended during the call");
 			return ESRCH;
 		}
-		if (rp_now_ns() >= deadline && call_slow != NULL) {
+		if (pt_now_ns() >= deadline && call_slow != NULL) {
 			call_slow(call_slow_arg);
 			call_slow = NULL;
-			deadline = rp_now_ns() + 20000000000u;
-		} else if (rp_now_ns() >= deadline) {
+			deadline = pt_now_ns() + 20000000000u;
+		} else if (pt_now_ns() >= deadline) {
 			snprintf(why, wlen, "the call did not return in time");
 			return ETIMEDOUT;
 		}
@@ -402,7 +350,7 @@ static void get_string(call_t *c, uint64_t addr, char *out, size_t len)
 /* ---- the checks --------------------------------------------------------- */
 
 /* Why tid is not at a safe point, or NULL. */
-static const char *unsafe_at(const proc_t *p, const rp_thr_t *t)
+static const char *unsafe_at(const proc_t *p, const pt_thr_t *t)
 {
 	if (!t->stopped)
 		return t->why ? t->why : "it did not stop";
@@ -527,15 +475,11 @@ static int parse_opts(cli_args_t *a, int *lg, bool *off, const char **conf)
 				code = cli_err(HC_EXIT_USAGE, "inject: --conf takes NAME:VALUE,... (at most 1024 bytes)");
 			*conf = v;
 			break;
-		case CLI_OPERAND: {
-			errno = 0;
-			long pid = strtol(v, &end, 10);
-			if (a->pid == 0 && !errno && !*end && end != v && pid > 0 && pid <= INT32_MAX)
-				a->pid = (int)pid;
-			else
-				code = cli_err(HC_EXIT_USAGE, "inject: unexpected argument '%s'", v);
+		case CLI_OPERAND:
+			/* the PID is the dispatcher's (cli_parse_pid): anything
+			 * left is not one */
+			code = cli_err(HC_EXIT_USAGE, "inject: unexpected argument '%s'", v);
 			break;
-		}
 		default: code = -id;
 		}
 	}
@@ -601,7 +545,7 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 }
 
 typedef struct release_s {
-	rp_thr_t *th;
+	pt_thr_t *th;
 	size_t nth, keep;
 } release_t;
 
@@ -609,10 +553,346 @@ typedef struct release_s {
 static void release_others(void *arg)
 {
 	release_t *r = arg;
-	rp_thr_t keep = r->th[r->keep];
+	pt_thr_t keep = r->th[r->keep];
 	r->th[r->keep].seized = false;
-	rp_release_all(r->th, r->nth);
+	pt_release_all(r->th, r->nth);
 	r->th[r->keep] = keep;
+}
+
+/* What one inject carries from step to step: the process, what goes into
+ * it, and the hold on its threads. */
+typedef struct inject_s {
+	int lg;
+	bool off;
+	const char *more;          /* --conf, checked                            */
+	proc_t p;
+	char agent[4096];          /* the agent's file, on this side             */
+	char conf[1200];           /* what heapctl_inject_arm is given           */
+	pt_thr_t *th;
+	size_t nth;
+	unw_addr_space_t as;
+	bool *safe;                /* per thread: held at a safe place          */
+	uint64_t *last_pc;         /* per thread: where it was the last round   */
+	unsigned *stuck;           /* per thread: rounds it got nowhere         */
+	uint64_t t_start, deadline, strict_until;
+	uint64_t t0;               /* the first interrupt; 0: none held          */
+	uint64_t rounds;
+	uint64_t all_ns;           /* every thread held                          */
+	uint64_t held_ns;          /* the thread that made the calls held        */
+	bool strict;               /* every thread held during the calls        */
+	bool json;                 /* --json                                     */
+	char last_why[256];
+} inject_t;
+
+/* --conf checked as the library checks it, before the process is touched.
+ * Returns 0 or an exit code after one line. */
+static int check_more(const char *more)
+{
+	char lib[4096];
+	int code;
+	if ((code = cli_find_installed("libheapctl.so", lib, sizeof lib, false)) != 0 ||
+	    (code = cli_check_conf(lib, more)) != 0)
+		return code;
+	/* thp acts on libheapctl.so's heap; this process keeps its malloc
+	 * (the check above leaves default, always and never) */
+	static const char *const thp[] = { "thp:always", "thp:never" };
+	for (unsigned i = 0; i < sizeof thp / sizeof thp[0]; i++)
+		if (cli_opt_has(more, thp[i]))
+			return cli_err(HC_EXIT_USAGE, "inject: --conf %s: the process keeps its own "
+			    "malloc, whose memory thp does not reach (it is an option of libheapctl.so's heap)",
+			    thp[i]);
+	return 0;
+}
+
+/* The process, its objects and the agent's file: 0, or an exit code after
+ * one line when it cannot take the agent. */
+static int check_process(inject_t *in)
+{
+	proc_t *p = &in->p;
+	snprintf(p->root, sizeof p->root, "/proc/%d/root", p->pid);
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d", p->pid);
+	if (access(dir, F_OK) != 0)
+		return cli_err(HC_EXIT_NOPROC, "no process %d", p->pid);
+	int code;
+	if ((code = read_objects(p)) != 0 || (code = refuse_before(p)) != 0)
+		return code;
+	char shm[64];
+	snprintf(shm, sizeof shm, "/dev/shm/heapctl.%d", p->pid);
+	if (p->agent && access(shm, F_OK) == 0)
+		return cli_err(HC_EXIT_FAILED, "process %d has the agent already: heapctl status %d (heapctl eject %d "
+		    "takes it out)", p->pid, p->pid, p->pid);
+	return agent_path(p, in->agent, sizeof in->agent);
+}
+
+/* The unsafe ranges of glibc's functions (read_objects added whole other
+ * allocators and the loader). */
+static void add_glibc_unsafe(proc_t *p)
+{
+	uint64_t val[NUNSAFE], size[NUNSAFE];
+	if (!elf_symbols(p->pid, p->libc, glibc_unsafe, NUNSAFE, val, size))
+		return;
+	/* malloc.c is one unit: its static functions (_int_malloc,
+	 * _mid_memalign, which aligned_alloc reaches with a jump and
+	 * leaves no frame of its own) lie among the exported ones */
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (size_t i = 0; i < NMALLOC; i++)
+		if (val[i] && size[i]) {
+			lo = val[i] < lo ? val[i] : lo;
+			hi = val[i] + size[i] > hi ? val[i] + size[i] : hi;
+		}
+	if (hi > lo && hi - lo < (1u << 20))
+		add_unsafe(p, p->libc_base + lo, p->libc_base + hi, "glibc's malloc");
+	for (size_t i = 0; i < NUNSAFE; i++)
+		if (val[i] && size[i])
+			add_unsafe(p, p->libc_base + val[i], p->libc_base + val[i] + size[i],
+			    i < NMALLOC ? "glibc's malloc" : strncmp(glibc_unsafe[i], "dl", 2) == 0 ||
+			    strstr(glibc_unsafe[i], "_dl") ? "the dynamic loader" :
+			    "glibc's fork, thread or exit functions");
+}
+
+/* One round's look at the held threads: each stopped one not yet at a
+ * safe place is unwound again.  Returns how many are at unsafe places
+ * (the last one's reason in last_why). */
+static size_t look_at_threads(inject_t *in)
+{
+	size_t unsafe = 0;
+	for (size_t i = 0; i < in->nth; i++) {
+		pt_thr_t *t = &in->th[i];
+		if (t->gone || !t->seized || in->safe[i])
+			continue;
+		const char *why = NULL;
+		if (t->stopped) {
+			t->n = 0;
+			t->signal_frame = false;
+			pt_unwind_thread(in->as, t);
+		}
+		if ((why = unsafe_at(&in->p, t)) == NULL) {
+			in->safe[i] = true;
+			continue;
+		}
+		unsafe++;
+		snprintf(in->last_why, sizeof in->last_why, "thread %d is in %s", t->tid, why);
+	}
+	return unsafe;
+}
+
+/* Every thread let go a moment (one may be in a fork, which holds the
+ * allocator's locks and which each interrupt starts over), to be held
+ * again, afresh. */
+static void start_afresh(inject_t *in)
+{
+	pt_release_all(in->th, in->nth);
+	in->nth = 0;
+	in->t0 = 0;
+	memset(in->safe, 0, PT_MAX_THREADS * sizeof *in->safe);
+	memset(in->stuck, 0, PT_MAX_THREADS * sizeof *in->stuck);
+	memset(in->last_pc, 0, PT_MAX_THREADS * sizeof *in->last_pc);
+	struct timespec ts = { 0, 20000000 };
+	nanosleep(&ts, NULL);
+}
+
+/* The threads at unsafe places run on a little, then stop again.  One
+ * found where it was the last time got nowhere: no CPU for it in time on a
+ * busy machine, or a fork, which an interrupt restarts from the beginning
+ * (while it holds every malloc lock): each time, the moment doubles, up to
+ * 50 ms. */
+static void run_unsafe_moment(inject_t *in, uint64_t round_end)
+{
+	unsigned longest = 0;
+	for (size_t i = 0; i < in->nth; i++) {
+		pt_thr_t *t = &in->th[i];
+		if (in->safe[i] || t->gone || !t->seized || !t->stopped)
+			continue;
+		uint64_t pc = t->n > 0 ? t->ip[0] : 0;
+		in->stuck[i] = pc == in->last_pc[i] ? in->stuck[i] + 1 : 0;
+		in->last_pc[i] = pc;
+		longest = in->stuck[i] > longest ? in->stuck[i] : longest;
+		if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(intptr_t)t->deliver) == 0) {
+			t->deliver = 0;
+			t->stopped = false;
+		}
+	}
+	uint64_t run_ns = 200000ull << (longest < 8 ? longest : 8);
+	struct timespec ts = { 0, (long)run_ns };
+	nanosleep(&ts, NULL);
+	for (size_t i = 0; i < in->nth; i++) {
+		pt_thr_t *t = &in->th[i];
+		if (!in->safe[i] && t->seized && !t->gone && !t->stopped) {
+			t->why = NULL;
+			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+		}
+	}
+	pt_wait_stopped(in->th, in->nth, round_end < in->deadline ? round_end : in->deadline);
+}
+
+/*
+ * Every thread held; each one at an unsafe place is let run a moment and
+ * stopped again, while the others stay held, until all are at safe places
+ * at once (a thread spends only part of its time in malloc), or the
+ * deadline.  New threads are seized as they appear.  Returns 0 with the
+ * threads held (in->strict false: one at a safe place is enough, see
+ * there), or an exit code after one line.
+ */
+static int hold_safe(inject_t *in)
+{
+	for (;;) {
+		in->rounds++;
+		uint64_t round_end = pt_now_ns() + 1000000000u;
+		int code = pt_seize_all(in->p.pid, in->th, &in->nth, &in->t0,
+		    round_end < in->deadline ? round_end : in->deadline);
+		if (code)
+			return code;
+		size_t unsafe = look_at_threads(in), held = 0;
+		for (size_t i = 0; i < in->nth; i++)
+			held += in->th[i].stopped;
+		if (unsafe == 0 && held > 0)
+			return 0;
+		/* Busy allocating threads are rarely all outside malloc at once:
+		 * after a while one thread at a safe place is enough, and the
+		 * others run while it makes the calls (a lock they hold is let go
+		 * as they run; the agent is safe across their forks) */
+		if (pt_now_ns() >= in->strict_until) {
+			size_t k = 0;
+			while (k < in->nth && !(in->safe[k] && in->th[k].stopped && !in->th[k].gone))
+				k++;
+			if (k < in->nth) {
+				in->strict = false;
+				return 0;
+			}
+			if (pt_now_ns() < in->deadline) {
+				start_afresh(in);     /* none: all held again, afresh */
+				continue;
+			}
+		}
+		if (pt_now_ns() >= in->deadline)
+			return cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
+			    "nothing was changed, try again or raise --timeout",
+			    (double)(pt_now_ns() - in->t_start) / 1e9, (unsigned long long)in->rounds,
+			    unsafe ? in->last_why : "no thread could be stopped");
+		run_unsafe_moment(in, round_end);
+	}
+}
+
+/* The calls, on one held thread at a safe place (the main thread if it
+ * is one, else the first): the others let go first unless strict, else
+ * only when a call is slow.  Returns 0 or an exit code after one line. */
+static int make_calls(inject_t *in)
+{
+	size_t pick = in->nth;
+	for (size_t i = 0; i < in->nth; i++)
+		if (in->safe[i] && in->th[i].stopped && !in->th[i].gone && (pick == in->nth || in->th[i].tid == in->p.pid))
+			pick = i;
+	release_t others = { in->th, in->nth, pick };
+	if (!in->strict)
+		release_others(&others);
+	else {
+		call_slow = release_others;
+		call_slow_arg = &others;
+	}
+	in->all_ns = pt_now_ns() - in->t0;
+	call_t *c = calloc(1, sizeof *c);
+	char mem[64];
+	snprintf(mem, sizeof mem, "/proc/%d/mem", in->p.pid);
+	if (c != NULL) {
+		c->tid = in->th[pick].tid;
+		c->mem = open(mem, O_RDWR | O_CLOEXEC);
+	}
+	int code;
+	if (c == NULL || c->mem < 0 || !save_thread(c)) {
+		code = cli_err(HC_EXIT_FAILED, "inject: cannot take hold of thread %d of process %d: %s",
+		    c ? c->tid : 0, in->p.pid, strerror(errno));
+	} else {
+		code = load_agent(&in->p, c, in->agent, in->conf, pt_now_ns() + 10000000000u);
+		call_slow = NULL;
+		restore_thread(c);
+	}
+	if (c && c->pending)
+		in->th[pick].deliver = c->pending;
+	if (c) {
+		if (c->mem >= 0)
+			close(c->mem);
+		free(c);
+	}
+	return code;
+}
+
+/* The process held, the agent loaded and armed, every thread let go,
+ * with signals that would end heapctl held off all the while.  Returns 0
+ * or an exit code after one line. */
+static int hold_and_call(inject_t *in, uint64_t timeout_ns)
+{
+	in->th = calloc(PT_MAX_THREADS, sizeof *in->th);
+	in->as = unw_create_addr_space(&_UPT_accessors, 0);
+	if (in->th == NULL || in->as == NULL) {
+		free(in->th);
+		return cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	}
+	unw_set_caching_policy(in->as, UNW_CACHE_GLOBAL);   /* a thread is unwound once a round */
+	sigset_t old;
+	pt_hold_signals(&old);
+	in->t_start = pt_now_ns();
+	in->deadline = in->t_start + (timeout_ns ? timeout_ns : 5000000000u);
+	in->strict_until = in->t_start + (in->deadline - in->t_start) / 4 < in->t_start + STRICT_NS ?
+	    in->t_start + (in->deadline - in->t_start) / 4 : in->t_start + STRICT_NS;
+	in->strict = true;
+	in->safe = calloc(PT_MAX_THREADS, sizeof *in->safe);
+	in->last_pc = calloc(PT_MAX_THREADS, sizeof *in->last_pc);
+	in->stuck = calloc(PT_MAX_THREADS, sizeof *in->stuck);
+	int code = in->safe && in->last_pc && in->stuck ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	if (code == 0 && (code = hold_safe(in)) == 0)
+		code = make_calls(in);
+	pt_release_all(in->th, in->nth);
+	in->held_ns = in->t0 ? pt_now_ns() - in->t0 : 0;
+	if (in->strict || in->all_ns == 0)
+		in->all_ns = in->held_ns;
+	free(in->safe);
+	free(in->last_pc);
+	free(in->stuck);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	unw_destroy_addr_space(in->as);
+	free(in->th);
+	return code;
+}
+
+/* A time in ms as inject has always written it in its --json. */
+static void json_ms(json_t *j, const char *key, double ms)
+{
+	char v[64];
+	snprintf(v, sizeof v, "%.3f", ms);
+	json_raw(j, key, v);
+}
+
+static void print_result(const inject_t *in)
+{
+	double total = (double)(pt_now_ns() - in->t_start) / 1e6;
+	double all = (double)in->all_ns / 1e6, held = (double)in->held_ns / 1e6;
+	if (in->json) {
+		json_t j;
+		json_begin(&j, stdout, JSON_COMPACT);
+		json_obj(&j, NULL);
+		json_int(&j, "pid", in->p.pid);
+		json_bool(&j, "injected", true);
+		json_bool(&j, "active", !in->off);
+		json_int(&j, "lg_sample", in->lg);
+		json_ms(&j, "ms", total);
+		json_ms(&j, "stopped_ms", all);
+		json_ms(&j, "thread_held_ms", held);
+		json_bool(&j, "all_held_during_calls", in->strict);
+		json_u64(&j, "rounds", in->rounds);
+		json_end(&j);
+		return;
+	}
+	time_t now = time(NULL);
+	char when[32];
+	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
+	printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms%s, answering after "
+	    "%.1f ms\n", in->p.pid, in->off ? "off (heapctl on to start)" : "on", in->lg, all,
+	    in->strict ? "" : " (then one thread for the calls, while the others ran)", total);
+	printf("the profile counts allocations from %s on, not those made before\n", when);
+	if (in->p.alloc_lib[0])
+		printf("its malloc is %s's: the agent wraps malloc/free; calls to prefixed functions (je_malloc, "
+		    "mallocx...) are not seen\n", in->p.alloc_lib);
 }
 
 int hc_inject_main(cli_args_t *a)
@@ -620,270 +900,31 @@ int hc_inject_main(cli_args_t *a)
 #if !defined(__x86_64__)
 	return cli_err(HC_EXIT_FAILED, "inject: only x86-64 is supported; use heapctl trace");
 #else
-	int lg = 19;
-	bool off = false;
-	const char *more = NULL;
-	int code = parse_opts(a, &lg, &off, &more);
-	if (code)
-		return code;
-	if (more) {
-		/* checked as the library checks it, before the process is touched */
-		char lib[4096];
-		if ((code = cli_find_installed("libheapctl.so", lib, sizeof lib, false)) != 0 ||
-		    (code = cli_check_conf(lib, more)) != 0)
-			return code;
-		/* thp acts on libheapctl.so's heap; this process keeps its malloc
-		 * (the check above leaves default, always and never) */
-		static const char *const thp[] = { "thp:always", "thp:never" };
-		for (unsigned i = 0; i < sizeof thp / sizeof thp[0]; i++)
-			if (cli_opt_has(more, thp[i]))
-				return cli_err(HC_EXIT_USAGE, "inject: --conf %s: the process keeps its own "
-				    "malloc, whose memory thp does not reach (it is an option of libheapctl.so's heap)",
-				    thp[i]);
-	}
-	proc_t p = { .pid = a->pid };
-	snprintf(p.root, sizeof p.root, "/proc/%d/root", p.pid);
-	char dir[64];
-	snprintf(dir, sizeof dir, "/proc/%d", p.pid);
-	if (access(dir, F_OK) != 0)
-		return cli_err(HC_EXIT_NOPROC, "no process %d", p.pid);
-	if ((code = read_objects(&p)) != 0 || (code = refuse_before(&p)) != 0)
-		return code;
-	char shm[64];
-	snprintf(shm, sizeof shm, "/dev/shm/heapctl.%d", p.pid);
-	if (p.agent && access(shm, F_OK) == 0)
-		return cli_err(HC_EXIT_FAILED, "process %d has the agent already: heapctl status %d (heapctl eject %d "
-		    "takes it out)", p.pid, p.pid, p.pid);
-	char agent[4096];
-	if ((code = agent_path(&p, agent, sizeof agent)) != 0)
-		return code;
-	/* the unsafe ranges: glibc's functions, whole other allocators and the
-	 * loader (read_objects) */
-	uint64_t val[NUNSAFE], size[NUNSAFE];
-	if (elf_symbols(p.pid, p.libc, glibc_unsafe, NUNSAFE, val, size)) {
-		/* malloc.c is one unit: its static functions (_int_malloc,
-		 * _mid_memalign, which aligned_alloc reaches with a jump and
-		 * leaves no frame of its own) lie among the exported ones */
-		uint64_t lo = UINT64_MAX, hi = 0;
-		for (size_t i = 0; i < NMALLOC; i++)
-			if (val[i] && size[i]) {
-				lo = val[i] < lo ? val[i] : lo;
-				hi = val[i] + size[i] > hi ? val[i] + size[i] : hi;
-			}
-		if (hi > lo && hi - lo < (1u << 20))
-			add_unsafe(&p, p.libc_base + lo, p.libc_base + hi, "glibc's malloc");
-		for (size_t i = 0; i < NUNSAFE; i++)
-			if (val[i] && size[i])
-				add_unsafe(&p, p.libc_base + val[i], p.libc_base + val[i] + size[i],
-				    i < NMALLOC ? "glibc's malloc" : strncmp(glibc_unsafe[i], "dl", 2) == 0 ||
-				    strstr(glibc_unsafe[i], "_dl") ? "the dynamic loader" :
-				    "glibc's fork, thread or exit functions");
-	}
-	char conf[1200];
-	snprintf(conf, sizeof conf, "prof:true,prof_active:%s,lg_prof_sample:%d%s%s", off ? "false" : "true", lg,
-	    more ? "," : "", more ? more : "");
-
-	rp_thr_t *th = calloc(RP_MAX_THREADS, sizeof *th);
-	unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
-	if (th == NULL || as == NULL) {
-		free(th);
+	inject_t *in = calloc(1, sizeof *in);
+	if (in == NULL)
 		return cli_err(HC_EXIT_FAILED, "inject: out of memory");
+	in->lg = 19;
+	int code = parse_opts(a, &in->lg, &in->off, &in->more);
+	if (code == 0 && in->more)
+		code = check_more(in->more);
+	in->p.pid = a->pid;
+	if (code == 0 && (code = check_process(in)) == 0) {
+		add_glibc_unsafe(&in->p);
+		snprintf(in->conf, sizeof in->conf, "prof:true,prof_active:%s,lg_prof_sample:%d%s%s",
+		    in->off ? "false" : "true", in->lg, in->more ? "," : "", in->more ? in->more : "");
+		code = hold_and_call(in, a->timeout_ns);
 	}
-	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);   /* a thread is unwound once a round */
-	sigset_t old;
-	rp_hold_signals(&old);
-	uint64_t t_start = rp_now_ns();
-	uint64_t deadline = t_start + (a->timeout_ns ? a->timeout_ns : 5000000000u);
-	uint64_t t0 = 0, rounds = 0;
-	uint64_t strict_until = t_start + (deadline - t_start) / 4 < t_start + STRICT_NS ?
-	    t_start + (deadline - t_start) / 4 : t_start + STRICT_NS;
-	bool strict = true;             /* every thread held during the calls */
-	char last_why[256] = "";
-	size_t nth = 0;
-	call_t *c = NULL;
-	uint64_t all_ns = 0;            /* every thread held */
-	bool *safe = calloc(RP_MAX_THREADS, sizeof *safe);
-	uint64_t *last_pc = calloc(RP_MAX_THREADS, sizeof *last_pc);
-	unsigned *stuck = calloc(RP_MAX_THREADS, sizeof *stuck);
-	code = safe && last_pc && stuck ? 0 : cli_err(HC_EXIT_FAILED, "inject: out of memory");
-	/*
-	 * Every thread held; each one at an unsafe place is let run a moment
-	 * and stopped again, while the others stay held, until all are at safe
-	 * places at once (a thread spends only part of its time in malloc), or
-	 * the deadline.  New threads are seized as they appear.
-	 */
-	while (code == 0) {
-		rounds++;
-		uint64_t round_end = rp_now_ns() + 1000000000u;
-		code = rp_seize_all(p.pid, th, &nth, &t0, round_end < deadline ? round_end : deadline);
-		if (code)
-			break;
-		size_t unsafe = 0, held = 0;
-		for (size_t i = 0; i < nth; i++) {
-			rp_thr_t *t = &th[i];
-			if (t->gone || !t->seized || safe[i])
-				continue;
-			const char *why = NULL;
-			if (t->stopped) {
-				t->n = 0;
-				t->signal_frame = false;
-				rp_unwind_thread(as, t);
-			}
-			if ((why = unsafe_at(&p, t)) == NULL) {
-				safe[i] = true;
-				continue;
-			}
-			unsafe++;
-			snprintf(last_why, sizeof last_why, "thread %d is in %s", t->tid, why);
-		}
-		for (size_t i = 0; i < nth; i++)
-			held += th[i].stopped;
-		if (unsafe == 0 && held > 0)
-			break;
-		/* Busy allocating threads are rarely all outside malloc at once:
-		 * after a while one thread at a safe place is enough, and the
-		 * others run while it makes the calls (a lock they hold is let go
-		 * as they run; the agent is safe across their forks) */
-		if (rp_now_ns() >= strict_until) {
-			size_t k = 0;
-			while (k < nth && !(safe[k] && th[k].stopped && !th[k].gone))
-				k++;
-			if (k < nth) {
-				strict = false;
-				break;
-			}
-			/* none: every thread let go a moment (one may be in a fork,
-			 * which holds the allocator's locks and which each interrupt
-			 * starts over), then all held again, afresh */
-			if (rp_now_ns() >= deadline)
-				goto late;
-			rp_release_all(th, nth);
-			nth = 0;
-			t0 = 0;
-			memset(safe, 0, RP_MAX_THREADS * sizeof *safe);
-			memset(stuck, 0, RP_MAX_THREADS * sizeof *stuck);
-			memset(last_pc, 0, RP_MAX_THREADS * sizeof *last_pc);
-			struct timespec ts = { 0, 20000000 };
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (rp_now_ns() >= deadline) {
-late:
-			code = cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
-			    "nothing was changed, try again or raise --timeout", (double)(rp_now_ns() - t_start) / 1e9,
-			    (unsigned long long)rounds, unsafe ? last_why : "no thread could be stopped");
-			break;
-		}
-		/* the unsafe ones run on a little, then stop again.  One found
-		 * where it was the last time got nowhere: no CPU for it in time
-		 * on a busy machine, or a fork, which an interrupt restarts from
-		 * the beginning (while it holds every malloc lock): each time,
-		 * the moment doubles, up to 50 ms. */
-		unsigned longest = 0;
-		for (size_t i = 0; i < nth; i++) {
-			rp_thr_t *t = &th[i];
-			if (safe[i] || t->gone || !t->seized || !t->stopped)
-				continue;
-			uint64_t pc = t->n > 0 ? t->ip[0] : 0;
-			stuck[i] = pc == last_pc[i] ? stuck[i] + 1 : 0;
-			last_pc[i] = pc;
-			longest = stuck[i] > longest ? stuck[i] : longest;
-			if (ptrace(PTRACE_CONT, t->tid, 0, (void *)(intptr_t)t->deliver) == 0) {
-				t->deliver = 0;
-				t->stopped = false;
-			}
-		}
-		uint64_t run_ns = 200000ull << (longest < 8 ? longest : 8);
-		struct timespec ts = { 0, (long)run_ns };
-		nanosleep(&ts, NULL);
-		for (size_t i = 0; i < nth; i++) {
-			rp_thr_t *t = &th[i];
-			if (!safe[i] && t->seized && !t->gone && !t->stopped) {
-				t->why = NULL;
-				ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-			}
-		}
-		rp_wait_stopped(th, nth, round_end < deadline ? round_end : deadline);
-	}
-	if (code == 0) {
-		/* the main thread if it is held at a safe place, else the first */
-		size_t pick = nth;
-		for (size_t i = 0; i < nth; i++)
-			if (safe[i] && th[i].stopped && !th[i].gone && (pick == nth || th[i].tid == p.pid))
-				pick = i;
-		release_t others = { th, nth, pick };
-		if (!strict)
-			release_others(&others);
-		else {
-			call_slow = release_others;
-			call_slow_arg = &others;
-		}
-		all_ns = rp_now_ns() - t0;
-		c = calloc(1, sizeof *c);
-		char mem[64];
-		snprintf(mem, sizeof mem, "/proc/%d/mem", p.pid);
-		if (c != NULL) {
-			c->tid = th[pick].tid;
-			c->mem = open(mem, O_RDWR | O_CLOEXEC);
-		}
-		if (c == NULL || c->mem < 0 || !save_thread(c)) {
-			code = cli_err(HC_EXIT_FAILED, "inject: cannot take hold of thread %d of process %d: %s",
-			    c ? c->tid : 0, p.pid, strerror(errno));
-		} else {
-			code = load_agent(&p, c, agent, conf, rp_now_ns() + 10000000000u);
-			call_slow = NULL;
-			restore_thread(c);
-		}
-		if (c && c->pending)
-			th[pick].deliver = c->pending;
-	}
-	rp_release_all(th, nth);
-	uint64_t held_ns = t0 ? rp_now_ns() - t0 : 0;
-	if (strict || all_ns == 0)
-		all_ns = held_ns;
-	free(safe);
-	free(last_pc);
-	free(stuck);
-	if (c) {
-		if (c->mem >= 0)
-			close(c->mem);
-		free(c);
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	unw_destroy_addr_space(as);
-	free(th);
-	free(p.unsafe);
-	if (code)
-		return code;
-
+	free(in->p.unsafe);
 	/* the control segment answers */
 	hc_shm_target_t t;
-	code = cli_target(a, &t);
-	if (code)
-		return code;
 	hc_shm_req_t req = { .cmd = HC_CMD_PING };
 	hc_shm_rep_t rep;
-	code = cli_call(a, &t, &req, &rep);
-	double total = (double)(rp_now_ns() - t_start) / 1e6, held = (double)held_ns / 1e6;
-	double all = (double)all_ns / 1e6;
-	if (code)
-		return code;
-	if (a->json) {
-		printf("{\"pid\":%d,\"injected\":true,\"active\":%s,\"lg_sample\":%d,\"ms\":%.3f,\"stopped_ms\":%.3f,"
-		    "\"thread_held_ms\":%.3f,\"all_held_during_calls\":%s,\"rounds\":%llu}\n", p.pid,
-		    off ? "false" : "true", lg, total, all, held, strict ? "true" : "false", (unsigned long long)rounds);
-	} else {
-		time_t now = time(NULL);
-		char when[32];
-		strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
-		printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms%s, answering after "
-		    "%.1f ms\n", p.pid, off ? "off (heapctl on to start)" : "on", lg, all,
-		    strict ? "" : " (then one thread for the calls, while the others ran)", total);
-		printf("the profile counts allocations from %s on, not those made before\n", when);
-		if (p.alloc_lib[0])
-			printf("its malloc is %s's: the agent wraps malloc/free; calls to prefixed functions (je_malloc, "
-			    "mallocx...) are not seen\n", p.alloc_lib);
+	if (code == 0 && (code = cli_target(a, &t)) == 0 && (code = cli_call(a, &t, &req, &rep)) == 0) {
+		in->json = a->json;
+		print_result(in);
+		code = fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
 	}
-	return fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
+	free(in);
+	return code;
 #endif
 }

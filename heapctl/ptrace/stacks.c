@@ -13,9 +13,9 @@
  * file is only a fallback.
  *
  * The process is stopped only while its stacks are read: every thread is
- * seized (PTRACE_SEIZE, which sends no signal), interrupted, unwound and
- * detached, and the time from the first interrupt to the last detach is
- * printed.  A thread that does not stop within --timeout (one in
+ * seized (PTRACE_SEIZE, which sends no signal; seize.c), interrupted,
+ * unwound and detached, and the time from the first interrupt to the last
+ * detach is printed.  A thread that does not stop within --timeout (one in
  * uninterruptible sleep) is shown without a stack.  A thread that was
  * already stopped (the process had a SIGSTOP) stays stopped; a signal that
  * arrived while it was held is delivered on detach.  Signals that would end
@@ -23,7 +23,6 @@
  * anyway the kernel detaches what it had seized.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
@@ -31,234 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "diagnose/proc.h"
 #include "cli/json.h"
+#include "elf/elf.h"
 #include "elf/unwind.h"
+#include "ptrace/ptrace.h"
 #include "report/rp_internal.h"
-
-uint64_t rp_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The process (or thread) that traces tid, or 0. */
-static int tracer_of(int tid)
-{
-	char v[32];
-	return cli_proc_status_field(tid, "TracerPid", v, sizeof v) ? atoi(v) : 0;
-}
-
-/* The thread's name and its state letter, as it was before we came. */
-static void thread_info(int pid, rp_thr_t *t)
-{
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", pid, t->tid);
-	if (cli_read_file(path, t->name, sizeof t->name) > 0)
-		t->name[strcspn(t->name, "\n")] = 0;
-	char st[64];
-	t->state = '?';
-	snprintf(t->state_name, sizeof t->state_name, "unknown");
-	if (cli_proc_status_field(t->tid, "State", st, sizeof st) && st[0]) {   /* "S (sleeping)" */
-		t->state = st[0];
-		char *o = strchr(st, '('), *c = o ? strchr(o, ')') : NULL;
-		if (c)
-			snprintf(t->state_name, sizeof t->state_name, "%.*s", (int)(c - o - 1), o + 1);
-	}
-}
-
-/* Why PTRACE_SEIZE of pid was refused, and what to do: one line. */
-static int refused(int pid, int err)
-{
-	if (err == ESRCH)
-		return cli_err(HC_EXIT_NOPROC, "process %d has exited", pid);
-	int tracer = tracer_of(pid);
-	if (tracer > 0 && tracer != getpid())
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: process %d (a debugger?) traces it already", pid,
-		    tracer);
-	char scope[16] = "";
-	cli_read_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
-	int sc = scope[0] ? atoi(scope) : 0;
-	if (sc >= 3)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is 3 (no process may "
-		    "be traced until reboot)", pid);
-	if (geteuid() != 0 && sc >= 1)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is %d; run it as root "
-		    "(CAP_SYS_PTRACE)%s", pid, sc, sc == 1 ? ", or set kernel.yama.ptrace_scope=0" : "");
-	if (geteuid() == 0 || pid == 1)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: the kernel refused (%s): init, kernel threads "
-		    "and processes a security module protects (SELinux, AppArmor, lockdown) cannot be traced", pid,
-		    strerror(err));
-	return cli_err(HC_EXIT_PERM, "cannot trace process %d: %s; run it as the process's user or as root "
-	    "(CAP_SYS_PTRACE)", pid, strerror(err));
-}
-
-/* Seize and interrupt every thread of pid not seized yet (*added: there
- * was one).  Returns 0, or the exit code after the one line (nothing
- * seized). */
-static int seize_new(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, bool *added)
-{
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task", pid);
-	*added = false;
-	DIR *d = opendir(path);
-	if (d == NULL)
-		return *nth ? 0 : cli_err(HC_EXIT_NOPROC, "process %d has exited", pid);
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		int tid = atoi(e->d_name);
-		if (tid <= 0)
-			continue;
-		size_t i = 0;
-		while (i < *nth && th[i].tid != tid)
-			i++;
-		if (i < *nth || *nth == RP_MAX_THREADS)
-			continue;
-		rp_thr_t *t = &th[(*nth)++];
-		memset(t, 0, sizeof *t);
-		t->tid = tid;
-		thread_info(pid, t);
-		*added = true;
-		if (t->state == 'Z' || t->state == 'X') {
-			t->why = "it has exited";
-			continue;
-		}
-		if (*t_first == 0)
-			*t_first = rp_now_ns();
-		if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
-			int err = errno;
-			if (err == ESRCH) {
-				t->why = "it exited";
-				continue;
-			}
-			/* refused before any was held: the whole command is */
-			size_t held = 0;
-			for (size_t k = 0; k < *nth; k++)
-				held += th[k].seized;
-			if (held == 0) {
-				closedir(d);
-				return refused(pid, err);
-			}
-			t->why = strerror(err);
-			int tracer = err == EPERM ? tracer_of(tid) : 0;
-			if (tracer > 0) {
-				char why[64];
-				snprintf(why, sizeof why, "process %d (a debugger?) traces it", tracer);
-				t->why = rp_intern(why);
-			}
-			continue;
-		}
-		t->seized = true;
-		if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0)
-			t->why = "it could not be interrupted";
-	}
-	closedir(d);
-	return 0;
-}
-
-/* Wait until every seized thread stops (or exits), up to the deadline. */
-void rp_wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline)
-{
-	for (;;) {
-		size_t left = 0;
-		for (size_t i = 0; i < nth; i++) {
-			rp_thr_t *t = &th[i];
-			if (!t->seized || t->stopped || t->gone)
-				continue;
-			int st;
-			pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
-			if (r == t->tid && WIFSTOPPED(st)) {
-				t->stopped = true;
-				/* a signal-delivery stop (not the interrupt's or a
-				 * group stop, which are event stops): the signal goes
-				 * on at detach */
-				if (st >> 16 == 0)
-					t->deliver = WSTOPSIG(st);
-			} else if (r == t->tid || (r < 0 && errno == ECHILD)) {
-				t->gone = true;
-				t->why = "it exited";
-			} else {
-				left++;
-			}
-		}
-		if (left == 0 || rp_now_ns() >= deadline)
-			break;
-		struct timespec ts = { 0, 200000 };
-		nanosleep(&ts, NULL);
-	}
-	for (size_t i = 0; i < nth; i++)
-		if (th[i].seized && !th[i].stopped && !th[i].gone)
-			th[i].why = "it did not stop in time (uninterruptible sleep?); it is let go when heapctl exits";
-}
-
-void rp_unwind_thread(struct unw_addr_space *as, rp_thr_t *t)
-{
-	void *ui = _UPT_create(t->tid);
-	unw_cursor_t c;
-	if (ui == NULL || unw_init_remote(&c, as, ui) != 0) {
-		t->why = "libunwind could not read its registers";
-		if (ui)
-			_UPT_destroy(ui);
-		return;
-	}
-	bool exact = true;              /* the innermost frame's pc */
-	do {
-		unw_word_t ip = 0;
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
-			break;
-		t->ip[t->n] = ip;
-		t->exact[t->n++] = exact;
-		exact = unw_is_signal_frame(&c) > 0;   /* the next one was interrupted */
-		t->signal_frame |= exact;
-	} while (t->n < RP_MAX_FRAMES && unw_step(&c) > 0);
-	_UPT_destroy(ui);
-}
-
-/* Signals that would end heapctl are held while threads are held. */
-void rp_hold_signals(sigset_t *old)
-{
-	sigset_t hold;
-	sigemptyset(&hold);
-	sigaddset(&hold, SIGINT);
-	sigaddset(&hold, SIGTERM);
-	sigaddset(&hold, SIGHUP);
-	sigaddset(&hold, SIGQUIT);
-	sigaddset(&hold, SIGTSTP);
-	sigaddset(&hold, SIGPIPE);
-	sigprocmask(SIG_BLOCK, &hold, old);
-}
-
-/* Seize and stop every thread of pid, until a listing after every thread
- * stopped finds no new one (a thread may start another before it stops).
- * Returns 0, or an exit code after one line (nothing held). */
-int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t deadline)
-{
-	int code = 0;
-	bool added = true;
-	for (int round = 0; code == 0 && added && round < 16; round++) {
-		code = seize_new(pid, th, nth, t_first, &added);
-		if (code == 0 && added)
-			rp_wait_stopped(th, *nth, deadline);
-	}
-	return code;
-}
-
-/* Let every held thread go, with the signal each had pending. */
-void rp_release_all(rp_thr_t *th, size_t nth)
-{
-	for (size_t i = 0; i < nth; i++) {
-		if (th[i].seized && !th[i].gone)
-			ptrace(PTRACE_DETACH, th[i].tid, 0, (void *)(intptr_t)th[i].deliver);
-		th[i].seized = th[i].stopped = false;
-	}
-}
 
 /* Each executable mapping of a file, with the unwind table of its object
  * as the process has it in memory. */
@@ -272,43 +52,45 @@ static struct {
 	size_t n;
 } EH;
 
+/* What read_maps carries from line to line. */
+typedef struct maps_read_s {
+	rp_profile_t *p;
+	int memfd;
+	size_t cap, ehcap;
+	uint64_t base;                /* the last mapping at file offset 0 ... */
+	const char *base_path;        /* ... and its file, interned           */
+} maps_read_t;
+
+static bool add_map(const el_map_t *em, void *arg)
+{
+	maps_read_t *r = arg;
+	rp_profile_t *p = r->p;
+	if (em->path[0] == '/' && em->offset == 0) {
+		r->base = em->lo;
+		r->base_path = rp_intern(em->path);
+	}
+	rp_map_t m;
+	if (!rp_map_from(em, &m))
+		return true;
+	p->maps = rp_grow(p->maps, &r->cap, p->nmaps + 1, sizeof *p->maps);
+	p->maps[p->nmaps++] = m;
+	/* the object's headers are in its first page: the mapping at
+	 * offset 0 of the same file before this one */
+	eh_map_t e = { .lo = m.start, .hi = m.limit };
+	if (r->memfd < 0 || m.path != r->base_path || !cli_proc_eh_table(r->memfd, r->base, &e.t) || e.t.nfde == 0)
+		return true;
+	EH.m = rp_grow(EH.m, &r->ehcap, EH.n + 1, sizeof *EH.m);
+	EH.m[EH.n++] = e;
+	return true;
+}
+
 /* The process's executable mappings, into p, and their unwind tables
  * (memfd: its /proc/PID/mem; -1 leaves libunwind to the files). */
 static void read_maps(int pid, int memfd, rp_profile_t *p)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/maps", pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL)
+	maps_read_t r = { .p = p, .memfd = memfd };
+	if (el_maps_each(pid, add_map, &r) != 0)
 		return;
-	char *line = NULL;
-	size_t len = 0, cap = 0, ehcap = 0;
-	uint64_t base = 0;            /* the last mapping at file offset 0 ... */
-	const char *base_path = NULL; /* ... and its file, interned           */
-	while (getline(&line, &len, f) > 0) {
-		line[strcspn(line, "\n")] = 0;
-		unsigned long long lo, off;
-		int pos = 0;
-		if (sscanf(line, "%llx-%*x %*s %llx %*s %*s %n", &lo, &off, &pos) == 2 && pos && line[pos] == '/' &&
-		    off == 0) {
-			base = lo;
-			base_path = rp_intern(line + pos);
-		}
-		rp_map_t m;
-		if (rp_map_line(line, &m) != 1)
-			continue;
-		p->maps = rp_grow(p->maps, &cap, p->nmaps + 1, sizeof *p->maps);
-		p->maps[p->nmaps++] = m;
-		/* the object's headers are in its first page: the mapping at
-		 * offset 0 of the same file before this one */
-		eh_map_t e = { .lo = m.start, .hi = m.limit };
-		if (memfd < 0 || m.path != base_path || !cli_proc_eh_table(memfd, base, &e.t) || e.t.nfde == 0)
-			continue;
-		EH.m = rp_grow(EH.m, &ehcap, EH.n + 1, sizeof *EH.m);
-		EH.m[EH.n++] = e;
-	}
-	free(line);
-	fclose(f);
 	if (rp_maps_sort(p) != 0)
 		p->nmaps = 0;            /* /proc never overlaps; if it did, no names */
 }
@@ -330,7 +112,7 @@ static int find_in_memory(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 /* Every distinct address is a location; an exact pc is keyed one past
  * itself, as a return address after it would be, which symbolize.c takes
  * one back. */
-static uint64_t loc_key(const rp_thr_t *t, int i)
+static uint64_t loc_key(const pt_thr_t *t, int i)
 {
 	return t->exact[i] ? t->ip[i] + 1 : t->ip[i];
 }
@@ -362,7 +144,7 @@ static const char *module_of(const rp_profile_t *p, const rp_loc_t *l)
 	return b ? b + 1 : p->maps[l->map].path;
 }
 
-static void print_text(int pid, const char *cmd, const rp_thr_t *th, size_t nth, const rp_profile_t *p,
+static void print_text(int pid, const char *cmd, const pt_thr_t *th, size_t nth, const rp_profile_t *p,
     double stopped_ms)
 {
 	size_t ok = 0;
@@ -372,7 +154,7 @@ static void print_text(int pid, const char *cmd, const rp_thr_t *th, size_t nth,
 	    nth, nth == 1 ? "" : "s", ok, ok == 1 ? "" : "s", stopped_ms);
 	char safe[1024];
 	for (size_t i = 0; i < nth; i++) {
-		const rp_thr_t *t = &th[i];
+		const pt_thr_t *t = &th[i];
 		char sname[sizeof t->state_name * 4];
 		printf("\nthread %d \"%s\", %s (%c)", t->tid, out_safe(t->name, safe, sizeof safe),
 		    out_safe(t->state_name, sname, sizeof sname), t->state);
@@ -404,7 +186,7 @@ static void print_text(int pid, const char *cmd, const rp_thr_t *th, size_t nth,
 	}
 }
 
-static void print_json(int pid, const char *cmd, const rp_thr_t *th, size_t nth, const rp_profile_t *p,
+static void print_json(int pid, const char *cmd, const pt_thr_t *th, size_t nth, const rp_profile_t *p,
     uint64_t stopped_ns)
 {
 	json_t j;
@@ -416,7 +198,7 @@ static void print_json(int pid, const char *cmd, const rp_thr_t *th, size_t nth,
 	json_arr(&j, "threads");
 	char hex[32];
 	for (size_t i = 0; i < nth; i++) {
-		const rp_thr_t *t = &th[i];
+		const pt_thr_t *t = &th[i];
 		char st[2] = { t->state, 0 };
 		json_obj(&j, NULL);
 		json_int(&j, "tid", t->tid);
@@ -469,7 +251,7 @@ int hc_stacks_main(cli_args_t *a)
 	if (access(path, F_OK) != 0)
 		return cli_err(HC_EXIT_NOPROC, "no process %d", pid);
 	out_cmdline(pid, NULL, cmd, sizeof cmd);
-	rp_thr_t *th = calloc(RP_MAX_THREADS, sizeof *th);
+	pt_thr_t *th = calloc(PT_MAX_THREADS, sizeof *th);
 	if (th == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	unw_accessors_t acc = _UPT_accessors;
@@ -482,10 +264,10 @@ int hc_stacks_main(cli_args_t *a)
 	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
 
 	sigset_t old;
-	rp_hold_signals(&old);
+	pt_hold_signals(&old);
 	size_t nth = 0;
 	uint64_t t0 = 0;
-	int code = rp_seize_all(pid, th, &nth, &t0, rp_now_ns() + (a->timeout_ns ? a->timeout_ns : 5000000000u));
+	int code = pt_seize_all(pid, th, &nth, &t0, pt_now_ns() + (a->timeout_ns ? a->timeout_ns : 5000000000u));
 	rp_profile_t prof = { 0 };
 	uint64_t t1 = t0;
 	if (code == 0) {
@@ -497,9 +279,9 @@ int hc_stacks_main(cli_args_t *a)
 			close(memfd);
 		for (size_t i = 0; i < nth; i++)
 			if (th[i].stopped)
-				rp_unwind_thread(as, &th[i]);
-		rp_release_all(th, nth);
-		t1 = rp_now_ns();
+				pt_unwind_thread(as, &th[i]);
+		pt_release_all(th, nth);
+		t1 = pt_now_ns();
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	unw_destroy_addr_space(as);

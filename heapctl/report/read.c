@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf/elf.h"
 #include "report.h"
 #include "rp_internal.h"
 
@@ -353,18 +354,22 @@ static int cmp_map(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+bool rp_map_from(const struct el_map_s *em, rp_map_t *m)
+{
+	if (!el_map_exec_file(em))
+		return false;
+	const char *path = rp_intern(em->path);
+	*m = (rp_map_t){ .start = em->lo, .limit = em->hi, .offset = em->offset, .path = path,
+		.allocator = is_allocator(path) };
+	return true;
+}
+
 int rp_map_line(const char *s, rp_map_t *m)
 {
-	unsigned long long lo, hi, off;
-	char perms[8];
-	int pathpos = -1;
-	if (sscanf(s, "%llx-%llx %7s %llx %*s %*s %n", &lo, &hi, perms, &off, &pathpos) < 4 || hi <= lo)
+	el_map_t em;
+	if (!el_map_parse(s, &em))
 		return -1;
-	if (pathpos < 0 || s[pathpos] != '/' || strchr(perms, 'x') == NULL)
-		return 0;
-	const char *path = rp_intern(s + pathpos);
-	*m = (rp_map_t){ .start = lo, .limit = hi, .offset = off, .path = path, .allocator = is_allocator(path) };
-	return 1;
+	return rp_map_from(&em, m);
 }
 
 int rp_maps_sort(rp_profile_t *p)

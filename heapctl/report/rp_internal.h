@@ -10,7 +10,6 @@
 
 #include <elf.h>
 #include <sys/types.h>
-#include <signal.h>
 
 #include "report.h"
 
@@ -170,24 +169,6 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
 int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
                   const char *title, bool bytes);
 
-/* elf/ehframe.c: a binary's functions from its unwind tables (.eh_frame_hdr
- * and .eh_frame), for code no symbol names.  Addresses are the file's own
- * (not relocated).  rp_eh_function() gives the start of the function
- * holding pc; false when no entry covers it. */
-typedef struct rp_ehtab_s {
-	uint64_t *start, *fde;      /* sorted by start */
-	size_t n;
-	const unsigned char *eh;    /* .eh_frame */
-	size_t eh_size;
-	uint64_t eh_addr;
-	bool built;
-} rp_ehtab_t;
-struct Elf;
-void rp_eh_build(struct Elf *elf, rp_ehtab_t *t);
-/* The first section named name (its header in *sh), or NULL. */
-struct Elf_Scn *rp_elf_section(struct Elf *elf, const char *name, Elf64_Shdr *sh);   /* GElf_Shdr */
-bool rp_eh_function(const rp_ehtab_t *t, uint64_t pc, uint64_t *start);
-
 /* symbolize/inflate.c: for each debug file open at fds[i] (or -1), a copy in
  * memory in out[i], with the DWARF sections a report reads inflated (and
  * the others left out), for libdwfl to read instead; -1 when the file has
@@ -256,6 +237,7 @@ void rp_name_frame(rp_frame_t *f, const char *sym);
  * build id (hex); for the .gnu_debuglink link of file, the k-th (0..2) of
  * next to it, in .debug/ beside it, under the debug directory by its
  * directory; false when there is no such path. */
+struct Elf;
 struct Dwfl_Module;
 void rp_debug_begin(const char *root);
 bool rp_debug_build_id_path(const char *hex, char *path, size_t len);
@@ -274,38 +256,15 @@ int rp_debuginfod_by_id(const char *hex, char **name);
 /* What servers did not give this report, as one line; NULL: nothing. */
 const char *rp_debuginfod_note(void);
 
-/* read.c: one line of /proc/PID/maps: 1 and *m for an executable mapping
+/* read.c: one line of /proc/PID/maps (or of a dump's, parsed by
+ * elf/maps.c) as a map of the report: 1 and *m for an executable mapping
  * of a file, 0 for any other mapping, -1 for a line that is not one.
  * rp_maps_sort() sorts p's maps by address: -1 when two overlap. */
 int rp_map_line(const char *s, rp_map_t *m);
+/* The same from a line elf/maps.c parsed: true for an executable mapping
+ * of a file. */
+struct el_map_s;
+bool rp_map_from(const struct el_map_s *em, rp_map_t *m);
 int rp_maps_sort(rp_profile_t *p);
-
-/* ---- ptrace: every thread of a process, held (ptrace/stacks.c) ----------------- */
-
-#define RP_MAX_THREADS 4096
-#define RP_MAX_FRAMES 256
-
-typedef struct rp_thr_s {
-	int tid;
-	char name[64];
-	char state;                /* from /proc/TID/status, before we came      */
-	char state_name[24];       /* the kernel's name for it                   */
-	bool seized, stopped, gone;
-	int deliver;               /* a signal to pass on at detach              */
-	uint64_t ip[RP_MAX_FRAMES];
-	bool exact[RP_MAX_FRAMES]; /* ip is where it is, not a return address    */
-	bool signal_frame;         /* a frame of it is a signal handler's        */
-	int n;
-	const char *why;           /* no stack: why                              */
-} rp_thr_t;
-
-uint64_t rp_now_ns(void);                      /* CLOCK_MONOTONIC */
-void rp_hold_signals(sigset_t *old);
-int rp_seize_all(int pid, rp_thr_t *th, size_t *nth, uint64_t *t_first, uint64_t deadline);
-void rp_release_all(rp_thr_t *th, size_t nth);
-/* Wait until every seized thread stops (or exits), up to the deadline. */
-void rp_wait_stopped(rp_thr_t *th, size_t nth, uint64_t deadline);
-struct unw_addr_space;
-void rp_unwind_thread(struct unw_addr_space *as, rp_thr_t *t);
 
 #endif

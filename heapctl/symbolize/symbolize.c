@@ -52,6 +52,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "elf/elf.h"
 #include "report/report.h"
 #include "report/rp_internal.h"
 
@@ -79,7 +80,7 @@ typedef struct object_s {
 	Dwfl_Module *mod;        /* NULL: not found or not ELF */
 	int first_map;
 	symtab_t syms;
-	rp_ehtab_t eh;           /* built when an address has no symbol */
+	el_ehtab_t eh;           /* built when an address has no symbol */
 	const char *file;        /* the file opened for it */
 	int pre_fd;              /* its debug file, found up front: the inflated
 	                          * copy, or the file itself (or -1) */
@@ -168,31 +169,25 @@ static bool user_rights(bool on)
 
 /* /proc/PID/maps as it is now, into conf.live (read with the user's rights:
  * what the kernel lets the user see of the process). */
+static bool add_live(const el_map_t *m, void *cap)
+{
+	if (!m->has_ino)
+		return true;
+	live_t l = { .start = m->lo, .end = m->hi, .offset = m->offset, .dev_major = m->dev_major,
+		.dev_minor = m->dev_minor, .ino = m->ino, .path = m->path[0] == '/' ? rp_strdup(m->path) : NULL };
+	conf.live = rp_grow(conf.live, cap, conf.nlive + 1, sizeof *conf.live);
+	conf.live[conf.nlive++] = l;
+	return true;
+}
+
 static bool read_live(char *err, size_t errlen)
 {
-	char path[64], line[4096 + 256];
-	snprintf(path, sizeof path, "/proc/%d/maps", conf.pid);
-	FILE *f = fopen(path, "re");
-	if (f == NULL) {
-		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-		return false;
-	}
 	size_t cap = 0;
 	conf.nlive = 0;
-	while (fgets(line, sizeof line, f)) {
-		live_t l = { 0 };
-		int pos = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %" SCNu64 " %n", &l.start, &l.end,
-		    &l.offset, &l.dev_major, &l.dev_minor, &l.ino, &pos) < 6)
-			continue;
-		line[strcspn(line, "\n")] = 0;
-		if (pos > 0 && line[pos] == '/')
-			l.path = rp_strdup(line + pos);
-		conf.live = rp_grow(conf.live, &cap, conf.nlive + 1, sizeof *conf.live);
-		conf.live[conf.nlive++] = l;
-	}
-	fclose(f);
-	return true;
+	if (el_maps_each(conf.pid, add_live, &cap) == 0)
+		return true;
+	snprintf(err, errlen, "cannot read /proc/%d/maps: %s", conf.pid, strerror(errno));
+	return false;
 }
 
 /* ---- debug files ---------------------------------------------------------
@@ -359,30 +354,27 @@ static int open_mapped(const rp_map_t *m, const char *root, const char **file)
  * lands. */
 static bool load_bias(int fd, const rp_map_t *m, GElf_Addr *bias, bool *is_exec)
 {
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
-	size_t n;
-	bool ok = false;
-	if (e && elf_kind(e) == ELF_K_ELF && gelf_getehdr(e, &eh) && elf_getphdrnum(e, &n) == 0) {
-		*is_exec = eh.e_type == ET_EXEC;
-		for (size_t i = 0; i < n && !ok; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-				continue;
-			uint64_t page = ph.p_align > 1 ? ph.p_align : 4096;
-			if (page > 65536)
-				page = 4096;      /* mappings are page-granular, not p_align-granular */
-			uint64_t off0 = ph.p_offset & ~(page - 1);
-			if (m->offset < off0 || m->offset >= ph.p_offset + ph.p_filesz)
-				continue;
-			/* the mapping shows file offset m->offset at m->start */
-			*bias = m->start - m->offset - (ph.p_vaddr - ph.p_offset);
-			ok = true;
-		}
+	Elf64_Ehdr eh;
+	Elf64_Phdr phs[255];
+	int n = el_phdrs(fd, 0, &eh, phs, 255);
+	if (n < 0)
+		return false;
+	*is_exec = eh.e_type == ET_EXEC;
+	for (int i = 0; i < n; i++) {
+		const Elf64_Phdr *ph = &phs[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uint64_t page = ph->p_align > 1 ? ph->p_align : 4096;
+		if (page > 65536)
+			page = 4096;      /* mappings are page-granular, not p_align-granular */
+		uint64_t off0 = ph->p_offset & ~(page - 1);
+		if (m->offset < off0 || m->offset >= ph->p_offset + ph->p_filesz)
+			continue;
+		/* the mapping shows file offset m->offset at m->start */
+		*bias = m->start - m->offset - (ph->p_vaddr - ph->p_offset);
+		return true;
 	}
-	if (e)
-		elf_end(e);
-	return ok;
+	return false;
 }
 
 static const char *under_root(const char *root, const char *path)
@@ -676,15 +668,16 @@ static const char *symtab_lookup(Dwfl_Module *mod, symtab_t *t, GElf_Addr pc)
 
 /* sub_<start>@<file>: the unnamed function that holds pc, from the
  * binary's unwind tables; NULL when they do not cover pc. */
-static const char *unnamed_function(Dwfl_Module *mod, rp_ehtab_t *eh, const rp_map_t *m, GElf_Addr pc)
+static const char *unnamed_function(Dwfl_Module *mod, el_ehtab_t *eh, const rp_map_t *m, GElf_Addr pc)
 {
 	GElf_Addr bias = 0;
+	Elf *e = dwfl_module_getelf(mod, &bias);
+	size_t size = 0;
+	const char *img = e && !eh->built ? elf_rawfile(e, &size) : NULL;
 	if (!eh->built)
-		rp_eh_build(dwfl_module_getelf(mod, &bias), eh);
-	else
-		dwfl_module_getelf(mod, &bias);
+		el_eh_build(img, size, eh, rp_alloc);
 	uint64_t start;
-	if (!rp_eh_function(eh, pc - bias, &start))
+	if (!el_eh_function(eh, pc - bias, &start))
 		return NULL;
 	char buf[512];
 	const char *b = strrchr(m->path, '/');
@@ -708,7 +701,7 @@ static bool c_unit(Dwarf_Die *cu)
 	}
 }
 
-static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, rp_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
+static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, el_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
                           rp_loc_t *loc)
 {
 	rp_frame_t fr[64];
@@ -811,9 +804,11 @@ int rp_map_of(const rp_profile_t *p, uint64_t a)
 static bool has_dwarf(Dwfl_Module *mod)
 {
 	GElf_Addr bias;
-	GElf_Shdr sh;
+	el_section_t sec;
+	size_t size = 0;
 	Elf *e = dwfl_module_getelf(mod, &bias);
-	return rp_elf_section(e, ".debug_info", &sh) || rp_elf_section(e, ".zdebug_info", &sh);
+	const char *img = e ? elf_rawfile(e, &size) : NULL;
+	return el_section(img, size, ".debug_info", &sec) || el_section(img, size, ".zdebug_info", &sec);
 }
 
 /* Inflated copies already made in this process, by the file they copy: a

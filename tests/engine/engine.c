@@ -8,6 +8,12 @@
  *   - series: the ranking (only-grew first, by growth) and its counts;
  *   - ehframe: the function that holds an address of this very program,
  *     from its unwind tables, is where the function starts;
+ *   - elf/: maps lines (a path with spaces, none, a dump's short line,
+ *     garbage) parsed field by field; this process's own maps hold this
+ *     program; libc's dlopen found in its .dynsym where the loader put
+ *     it; libc's build id as libdw reads it; this program's program
+ *     headers the same from its file and from its memory; a section by
+ *     name and a missing one;
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
  *   - the JSON writer every --json uses: its three layouts, escapes, null;
@@ -16,6 +22,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elfutils/libdwelf.h>
+#include <errno.h>
 #include <gelf.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +37,7 @@
 #include "../unit/check.h"
 #include "rp_internal.h"
 #include "cli/json.h"
+#include "elf/elf.h"
 
 /* text as a file the reader opens by name */
 static const char *file_of(const char *text, char *path, size_t len)
@@ -144,6 +153,20 @@ static __attribute__((noinline)) int some_function(int x)
 	return y + 1;
 }
 
+typedef struct fdes_s {
+	uint64_t fn, found_len;
+	size_t n;
+} fdes_t;
+
+static void count_fde(uint64_t start, uint64_t len, uint64_t off, void *arg)
+{
+	fdes_t *f = arg;
+	(void)off;
+	f->n++;
+	if (start == f->fn)
+		f->found_len = len;
+}
+
 static void test_ehframe(void)
 {
 	Dl_info di;
@@ -151,16 +174,95 @@ static void test_ehframe(void)
 	elf_version(EV_CURRENT);
 	int fd = open("/proc/self/exe", O_RDONLY);
 	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	rp_ehtab_t t = { 0 };
-	rp_eh_build(e, &t);
+	el_ehtab_t t = { 0 };
+	size_t size = 0;
+	const char *img = elf_rawfile(e, &size);
+	el_eh_build(img, size, &t, rp_alloc);
 	CHECK(t.n > 3, "FDEs in the table: %zu", t.n);
 	uint64_t fn = (uint64_t)(uintptr_t)some_function - (uint64_t)(uintptr_t)di.dli_fbase;
 	uint64_t start = 0;
-	CHECK(rp_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
+	CHECK(el_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
 	    "(0x%llx, got 0x%llx)", (unsigned long long)fn, (unsigned long long)start);
-	CHECK(!rp_eh_function(&t, 8, &start), "nothing in the ELF header");
+	CHECK(!el_eh_function(&t, 8, &start), "nothing in the ELF header");
+	/* the same function among the FDEs of .eh_frame, walked whole */
+	fdes_t fdes = { .fn = fn };
+	el_eh_fdes(t.eh, t.eh_size, t.eh_addr, count_fde, &fdes);
+	CHECK(fdes.n >= t.n && fdes.found_len > 3, "every FDE of .eh_frame walked (%zu, the table has %zu), fn's "
+	    "among them, longer than 3 bytes (%llu)", fdes.n, t.n, (unsigned long long)fdes.found_len);
 	elf_end(e);
 	close(fd);
+}
+
+static bool count_maps(const el_map_t *m, void *arg)
+{
+	const char **want = arg;
+	if (el_map_exec_file(m) && strstr(m->path, want[0]))
+		want[1] = "found";
+	return true;
+}
+
+static void test_elf(void)
+{
+	el_map_t m;
+	CHECK(el_map_parse("7f0000001000-7f0000003000 r-xp 00002000 08:01 1234   /usr/lib/a b.so (deleted)", &m) &&
+	    m.lo == 0x7f0000001000 && m.hi == 0x7f0000003000 && m.offset == 0x2000 && !strcmp(m.perms, "r-xp") &&
+	    m.has_ino && m.dev_major == 8 && m.dev_minor == 1 && m.ino == 1234 &&
+	    !strcmp(m.path, "/usr/lib/a b.so (deleted)") && el_map_exec_file(&m), "a maps line, field by field");
+	CHECK(el_map_parse("1000-2000 rw-p 00000000 00:00 0", &m) && m.path[0] == 0 && m.has_ino &&
+	    !el_map_exec_file(&m), "an anonymous mapping: no path");
+	CHECK(el_map_parse("1000-2000 r-xp 0", &m) && !m.has_ino && m.path[0] == 0, "a short line: range and offset");
+	CHECK(!el_map_parse("2000-1000 r-xp 0 00:00 0 /x", &m) && !el_map_parse("Rss: 4 kB", &m) &&
+	    !el_map_parse("", &m), "not maps lines: an empty range, smaps' Rss, nothing");
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[n > 0 ? n : 0] = 0;
+	const char *want[2] = { exe, NULL };
+	CHECK(el_maps_each(getpid(), count_maps, want) == 0 && want[1], "this program in its own maps");
+	CHECK(el_maps_each(0x3fffffff, count_maps, want) == -1 && errno == ENOENT, "no such process: ENOENT");
+
+	Dl_info di;
+	void *dlopen_at = dlsym(RTLD_DEFAULT, "dlopen");
+	CHECK(dlopen_at && dladdr(dlopen_at, &di) != 0, "dladdr of dlopen");
+	el_file_t f;
+	CHECK(el_file_map(di.dli_fname, &f), "%s mapped", di.dli_fname);
+	static const char *const names[] = { "dlopen", "no_such_function_here" };
+	uint64_t value[2], size[2];
+	CHECK(el_symbols(f.p, f.size, SHT_DYNSYM, names, 2, value, size) &&
+	    value[0] == (uint64_t)(uintptr_t)dlopen_at - (uint64_t)(uintptr_t)di.dli_fbase && size[0] > 0 &&
+	    value[1] == 0, "dlopen in %s's .dynsym where the loader put it", di.dli_fname);
+	el_section_t sec;
+	CHECK(el_section(f.p, f.size, ".dynsym", &sec) && sec.sh.sh_type == SHT_DYNSYM && sec.data,
+	    "its .dynsym by name");
+	CHECK(!el_section(f.p, f.size, ".no_such_section", &sec) && !el_section(exe, strlen(exe), ".dynsym", &sec),
+	    "no section of that name; no ELF image");
+	/* libc's build id and this program's, as libdw reads them */
+	char hex[129], want_hex[129] = "";
+	const void *id;
+	int fd = open(di.dli_fname, O_RDONLY);
+	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	ssize_t idlen = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
+	for (ssize_t k = 0; k < idlen; k++)
+		snprintf(want_hex + 2 * k, 3, "%02x", ((const unsigned char *)id)[k]);
+	CHECK(idlen > 0 && el_build_id(f.p, f.size, hex) && !strcmp(hex, want_hex), "libc's build id %s, "
+	    "libdw's %s", hex, want_hex);
+	elf_end(e);
+	close(fd);
+	el_file_unmap(&f);
+	CHECK(el_file_map("/proc/self/exe", &f) && el_build_id(f.p, f.size, hex) && strlen(hex) >= 4 &&
+	    !el_build_id(f.p, 64, hex), "this program's build id; none in its first 64 bytes");
+	el_file_unmap(&f);
+
+	Elf64_Ehdr eh, meh;
+	Elf64_Phdr ph[255], mph[255];
+	int mem = open("/proc/self/mem", O_RDONLY);
+	fd = open("/proc/self/exe", O_RDONLY);
+	CHECK(dladdr((void *)some_function, &di) != 0, "dladdr");
+	int nf = el_phdrs(fd, 0, &eh, ph, 255), nm = el_phdrs(mem, (uint64_t)(uintptr_t)di.dli_fbase, &meh, mph, 255);
+	CHECK(nf > 0 && nf == nm && !memcmp(ph, mph, (size_t)nf * sizeof *ph), "program headers: %d in the file, "
+	    "%d in memory, the same", nf, nm);
+	CHECK(el_phdrs(fd, 1, &eh, ph, 255) == -1, "no ELF header at offset 1");
+	close(fd);
+	close(mem);
 }
 
 static uint64_t keys[200000];
@@ -404,6 +506,7 @@ int main(void)
 	test_symfile();
 	test_series();
 	test_ehframe();
+	test_elf();
 	test_index();
 	test_json();
 	test_intern();
