@@ -519,7 +519,6 @@ void hc_huge_stats(hc_stats_t *st);
 void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg);
 void hc_huge_decay(void);
 void hc_huge_purge_now(void);
-int hc_huge_thp_all(void);     /* hc_os_thp on every mapping; 0 or errno */
 
 /* api.c */
 void *hc_alloc_aligned(size_t align, size_t n, bool zero);
