@@ -2,23 +2,24 @@
  * agent/agent.h - what the files of agent/ share: options, the profiler's
  * tables, unwinding and dumping.  Nothing outside agent/ includes this.
  *
- * Who does what, each file calling only those below it (no two files call
- * each other):
+ * Who does what, each file calling only files below it in this list, so
+ * that no two files call each other:
  *   lifecycle.c  starts, forks and stops the agent (the allocator's hooks
  *                hc_agent_init/start/fork_*); calls the rest, none call it
- *   ctl.c        mallctl;  namespaces.c  unshare/setns around the thread
- *   control.c    the control segment and its thread: heapctl's commands
- *   explain.c    heapctl explain and purge
+ *   ctl.c        mallctl;  stats_print.c  malloc_stats_print (calls none)
+ *   namespaces.c unshare and setns, around a pause of the control thread
+ *   conf.c       MALLOC_CONF and HEAPCTL_CONF, into hc_opt
  *   prof.c       sampling: the countdown and each sample (the allocator's
  *                hc_agent_event/sample/resize/unsample/thread_exit)
+ *   control.c    the control segment and its thread: heapctl's commands
+ *   unwind.c, got.c  the stacks;  recent.c  prof_recent's ring
  *   settings.c   the settings by number (conf.c, ctl.c, control.c)
+ *   explain.c    heapctl explain and purge
  *   dump.c       writing dumps, their triggers and the timer thread
  *   events.c     events for the segment's watchers (events.h): how dumps
  *                reach the control thread
  *   profile.c    the profile's tables, which dumps and commands read
- *   recent.c     prof_recent's ring;  unwind.c, got.c  stacks
- *   conf.c       MALLOC_CONF and HEAPCTL_CONF
- *   state.c      hc_opt, hc_prof, hc_prof_lock: data every file reads
+ *   state.c      hc_opt, hc_prof, hc_prof_lock: the data every file reads
  *   log.c        hc_say, which calls nothing
  */
 #ifndef HC_AGENT_H
@@ -111,7 +112,7 @@ extern hc_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
 /* The agent's own allocations are not sampled while it is set. */
 extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 /* Bumped when the rate changes; each thread's draw remembers it (atomic). */
-extern uint64_t hc_prof_rate_generation;
+extern uint64_t hc_prof_rate_generation __attribute__((visibility("hidden")));   /* one load */
 /* prof.active or prof.lg_sample changed: every thread draws a new countdown. */
 void hc_prof_rate_changed(void);
 
@@ -211,9 +212,9 @@ uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
 hc_thread_t *hc_prof_thread_add(bool active, const char *name);
 void hc_prof_thread_exit(hc_thread_t *th);        /* takes the lock itself */
 hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n);
-hc_tctx_t *hc_prof_tctx_get(hc_stack_t *s, hc_thread_t *th);
-void hc_prof_record_add(hc_tctx_t *c, hc_sample_t *rec, size_t usize, double weight,
-    size_t charged, uint64_t now);
+/* rec's counts at s (made if new), or NULL: then rec is not the profile's */
+hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize,
+    double weight, size_t charged, uint64_t now);
 void hc_prof_record_update(hc_sample_t *rec, uint64_t size, double w);
 void hc_prof_record_remove(hc_sample_t *rec, uint64_t now);
 

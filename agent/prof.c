@@ -154,12 +154,9 @@ void *hc_agent_sample(void *p, size_t usize, size_t charged)
 	hc_mutex_lock(&hc_prof_lock);
 	hc_thread_t *th = thread_get(&tsd);
 	hc_stack_t *s = th && rec ? hc_prof_stack_get(frames, n) : NULL;
-	hc_tctx_t *c = s ? hc_prof_tctx_get(s, th) : NULL;
-	if (c != NULL) {
-		hc_prof_record_add(c, rec, usize, weight, charged, now);
-		if (hc_recent_max() != 0)
-			hc_recent_alloc(rec, s, th, now);
-	}
+	hc_tctx_t *c = hc_prof_record_add(s, th, rec, usize, weight, charged, now);
+	if (c != NULL && hc_recent_max() != 0)
+		hc_recent_alloc(rec, s, th, now);
 	hc_mutex_unlock(&hc_prof_lock);
 	if (c == NULL && rec) {
 		hc_meta_free(rec, sizeof *rec);

@@ -58,7 +58,7 @@ hc_thread_t *hc_prof_thread_add(bool active, const char *name)
 }
 
 /* The stack of these frames, made if new.  Under hc_prof_lock. */
-hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n)
+static hc_stack_t *stack_get(const uintptr_t *frames, unsigned n)
 {
 	if (buckets == NULL) {
 		buckets = hc_meta_alloc(NBUCKETS * sizeof *buckets);
@@ -83,8 +83,10 @@ hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n)
 	return s;
 }
 
+hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n) { return stack_get(frames, n); }
+
 /* th's counts at s, made if new.  Under hc_prof_lock. */
-hc_tctx_t *hc_prof_tctx_get(hc_stack_t *s, hc_thread_t *th)
+static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
 {
 	for (hc_tctx_t *c = s->tctxs; c; c = c->next)
 		if (c->thread == th)
@@ -262,11 +264,15 @@ void hc_prof_record_update(hc_sample_t *rec, uint64_t size, double w)
 	__atomic_store_n(&rec->pending, 0, __ATOMIC_RELAXED);
 }
 
-/* rec (new) is a sample of usize bytes at c, of this weight, charged
- * these bytes, taken at now.  Under hc_prof_lock. */
-void hc_prof_record_add(hc_tctx_t *c, hc_sample_t *rec, size_t usize, double weight,
-    size_t charged, uint64_t now)
+/* rec (new) is a sample of usize bytes taken by th at stack s, of this
+ * weight, charged these bytes, at now: its counts, made if new, or NULL
+ * if there is no memory for them (or no s).  Under hc_prof_lock. */
+hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize,
+    double weight, size_t charged, uint64_t now)
 {
+	hc_tctx_t *c = s ? tctx_get(s, th) : NULL;
+	if (c == NULL)
+		return NULL;
 	double wb = weight * (double)usize;
 	c->cnt.curobjs++;
 	c->cnt.curbytes += usize;
@@ -289,6 +295,7 @@ void hc_prof_record_add(hc_tctx_t *c, hc_sample_t *rec, size_t usize, double wei
 	rec->born_ns = now;
 	rec->recent = NULL;
 	__atomic_add_fetch(&samples_total, 1, __ATOMIC_RELAXED);
+	return c;
 }
 
 /* rec's object is freed at now: out of its counts (and into its stack's
