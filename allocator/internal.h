@@ -457,6 +457,7 @@ void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *
 
 /* meta.c */
 void hc_meta_fork_prepare(void), hc_meta_fork_parent(void), hc_meta_fork_child(void);
+size_t hc_meta_bytes(void);       /* hc_stats_add_metadata's sum (stats.metadata) */
 
 /* chunk.c: mapped-bytes accounting for high-water (gdump) events */
 void hc_mapped_add(intptr_t delta);
