@@ -1,6 +1,26 @@
 /*
  * agent/agent.h - what the files of agent/ share: options, the profiler's
  * tables, unwinding and dumping.  Nothing outside agent/ includes this.
+ *
+ * Who does what, each file calling only files below it in this list, so
+ * that no two files call each other:
+ *   lifecycle.c  starts, forks and stops the agent (the allocator's hooks
+ *                hc_agent_init/start/fork_*); calls the rest, none call it
+ *   ctl.c        mallctl;  stats_print.c  malloc_stats_print (calls none)
+ *   namespaces.c unshare and setns, around a pause of the control thread
+ *   conf.c       MALLOC_CONF and HEAPCTL_CONF, into hc_opt
+ *   prof.c       sampling: the countdown and each sample (the allocator's
+ *                hc_agent_event/sample/resize/unsample/thread_exit)
+ *   control.c    the control segment and its thread: heapctl's commands
+ *   unwind.c, got.c  the stacks;  recent.c  prof_recent's ring
+ *   settings.c   the settings by number (conf.c, ctl.c, control.c)
+ *   explain.c    heapctl explain and purge
+ *   dump.c       writing dumps, their triggers and the timer thread
+ *   events.c     events for the segment's watchers (events.h): how dumps
+ *                reach the control thread
+ *   profile.c    the profile's tables, which dumps and commands read
+ *   state.c      hc_opt, hc_prof, hc_prof_lock: the data every file reads
+ *   log.c        hc_say, which calls nothing
  */
 #ifndef HC_AGENT_H
 #define HC_AGENT_H
@@ -21,7 +41,7 @@
 #define HC_MAX_FRAMES 128
 #define HC_THREAD_NAME_MAX 32
 
-/* ---- options (conf.c) -------------------------------------------------- */
+/* ---- options (state.c, read from the environment by conf.c) ------------ */
 
 typedef enum { HC_UNWIND_FP, HC_UNWIND_LIBUNWIND, HC_UNWIND_LIBGCC } hc_unwinder_t;
 
@@ -48,7 +68,7 @@ typedef struct hc_opts_s {
 extern hc_opts_t hc_opt;                 /* as configured at start-up */
 void hc_conf_defaults(void);             /* hc_opt = the list's defaults */
 void hc_conf_source(const char *src, const char *s);   /* inject: instead of the environment */
-void hc_agent_reconfigure(void);         /* defaults, then the given settings */
+void hc_agent_reconfigure(void);         /* lifecycle.c: defaults, then the given settings */
 void hc_conf_init(void);                 /* then the environment's */
 
 /* ---- settings, generic over the list (settings.c) ----------------------- */
@@ -64,6 +84,9 @@ void hc_setting_get(unsigned i, hc_shm_value_t *v, char *buf, size_t len);
 int hc_setting_set(unsigned i, const hc_shm_value_t *v);
 /* The run-time settings take their start-up values. */
 void hc_settings_start(void);
+
+/* ---- logging (log.c) ----------------------------------------------------- */
+
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */
 void hc_say(const char *first, ...) __attribute__((sentinel));
@@ -73,7 +96,7 @@ void hc_say(const char *first, ...) __attribute__((sentinel));
  * it on its own stderr. */
 #define hc_note(...) do { if (hc_opt.verbose) hc_say(__VA_ARGS__); } while (0)
 
-/* ---- runtime state (prof.c) -------------------------------------------- */
+/* ---- runtime state (state.c) ------------------------------------------- */
 
 /* Settings that can change while the process runs, by their segment
  * field's name (read with atomics where they are used; see settings.c). */
@@ -86,6 +109,14 @@ typedef struct hc_prof_state_s {
 } hc_prof_state_t;
 extern hc_prof_state_t hc_prof;
 extern hc_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
+/* The agent's own allocations are not sampled while it is set. */
+extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
+/* Bumped when the rate changes; each thread's draw remembers it (atomic). */
+extern uint64_t hc_prof_rate_generation __attribute__((visibility("hidden")));   /* one load */
+/* prof.active or prof.lg_sample changed: every thread draws a new countdown. */
+void hc_prof_rate_changed(void);
+
+/* ---- the profile's tables (profile.c) ------------------------------------ */
 
 typedef struct hc_cnt_s {
 	uint64_t curobjs, curbytes;           /* raw samples live            */
@@ -173,17 +204,27 @@ void hc_prof_check(void);                 /* the invariants, in debug builds */
 hc_thread_t *hc_prof_threads(void);
 void hc_prof_reset(int lg_sample);        /* -1 keeps the rate */
 void hc_prof_set_lg_sample(unsigned lg);
-/* prof.active or prof.lg_sample changed: every thread draws a new countdown. */
-void hc_prof_rate_changed(void);
 void hc_prof_snapshot_peak(void);         /* under hc_prof_lock */
+uint64_t hc_prof_samples_total(void);
+void hc_prof_samples_restart(void);       /* heapctl inject: from 0 again */
+uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
+/* What prof.c records a sample in, each under hc_prof_lock: */
+hc_thread_t *hc_prof_thread_add(bool active, const char *name);
+void hc_prof_thread_exit(hc_thread_t *th);        /* takes the lock itself */
+hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n);
+/* rec's counts at s (made if new), or NULL: then rec is not the profile's */
+hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize,
+    double weight, size_t charged, uint64_t now);
+void hc_prof_record_update(hc_sample_t *rec, uint64_t size, double w);
+void hc_prof_record_remove(hc_sample_t *rec, uint64_t now);
+
+/* ---- sampling (prof.c) --------------------------------------------------- */
+
 bool hc_prof_thread_name_set(const char *name);
 const char *hc_prof_thread_name_get(void);
 bool hc_prof_thread_active_get(void);
 void hc_prof_thread_active_set(bool on);
-uint64_t hc_prof_samples_total(void);
-void hc_prof_samples_restart(void);       /* heapctl inject: from 0 again */
-uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
-extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
+void hc_prof_fork_child(void);            /* the thread's record's new tid */
 
 /* ---- unwinding (unwind.c) ---------------------------------------------- */
 
@@ -215,7 +256,8 @@ int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int na
     char *out, size_t outlen, uint64_t *size);
 void hc_dump_interval_account(uint64_t bytes);
 void hc_dump_highwater(size_t mapped);
-void hc_dump_at_exit(void);
+void hc_dump_at_exit(void);               /* lifecycle.c: final dump, leak report */
+void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
 /* heapctl inject: the count from 0 again (the names' numbers go on, so
@@ -244,7 +286,6 @@ int hc_recent_dump(void (*cb)(void *, const char *), void *opaque);
 
 void hc_explain_stats(const hc_shm_req_t *q, hc_shm_rep_t *rep);
 void hc_explain_purge(hc_shm_rep_t *rep);
-void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 
 /* ---- mallctl (ctl.c) ----------------------------------------------------- */
 
@@ -252,12 +293,10 @@ void hc_ctl_fork_prepare(void), hc_ctl_fork_parent(void), hc_ctl_fork_child(void
 
 /* ---- the control segment (control.c) ------------------------------------ */
 
-/* Events for watchers; each is a no-op without a segment.  path and reason
- * may be NULL. */
-void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err);
-void hc_control_gdump_event(size_t mapped, size_t previous, const char *path);
-void hc_control_start(void);
-void hc_control_fork_prepare(bool outer), hc_control_fork_parent(bool outer);
+/* (Events for its watchers: events.h.) */
+void hc_control_start(void);              /* the segment and the thread */
+void hc_control_exit(void);               /* the segment's goodbye */
+void hc_control_fork_prepare(void), hc_control_fork_parent(void);
 void hc_control_fork_child(void);
 /* A process without the control thread it should have (control.c: one
  * that could not be started): each thread's countdown comes due every
@@ -266,9 +305,6 @@ extern bool hc_control_poll_pending;
 #define HC_POLL_QUANTUM ((int64_t)16 << 10)
 void hc_control_poll(void);
 bool hc_control_pause(void);
-/* /proc/self/maps opened when the segment was made, for a process that
- * chrooted since (a dump's MAPPED_LIBRARIES); -1 if there is none. */
-int hc_control_maps_fd(void);
 /* heapctl inject (agent/inject/shim.c): its eject and object scan, and the
  * segment and control thread made (again) with the profile counting from
  * since (CLOCK_REALTIME ns). */

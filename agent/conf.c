@@ -12,39 +12,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <unistd.h>
 
 #include "agent.h"
-
-hc_opts_t hc_opt;
-
-void hc_say(const char *first, ...)
-{
-	char line[1024];
-	size_t len = 0;
-	va_list ap;
-	va_start(ap, first);
-	for (const char *s = first; s; s = va_arg(ap, const char *)) {
-		size_t n = strlen(s);
-		if (n > sizeof line - 2 - len - 11)
-			n = sizeof line - 2 - len - 11;
-		memcpy(line + len, s, n);
-		len += n;
-	}
-	va_end(ap);
-	char out[1040];
-	memcpy(out, "<heapctl>: ", 11);
-	memcpy(out + 11, line, len);
-	out[11 + len] = '\n';
-	int saved = errno;
-	ssize_t r = write(STDERR_FILENO, out, 12 + len);
-	(void)r;
-	errno = saved;
-}
 
 static void bad(const char *src, const char *k, size_t klen, const char *v,
     size_t vlen, const char *why)

@@ -14,10 +14,12 @@
  *     once some client has rung: until then it never reads the slots, whose
  *     pages (32 KiB of the segment) then stay unwritten.
  *
- * Other threads only publish events (dumps, high-water marks), serialised
- * by a lock private to this process.  The target never waits for a client:
- * a command is copied out of its slot, checked, executed and answered, and
- * a client that is gone simply never reads the answer.
+ * Other threads only publish events (dumps, high-water marks) through
+ * events.c, serialised by a lock private to this process; the segment this
+ * thread makes is the one they publish to (hc_event_seg).  The target
+ * never waits for a client: a command is copied out of its slot, checked,
+ * executed and answered, and a client that is gone simply never reads the
+ * answer.
  *
  * A child of fork gets its own thread at once, from the fork handler, but
  * the thread makes the child's segment only CHILD_GRACE_MS after the fork:
@@ -63,14 +65,13 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "events.h"
 #include "../allocator/heapctl.h"
 #include "../shm/heapctl_shm.h"
 
-static hc_shm_t *seg HC_FORK_DATA;    /* NULL: no segment in this process */
 static int seg_pid;                   /* the pid that made it            */
 static char seg_path[64] HC_FORK_DATA;
 static uint64_t start_time, pidns;
-static hc_mutex_t ev_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock");   /* private */
 static uint64_t commands HC_FORK_DATA;   /* control thread only          */
 static pthread_t ctl_thread;
 static bool ctl_running HC_FORK_DATA; /* ctl_thread exists (pause_lock)  */
@@ -90,9 +91,6 @@ static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA;   /* wha
 static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA;   /* are, for a
                                          program that closed them since  */
 static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
-static int maps_fd HC_FORK_DATA = -1; /* /proc/self/maps, for after a chroot */
-static dev_t maps_dev HC_FORK_DATA;
-static ino_t maps_ino HC_FORK_DATA;
 static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
 static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
                                          (outer prepare), where the clock's
@@ -106,7 +104,6 @@ static unsigned (*scan_hook)(bool force);
 static bool ejecting;                 /* written by the control thread only */
 static bool pausing;                  /* under pause_lock */
 static hc_mutex_t pause_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
-static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
 
 /* ---- identity ------------------------------------------------------------- */
 
@@ -223,15 +220,6 @@ static int child_fd(int *fd, dev_t dev, ino_t ino)
 	return f;
 }
 
-int hc_control_maps_fd(void)
-{
-	struct stat st;
-	int fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
-	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
-		return -1;
-	return fd;
-}
-
 /* Open a directory for the fork child (O_PATH); -1 if it cannot. */
 static int child_open(const char *path, dev_t *dev, ino_t *ino)
 {
@@ -262,21 +250,7 @@ static hc_shm_t *segment_create(int parent)
 		start_time = hc_shm_proc_start_time(pid, &ended);
 		pidns = hc_shm_pidns();
 	}
-	/* a fork child keeps its maps open for its dumps, for the workers
-	 * that chroot after the fork (haproxy's, postfix's, sshd's): a file,
-	 * not a directory, so nothing outside the chroot is reached through
-	 * it but this process's own maps.  A process that was not forked
-	 * keeps no descriptor. */
-	if (maps_fd < 0 && procfd >= 0) {
-		maps_fd = openat(procfd, "maps", O_RDONLY | O_CLOEXEC);
-		if (maps_fd >= 0 && fstat(maps_fd, &nst) == 0) {
-			maps_dev = nst.st_dev;
-			maps_ino = nst.st_ino;
-		} else if (maps_fd >= 0) {
-			close(maps_fd);
-			maps_fd = -1;
-		}
-	}
+	hc_event_maps_open(procfd);
 	if (procfd >= 0)
 		close(procfd);
 	char name[64];
@@ -330,54 +304,6 @@ static hc_shm_t *segment_create(int parent)
 	return s;
 }
 
-/* ---- events ------------------------------------------------------------------ */
-
-static void publish(hc_shm_event_t *ev)
-{
-	hc_shm_t *s = __atomic_load_n(&seg, __ATOMIC_ACQUIRE);
-	if (s == NULL)
-		return;
-	ev->time_ns = hc_shm_now_ns();
-	/* what the target publishes is always well formed (a client may write
-	 * anything into the ring; that is the client's side to check) */
-	HC_ASSERT(hc_shm_event_name(ev->type) != NULL);
-	HC_ASSERT((ev->type != HC_EV_DUMP && ev->type != HC_EV_DUMP_FAILED) ||
-	    hc_shm_dump_kind_name(ev->kind) != NULL);
-	HC_ASSERT(hc_shm_strvalid(ev->name, sizeof ev->name) &&
-	    hc_shm_strvalid(ev->path, sizeof ev->path) && hc_shm_strvalid(ev->text, sizeof ev->text));
-	hc_mutex_lock(&ev_lock);
-	hc_shm_event_publish(&s->ring, ev);
-	hc_mutex_unlock(&ev_lock);
-}
-
-void hc_control_dump_event(hc_dump_kind_t kind, const char *path, uint64_t size, int err)
-{
-	if (seg == NULL)
-		return;
-	hc_shm_event_t ev = { .type = err ? HC_EV_DUMP_FAILED : HC_EV_DUMP, .kind = (uint32_t)kind,
-		.value = size };
-	hc_shm_strlcpy(ev.path, path ? path : "", sizeof ev.path);
-	if (err)
-		hc_shm_strlcpy(ev.text, strerrordesc_np(err), sizeof ev.text);
-	publish(&ev);
-	/* a staged dump is heapctl's to copy out and remove: not ours to name */
-	if (!err && path && !hc_shm_staged_path(path)) {
-		hc_mutex_lock(&ev_lock);
-		hc_shm_strlcpy(last_dump, path, sizeof last_dump);
-		hc_mutex_unlock(&ev_lock);
-	}
-}
-
-void hc_control_gdump_event(size_t mapped, size_t previous, const char *path)
-{
-	if (seg == NULL)
-		return;
-	hc_shm_event_t ev = { .type = HC_EV_GDUMP, .kind = 'u', .value = mapped, .value2 = previous };
-	if (path)
-		hc_shm_strlcpy(ev.path, path, sizeof ev.path);
-	publish(&ev);
-}
-
 /* ---- mirroring ------------------------------------------------------------------ */
 
 /* The segment's copy of the settings: opt.prof, then every run-time
@@ -423,7 +349,7 @@ static void mirror(bool counters)
 			hc_shm_setting_text(m, &v, ev.path, sizeof ev.path);
 			hc_shm_setting_get(m, &last, &v);
 			hc_shm_setting_text(m, &v, ev.text, sizeof ev.text);
-			publish(&ev);
+			hc_event_publish(&ev);
 		}
 	}
 	last = cur;
@@ -432,7 +358,7 @@ static void mirror(bool counters)
 	static hc_stats_t st;
 	if (counters)
 		hc_stats_refresh(&st);
-	hc_shm_state_t *s = &seg->state;
+	hc_shm_state_t *s = &hc_event_seg->state;
 	hc_shm_state_write_begin(s);
 	s->updated_ns = hc_shm_now_ns();
 	/* the settings are one run of fields, prof up to the counters */
@@ -448,9 +374,7 @@ static void mirror(bool counters)
 	s->dumps = hc_dumps_written();
 	s->threads = st.nheaps;
 	s->commands = commands;
-	hc_mutex_lock(&ev_lock);
-	memcpy(s->last_dump, last_dump, sizeof s->last_dump);
-	hc_mutex_unlock(&ev_lock);
+	hc_event_last_dump(s->last_dump);
 	hc_shm_state_write_end(s);
 }
 
@@ -605,7 +529,7 @@ static uint64_t seen_word[HC_SHM_SLOTS] HC_FORK_DATA, seen_since[HC_SHM_SLOTS];
 static void reclaim(uint64_t now)
 {
 	for (unsigned i = 0; i < HC_SHM_SLOTS; i++) {
-		hc_shm_slot_t *sl = &seg->box.slot[i];
+		hc_shm_slot_t *sl = &hc_event_seg->box.slot[i];
 		uint64_t w = hc_shm_slot_load(sl);
 		uint32_t st = (uint32_t)w, gen = (uint32_t)(w >> 32);
 		/* POSTED is served; BUSY is only ever set by this thread inside
@@ -643,7 +567,7 @@ static bool child_publish(void)
 	if (s == NULL)
 		return false;
 	child_parent = 0;
-	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+	__atomic_store_n(&hc_event_seg, s, __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -662,7 +586,7 @@ static void poll_highwater(void)
 static void segment_goodbye(hc_shm_t *s)
 {
 	hc_shm_event_t ev = { .type = HC_EV_EXIT };
-	publish(&ev);
+	hc_event_publish(&ev);
 	__atomic_store_n(&s->hdr.control, 0, __ATOMIC_RELEASE);
 	unlink(seg_path);
 }
@@ -672,9 +596,9 @@ static void segment_goodbye(hc_shm_t *s)
  * waiting to join it).  A later inject makes both again. */
 static void retire(void)
 {
-	hc_shm_t *s = seg;
+	hc_shm_t *s = hc_event_seg;
 	segment_goodbye(s);
-	__atomic_store_n(&seg, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&hc_event_seg, NULL, __ATOMIC_RELEASE);
 	/* only now: hc_control_begin takes a segment that is not ejecting */
 	__atomic_store_n(&ejecting, false, __ATOMIC_RELEASE);
 	seg_path[0] = 0;
@@ -703,7 +627,7 @@ static void *control_main(void *arg)
 	bool child = child_parent != 0;
 	if (child && !child_publish())
 		return NULL;         /* stopped, or no segment: the thread ends */
-	hc_shm_t *s = seg;
+	hc_shm_t *s = hc_event_seg;
 	poll_highwater();
 	mirror(true);
 	if (!child)            /* the first process of the program swept */
@@ -783,7 +707,7 @@ static bool thread_start(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	bool first = thread_err == 0;
 	thread_err = err;
-	hc_shm_t *s = seg;
+	hc_shm_t *s = hc_event_seg;
 	if (s != NULL) {
 		__atomic_store_n(&s->hdr.control_err, err, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->hdr.control, err == 0, __ATOMIC_RELEASE);
@@ -800,7 +724,8 @@ static bool thread_start(void)
 	return err == 0;
 }
 
-static void control_begin(void)
+/* The segment and the control thread (lifecycle.c, at start-up). */
+void hc_control_start(void)
 {
 	if (!hc_opt.control)
 		return;
@@ -810,7 +735,7 @@ static void control_begin(void)
 	have_last = false;
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
-	__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+	__atomic_store_n(&hc_event_seg, s, __ATOMIC_RELEASE);
 	/* the settings are there from the start, also if no thread ever runs
 	 * to mirror them (a seccomp filter that refuses it, a thread limit) */
 	mirror(false);
@@ -828,7 +753,7 @@ bool hc_control_pause(void)
 	__atomic_store_n(&pausing, true, __ATOMIC_RELEASE);
 	__atomic_store_n(&ctl_stop, 1, __ATOMIC_RELEASE);
 	hc_shm_futex_wake(&ctl_stop, INT_MAX);
-	hc_shm_t *s = __atomic_load_n(&seg, __ATOMIC_ACQUIRE);
+	hc_shm_t *s = __atomic_load_n(&hc_event_seg, __ATOMIC_ACQUIRE);
 	if (s != NULL) {
 		__atomic_add_fetch(&s->box.doorbell, 1, __ATOMIC_RELEASE);
 		hc_shm_futex_wake(&s->box.doorbell, INT_MAX);
@@ -836,7 +761,7 @@ bool hc_control_pause(void)
 	pthread_join(ctl_thread, NULL);
 	ctl_running = false;
 	__atomic_store_n(&pausing, false, __ATOMIC_RELEASE);
-	return seg != NULL;      /* not if it ended after an eject */
+	return hc_event_seg != NULL;      /* not if it ended after an eject */
 }
 
 void hc_control_resume(bool was_running)
@@ -860,7 +785,7 @@ bool hc_control_begin(uint64_t since)
 	 * its segment, answered but not yet removed, is not this injection's */
 	for (int i = 0; i < 1000; i++) {
 		hc_mutex_lock(&pause_lock);
-		if ((seg != NULL && !__atomic_load_n(&ejecting, __ATOMIC_ACQUIRE)) || !ctl_running)
+		if ((hc_event_seg != NULL && !__atomic_load_n(&ejecting, __ATOMIC_ACQUIRE)) || !ctl_running)
 			break;
 		hc_mutex_unlock(&pause_lock);
 		struct timespec ts = { 0, 1000000 };
@@ -869,47 +794,31 @@ bool hc_control_begin(uint64_t since)
 			return false;
 	}
 	counts_since = since;
-	if (seg == NULL && !ctl_running) {
+	if (hc_event_seg == NULL && !ctl_running) {
 		/* a new injection's counters start from 0 (its profile does, by
 		 * hc_prof_reset): the segment is new, the agent's statics not */
 		hc_dumps_restart();
 		hc_prof_samples_restart();
-		hc_mutex_lock(&ev_lock);
-		last_dump[0] = 0;
-		hc_mutex_unlock(&ev_lock);
-		control_begin();
+		hc_event_forget_dump();
+		hc_control_start();
 	}
-	bool ok = seg != NULL;
+	bool ok = hc_event_seg != NULL;
 	hc_mutex_unlock(&pause_lock);
 	return ok;
 }
 
-void hc_agent_start(void)
+/* fork: pause_lock is the agent's outermost lock (allocator/hc_lock.h;
+ * events.c's ev_lock is an inner one). */
+void hc_control_fork_prepare(void)
 {
-	static bool done;
-	if (done)
-		return;
-	done = true;
-	/* experimental.prof_recent's ring, as jemalloc's prof_recent_alloc_max */
-	if (hc_opt.prof_recent_alloc_max != 0)
-		(void)hc_recent_set_max(hc_opt.prof_recent_alloc_max);
-	control_begin();
+	hc_mutex_lock(&pause_lock);
+	fork_pid = getpid();
+	fork_ns = hc_shm_mono_ns();
 }
 
-/* fork: pause_lock is the agent's outermost lock, ev_lock an inner one
- * (allocator/hc_lock.h); outer says which. */
-void hc_control_fork_prepare(bool outer)
+void hc_control_fork_parent(void)
 {
-	hc_mutex_lock(outer ? &pause_lock : &ev_lock);
-	if (outer) {
-		fork_pid = getpid();
-		fork_ns = hc_shm_mono_ns();
-	}
-}
-
-void hc_control_fork_parent(bool outer)
-{
-	hc_mutex_unlock(outer ? &pause_lock : &ev_lock);
+	hc_mutex_unlock(&pause_lock);
 }
 
 /* The child has the parent's mapping but not its thread: it starts its own
@@ -918,36 +827,29 @@ void hc_control_fork_parent(bool outer)
  * handlers' work: the allocator and the agent's locks are fresh. */
 void hc_control_fork_child(void)
 {
-	hc_mutex_reinit(&ev_lock);
+	hc_event_fork_child();
 	hc_mutex_reinit(&pause_lock);
 	ctl_running = false;
-	hc_shm_t *old = seg;
+	hc_shm_t *old = hc_event_seg;
 	/* a child forked before its parent, itself a fork child, published:
 	 * the parent has (or is to have) a segment when it has a thread, its
 	 * own or pending */
 	if (old == NULL && child_parent == 0 && !hc_control_poll_pending)
 		return;
-	seg = NULL;
+	hc_event_seg = NULL;
 	if (old != NULL)
 		munmap(old, sizeof(hc_shm_t));
 	seg_path[0] = 0;
-	if (last_dump[0])      /* a write only where needed: the page is copied */
-		last_dump[0] = 0;
+	hc_event_fork_forget();
 	have_last = false;
 	commands = 0;
 	memset(seen_word, 0, sizeof seen_word);
 	child_parent = fork_pid;
 	child_forked_ns = fork_ns;
 	poll_last_ns = 0;
-	/* the parent's, a fork child's not yet used, and its maps (the
-	 * parent's /proc/PID/maps): copies of ours to close */
+	/* the parent's, and a fork child's not yet used: copies of ours to
+	 * close */
 	int inherited;
-	if (maps_fd >= 0) {
-		struct stat mst;
-		if (fstat(maps_fd, &mst) == 0 && mst.st_dev == maps_dev && mst.st_ino == maps_ino)
-			close(maps_fd);
-		maps_fd = -1;
-	}
 	if ((inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
 		close(inherited);
 	if ((inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
@@ -979,13 +881,13 @@ void hc_control_poll(void)
 		hc_shm_t *s = segment_create(child_parent);
 		if (s != NULL) {
 			child_parent = 0;
-			__atomic_store_n(&seg, s, __ATOMIC_RELEASE);
+			__atomic_store_n(&hc_event_seg, s, __ATOMIC_RELEASE);
 		}
 	}
-	if (!thread_start() && seg != NULL) {
+	if (!thread_start() && hc_event_seg != NULL) {
 		int busy = hc_prof_busy;
 		hc_prof_busy = 1;
-		hc_shm_t *s = seg;
+		hc_shm_t *s = hc_event_seg;
 		for (unsigned i = 0; i < HC_SHM_SLOTS; i++)
 			if (__atomic_load_n(&s->box.slot[i].state, __ATOMIC_ACQUIRE) == HC_SLOT_POSTED)
 				serve(&s->box.slot[i]);
@@ -996,11 +898,11 @@ void hc_control_poll(void)
 	hc_mutex_unlock(&pause_lock);
 }
 
-/* Last of the library's destructors: watchers learn the process is going,
- * and the name is freed. */
-__attribute__((destructor(101))) static void control_exit(void)
+/* Last of the library's destructors (lifecycle.c): watchers learn the
+ * process is going, and the name is freed. */
+void hc_control_exit(void)
 {
-	hc_shm_t *s = seg;
+	hc_shm_t *s = hc_event_seg;
 	if (s == NULL || seg_pid != getpid())
 		return;
 	segment_goodbye(s);

@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "events.h"
 #include "hc_math.h"
 
 /* ---- an output buffer that never touches the user's heap ---------------- */
@@ -631,7 +632,7 @@ static void append_maps(buf_t *b)
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	bool own = fd >= 0;
 	if (!own)              /* chrooted since, away from /proc */
-		fd = hc_control_maps_fd();
+		fd = hc_event_maps_fd();
 	if (fd < 0)
 		return;
 	buf_t maps = { 0 };
@@ -941,7 +942,7 @@ static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool
 	int err = dump_to(path, fresh, kind == HC_DUMP_PEAK, lo, lb, lc, &bytes);
 	if (err && say)
 		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
-	hc_control_dump_event(kind, path, bytes, err);
+	hc_event_dump(kind, path, bytes, err);
 	if (out && outlen) {
 		size_t n = strlen(path);
 		if (n >= outlen)
@@ -1075,7 +1076,7 @@ bool hc_agent_highwater(size_t mapped)
 		return true;
 	char path[HC_PREFIX_MAX + 160];
 	bool written = dump && hc_dump(HC_DUMP_GDUMP, NULL, path, sizeof path) == 0;
-	hc_control_gdump_event(mapped, previous, written ? path : NULL);
+	hc_event_gdump(mapped, previous, written ? path : NULL);
 	return true;
 }
 
@@ -1161,7 +1162,8 @@ void hc_dump_fork_child(void)
 
 /* ---- at exit ------------------------------------------------------------ */
 
-__attribute__((destructor)) void hc_dump_at_exit(void)
+/* The final dump and the leak report (lifecycle.c, at exit). */
+void hc_dump_at_exit(void)
 {
 	drain_dumps();
 	if (!hc_opt.prof || (!hc_opt.prof_final && !hc_opt.prof_leak))

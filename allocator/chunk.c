@@ -85,24 +85,10 @@ static void registry_add(hc_chunk_t *c)
 	} while (!__atomic_compare_exchange_n(&registry, &head, c, true,
 	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	/* hc_os_map_aligned gave c the thp mode; one set since is given here
-	 * (with hc_alloc_set_thp's fence: it sees c on the registry, or this
-	 * sees its mode, or both) */
+	 * (with hc_alloc_set_thp's fence, in huge.c: it sees c on the
+	 * registry, or this sees its mode, or both) */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	(void)hc_os_thp(c, c->map_size);
-}
-
-int hc_alloc_set_thp(unsigned mode)
-{
-	hc_os_thp_mode(mode);
-	if (mode == HC_THP_DEFAULT)     /* nothing to do, nor to undo */
-		return 0;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	int err = hc_huge_thp_all();
-	for (hc_chunk_t *c = hc_chunk_registry(); c != NULL; c = c->all_next) {
-		int e = hc_os_thp(c, c->map_size);
-		err = err ? err : e;
-	}
-	return err;
 }
 
 /* Empty a chunk's xpages list without acting on it: each page's link is

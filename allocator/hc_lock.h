@@ -15,8 +15,8 @@
  *    3    unwind_fork_lock (rwlock)  agent/unwind.c    unwinding vs fork
  *    4    name_lock                  agent/dump.c      dump sequence numbers
  *    5    hw_lock                    agent/dump.c      high-water gate
- *    6    hc_prof_lock               agent/prof.c      stack table, prof.prefix
- *    7    ev_lock                    agent/control.c   event ring writers, last dump
+ *    6    hc_prof_lock               agent/state.c     stack table, prof.prefix
+ *    7    ev_lock                    agent/events.c    event ring writers, last dump
  *    8    snapshot_lock              agent/ctl.c       mallctl statistics snapshot
  *    9    shared[i].lock             heap.c            shared heaps (index order)
  *   10    heaps_lock                 heap.c            heap registry and pool

@@ -194,14 +194,8 @@ static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED,
 static hc_chunk_t *abandoned;          /* under abandoned_lock */
 static size_t abandoned_count;
 
-static size_t meta_bytes;              /* atomic: headers, heaps, profiler */
 
 static pthread_key_t heap_key;
-
-void hc_stats_add_metadata(intptr_t delta)
-{
-	__atomic_add_fetch(&meta_bytes, (size_t)delta, __ATOMIC_RELAXED);
-}
 
 
 /* Heap structs come from their own mappings, a page-multiple at a time. */
@@ -1443,5 +1437,5 @@ void hc_heap_stats(hc_stats_t *st)
 	hc_mutex_lock(&heaps_lock);
 	st->nheaps = heaps_count;
 	hc_mutex_unlock(&heaps_lock);
-	st->metadata += __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED);
+	st->metadata += hc_meta_bytes();
 }

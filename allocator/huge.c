@@ -11,6 +11,9 @@
  * Freed mappings are kept in a small cache for reuse (address space and, for
  * a decay epoch, their resident pages), then unmapped.  realloc moves pages
  * with mremap instead of copying.
+ *
+ * hc_alloc_set_thp is here too, since it reaches every mapping: the huge
+ * ones, then the chunks of chunk.c's registry (chunk.c calls nothing here).
  */
 #define _GNU_SOURCE
 #include <string.h>
@@ -147,7 +150,7 @@ static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
 	h->map_size = body + HC_PAGE;
 	void *p = huge_finish(h, HC_PAGE, n, zero, true);
 	hc_mutex_lock(&huge_lock);
-	(void)hc_os_thp(h, h->map_size);   /* a mode set since (hc_huge_thp_all) */
+	(void)hc_os_thp(h, h->map_size);   /* a mode set since (huge_thp_all) */
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
 	return p;
@@ -219,7 +222,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
 	hc_mutex_lock(&huge_lock);
-	if (fresh)      /* a mode set since the mapping (hc_huge_thp_all) */
+	if (fresh)      /* a mode set since the mapping (huge_thp_all) */
 		(void)hc_os_thp(h, h->map_size);
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
@@ -350,7 +353,8 @@ void hc_huge_purge_now(void)
 	unmap_all(victims, nv);
 }
 
-int hc_huge_thp_all(void)
+/* hc_os_thp on every huge mapping; 0 or an errno value */
+static int huge_thp_all(void)
 {
 	int err = 0;
 	hc_mutex_lock(&huge_lock);
@@ -363,6 +367,20 @@ int hc_huge_thp_all(void)
 		err = err ? err : e;
 	}
 	hc_mutex_unlock(&huge_lock);
+	return err;
+}
+
+int hc_alloc_set_thp(unsigned mode)
+{
+	hc_os_thp_mode(mode);
+	if (mode == HC_THP_DEFAULT)     /* nothing to do, nor to undo */
+		return 0;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	int err = huge_thp_all();
+	for (hc_chunk_t *c = hc_chunk_registry(); c != NULL; c = c->all_next) {
+		int e = hc_os_thp(c, c->map_size);
+		err = err ? err : e;
+	}
 	return err;
 }
 

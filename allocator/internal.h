@@ -457,6 +457,7 @@ void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *
 
 /* meta.c */
 void hc_meta_fork_prepare(void), hc_meta_fork_parent(void), hc_meta_fork_child(void);
+size_t hc_meta_bytes(void);       /* hc_stats_add_metadata's sum (stats.metadata) */
 
 /* chunk.c: mapped-bytes accounting for high-water (gdump) events */
 void hc_mapped_add(intptr_t delta);
@@ -519,7 +520,6 @@ void hc_huge_stats(hc_stats_t *st);
 void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg);
 void hc_huge_decay(void);
 void hc_huge_purge_now(void);
-int hc_huge_thp_all(void);     /* hc_os_thp on every mapping; 0 or errno */
 
 /* api.c */
 void *hc_alloc_aligned(size_t align, size_t n, bool zero);

@@ -34,6 +34,18 @@ typedef struct meta_map_s {
 static meta_map_t *meta_maps;          /* under meta_lock */
 #define META_SPAN_HDR 64
 
+/* Every byte of metadata, of this file's mappings and of the chunk and
+ * heap headers heap.c and large.c count: here, so that counting it calls
+ * back into none of them. */
+static size_t meta_bytes;              /* atomic: headers, heaps, profiler */
+
+void hc_stats_add_metadata(intptr_t delta)
+{
+	__atomic_add_fetch(&meta_bytes, (size_t)delta, __ATOMIC_RELAXED);
+}
+
+size_t hc_meta_bytes(void) { return __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED); }
+
 /* Map size bytes and put them on the list; under meta_lock. */
 static void *meta_map(size_t size)
 {

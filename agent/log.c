@@ -1,0 +1,40 @@
+/*
+ * agent/log.c - the agent's one diagnostic writer: a line on standard
+ * error with the "<heapctl>: " prefix, put together on the stack and
+ * written with one write(2), so it works inside malloc, in a fork child
+ * and on error paths (no allocation, no stdio, errno kept).
+ *
+ * It calls nothing else in agent/: every file of the agent may use it,
+ * whatever it is in the middle of.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+void hc_say(const char *first, ...)
+{
+	char line[1024];
+	size_t len = 0;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *s = first; s; s = va_arg(ap, const char *)) {
+		size_t n = strlen(s);
+		if (n > sizeof line - 2 - len - 11)
+			n = sizeof line - 2 - len - 11;
+		memcpy(line + len, s, n);
+		len += n;
+	}
+	va_end(ap);
+	char out[1040];
+	memcpy(out, "<heapctl>: ", 11);
+	memcpy(out + 11, line, len);
+	out[11 + len] = '\n';
+	int saved = errno;
+	ssize_t r = write(STDERR_FILENO, out, 12 + len);
+	(void)r;
+	errno = saved;
+}
