@@ -66,7 +66,7 @@ typedef struct rp_age_s {
 
 /* The lifetimes of a stack's sampled objects freed (its "l:" line):
  * how many, how many within 1 ms, 1 s and 1 min, and a histogram with
- * four buckets per doubling (agent/prof.c's hc_life_bucket). */
+ * four buckets per doubling (agent/profile.c's hc_life_bucket). */
 #define RP_LIFE_BUCKETS 256
 typedef struct rp_life_s {
 	uint64_t frees, lt_1ms, lt_1s, lt_1min;

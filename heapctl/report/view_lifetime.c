@@ -20,7 +20,7 @@ typedef struct lsite_s {
 	uint64_t oldest_ns;
 } lsite_t;
 
-/* Bucket i of a lifetime histogram holds [lo, hi) ns (agent/prof.c's
+/* Bucket i of a lifetime histogram holds [lo, hi) ns (agent/profile.c's
  * hc_life_bucket). */
 static void life_bucket_range(int i, double *lo, double *hi)
 {
