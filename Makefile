@@ -198,7 +198,7 @@ $(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c $(BUILD)/bpf/trace.skel.h Make
 	$(CC) $(CLI_CFLAGS) $(DEPFLAGS) -I$(BUILD)/bpf -c $< -o $@
 
 $(BUILD)/libheapctl-trace.so: $(TRACE_OBJ)
-	$(LINK_ENGINE) -lbpf -lelf -lunwind-ptrace -lunwind-generic -lm
+	$(LINK_ENGINE) -lbpf -lunwind-ptrace -lunwind-generic -lm
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -27,6 +27,7 @@
 #include "diagnose/proc.h"
 #include "cmd/cmd.h"
 #include "cli/json.h"
+#include "elf/elf.h"
 
 /* more than the library has small size classes (its HC_NCLASSES_MAX) */
 #define NCLASSES_MAX 64
@@ -268,28 +269,25 @@ static int os_read(int pid, const alloc_view_t *v, os_parts_t *o, char *err, siz
 	char name[4096] = "";
 	/* one mapping's Rss is counted when its Rss: line comes */
 	while (fgets(line, sizeof line, f)) {
-		unsigned long long a, b;
-		char perms[8];
-		int off = 0;
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s%n", &a, &b, perms, &off) == 3 && strlen(perms) == 4) {
-			bool this_guard = strcmp(perms, "---p") == 0;
-			prev_guard = guard && prev_end == a;
-			prev_end = b;
+		/* a mapping's header line: elf/'s maps reader refuses the
+		 * "Rss:   4 kB" lines of its fields */
+		el_map_t m;
+		if (el_map_parse(line, &m) && strlen(m.perms) == 4) {
+			bool this_guard = strcmp(m.perms, "---p") == 0;
+			prev_guard = guard && prev_end == m.lo;
+			prev_end = m.hi;
 			guard = this_guard;
-			s = a;
-			e = b;
-			shared = perms[3] == 's';
-			const char *p = line + off;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			snprintf(name, sizeof name, "%s", p);
+			s = m.lo;
+			e = m.hi;
+			shared = m.perms[3] == 's';
+			snprintf(name, sizeof name, "%s", m.path);
 			name[strcspn(name, "\n")] = 0;
 			anon = name[0] == 0;
 			stack = strncmp(name, "[stack", 6) == 0;
 			for (size_t i = 0; !stack && anon && i < nsp; i++)
 				stack = sps[i] >= s && sps[i] < e;
 			/* glibc's thread stacks: rw anonymous right above a guard page */
-			if (!stack && anon && prev_guard && strcmp(perms, "rw-p") == 0 && in_ranges(v, s, e) == 0)
+			if (!stack && anon && prev_guard && strcmp(m.perms, "rw-p") == 0 && in_ranges(v, s, e) == 0)
 				stack = true;
 			continue;
 		}

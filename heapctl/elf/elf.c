@@ -120,6 +120,8 @@ bool el_symbols(const void *image, size_t size, unsigned type, const char *const
 	const Elf64_Shdr *sh = section_headers(img, size, &nsec, &shstrndx);
 	if (sh == NULL)
 		return false;
+	unsigned ifunc = type & EL_SYM_NO_IFUNC ? STT_FUNC : STT_GNU_IFUNC;
+	type &= ~EL_SYM_NO_IFUNC;
 	for (size_t i = 1; i < nsec; i++) {
 		const unsigned char *d = section_data(img, size, &sh[i]);
 		if (sh[i].sh_type != type || sh[i].sh_entsize != sizeof(Elf64_Sym) || d == NULL ||
@@ -128,7 +130,10 @@ bool el_symbols(const void *image, size_t size, unsigned type, const char *const
 		const Elf64_Sym *sym = (const void *)d;
 		for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++) {
 			unsigned t = ELF64_ST_TYPE(sym[k].st_info);
-			if (sym[k].st_value == 0 || (t != STT_FUNC && t != STT_GNU_IFUNC))
+			/* an undefined one's value is no function's: a PLT entry, in a
+			 * -no-pie program that takes the function's address */
+			if (sym[k].st_value == 0 || sym[k].st_shndx == SHN_UNDEF ||
+			    (t != STT_FUNC && t != ifunc))
 				continue;
 			const char *nm = string_at(img, size, &sh[sh[i].sh_link], sym[k].st_name);
 			for (size_t w = 0; nm && w < n; w++) {

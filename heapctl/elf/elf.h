@@ -71,7 +71,10 @@ bool el_section(const void *img, size_t size, const char *name, el_section_t *s)
 /* For each of names[0, n), the value (and the size, if size) of the
  * first function (STT_FUNC, STT_GNU_IFUNC) of that name with a value in
  * the image's sections of type type (SHT_DYNSYM, SHT_SYMTAB); 0 where
- * there is none.  false: not an ELF image. */
+ * there is none.  false: not an ELF image.  With EL_SYM_NO_IFUNC or'ed
+ * into type, STT_FUNC only: an IFUNC's value is its resolver, run once,
+ * which a uprobe (trace) must not take for the function. */
+#define EL_SYM_NO_IFUNC 0x80000000u
 bool el_symbols(const void *img, size_t size, unsigned type, const char *const *names, size_t n, uint64_t *value,
     uint64_t *sizes);
 

@@ -6,14 +6,12 @@
  * where its uprobe goes.
  */
 #define _GNU_SOURCE
-#include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf/elf.h"
 #include "tr_internal.h"
 
 static const char *const role_names[R_NROLES] = {
@@ -32,17 +30,16 @@ static const struct { int role; const char *name; } family[] = {
 };
 #define NFAMILY (sizeof family / sizeof family[0])
 
+/* The program headers find_functions reads, at most this many. */
+#define MAX_PHDRS 256
+
 /* A function's file offset from its address (the PT_LOAD holding it). */
-static bool file_offset(Elf *e, uint64_t addr, uint64_t *off)
+static bool file_offset(const Elf64_Phdr *ph, int n, uint64_t addr, uint64_t *off)
 {
-	size_t n;
-	if (elf_getphdrnum(e, &n) != 0)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
-		    addr >= ph.p_vaddr && addr < ph.p_vaddr + ph.p_filesz) {
-			*off = addr - ph.p_vaddr + ph.p_offset;
+	for (int i = 0; i < n; i++) {
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && addr >= ph[i].p_vaddr &&
+		    addr < ph[i].p_vaddr + ph[i].p_filesz) {
+			*off = addr - ph[i].p_vaddr + ph[i].p_offset;
 			return true;
 		}
 	}
@@ -77,54 +74,56 @@ static uint64_t past_null_check(int fd, uint64_t off)
 	return push ? off + i : off;
 }
 
-/* The functions of names[] (role, name) that path defines; the count. */
+/* The probe of function name (of role) at file offset off of fd, unless
+ * one at that offset or of that name is there already. */
+static bool add_probe(allocator_t *al, int fd, const char *name, int role, uint64_t off)
+{
+	for (unsigned k = 0; k < al->n; k++)
+		if (al->p[k].off == off || strcmp(al->p[k].name, name) == 0)
+			return false;
+	if (al->n == MAX_PROBES)
+		return false;
+	probe_t *p = &al->p[al->n++];
+	p->role = role;
+	snprintf(p->name, sizeof p->name, "%s", name);
+	p->off = role == R_FREE ? past_null_check(fd, off) : off;
+	return true;
+}
+
+/* The functions of want[] (by role), with prefix, that the file at
+ * open_path defines (STT_FUNC: not an IFUNC's resolver): .dynsym's
+ * first, then .symtab's (the order a linker writes them in); the count. */
 static unsigned find_functions(const char *open_path, const char *prefix, allocator_t *al,
     const char *const *want, const int *roles, unsigned nwant)
 {
+	al->n = 0;
 	int fd = open(open_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	struct stat st;
-	Elf *e = NULL;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-		e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	char buf[MAX_PROBES * 8 + 1024];       /* parse_symbols' list, prefixed */
+	const char *names[MAX_PROBES];
+	size_t used = 0;
+	for (unsigned w = 0; w < nwant; w++) {
+		names[w] = buf + used;
+		used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", prefix, want[w]) + 1;
+	}
+	el_file_t f;
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[MAX_PHDRS];
+	int nph = el_fd_map(fd, &f) ? el_phdrs(fd, 0, &eh, ph, MAX_PHDRS) : -1;
 	unsigned found = 0;
-	al->n = 0;
-	for (Elf_Scn *scn = NULL; e && (scn = elf_nextscn(e, scn)) != NULL;) {
-		GElf_Shdr sh;
-		if (gelf_getshdr(scn, &sh) == NULL || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
-		    sh.sh_entsize == 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t nsym = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && i < nsym; i++) {
-			GElf_Sym sym;
-			if (gelf_getsym(d, (int)i, &sym) == NULL || sym.st_shndx == SHN_UNDEF ||
-			    (GELF_ST_TYPE(sym.st_info) != STT_FUNC))
-				continue;
-			const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
-			size_t pl = strlen(prefix);
-			if (name == NULL || strncmp(name, prefix, pl) != 0)
-				continue;
-			for (unsigned w = 0; w < nwant; w++) {
-				uint64_t off;
-				if (strcmp(name + pl, want[w]) != 0 || !file_offset(e, sym.st_value, &off))
-					continue;
-				bool dup = false;
-				for (unsigned k = 0; k < al->n; k++)
-					dup |= al->p[k].off == off || strcmp(al->p[k].name, name) == 0;
-				if (dup || al->n == MAX_PROBES)
-					continue;
-				probe_t *p = &al->p[al->n++];
-				p->role = roles[w];
-				snprintf(p->name, sizeof p->name, "%s", name);
-				p->off = roles[w] == R_FREE ? past_null_check(fd, off) : off;
+	static const unsigned types[] = { SHT_DYNSYM, SHT_SYMTAB };
+	for (size_t t = 0; nph > 0 && t < 2; t++) {
+		uint64_t value[MAX_PROBES];
+		el_symbols(f.p, f.size, types[t] | EL_SYM_NO_IFUNC, names, nwant, value, NULL);
+		for (unsigned w = 0; w < nwant; w++) {
+			uint64_t off;
+			if (value[w] && file_offset(ph, nph, value[w], &off) &&
+			    add_probe(al, fd, names[w], roles[w], off))
 				found++;
-			}
 		}
 	}
-	if (e)
-		elf_end(e);
+	el_file_unmap(&f);
 	close(fd);
 	return found;
 }
@@ -182,7 +181,6 @@ int tr_find_allocator(int pid, const char *symbols, allocator_t *al)
 			roles[nwant++] = family[i].role;
 		}
 	}
-	elf_version(EV_CURRENT);
 	static char objs[256][PATH_MAX];
 	size_t n = tr_mapped_objects(pid, objs, 256);
 	static const char *const prefixes[] = { "", "je_", "mi_" };

@@ -2,19 +2,18 @@
  * heapctl/trace/maps.c - what `heapctl trace` reads of the process's
  * mappings: its /proc/PID/maps (copied once a second and for each dump),
  * the unwind table of each object in it, the build ids the dumps carry,
- * and the executable objects where its allocator is looked for.  The
- * heapctl/elf/ readers are to replace this file: its code is trace.c's,
- * moved as it was.
+ * and the executable objects where its allocator is looked for.  Every
+ * line is parsed, and every file read, by heapctl/elf/'s readers
+ * (el_map_parse, el_section and el_eh_fdes, el_build_id): this file keeps
+ * only what trace makes of them.
  */
 #define _GNU_SOURCE
-#include <elf.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf/elf.h"
 #include "tr_internal.h"
 
 static uint64_t made_next = MADE_BASE;   /* the next table eh_make makes */
@@ -63,6 +62,29 @@ void tr_read_maps(void)
 	}
 }
 
+/* Each line of the copy of the maps, raw (n bytes, without its newline)
+ * and as elf/'s one reader parses it (m NULL: a line it refuses, or one
+ * too long for a path). */
+typedef void line_fn(const char *raw, size_t n, const el_map_t *m, void *arg);
+
+static void maps_lines(line_fn *fn, void *arg)
+{
+	for (const char *l = T.maps, *end = T.maps + T.maps_len; l < end;) {
+		const char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
+		char line[PATH_MAX + 256];
+		el_map_t m;
+		bool ok = false;
+		if (n < sizeof line) {
+			memcpy(line, l, n);
+			line[n] = 0;
+			ok = el_map_parse(line, &m);
+		}
+		fn(l, n, ok ? &m : NULL, arg);
+		l += n + (nl != NULL);
+	}
+}
+
 /* ---- the unwind tables --------------------------------------------------
  * The unwind tables, read from the process's memory: each object's ELF
  * header and program headers are mapped with its first page, and its
@@ -82,96 +104,70 @@ static int by_pc(const void *a, const void *b)
 	return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
+/* The table eh_make builds: pairs of (start, FDE), both relative to the
+ * section, as .eh_frame_hdr has them. */
+typedef struct made_s {
+	int32_t *t;
+	size_t n, cap;
+	uint64_t addr;             /* the section's address in the file          */
+	bool failed;
+} made_t;
+
+static void made_add(uint64_t start, uint64_t len, uint64_t off, void *arg)
+{
+	made_t *m = arg;
+	int64_t rel = (int64_t)(start - m->addr);
+	if (m->failed || rel < INT32_MIN || rel > INT32_MAX || off > INT32_MAX)
+		return;                    /* not in the table's form */
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? 2 * m->cap : 1024;
+		int32_t *nt = realloc(m->t, cap * 2 * sizeof *nt);
+		if (nt == NULL) {
+			m->failed = true;  /* keep what was read, as a short table */
+			return;
+		}
+		m->t = nt;
+		m->cap = cap;
+	}
+	m->t[2 * m->n] = (int32_t)rel;
+	m->t[2 * m->n + 1] = (int32_t)off;
+	m->n++;
+}
+
 /* An object without .eh_frame_hdr (gcc -static): its table, made from the
- * FDEs of its .eh_frame (the file's section, at bias in the process), in
- * the form .eh_frame_hdr has: pairs of (start, FDE) relative to the
- * section, sorted.  Only the usual encoding of a start (pc-relative,
- * signed 4 bytes) is read. */
+ * FDEs of its file's .eh_frame (elf/'s reader), sorted, relative to the
+ * section, which is at bias in the process.  Every FDE elf/ reads is in
+ * it, whatever its CIE's augmentation ("zPLR" of code with cleanups, "zRS"
+ * of the signal trampoline too): the entries a linker puts in
+ * .eh_frame_hdr, as many as libc's has.  The file is opened here
+ * (O_NONBLOCK) rather than by el_file_map: its path is the process's to
+ * choose, and a FIFO put there must not block the tracer. */
 static void eh_make(eh_obj_t *o, const char *path, uint64_t bias)
 {
 	char open_path[PATH_MAX + 64];
 	cli_proc_object_path(T.pid, path, open_path, sizeof open_path);
 	int fd = open(open_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat st;
-	Elf *e = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? elf_begin(fd, ELF_C_READ_MMAP, NULL) : NULL;
-	size_t shstr;
-	const unsigned char *d = NULL;
-	uint64_t addr = 0, size = 0;
-	if (e && elf_getshdrstrndx(e, &shstr) == 0) {
-		for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn)) != NULL;) {
-			GElf_Shdr sh;
-			const char *nm;
-			if (gelf_getshdr(scn, &sh) == NULL || (nm = elf_strptr(e, shstr, sh.sh_name)) == NULL ||
-			    strcmp(nm, ".eh_frame") != 0 || sh.sh_type != SHT_PROGBITS)
-				continue;
-			Elf_Data *data = elf_rawdata(scn, NULL);
-			if (data && data->d_size == sh.sh_size) {
-				d = data->d_buf;
-				addr = sh.sh_addr + bias;
-				size = sh.sh_size;
-			}
-			break;
-		}
+	el_file_t f = { 0 };
+	el_section_t sec;
+	made_t m = { 0 };
+	if (fd >= 0 && el_fd_map(fd, &f) && el_section(f.p, f.size, ".eh_frame", &sec) &&
+	    sec.sh.sh_type == SHT_PROGBITS && sec.data) {
+		m.addr = sec.sh.sh_addr;
+		el_eh_fdes(sec.data, sec.sh.sh_size, sec.sh.sh_addr, made_add, &m);
 	}
-	int32_t *t = NULL;
-	size_t n = 0, cap = 0;
-	for (uint64_t off = 0; d && off + 8 <= size;) {
-		uint32_t len;
-		memcpy(&len, d + off, 4);
-		if (len == 0 || len == 0xffffffffu || off + 4 + len > size)
-			break;                     /* the terminator, or 64-bit: stop */
-		uint32_t id;
-		memcpy(&id, d + off + 4, 4);
-		if (id != 0) {
-			/* an FDE: its CIE says how pc_begin is written */
-			uint64_t cie = off + 4 - id;
-			bool pcrel4 = false;
-			uint32_t clen;
-			if (cie + 9 < size && (memcpy(&clen, d + cie, 4), clen) && cie + 4 + clen <= size) {
-				const char *aug = (const char *)d + cie + 9;
-				size_t alen = strnlen(aug, (size_t)(size - cie - 9));
-				/* "zR" with the encoding in the augmentation data: after
-				 * code and data alignment and the return register */
-				if (alen == 2 && aug[0] == 'z' && aug[1] == 'R') {
-					const unsigned char *q = (const unsigned char *)aug + 3, *qend = d + cie + 4 + clen;
-					for (int k = 0; k < 4 && q < qend; k++)      /* 3 LEB128s, then the data's length */
-						while (q < qend && (*q++ & 0x80))
-							;
-					pcrel4 = q < qend && *q == 0x1b;
-				}
-			}
-			if (pcrel4) {
-				int32_t rel;
-				memcpy(&rel, d + off + 8, 4);
-				uint64_t pc = addr + off + 8 + (int64_t)rel;
-				if (n == cap) {
-					cap = cap ? 2 * cap : 1024;
-					int32_t *nt = realloc(t, cap * 2 * sizeof *t);
-					if (nt == NULL)
-						break;
-					t = nt;
-				}
-				t[2 * n] = (int32_t)(int64_t)(pc - addr);
-				t[2 * n + 1] = (int32_t)off;
-				n++;
-			}
-		}
-		off += 4 + (uint64_t)len;
-	}
-	if (e)
-		elf_end(e);
+	el_file_unmap(&f);
 	if (fd >= 0)
 		close(fd);
-	if (n == 0) {
-		free(t);
+	if (m.n == 0) {
+		free(m.t);
 		return;
 	}
-	qsort(t, n, 2 * sizeof *t, by_pc);
-	o->made = t;
-	o->hdr = addr;                       /* the entries are relative to it */
+	qsort(m.t, m.n, 2 * sizeof *m.t, by_pc);
+	o->made = m.t;
+	o->hdr = m.addr + bias;              /* the entries are relative to it */
 	o->table = made_next;
-	o->nfde = n;
-	made_next += (n * 8 + 4095) & ~4095ull;
+	o->nfde = m.n;
+	made_next += (m.n * 8 + 4095) & ~4095ull;
 }
 
 /* The object whose first mapping (file offset 0) starts at base. */
@@ -200,6 +196,30 @@ static void eh_free(void)
 	made_next = MADE_BASE;
 }
 
+/* An object: the run of mappings of one path that begins at offset 0. */
+typedef struct run_s {
+	char path[PATH_MAX];       /* "" while no first page of it is seen       */
+	uint64_t base, lo, hi;
+} run_t;
+
+static void run_line(const char *raw, size_t n, const el_map_t *m, void *arg)
+{
+	run_t *r = arg;
+	if (m == NULL || m->path[0] != '/')
+		return;
+	if (m->offset == 0 || strcmp(m->path, r->path) != 0) {
+		if (r->path[0] && r->lo < r->hi)
+			eh_add(r->base, r->lo, r->hi, r->path);
+		snprintf(r->path, sizeof r->path, "%s", m->path);
+		r->base = r->lo = m->lo;
+		r->hi = m->hi;
+		if (m->offset != 0)       /* no first page of it here */
+			r->path[0] = 0;
+	} else {
+		r->hi = m->hi;
+	}
+}
+
 static void eh_build(void)
 {
 	eh_free();
@@ -212,38 +232,10 @@ static void eh_build(void)
 	EH.o = calloc(lines, sizeof *EH.o);
 	if (EH.o == NULL)
 		return;
-	/* an object: the run of mappings of one path that begins at offset 0 */
-	char cur[4096] = "";
-	uint64_t base = 0, lo = 0, hi = 0;
-	for (char *l = T.maps, *end = T.maps + T.maps_len; l && l < end;) {
-		char *nl = memchr(l, '\n', (size_t)(end - l));
-		size_t len = nl ? (size_t)(nl - l) : (size_t)(end - l);
-		char line[4200];
-		snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
-		l = nl ? nl + 1 : NULL;
-		unsigned long long a, b, off;
-		int pos = 0;
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s%n", &a, &b, &off, &pos) < 3 || pos == 0)
-			continue;
-		const char *path = line + pos;
-		while (*path == ' ')
-			path++;
-		if (path[0] != '/')
-			continue;
-		if (off == 0 || strcmp(path, cur) != 0) {
-			if (cur[0] && lo < hi)
-				eh_add(base, lo, hi, cur);
-			snprintf(cur, sizeof cur, "%s", path);
-			base = lo = a;
-			hi = b;
-			if (off != 0)             /* no first page of it here */
-				cur[0] = 0;
-		} else {
-			hi = b;
-		}
-	}
-	if (cur[0] && lo < hi)
-		eh_add(base, lo, hi, cur);
+	run_t r = { .path = "" };
+	maps_lines(run_line, &r);
+	if (r.path[0] && r.lo < r.hi)
+		eh_add(r.base, r.lo, r.hi, r.path);
 }
 
 /* The object of the current maps that holds ip, its table built first
@@ -296,51 +288,27 @@ static size_t nbids, bidcap;
 /* The GNU build id of the ELF file fd, as lowercase hex; false when none. */
 static bool file_build_id(int fd, char *hex)
 {
-	elf_version(EV_CURRENT);
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	size_t n = 0;
-	bool ok = false;
-	if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &n) == 0)
-		for (size_t i = 0; i < n && !ok; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_NOTE)
-				continue;
-			Elf_Data *d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_NHDR);
-			GElf_Nhdr nh;
-			size_t off = 0, name, desc;
-			while (d && !ok && (off = gelf_getnote(d, off, &nh, &name, &desc)) > 0) {
-				if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
-				    memcmp((char *)d->d_buf + name, "GNU", 4) || nh.n_descsz < 2 || nh.n_descsz > 64)
-					continue;
-				const unsigned char *b = (const unsigned char *)d->d_buf + desc;
-				for (size_t k = 0; k < nh.n_descsz; k++)
-					sprintf(hex + 2 * k, "%02x", b[k]);
-				ok = true;
-			}
-		}
-	if (e)
-		elf_end(e);
+	el_file_t f;
+	if (!el_fd_map(fd, &f))
+		return false;
+	bool ok = el_build_id(f.p, f.size, hex);
+	el_file_unmap(&f);
 	return ok;
 }
 
-/* The build id of what the maps line "lo-hi perms off dev inode path"
- * maps; NULL when it is not an executable mapping of a file or has none. */
-static const char *line_build_id(const char *line, uint64_t *start, uint64_t *offset, const char **path)
+/* The build id of what the maps line m maps; NULL when it is not an
+ * executable mapping of a file (whose path has no blank: not one
+ * " (deleted)") or has none. */
+static const char *line_build_id(const el_map_t *m)
 {
-	unsigned long long lo, hi, off, maj, min, ino;
-	char perms[8];
-	int pos = -1;
-	if (sscanf(line, "%llx-%llx %7s %llx %llx:%llx %llu %n", &lo, &hi, perms, &off, &maj, &min, &ino, &pos) < 7 ||
-	    pos < 0 || line[pos] != '/' || strchr(perms, 'x') == NULL || strpbrk(line + pos, " \t"))
+	if (m == NULL || !m->has_ino || !el_map_exec_file(m) || strpbrk(m->path, " \t"))
 		return NULL;
-	*start = lo;
-	*offset = off;
-	*path = line + pos;
 	for (size_t i = 0; i < nbids; i++)
-		if (bids[i].dev_ino[0] == maj && bids[i].dev_ino[1] == min && bids[i].dev_ino[2] == ino)
+		if (bids[i].dev_ino[0] == m->dev_major && bids[i].dev_ino[1] == m->dev_minor &&
+		    bids[i].dev_ino[2] == m->ino)
 			return bids[i].hex[0] ? bids[i].hex : NULL;
 	char mf[96];
-	snprintf(mf, sizeof mf, "/proc/%d/map_files/%llx-%llx", T.pid, lo, hi);
+	snprintf(mf, sizeof mf, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, T.pid, m->lo, m->hi);
 	int fd = open(mf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return NULL;          /* not kept: the next dump may read it */
@@ -355,35 +323,33 @@ static const char *line_build_id(const char *line, uint64_t *start, uint64_t *of
 		bidcap = cap;
 	}
 	bid_t *b = &bids[nbids++];
-	*b = (bid_t){ { maj, min, ino }, "" };
-	struct stat st;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !file_build_id(fd, b->hex))
+	*b = (bid_t){ { m->dev_major, m->dev_minor, m->ino }, "" };
+	if (!file_build_id(fd, b->hex))
 		b->hex[0] = 0;
 	close(fd);
 	return b->hex[0] ? b->hex : NULL;
+}
+
+/* One line into f (NULL: the build id read only), after the build id line
+ * of what it maps. */
+static void put_line(const char *raw, size_t n, const el_map_t *m, void *arg)
+{
+	FILE *f = arg;
+	const char *id = line_build_id(m);
+	if (id && f)
+		fprintf(f, "%" PRIx64 "-%" PRIx64 " r-xp %s (@%" PRIx64 ") %s\n", m->lo, m->lo, m->path, m->offset, id);
+	if (f) {
+		fwrite(raw, 1, n, f);
+		if (raw + n < T.maps + T.maps_len)
+			fputc('\n', f);      /* the newline it had */
+	}
 }
 
 /* T.maps into f, each executable mapping with its build id line; with f
  * NULL, the build ids read only. */
 void tr_put_maps(FILE *f)
 {
-	for (const char *l = T.maps, *end = T.maps + T.maps_len; l < end;) {
-		const char *nl = memchr(l, '\n', (size_t)(end - l));
-		size_t n = nl ? (size_t)(nl - l) : (size_t)(end - l);
-		char line[4096 + 256];
-		uint64_t start, off;
-		const char *path, *id = NULL;
-		if (n < sizeof line) {
-			memcpy(line, l, n);
-			line[n] = 0;
-			id = line_build_id(line, &start, &off, &path);
-		}
-		if (id && f)
-			fprintf(f, "%" PRIx64 "-%" PRIx64 " r-xp %s (@%" PRIx64 ") %s\n", start, start, path, off, id);
-		if (f)
-			fwrite(l, 1, n + (nl != NULL), f);
-		l += n + (nl != NULL);
-	}
+	maps_lines(put_line, f);
 }
 
 /* ---- the executable objects ----------------------------------------------- */
@@ -391,40 +357,38 @@ void tr_put_maps(FILE *f)
 /* The process's executable objects (from the copy of its maps), its
  * program first, then its libraries with libc last (a library that defines malloc beside libc is
  * the allocator the process uses: jemalloc, tcmalloc, mimalloc). */
+typedef struct objs_s {
+	char (*out)[PATH_MAX];
+	size_t n, max, libc;
+} objs_t;
+
+static void object_line(const char *raw, size_t len, const el_map_t *m, void *arg)
+{
+	objs_t *o = arg;
+	if (m == NULL || !el_map_exec_file(m) || strstr(m->path, " (deleted)"))
+		return;
+	for (size_t i = 0; i < o->n; i++)
+		if (strcmp(o->out[i], m->path) == 0)
+			return;
+	if (o->n < o->max) {
+		const char *b = strrchr(m->path, '/') + 1;
+		if (strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0)
+			o->libc = o->n;
+		snprintf(o->out[o->n++], PATH_MAX, "%s", m->path);
+	}
+}
+
 size_t tr_mapped_objects(int pid, char (*out)[PATH_MAX], size_t max)
 {
 	char path[64], exe[PATH_MAX];
 	snprintf(path, sizeof path, "/proc/%d/exe", pid);
 	ssize_t el = readlink(path, exe, sizeof exe - 1);
 	exe[el > 0 ? el : 0] = 0;
-	size_t n = 0, libc = SIZE_MAX;
-	if (exe[0] && n < max)
-		snprintf(out[n++], PATH_MAX, "%s", exe);
-	for (char *l = T.maps, *end = T.maps + T.maps_len; l && l < end;) {
-		char *nl = memchr(l, '\n', (size_t)(end - l));
-		if (nl == NULL)
-			break;
-		*nl = 0;
-		char perms[8] = "";
-		int name_at = 0;
-		sscanf(l, "%*s %7s %*s %*s %*s%n", perms, &name_at);
-		char *name = l + name_at;
-		while (*name == ' ')
-			name++;
-		if (strchr(perms, 'x') && name[0] == '/' && !strstr(name, " (deleted)")) {
-			bool seen = false;
-			for (size_t i = 0; i < n; i++)
-				seen |= strcmp(out[i], name) == 0;
-			if (!seen && n < max) {
-				const char *b = strrchr(name, '/') + 1;
-				if (strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0)
-					libc = n;
-				snprintf(out[n++], PATH_MAX, "%s", name);
-			}
-		}
-		*nl = '\n';
-		l = nl + 1;
-	}
+	objs_t o = { out, 0, max, SIZE_MAX };
+	if (exe[0] && o.n < max)
+		snprintf(out[o.n++], PATH_MAX, "%s", exe);
+	maps_lines(object_line, &o);
+	size_t n = o.n, libc = o.libc;
 	if (libc != SIZE_MAX && libc + 1 < n) {
 		char tmp[PATH_MAX];
 		memcpy(tmp, out[libc], PATH_MAX);

@@ -13,7 +13,7 @@
  *   dump.c     heap_v2 dumps                             -> stacks.c, maps.c
  *   allocator.c  which functions to probe                -> maps.c
  *   unwind.c   libunwind's remote API                    -> maps.c
- *   maps.c     /proc/PID/maps, unwind tables, build ids  -> opts.c (T)
+ *   maps.c     /proc/PID/maps, unwind tables, build ids  -> opts.c (T), elf/
  *   stacks.c   the stack table and the live objects
  *   opts.c     the options, and T
  */

@@ -11,9 +11,9 @@
  *   - elf/: maps lines (a path with spaces, none, a dump's short line,
  *     garbage) parsed field by field; this process's own maps hold this
  *     program; libc's dlopen found in its .dynsym where the loader put
- *     it; libc's build id as libdw reads it; this program's program
- *     headers the same from its file and from its memory; a section by
- *     name and a missing one;
+ *     it, and an undefined symbol (at a PLT entry) never; libc's build id
+ *     as libdw reads it; this program's program headers the same from its
+ *     file and from its memory; a section by name and a missing one;
  *   - the one hash index: ids in order, found again after growing, keys
  *     with the same hash told apart;
  *   - the JSON writer every --json uses: its three layouts, escapes, null;
@@ -26,6 +26,8 @@
 #include <errno.h>
 #include <gelf.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +265,54 @@ static void test_elf(void)
 	CHECK(el_phdrs(fd, 1, &eh, ph, 255) == -1, "no ELF header at offset 1");
 	close(fd);
 	close(mem);
+}
+
+/* el_symbols on an image made here: a .dynsym with malloc undefined at a
+ * PLT address (what a -fno-pic -no-pie program that takes malloc's address
+ * has: trace must not probe that stub), free defined and strlen an IFUNC
+ * (found, but not with EL_SYM_NO_IFUNC: trace's uprobes would take the
+ * resolver); then the same image with malloc defined, to show it is read. */
+static void test_symbols_undef(void)
+{
+	struct {
+		Elf64_Ehdr eh;
+		Elf64_Sym sym[4];
+		char dynstr[24];
+		char shstr[32];
+		Elf64_Shdr sh[4];
+	} img;
+	memset(&img, 0, sizeof img);
+	memcpy(img.eh.e_ident, ELFMAG, SELFMAG);
+	img.eh.e_ident[EI_CLASS] = ELFCLASS64;
+	img.eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	img.eh.e_shoff = offsetof(__typeof__(img), sh);
+	img.eh.e_shentsize = sizeof(Elf64_Shdr);
+	img.eh.e_shnum = 4;
+	img.eh.e_shstrndx = 3;
+	memcpy(img.dynstr, "\0malloc\0free\0strlen", 20);
+	memcpy(img.shstr, "\0.dynsym\0.dynstr\0.shstrtab", 27);
+	img.sym[1] = (Elf64_Sym){ .st_name = 1, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+		.st_shndx = SHN_UNDEF, .st_value = 0x401040 };
+	img.sym[2] = (Elf64_Sym){ .st_name = 8, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+		.st_shndx = 1, .st_value = 0x1234, .st_size = 16 };
+	img.sym[3] = (Elf64_Sym){ .st_name = 13, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC),
+		.st_shndx = 1, .st_value = 0x2000, .st_size = 8 };
+	img.sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_DYNSYM, .sh_link = 2, .sh_entsize = sizeof(Elf64_Sym),
+		.sh_offset = offsetof(__typeof__(img), sym), .sh_size = sizeof img.sym };
+	img.sh[2] = (Elf64_Shdr){ .sh_name = 9, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), dynstr),
+		.sh_size = sizeof img.dynstr };
+	img.sh[3] = (Elf64_Shdr){ .sh_name = 17, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), shstr),
+		.sh_size = sizeof img.shstr };
+	static const char *const names[] = { "malloc", "free", "strlen" };
+	uint64_t value[3];
+	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM, names, 3, value, NULL) && value[0] == 0 && value[1] == 0x1234 &&
+	    value[2] == 0x2000, "an undefined malloc (at its PLT entry) is not taken: %#" PRIx64 ", free %#" PRIx64
+	    ", the IFUNC strlen %#" PRIx64, value[0], value[1], value[2]);
+	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM | EL_SYM_NO_IFUNC, names, 3, value, NULL) && value[1] == 0x1234 &&
+	    value[2] == 0, "EL_SYM_NO_IFUNC: free %#" PRIx64 ", not the IFUNC %#" PRIx64, value[1], value[2]);
+	img.sym[1].st_shndx = 1;
+	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM, names, 2, value, NULL) && value[0] == 0x401040,
+	    "defined, it is: %#" PRIx64, value[0]);
 }
 
 static uint64_t keys[200000];
@@ -507,6 +557,7 @@ int main(void)
 	test_series();
 	test_ehframe();
 	test_elf();
+	test_symbols_undef();
 	test_index();
 	test_json();
 	test_intern();
