@@ -22,7 +22,7 @@
 __attribute__((noreturn, cold)) void hc_assert_fail(const char *cond, const char *file, int line);
 #define HC_ASSERT(c) do { if (HC_DEBUG && !(c)) hc_assert_fail(#c, __FILE__, __LINE__); } while (0)
 
-/* Allocator statistics with jemalloc's meanings (see man/heapctl-conf.5). */
+/* Allocator statistics with jemalloc's meanings (see libheapctl(3), man/libheapctl.3). */
 typedef struct hc_stats_s {
 	size_t allocated;   /* bytes in live objects, by usable size             */
 	size_t active;      /* bytes of pages backing live objects               */
