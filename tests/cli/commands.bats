@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # heapctl's commands as a person types them, against the test service
-# (build/tests/cli/target, linked with libheapctl.so): what they print and
+# (build/tests/programs/target, linked with libheapctl.so): what they print and
 # their exit status.
 
-load helpers
+load ../lib/helpers
 
 # ---- list ------------------------------------------------------------------
 

@@ -5,7 +5,7 @@
 #   denied, 6 another ABI or a corrupt segment, 7 no answer in time, 8 no PID
 #   and not exactly one.
 
-load helpers
+load ../lib/helpers
 
 # ---- 2: usage -------------------------------------------------------------------
 

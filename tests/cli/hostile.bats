@@ -7,7 +7,7 @@
 # heapctl, stop a process from publishing its segment, or get a live
 # segment deleted.
 
-load helpers
+load ../lib/helpers
 
 # plant KIND PATH: put a KIND at PATH
 plant() {

@@ -4,7 +4,7 @@
 # and a cache (a site that grows and shrinks): the leak is named once, the
 # cache never; bad options and a process that is gone are one line.
 
-load helpers
+load ../lib/helpers
 
 start_leaky() {
 	start_prog 10 leaky "prof:true,lg_prof_sample:14,control_refresh_ms:100"

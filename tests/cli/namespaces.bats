@@ -7,7 +7,7 @@
 # Also: PID-1 targets that share the host's /dev/shm, and a target of
 # another user.
 
-load helpers
+load ../lib/helpers
 
 # python3 through a pyenv shim costs ~2 s a call; setup_file finds the
 # interpreter once and every call here (and in helpers) goes to it directly

@@ -4,7 +4,7 @@
 # into the segment, other users, fork, PID reuse, a thousand commands in a
 # row, control:false, start-up and exit.
 
-load helpers
+load ../lib/helpers
 
 HDR=192   # sizeof(hc_shm_header_t), fixed by the ABI
 

@@ -26,7 +26,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../unit/check.h"
+#include "../lib/check.h"
 #include "rp_internal.h"
 #include "cli/json.h"
 
@@ -41,20 +41,20 @@ static const char *file_of(const char *text, char *path, size_t len)
 }
 
 static const char v2[] =
-	"heap_v2/524288\n"
-	"  t*: 3: 3072 [5: 5120]\n"
-	"  t0: 2: 2048 [3: 3072]\n"
-	"  t1: 1: 1024 [2: 2048]\n"
-	"@ 0x401010 0x401020 0x7f0000001000\n"
-	"  t*: 2: 2048 [3: 3072]\n"
-	"  t0: 2: 2048 [3: 3072]\n"
-	"@ 0x401030 0x401020\n"
-	"  t*: 1: 1024 [2: 2048]\n"
-	"  t1: 1: 1024 [2: 2048] worker\n"
-	"\n"
-	"MAPPED_LIBRARIES:\n"
-	"00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
-	"7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
+    "heap_v2/524288\n"
+    "  t*: 3: 3072 [5: 5120]\n"
+    "  t0: 2: 2048 [3: 3072]\n"
+    "  t1: 1: 1024 [2: 2048]\n"
+    "@ 0x401010 0x401020 0x7f0000001000\n"
+    "  t*: 2: 2048 [3: 3072]\n"
+    "  t0: 2: 2048 [3: 3072]\n"
+    "@ 0x401030 0x401020\n"
+    "  t*: 1: 1024 [2: 2048]\n"
+    "  t1: 1: 1024 [2: 2048] worker\n"
+    "\n"
+    "MAPPED_LIBRARIES:\n"
+    "00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
+    "7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
 
 static void test_read(void)
 {
@@ -83,10 +83,11 @@ static void test_symfile(void)
 	char path[64], err[512];
 	char text[4096];
 	snprintf(text, sizeof text, "--- symbol\nbinary=/usr/bin/prog\n"
-	    "0x0000000000401010 leaf_fn\n"
-	    "0x000000000040101f outer--inner\n"
-	    "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
-	    "---\n--- heap\n%s", v2);
+	                            "0x0000000000401010 leaf_fn\n"
+	                            "0x000000000040101f outer--inner\n"
+	                            "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
+	                            "---\n--- heap\n%s",
+	    v2);
 	rp_raw_t raw;
 	CHECK(rp_read(file_of(text, path, sizeof path), &raw, RP_READ_TEXT, err, sizeof err) == 0, "%s", err);
 	CHECK(raw.symbolized && raw.nsyms == 2 && !strcmp(raw.binary, "/usr/bin/prog"), "section");
@@ -119,10 +120,10 @@ static void test_series(void)
 	const char *site[] = { "cache", "leak", "flat", "never" };
 	/* 4 dumps */
 	double v[] = {
-		10, 30, 20, 40,     /* cache: grew 2, shrank 1, +30 */
-		1, 2, 3, 4,         /* leak: grew 3, never shrank, +3 */
-		5, 5, 5, 5,         /* flat */
-		0, 0, 0, 0,         /* never: left out */
+		10, 30, 20, 40, /* cache: grew 2, shrank 1, +30 */
+		1, 2, 3, 4,     /* leak: grew 3, never shrank, +3 */
+		5, 5, 5, 5,     /* flat */
+		0, 0, 0, 0,     /* never: left out */
 	};
 	int64_t t[] = { 1, 2, 3, 4 };
 	double total[] = { 0, 0, 0, 0 };
@@ -140,7 +141,8 @@ static void test_series(void)
 static __attribute__((noinline)) int some_function(int x)
 {
 	int y = x * 3;
-	__asm__ volatile("" : "+r"(y));
+	__asm__ volatile(""
+	                 : "+r"(y));
 	return y + 1;
 }
 
@@ -157,7 +159,8 @@ static void test_ehframe(void)
 	uint64_t fn = (uint64_t)(uintptr_t)some_function - (uint64_t)(uintptr_t)di.dli_fbase;
 	uint64_t start = 0;
 	CHECK(rp_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
-	    "(0x%llx, got 0x%llx)", (unsigned long long)fn, (unsigned long long)start);
+	                                                         "(0x%llx, got 0x%llx)",
+	    (unsigned long long)fn, (unsigned long long)start);
 	CHECK(!rp_eh_function(&t, 8, &start), "nothing in the ELF header");
 	elf_end(e);
 	close(fd);
@@ -180,7 +183,7 @@ static void test_index(void)
 	size_t n = 0, bad = 0;
 	for (uint64_t k = 0; k < 200000; k++) {
 		uint64_t key = k * 7919 + 3;
-		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key);      /* the first 1000 collide */
+		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key); /* the first 1000 collide */
 		int64_t id = rp_index_find(&ix, h, same_key, &key, &added);
 		if (id != (int64_t)n || !added)
 			bad++;
@@ -233,9 +236,9 @@ static void test_json(void)
 	json_end(&j);
 	fclose(f);
 	const char *want = "{\"s\": \"a\\\"b\\\\c\\n\\u0001\", \"i\": -3, \"t\": 0, \"inf\": null, \"n\": null, "
-	    "\"a\": [1, {\"b\": true}]}\n"
-	    "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
-	    "[]\n";
+	                   "\"a\": [1, {\"b\": true}]}\n"
+	                   "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
+	                   "[]\n";
 	CHECK(!strcmp(out, want), "json:\n%s\nwanted:\n%s", out, want);
 	free(out);
 }
@@ -337,7 +340,7 @@ static void test_pinflate(void)
 	struct {
 		const char *what;
 		const unsigned char *data;
-		int level, strategy, cut;        /* part 1 first: rp_split_end's answer */
+		int level, strategy, cut; /* part 1 first: rp_split_end's answer */
 	} cases[] = {
 		{ "level 1", dwarf, 1, Z_DEFAULT_STRATEGY, 2 },
 		{ "level 6", dwarf, 6, Z_DEFAULT_STRATEGY, 2 },
@@ -364,7 +367,7 @@ static void test_pinflate(void)
 		}
 		if (c != 1)
 			continue;
-		z[zlen - 1] ^= 1;                    /* the Adler-32 */
+		z[zlen - 1] ^= 1; /* the Adler-32 */
 		int rc = split_inflate(z, zlen, out, size, 1);
 		CHECK(rc == 0 && !memcmp(out, cases[c].data, size), "a wrong Adler-32: zlib alone from the cut, got %d",
 		    rc);
