@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run.sh [-j JOBS] BUILD[:GROUPS] ... - run the tests of `make check`:
+# tests/run.sh [-j JOBS] [-n] BUILD[:GROUPS] ... - run the tests of `make check`:
 # the C unit and stress programs, the real programs under LD_PRELOAD, the
 # profiler's, report's, systemd's and containers' scripts and the bats
 # suites, on each BUILD directory given (make check gives three: build,
@@ -10,6 +10,8 @@
 #   -j JOBS       suites run at once (default 1; make check 4): most suites
 #                 wait on processes, sleeps and timeouts far more than they
 #                 compute, so a 2-core machine runs four at a time.
+#   -n            only list the suites, in the order they would start, those
+#                 that run alone last with their reason
 # Prints one line per suite as it ends (with its failure's details, never
 # interleaved with another's), then "N passed, N failed".  A test that
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
@@ -18,14 +20,15 @@
 # Suites named in ALONE run after the others, one at a time with nothing
 # else running: they count or sweep what every heapctl process on the
 # machine leaves, which another suite's processes would change.  Suites start
-# longest first, by the times of the build's last run (tests/durations in
-# it), so that a long one does not start last.
+# longest first (by the times of the build's last run, or CI's in
+# tests/lib/durations), so that a long one does not start last.
 set -uo pipefail
-jobs=1
-while getopts j: o; do
+jobs=1 dry=0
+while getopts j:n o; do
 	case $o in
 	j) jobs=$OPTARG ;;
-	*) echo "usage: tests/run.sh [-j JOBS] BUILD[:GROUPS] ..." >&2; exit 2 ;;
+	n) dry=1 ;;
+	*) echo "usage: tests/run.sh [-j JOBS] [-n] BUILD[:GROUPS] ..." >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -85,9 +88,10 @@ list() {
 			    HC_TEST_ALLOW_NO_MALLCTL=1 "$t"
 		done
 	fi
-	want real && add "$build" real/programs "${RUN_TIMEOUT:-300}" "$root/tests/real/run.sh" "$lib"
+	want real && [ -x "$root/tests/real/run.sh" ] && add "$build" real/programs "${RUN_TIMEOUT:-300}" "$root/tests/real/run.sh" "$lib"
 	if want prof; then
 		for t in "$root"/tests/prof/*.sh; do
+			[ -x "$t" ] || continue
 			add "$build" "prof/$(basename "$t" .sh)" "${RUN_TIMEOUT:-300}" "$t" "$root/$build"
 		done
 	fi
@@ -98,6 +102,7 @@ list() {
 			add "$build" "engine/$(basename "$t")" "${RUN_TIMEOUT:-300}" "$t"
 		done
 		for t in "$root"/tests/report/*.sh; do
+			[ -x "$t" ] || continue
 			add "$build" "report/$(basename "$t" .sh)" "${RUN_TIMEOUT:-300}" "$t" "$root/$build"
 		done
 	fi
@@ -107,11 +112,13 @@ list() {
 	# mmdebstrap and cached as systemd's root file system is (~30 s more).
 	if want systemd; then
 		for t in "$root"/tests/systemd/*.sh; do
+			[ -x "$t" ] || continue
 			add "$build" "systemd/$(basename "$t" .sh)" 900 "$t" "$root/$build"
 		done
 	fi
 	if want containers; then
 		for t in "$root"/tests/containers/*.sh; do
+			[ -x "$t" ] || continue
 			add "$build" "containers/$(basename "$t" .sh)" 600 "$t" "$root/$build"
 		done
 	fi
@@ -141,18 +148,28 @@ multi=0
 [ $# -gt 1 ] && multi=1
 label() { if [ "$multi" = 1 ]; then echo "${builds[$1]}/${names[$1]}"; else echo "${names[$1]}"; fi; }
 
-# longest first by the last run's times (unknown: first of all)
+# longest first by the build's last run (tests/durations in it), else by
+# tests/lib/durations (CI's); a suite in neither starts first of all
 declare -A last=()
 for spec in "$@"; do
 	build=${spec%%:*}
-	f="$root/$build/tests/durations"
-	[ -f "$f" ] || continue
-	while read -r s n; do last["$build/$n"]=$s; done <"$f"
+	for f in "$root/tests/lib/durations" "$root/$build/tests/durations"; do
+		[ -f "$f" ] || continue
+		while read -r s n; do
+			[[ $s == '#'* ]] || last["$build/$n"]=$s
+		done <"$f"
+	done
 done
 pool=() alone=()
 while read -r _ i; do
 	if [ -n "${ALONE[${names[$i]}]+x}" ]; then alone+=("$i"); else pool+=("$i"); fi
 done < <(for i in "${!names[@]}"; do echo "${last["${builds[$i]}/${names[$i]}"]:-100000} $i"; done | sort -s -k1,1nr)
+
+if [ "$dry" = 1 ]; then
+	for i in "${pool[@]}"; do echo "$(label "$i")"; done
+	for i in "${alone[@]}"; do echo "$(label "$i")  (alone: ${ALONE[${names[$i]}]})"; done
+	exit 0
+fi
 
 pass=0 fail=0 failed=()
 declare -A started=() pids=()
