@@ -1,7 +1,10 @@
 # heapctl - build, test, bench.
 #
 #   make            build/libheapctl.so (optimised, debug info, -Werror)
-#   make check      install missing test dependencies (as root), build, run every test
+#   make check      install missing test dependencies (as root), build, run every test:
+#                   the three builds side by side, then every pass's suites in one
+#                   pool, TEST_JOBS (4) at a time (tests/run.sh)
+#   make test, test-debug, test-san  one pass each
 #   make            also build/heapctl, the command
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
 #                   the profiler's costs, and the control plane's round trips
@@ -10,11 +13,15 @@
 #   make fuzz       libFuzzer on the profile reader and the segment client,
 #                   FUZZ_SECONDS (60) each
 #   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
-#                   (make check runs the report and cli suites on it too)
+#                   (make check runs the report, cli, serve, ptrace and trace
+#                   suites on it too)
 #   make deps       only check/install the dependencies
 #   make man-settings  rewrite the settings tables of libheapctl(3) and
 #                   heapctl(1) from shm/hc_settings.def (docs.bats checks them)
 #   make demo       profile a bundled example service live, then report on it
+#   make format-check  the files that follow .clang-format still do; how far
+#                   the rest is from it, per folder
+#   make format     clang-format FILES (default: the files that follow it)
 #   make install    PREFIX (/usr/local) and DESTDIR: the command, every library
 #                   it loads, the man pages, the header, an example drop-in
 #                   and heapctl-serve.service
