@@ -2,8 +2,9 @@
 #
 #   make            build/libheapctl.so (optimised, debug info, -Werror)
 #   make check      install missing test dependencies (as root), build, run every test:
-#                   the three builds side by side, then every pass's suites in one
-#                   pool, TEST_JOBS (4) at a time (tests/run.sh)
+#                   the debug and sanitizer builds beside the suites that run alone,
+#                   then every pass's suites in one pool, TEST_JOBS (4) at a time
+#                   (tests/run.sh)
 #   make test, test-debug, test-san  one pass each
 #   make            also build/heapctl, the command
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
@@ -305,12 +306,17 @@ test-debug-build:
 	@$(MAKE) --no-print-directory DEBUG=1 all $(patsubst $(BUILD)/%,build-debug/%,$(TEST_BIN))
 test-build: all $(TEST_BIN)
 
-# All three passes: their builds side by side (one jobserver, make -j2 at
-# least), then their suites in one pool, so that the long suites of one pass
-# overlap the others' and the machine never waits on a pass's last suite.
+# All three passes.  The first build, then the other two side by side while
+# the first's suites that must run alone run (no heapctl process runs in a
+# compiler: tests/run.sh -b), then every other suite of the three passes in
+# one pool, so that the long suites of one pass overlap the others' and the
+# machine never waits on a pass's last suite; the other passes' suites that
+# run alone last.
 check: deps
-	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-build test-debug-build test-san-build
-	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
+	@$(MAKE) --no-print-directory test-build
+	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) \
+	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-debug-build test-san-build' \
+	    $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
 
 # The C style in .clang-format.  These files follow it (make format-check
 # fails when one drifts): every C file of tests/ and the sources that

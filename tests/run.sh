@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run.sh [-j JOBS] [-n] BUILD[:GROUPS] ... - run the tests of `make check`:
+# tests/run.sh [-j JOBS] [-n] [-b CMD] BUILD[:GROUPS] ... - run the tests of `make check`:
 # the C unit and stress programs, the real programs under LD_PRELOAD, the
 # profiler's, report's, systemd's and containers' scripts and the bats
 # suites, on each BUILD directory given (make check gives three: build,
@@ -9,9 +9,13 @@
 #                 without them, HC_TESTS="report cli" or every group
 #   -j JOBS       suites run at once (default 1; make check 4): most suites
 #                 wait on processes, sleeps and timeouts far more than they
-#                 compute, so a 2-core machine runs four at a time.
+#                 compute, so a 2-core machine runs four at a time; each
+#                 suite's time limit grows with JOBS/2.
 #   -n            only list the suites, in the order they would start, those
 #                 that run alone last with their reason
+#   -b CMD        CMD makes the builds after the first (make check: the debug
+#                 and sanitizer builds); the first build's suites that run
+#                 alone run meanwhile, the others' suites after it
 # Prints one line per suite as it ends (with its failure's details, never
 # interleaved with another's), then "N passed, N failed".  A test that
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
@@ -23,16 +27,18 @@
 # longest first (by the times of the build's last run, or CI's in
 # tests/lib/durations), so that a long one does not start last.
 set -uo pipefail
-jobs=1 dry=0
-while getopts j:n o; do
+jobs=1 dry=0 bcmd=""
+while getopts j:nb: o; do
 	case $o in
 	j) jobs=$OPTARG ;;
 	n) dry=1 ;;
-	*) echo "usage: tests/run.sh [-j JOBS] [-n] BUILD[:GROUPS] ..." >&2; exit 2 ;;
+	b) bcmd=$OPTARG ;;
+	*) echo "usage: tests/run.sh [-j JOBS] [-n] [-b CMD] BUILD[:GROUPS] ..." >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || set -- build
+specs=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 # suite: why it cannot share the machine
@@ -41,6 +47,8 @@ declare -A ALONE=(
 	[cli/errors]="asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm"
 	[cli/figures]="its injected high-water test compares system-wide figures taken moments apart"
 	[cli/namespaces]="asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)"
+	[serve/serve]="its archive tests count what the daemon archived, and root's daemon archives every preloaded process's dumps"
+	[serve/serve_fleet]="/sd?container= lists every preloaded process: with another's after the one grep -q takes, the lister dies of a broken pipe"
 	[serve/serve_archive]="its retention tests (--keep, --max-bytes) failed with other heapctl tests running"
 	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm"
 	[prof/fork_children]="takes every heapctl segment in /dev/shm that appears during its run for its children's"
@@ -132,16 +140,17 @@ list() {
 	done
 }
 
-for spec in "$@"; do
-	build=${spec%%:*}
+# list_spec BUILD[:GROUPS]
+list_spec() {
+	local spec=$1 groups
 	if [[ $spec == *:* ]]; then
 		groups=${spec#*:}
 		groups=${groups//,/ }
 	else
 		groups=${HC_TESTS:-unit stress real prof report systemd containers cli serve ptrace trace}
 	fi
-	list "$build" "$groups"
-done
+	list "${spec%%:*}" "$groups"
+}
 
 # what each line calls a suite: its name, after its build's when there are several
 multi=0
@@ -160,12 +169,20 @@ for spec in "$@"; do
 		done <"$f"
 	done
 done
-pool=() alone=()
-while read -r _ i; do
-	if [ -n "${ALONE[${names[$i]}]+x}" ]; then alone+=("$i"); else pool+=("$i"); fi
-done < <(for i in "${!names[@]}"; do echo "${last["${builds[$i]}/${names[$i]}"]:-100000} $i"; done | sort -s -k1,1nr)
+# partition: the suites not run yet, longest first, into pool and alone
+declare -A ran=()
+partition() {
+	local i
+	pool=() alone=()
+	while read -r _ i; do
+		[ -z "${ran[$i]+x}" ] || continue
+		if [ -n "${ALONE[${names[$i]}]+x}" ]; then alone+=("$i"); else pool+=("$i"); fi
+	done < <(for i in "${!names[@]}"; do echo "${last["${builds[$i]}/${names[$i]}"]:-100000} $i"; done | sort -s -k1,1nr)
+}
 
 if [ "$dry" = 1 ]; then
+	for spec in "$@"; do list_spec "$spec"; done
+	partition
 	for i in "${pool[@]}"; do echo "$(label "$i")"; done
 	for i in "${alone[@]}"; do echo "$(label "$i")  (alone: ${ALONE[${names[$i]}]})"; done
 	exit 0
@@ -173,6 +190,9 @@ fi
 
 pass=0 fail=0 failed=()
 declare -A started=() pids=()
+# a suite's time limit is for a hang; suites that share the CPUs take
+# longer (inject 58 s alone, over 300 s four at a time under a load of 15)
+scale=$(((jobs + 1) / 2))
 # start I: suite I in the background, its output in its log, its status in
 # the log's .rc
 start() {
@@ -180,7 +200,7 @@ start() {
 	mkdir -p "$(dirname "$log")"
 	rm -f "$log.rc"
 	started[$i]=$SECONDS
-	( eval "timeout ${tmos[$i]} ${cmds[$i]}" >"$log" 2>&1; echo $? >"$log.rc" ) &
+	( eval "timeout $((tmos[$i] * scale)) ${cmds[$i]}" >"$log" 2>&1; echo $? >"$log.rc" ) &
 	pids[$!]=$i
 }
 # report I: its line, and what failed first (a bats "not ok" and its
@@ -213,18 +233,49 @@ reap() {
 	report "${pids[$p]}"
 	unset "pids[$p]"
 }
+# alone_all: the suites in alone[], one at a time
+alone_all() {
+	local i p
+	for i in "${alone[@]}"; do
+		start "$i"
+		for p in "${!pids[@]}"; do wait "$p"; done
+		report "$i"
+		pids=()
+		ran[$i]=1
+	done
+}
 for spec in "$@"; do rm -f "$root/${spec%%:*}/tests/durations.new"; done
+list_spec "$1"
+if [ -n "$bcmd" ]; then
+	# the other builds are made while the first build's suites that run
+	# alone run: nothing of heapctl's runs in a compiler
+	blog="$root/${1%%:*}/tests/build.log"
+	mkdir -p "$(dirname "$blog")"
+	t0=$SECONDS
+	bash -c "$bcmd" >"$blog" 2>&1 &
+	bpid=$!
+	partition
+	alone_all
+	if wait "$bpid"; then
+		echo "ok   build: $bcmd ($((SECONDS - t0))s)"
+	else
+		fail=$((fail + 1)); failed+=(build); echo "FAIL build: $bcmd ($((SECONDS - t0))s)"
+		grep -m 5 -E 'error|Error' "$blog" | sed 's/^/     ! /'
+		tail -n 10 "$blog" | sed 's/^/     | /'
+	fi
+fi
+shift
+for spec in "$@"; do list_spec "$spec"; done
+partition
 for i in "${pool[@]}"; do
 	while [ ${#pids[@]} -ge "$jobs" ]; do reap; done
 	start "$i"
+	ran[$i]=1
 done
 while [ ${#pids[@]} -gt 0 ]; do reap; done
-for i in "${alone[@]}"; do
-	start "$i"
-	reap
-done
+alone_all
 # this run's times, and the last run's of suites it did not run
-for spec in "$@"; do
+for spec in "${specs[@]}"; do
 	f="$root/${spec%%:*}/tests/durations"
 	[ -f "$f.new" ] || continue
 	awk 'FNR == NR { seen[$2] = 1; print; next } !($2 in seen)' "$f.new" "$f" 2>/dev/null >"$f.tmp" ||
