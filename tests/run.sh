@@ -21,9 +21,10 @@
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
 # line is repeated here, so that a skip is never silent.
 #
-# Suites named in ALONE run after the others, one at a time with nothing
-# else running: they count or sweep what every heapctl process on the
-# machine leaves, which another suite's processes would change.  Suites start
+# Suites named in ALONE, and the tests tagged machine of a bats suite, run
+# after the others, one at a time with nothing else running: they count or
+# sweep what every heapctl process on the machine leaves, which another
+# suite's processes would change.  Suites start
 # longest first (by the times of the build's last run, or CI's in
 # tests/lib/durations), so that a long one does not start last.
 set -uo pipefail
@@ -41,22 +42,26 @@ shift $((OPTIND - 1))
 specs=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# suite: why it cannot share the machine
+# suite: why it cannot share the machine.  A bats suite's tests tagged
+# machine (`# bats test_tags=machine`, the reason beside each) are one more
+# suite, NAME:machine, that runs alone; the rest of the suite does not.
 declare -A ALONE=(
-	[cli/robustness]="its g. tests sweep every stale segment and count heapctl list's rows"
-	[cli/errors]="asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm"
-	[cli/figures]="its injected high-water test compares system-wide figures taken moments apart"
-	[cli/namespaces]="asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)"
-	[serve/serve]="its archive tests count what the daemon archived, and root's daemon archives every preloaded process's dumps"
-	[serve/serve_fleet]="/sd?container= lists every preloaded process: with another's after the one grep -q takes, the lister dies of a broken pipe"
 	[serve/serve_archive]="its retention tests (--keep, --max-bytes) failed with other heapctl tests running"
 	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm"
 	[prof/fork_children]="takes every heapctl segment in /dev/shm that appears during its run for its children's"
 	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
-	[cli/hostile]="plants stale segments for heapctl list to remove; any preloaded process that starts meanwhile sweeps them first"
-	[cli/leaks]="asserts that no /tmp/heapctl-leaks.* directory, anyone's, is left"
 	[containers/names]="counts every heapctl segment in /dev/shm before and after"
 )
+# alone_why NAME: why suite NAME runs alone; fails if it does not
+alone_why() {
+	if [[ $1 == *:machine ]]; then
+		echo "its tests tagged machine, each with its reason"
+	elif [ -n "${ALONE[$1]+x}" ]; then
+		echo "${ALONE[$1]}"
+	else
+		return 1
+	fi
+}
 
 names=() cmds=() builds=() tmos=()
 # add BUILD NAME TIMEOUT COMMAND...: one suite
@@ -135,7 +140,13 @@ list() {
 		want $g || continue
 		for t in "$root/tests/$g"/*.bats; do
 			[ -f "$t" ] || continue
-			add "$build" "$g/$(basename "$t" .bats)" "${RUN_TIMEOUT:-300}" env HEAPCTL_BUILD="$root/$build" bats "$t"
+			b="$g/$(basename "$t" .bats)"
+			if grep -q '^# bats test_tags=machine' "$t"; then
+				add "$build" "$b" "${RUN_TIMEOUT:-300}" env HEAPCTL_BUILD="$root/$build" bats --filter-tags '!machine' "$t"
+				add "$build" "$b:machine" "${RUN_TIMEOUT:-300}" env HEAPCTL_BUILD="$root/$build" bats --filter-tags machine "$t"
+			else
+				add "$build" "$b" "${RUN_TIMEOUT:-300}" env HEAPCTL_BUILD="$root/$build" bats "$t"
+			fi
 		done
 	done
 }
@@ -176,7 +187,7 @@ partition() {
 	pool=() alone=()
 	while read -r _ i; do
 		[ -z "${ran[$i]+x}" ] || continue
-		if [ -n "${ALONE[${names[$i]}]+x}" ]; then alone+=("$i"); else pool+=("$i"); fi
+		if alone_why "${names[$i]}" >/dev/null; then alone+=("$i"); else pool+=("$i"); fi
 	done < <(for i in "${!names[@]}"; do echo "${last["${builds[$i]}/${names[$i]}"]:-100000} $i"; done | sort -s -k1,1nr)
 }
 
@@ -184,7 +195,7 @@ if [ "$dry" = 1 ]; then
 	for spec in "$@"; do list_spec "$spec"; done
 	partition
 	for i in "${pool[@]}"; do echo "$(label "$i")"; done
-	for i in "${alone[@]}"; do echo "$(label "$i")  (alone: ${ALONE[${names[$i]}]})"; done
+	for i in "${alone[@]}"; do echo "$(label "$i")  (alone: $(alone_why "${names[$i]}"))"; done
 	exit 0
 fi
 

@@ -213,6 +213,8 @@ held() {
 	[ "${lines[2]}" = "\"$(IFS='|'; echo "${want[*]}")\"" ]
 }
 
+# runs alone (tests/run.sh): compares system-wide figures taken moments apart
+# bats test_tags=machine
 @test "figures: an injected process's highwater is its highest mapped (glibc's heap), as a preloaded one's, and shown the same everywhere" {
 	need_root
 	env -u LD_PRELOAD "$TB/hold" 1048576 64 32 "$T/go" "$T/peak" >"$T/hold.out" 2>"$T/hold.err" &

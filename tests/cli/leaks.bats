@@ -11,6 +11,8 @@ start_leaky() {
 	LPID=$PROG_PID
 }
 
+# runs alone (tests/run.sh): asserts that no /tmp/heapctl-leaks.* directory, anyone's, is left
+# bats test_tags=machine
 @test "watch --leaks: the site that grows in every interval is named once, the cache that gives back never" {
 	start_leaky
 	run "$HEAPCTL" watch "$LPID" --leaks --every 1 --intervals 3 --count 6

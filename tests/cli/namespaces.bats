@@ -303,6 +303,8 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 
 # ---- another user --------------------------------------------------------------------------
 
+# runs alone (tests/run.sh): asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)
+# bats test_tags=machine
 @test "a target of another user in our mount namespace: dump -o FILE and dump make root's files in root's directory" {
 	need_root
 	mkdir "$T/nobody" "$T/cdir"

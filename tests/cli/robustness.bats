@@ -315,6 +315,8 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 
 # g. ------------------------------------------------------------------------------------
 
+# runs alone (tests/run.sh): sweeps stale segments and counts heapctl list's rows: any heapctl process that starts meanwhile changes both
+# bats test_tags=machine
 @test "g. PID reuse: a segment whose pid/start time are not the process's is stale: exit 4, removed" {
 	start_target
 	sleep 100 &
@@ -336,6 +338,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$(status_field "$TPID" prof.active)" = true ]
 }
 
+# bats test_tags=machine
 @test "g. a target killed with SIGKILL leaves its segment; heapctl list removes it" {
 	need_pidns
 	run in_pidns '
@@ -360,6 +363,7 @@ kill -KILL "$p"; wait "$p" 2>/dev/null
 	[ "${lines[8]}" = "exit 0" ]
 }
 
+# bats test_tags=machine
 @test "g. a segment left by a killed process is removed when the next process starts" {
 	need_pidns
 	run in_pidns '
@@ -375,6 +379,7 @@ for _ in $(seq 40); do [ -e /dev/shm/heapctl.$a ] || break; sleep 0.05; done
 	[ "$output" = "left behind"$'\n'"removed"$'\n'"new one there" ]
 }
 
+# bats test_tags=machine
 @test "g. a process that starts removes the segments of processes that are gone, heapctl list also one whose PID was taken since" {
 	need_pidns
 	run in_pidns '

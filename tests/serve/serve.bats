@@ -244,6 +244,8 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 
 # ---- the archive ---------------------------------------------------------------
 
+# runs alone (tests/run.sh): counts and lists what the daemon archived: root's daemon archives every preloaded process's dumps
+# bats test_tags=machine
 @test "serve --archive: manual, high-water and final dumps copied with a pprof beside; /archive lists them; they outlive the process" {
 	need_go
 	start_serve --archive "$T/arch"
@@ -287,6 +289,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(curl -s "$URL/metrics" | sed -n 's/^heapctl_archived_dumps_total //p')" -ge 3 ]
 }
 
+# bats test_tags=machine
 @test "serve --archive: retention keeps the newest --keep of a group and stays under --max-bytes, newest never removed" {
 	start_serve --archive "$T/arch" --keep 3
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
@@ -324,6 +327,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$status" -eq 2 ]
 }
 
+# bats test_tags=machine
 @test "serve --archive on a full file system: the dump is counted as lost, the older ones stay, every request is answered" {
 	need_root
 	mkdir "$T/small"
