@@ -1,5 +1,5 @@
 /*
- * api.h - what the tests of the malloc API exported by libheapctl.so
+ * tests/lib/api.h - what the tests of the malloc API exported by libheapctl.so
  * (tests/unit/api_*.c, one program each, so that every one starts in a
  * fresh process) share: the calls through volatile pointers, the block fill
  * and its checks, whether malloc is libheapctl's and mallctl usable, the

@@ -1,7 +1,7 @@
 /*
- * api_align.c - the aligned allocators (posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc): bad alignments refused, every alignment and size kept,
- * and blocks of every size that never overlap.
+ * tests/unit/api_align.c - the aligned allocators (posix_memalign,
+ * aligned_alloc, memalign, valloc, pvalloc): bad alignments refused, every
+ * alignment and size kept, and blocks of every size that never overlap.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */

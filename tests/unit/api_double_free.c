@@ -1,7 +1,7 @@
 /*
- * api_double_free.c - double frees are caught (the process stops with a message naming
- * the cause) from the shared heap, a thread's own, across threads and from
- * the thread caches.
+ * tests/unit/api_double_free.c - double frees are caught (the process stops
+ * with a message naming the cause) from the shared heap, a thread's own,
+ * across threads and from the thread caches.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */

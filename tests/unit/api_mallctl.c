@@ -1,7 +1,7 @@
 /*
- * api_mallctl.c - the jemalloc-style control API (mallctl, mallctlnametomib,
- * mallctlbymib, malloc_stats_print) and stats.allocated exact through a
- * page's states.
+ * tests/unit/api_mallctl.c - the jemalloc-style control API (mallctl,
+ * mallctlnametomib, mallctlbymib, malloc_stats_print) and stats.allocated
+ * exact through a page's states.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */

@@ -1,7 +1,8 @@
 /*
- * api_malloc.c - malloc, free, calloc, realloc and reallocarray at their edges: size 0 and
- * NULL, huge sizes and overflowing products (ENOMEM, nothing allocated),
- * calloc's zeroes, errno left alone on success, realloc keeping contents.
+ * tests/unit/api_malloc.c - malloc, free, calloc, realloc and reallocarray
+ * at their edges: size 0 and NULL, huge sizes and overflowing products
+ * (ENOMEM, nothing allocated), calloc's zeroes, errno left alone on success,
+ * realloc keeping contents.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */

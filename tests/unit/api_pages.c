@@ -1,8 +1,8 @@
 /*
- * api_pages.c - what happens to pages and chunks: dirty slots reused first, a cached
- * chunk's dirty pages, malloc_trim purging a thread's own slots, the remote
- * cache, large blocks resized in their pages, chunks mapped next to each
- * other.
+ * tests/unit/api_pages.c - what happens to pages and chunks: dirty slots
+ * reused first, a cached chunk's dirty pages, malloc_trim purging a thread's
+ * own slots, the remote cache, large blocks resized in their pages, chunks
+ * mapped next to each other.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */

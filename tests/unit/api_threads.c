@@ -1,7 +1,8 @@
 /*
- * api_threads.c - where threads' first blocks land: the main thread without starter
- * pages, page offsets, a thread's first blocks from shared pages, threads
- * one after another sharing one heap, holes filled before carving.
+ * tests/unit/api_threads.c - where threads' first blocks land: the main
+ * thread without starter pages, page offsets, a thread's first blocks from
+ * shared pages, threads one after another sharing one heap, holes filled
+ * before carving.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */
