@@ -221,6 +221,8 @@ assert d["fetched"] is True, d' "$output" "$CPID" "$T"
 	[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]
 }
 
+# runs alone (tests/run.sh): asserts that the target received no command: a daemon of another suite asks every preloaded process
+# bats test_tags=machine
 @test "set prof.prefix=RELATIVE for a target that sees another file system: exit 2, nothing changed" {
 	need_pidns
 	start_container

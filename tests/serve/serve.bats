@@ -455,6 +455,8 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(stat -c %s "$T/page.png")" -gt 10000 ]
 }
 
+# runs alone (tests/run.sh): counts what the daemon archived: root's daemon archives every preloaded process's dumps
+# bats test_tags=machine
 @test "serve: the page without JavaScript: the table, a plot as SVG, an archived dump's top, flame graph and a difference" {
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
 	start_serve --archive "$T/arch"

@@ -163,6 +163,8 @@ no_daemon_path() {
 	no_daemon_path "$T/heap.pb"
 }
 
+# runs alone (tests/run.sh): counts what the daemon archived: root's daemon archives every preloaded process's dumps
+# bats test_tags=machine
 @test "serve_page: the text top has the column headers heapctl report prints; report --json is unchanged" {
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
 	start_serve --archive "$T/arch"
