@@ -237,6 +237,9 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$output" = "$TPID: prof.active=true" ]
 }
 
+# runs alone (tests/run.sh): asserts that no client called its target, and another suite's
+# daemon asks every preloaded process
+# bats test_tags=machine
 @test "d. a process no client has called keeps its command slots unwritten: 16 KiB or less of /dev/shm, 40 before; the first command still answers" {
 	start_target -n grow=0
 	f=$(seg "$TPID")
