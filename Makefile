@@ -1,7 +1,11 @@
 # heapctl - build, test, bench.
 #
 #   make            build/libheapctl.so (optimised, debug info, -Werror)
-#   make check      install missing test dependencies (as root), build, run every test
+#   make check      install missing test dependencies (as root), build, run every test:
+#                   the debug and sanitizer builds beside the suites that run alone,
+#                   then every pass's suites in one pool, TEST_JOBS (4) at a time
+#                   (tests/run.sh)
+#   make test, test-debug, test-san  one pass each
 #   make            also build/heapctl, the command
 #   make bench      allocator benchmarks against glibc, jemalloc, mimalloc, tcmalloc,
 #                   the profiler's costs, and the control plane's round trips
@@ -10,11 +14,15 @@
 #   make fuzz       libFuzzer on the profile reader and the segment client,
 #                   FUZZ_SECONDS (60) each
 #   make SAN=1      build-san/: the debug library and an ASan/UBSan heapctl
-#                   (make check runs the report and cli suites on it too)
+#                   (make check runs the report, cli, serve, ptrace and trace
+#                   suites on it too)
 #   make deps       only check/install the dependencies
 #   make man-settings  rewrite the settings tables of libheapctl(3) and
 #                   heapctl(1) from shm/hc_settings.def (docs.bats checks them)
 #   make demo       profile a bundled example service live, then report on it
+#   make format-check  the files that follow .clang-format still do; how far
+#                   the rest is from it, per folder
+#   make format     clang-format FILES (default: the files that follow it)
 #   make install    PREFIX (/usr/local) and DESTDIR: the command, every library
 #                   it loads, the man pages, the header, an example drop-in
 #                   and heapctl-serve.service
@@ -82,15 +90,22 @@ SERVE_OBJ  := $(call cli_objs,$(call srcs_in,$(SERVE_DIRS)))
 TRACE_OBJ  := $(call cli_objs,$(call srcs_in,$(TRACE_DIRS)))
 CLI_CFLAGS := $(CFLAGS) $(CLI_SAN) -fPIC -Iheapctl
 
-TEST_C   := $(filter-out tests/unit/agent_stub.c,$(wildcard tests/unit/*.c tests/stress/*.c tests/cli/*.c))
+# tests/ is grouped by subsystem; tests/programs/ holds the programs suites
+# run (the preloaded ones are built here; prog.c, churn.c, seccomp_run.c and
+# the systemd programs are compiled by the suites that use them, without
+# the library), tests/lib/ the headers and shell helpers suites share.
+TEST_C   := $(wildcard tests/unit/*.c tests/stress/*.c)
 TEST_CC  := $(wildcard tests/unit/*.cc)
+TEST_PROGRAMS := $(patsubst %,$(BUILD)/tests/programs/%,target fragment leaky lifetimes recent)
+TEST_HDR := tests/lib/check.h tests/lib/testutil.h tests/lib/api.h
 # The allocator alone: allocator/ linked with the hooks stubbed out
-# (tests/unit/agent_stub.c), and its tests built without -lheapctl to run on it.
+# (tests/programs/agent_stub.c), and its tests built without -lheapctl to run on it.
 ALONE_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard allocator/*.c)) \
-               $(BUILD)/obj/tests/unit/agent_stub.o
-ALONE_TESTS := unit/api unit/cxx stress/stress stress/misc stress/churn stress/fork
+               $(BUILD)/obj/tests/programs/agent_stub.o
+ALONE_TESTS := $(patsubst tests/%.c,%,$(wildcard tests/unit/api_*.c)) unit/cxx \
+               stress/stress stress/misc stress/churn stress/fork
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
-            $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC)) \
+            $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC)) $(TEST_PROGRAMS) \
             $(BUILD)/libheapctl-alone.so $(patsubst %,$(BUILD)/tests-alone/%,$(ALONE_TESTS))
 TEST_LINK := -I$(BUILD)/include -L$(BUILD) -lheapctl -Wl,-rpath,$(abspath $(BUILD)) -ldl
 # The report engine's own tests: its objects and the helpers of heapctl's
@@ -107,7 +122,7 @@ MANDIR  := $(DESTDIR)$(PREFIX)/share/man
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/heapctl
 UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
 
-.PHONY: all check test test-debug test-san bench deps clean demo install uninstall fuzz man-settings
+.PHONY: all check test test-debug test-san test-build test-debug-build test-san-build format format-check bench deps clean demo install uninstall fuzz man-settings
 # Every library built is installed (make install, uninstall): the preload,
 # its secure build, and the ones heapctl loads from next to itself or from
 # ../lib: report (also stacks, inject), serve, trace, and the agent inject
@@ -211,79 +226,125 @@ TEST_CXXFLAGS := -std=gnu++17 -O2 -g -Wall -Wextra -Werror -pthread
 ENGINE_TEST_OBJ := $(call cli_objs,heapctl/cli/out.c heapctl/cli/outfile.c heapctl/cli/json.c heapctl/cli/engine.c \
                    heapctl/cli/opts.c heapctl/diagnose/proc.c heapctl/cli/target.c \
                    heapctl/diagnose/seccomp.c $(wildcard heapctl/elf/*.c) shm/shm.c shm/client.c)
-$(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/unit/check.h
+$(BUILD)/tests/engine/%: tests/engine/%.c $(REPORT_OBJ) $(ENGINE_TEST_OBJ) tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -pthread $(CLI_SAN) -Iheapctl -Iheapctl/report \
 	    $< $(REPORT_OBJ) $(ENGINE_TEST_OBJ) -o $@ $(REPORT_LIBS) -ldl
 
 # The segment library's own test links its sources, not the preloadable library.
-$(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/unit/check.h
+$(BUILD)/tests/unit/shm: tests/unit/shm.c shm/shm.c shm/client.c shm/heapctl_shm.h shm/hc_settings.def tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) tests/unit/shm.c shm/shm.c shm/client.c -o $@
 
 # The misuse test is about libheapctl-secure.so's checks.
-$(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so tests/unit/check.h
+$(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< -o $@ -Wl,--no-as-needed \
 	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
 # The lock order check, built with HC_DEBUG=1 in every build.
-$(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/unit/check.h
+$(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
 
 # heapctl trace's budget decisions, on given CPU times (no BPF).
-$(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/unit/check.h
+$(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) tests/unit/trace_budget.c heapctl/trace/budget.c -o $@ -lm
 
 # The mailbox stress test is a client (shm/client.c) of a real target.
-$(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/unit/check.h
+$(BUILD)/tests/unit/hc_math: tests/unit/hc_math.c agent/hc_math.h tests/lib/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) tests/unit/hc_math.c -o $@ -lm
 
-$(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/unit/check.h $(BUILD)/tests/cli/target
+$(BUILD)/tests/stress/mailbox: tests/stress/mailbox.c shm/shm.c shm/client.c shm/heapctl_shm.h tests/lib/check.h $(BUILD)/tests/programs/target
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) tests/stress/mailbox.c shm/shm.c shm/client.c -o $@
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LINK)
 
-$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h tests/unit/check.h tests/unit/testutil.h
+$(BUILD)/tests/%: tests/%.cc $(BUILD)/libheapctl.so $(BUILD)/include/heapctl.h $(TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $< -o $@ $(TEST_LINK)
 
-$(BUILD)/tests-alone/%: tests/%.c tests/unit/check.h tests/unit/testutil.h $(BUILD)/include/heapctl.h
+$(BUILD)/tests-alone/%: tests/%.c $(TEST_HDR) $(BUILD)/include/heapctl.h
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -I$(BUILD)/include $< -o $@ -ldl
 
-$(BUILD)/tests-alone/%: tests/%.cc tests/unit/check.h tests/unit/testutil.h
+$(BUILD)/tests-alone/%: tests/%.cc $(TEST_HDR)
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $< -o $@ -ldl
 
 deps:
 	@tests/deps.sh
 
-test: all $(TEST_BIN)
-	@tests/run.sh $(BUILD)
+# Suites run at once (tests/run.sh -j): most wait on processes and sleeps
+# far more than they compute, so four share this 2-core machine.
+TEST_JOBS ?= 4
+# The suites each pass runs: the debug pass those that drive the library
+# hardest, the sanitizer pass those that feed the command the most untrusted
+# input (profiles, segments, options).
+DEBUG_GROUPS := unit,stress,prof
+SAN_GROUPS   := report,cli,serve,ptrace,trace
+SAN_ENV      := ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 
-# The sanitizer pass runs the suites that feed the command the most
-# untrusted input (profiles, segments, options): report and cli.
-test-san:
-	@$(MAKE) --no-print-directory SAN=1 all $(patsubst tests/%.c,build-san/tests/%,$(wildcard tests/cli/*.c)) \
-	    build-san/tests/engine/engine
-	@ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 HC_TESTS="report cli" tests/run.sh build-san
+test: all $(TEST_BIN)
+	@tests/run.sh -j $(TEST_JOBS) $(BUILD)
+
+# The sanitizer pass: the debug library and an ASan/UBSan heapctl.
+test-san: test-san-build
+	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) build-san:$(SAN_GROUPS)
+test-san-build:
+	@$(MAKE) --no-print-directory SAN=1 all \
+	    $(patsubst $(BUILD)/%,build-san/%,$(TEST_PROGRAMS)) build-san/tests/engine/engine
 
 # The debug pass: the library with HC_ASSERT's invariants and the lock
-# order check (allocator/hc_lock.h) under the suites that drive it hardest.
-test-debug:
-	@HC_TESTS="unit stress prof" $(MAKE) --no-print-directory DEBUG=1 test
+# order check (allocator/hc_lock.h).
+test-debug: test-debug-build
+	@tests/run.sh -j $(TEST_JOBS) build-debug:$(DEBUG_GROUPS)
+test-debug-build:
+	@$(MAKE) --no-print-directory DEBUG=1 all $(patsubst $(BUILD)/%,build-debug/%,$(TEST_BIN))
+test-build: all $(TEST_BIN)
 
+# All three passes.  The first build, then the other two side by side while
+# the first's suites that must run alone run (no heapctl process runs in a
+# compiler: tests/run.sh -b), then every other suite of the three passes in
+# one pool, so that the long suites of one pass overlap the others' and the
+# machine never waits on a pass's last suite; the other passes' suites that
+# run alone last.
 check: deps
-	@$(MAKE) --no-print-directory test
-	@$(MAKE) --no-print-directory test-debug
-	@$(MAKE) --no-print-directory test-san
+	@$(MAKE) --no-print-directory test-build
+	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) \
+	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-debug-build test-san-build' \
+	    $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
+
+# The C style in .clang-format.  These files follow it (make format-check
+# fails when one drifts): every C file of tests/ and the sources that
+# already did.  The rest of allocator/, agent/, shm/ and heapctl/ is not
+# reformatted while it is being rewritten; format-check counts, per folder,
+# the lines clang-format would still change there.
+FORMATTED := $(sort $(wildcard tests/*/*.c tests/*/*.h tests/*/*.cc)) \
+             agent/stats_print.c allocator/hc_hooks.h allocator/heapctl.h allocator/os.c \
+             allocator/stats.c heapctl/trace/budget.c
+FORMAT_SRC := $(filter-out %.bpf.c,$(wildcard allocator/*.[ch] agent/*.[ch] agent/*/*.[ch] \
+              shm/*.[ch] heapctl/*/*.[ch]))
+FILES ?= $(FORMATTED)
+format:
+	clang-format -i $(FILES)
+format-check:
+	@bad=0; for f in $(FORMATTED); do \
+	    clang-format --dry-run --Werror $$f 2>/dev/null || { echo "format-check: $$f does not follow .clang-format (make format FILES=$$f)"; bad=1; }; \
+	done; \
+	for d in $(sort $(dir $(FORMAT_SRC))); do \
+	    n=0; files=0; for f in $(FORMAT_SRC); do \
+	        [ "$$(dirname $$f)/" = "$$d" ] || continue; files=$$((files + 1)); \
+	        n=$$((n + $$(clang-format $$f | diff $$f - | grep -c '^<'))); \
+	    done; \
+	    printf 'format-check: %-20s %3d files, %5d lines clang-format would change\n' "$$d" $$files $$n; \
+	done; \
+	exit $$bad
 
 bench: all
 	@tests/bench/run.sh $(BUILD)

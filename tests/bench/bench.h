@@ -36,22 +36,22 @@
 
 struct bench_opt {
 	const char *name;
-	long value;		/* default on entry, parsed value on return */
+	long value; /* default on entry, parsed value on return */
 	const char *help;
 };
 
 BENCH_FN void bench_usage(const char *prog, const char *what,
-			const struct bench_opt *o, size_t n)
+    const struct bench_opt *o, size_t n)
 {
 	fprintf(stderr, "usage: %s [name=value ...]\n%s\n", prog, what);
 	for (size_t i = 0; i < n; i++)
 		fprintf(stderr, "  %-10s %-12ld %s\n", o[i].name, o[i].value,
-			o[i].help);
+		    o[i].help);
 }
 
 /* Parse argv into opts; exits 2 with the usage text on anything unknown. */
 BENCH_FN void bench_parse(int argc, char **argv, const char *what,
-			struct bench_opt *o, size_t n)
+    struct bench_opt *o, size_t n)
 {
 	for (int a = 1; a < argc; a++) {
 		const char *eq = strchr(argv[a], '=');
@@ -71,7 +71,7 @@ BENCH_FN void bench_parse(int argc, char **argv, const char *what,
 		long v = strtol(eq + 1, &end, 0);
 		if (errno || *end || end == eq + 1 || v < 0) {
 			fprintf(stderr, "%s: bad value for %s: '%s'\n", argv[0],
-				o[i].name, eq + 1);
+			    o[i].name, eq + 1);
 			exit(2);
 		}
 		o[i].value = v;
@@ -123,7 +123,10 @@ static inline double bench_now(void)
 /* Make the compiler believe p is used, so malloc/free pairs are not elided. */
 static inline void bench_escape(void *p)
 {
-	__asm__ volatile("" : : "r"(p) : "memory");
+	__asm__ volatile(""
+	                 :
+	                 : "r"(p)
+	                 : "memory");
 }
 
 BENCH_FN void *bench_xmalloc(size_t n)
@@ -167,7 +170,7 @@ BENCH_FN int bench_finish(const char *name, uint64_t sum, uint64_t errors)
 	bench_check_preload();
 	if (errors) {
 		fprintf(stderr, "%s: %" PRIu64 " corrupted objects detected\n",
-			name, errors);
+		    name, errors);
 		sum ^= bench_mix(errors);
 	}
 	printf("checksum=%016" PRIx64 "\n", sum);
@@ -187,7 +190,7 @@ struct bench_churn_slot {
  * is touched), then the last byte. Only word 0 and the last byte are checked;
  * size 8 has no separate last byte. */
 static inline void bench_churn_fill(unsigned char *p, uint32_t size,
-				    uint32_t tag)
+    uint32_t tag)
 {
 	for (uint32_t off = 0; off + 8 <= size; off += 64) {
 		uint64_t w = ((uint64_t)tag << 32) | off;
@@ -198,7 +201,7 @@ static inline void bench_churn_fill(unsigned char *p, uint32_t size,
 }
 
 static inline uint64_t bench_churn_check(const struct bench_churn_slot *s,
-					 uint64_t *errors)
+    uint64_t *errors)
 {
 	uint64_t w;
 	memcpy(&w, s->p, 8);
@@ -216,10 +219,10 @@ static inline uint64_t bench_churn_check(const struct bench_churn_slot *s,
  * about `window` objects are live at any time. Returns the checksum part.
  */
 BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
-			    uint32_t minsz, uint32_t maxsz, uint64_t *errors)
+    uint32_t minsz, uint32_t maxsz, uint64_t *errors)
 {
 	struct bench_churn_slot *slot =
-		calloc((size_t)window, sizeof(*slot));
+	    calloc((size_t)window, sizeof(*slot));
 	uint64_t rng = seed, sum = 0;
 
 	if (!slot) {
@@ -228,7 +231,7 @@ BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
 	}
 	for (long i = 0; i < ops; i++) {
 		struct bench_churn_slot *s =
-			&slot[bench_range(&rng, 0, window - 1)];
+		    &slot[bench_range(&rng, 0, window - 1)];
 		if (s->p) {
 			sum += bench_churn_check(s, errors);
 			free(s->p);

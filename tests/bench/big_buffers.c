@@ -21,12 +21,13 @@ int main(int argc, char **argv)
 		{ "seed", 5, "random seed" },
 	};
 	bench_parse(argc, argv, "Big buffers in a loop.", o, BENCH_NOPTS(o));
-	long live = o[1].value < 1 ? 1 : o[1].value > 64 ? 64 : o[1].value;
+	long live = o[1].value < 1 ? 1 : o[1].value > 64 ? 64
+	                                                 : o[1].value;
 	uint64_t seed = (uint64_t)o[4].value, sum = 0, errors = 0;
 	struct bench_churn_slot s[64] = { { 0 } };
 	for (long r = 0; r < o[0].value; r++) {
 		struct bench_churn_slot *b =
-			&s[o[2].value ? (long)bench_range(&seed, 0, (uint64_t)live - 1) : r % live];
+		    &s[o[2].value ? (long)bench_range(&seed, 0, (uint64_t)live - 1) : r % live];
 		if (b->p) {
 			uint64_t w;
 			memcpy(&w, b->p + b->size / 2 / 65536 * 65536, 8);

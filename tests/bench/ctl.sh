@@ -11,8 +11,8 @@ out="$root/$build/bench"
 mkdir -p "$out"
 reps=${BENCH_REPS:-5}
 gcc -O2 -g -o "$out/ctl_rtt" "$root/tests/bench/ctl_rtt.c" "$root/shm/shm.c" "$root/shm/client.c" || exit 1
-target="$root/$build/tests/cli/target"
-[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
+target="$root/$build/tests/programs/target"
+[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/programs/target" >/dev/null || exit 1
 tmp=$(mktemp -d)
 pids=()
 # (killed, the processes leave their segments: the sweep removes them)

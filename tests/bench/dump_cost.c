@@ -16,7 +16,7 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void *volatile sink[1 << 16];   /* volatile: the mallocs must stay */
+static void *volatile sink[1 << 16]; /* volatile: the mallocs must stay */
 static unsigned nsink;
 
 __attribute__((noinline)) static void leafA(void) { sink[nsink++ % (1 << 16)] = malloc(64); }
@@ -27,14 +27,18 @@ __attribute__((noinline)) static void leafB(void) { sink[nsink++ % (1 << 16)] = 
 __attribute__((noinline)) static void walk(unsigned bits, unsigned depth)
 {
 	if (depth == 0) {
-		if (bits & 1) leafA(); else leafB();
+		if (bits & 1)
+			leafA();
+		else
+			leafB();
 		return;
 	}
 	if (bits & 1)
 		walk(bits >> 1, depth - 1);
 	else
 		walk(bits >> 1, depth - 1);
-	__asm__ volatile("" ::: "memory");
+	__asm__ volatile("" ::
+	                     : "memory");
 }
 
 int main(int argc, char **argv)

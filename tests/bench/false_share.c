@@ -25,8 +25,8 @@
 struct worker {
 	pthread_t tid;
 	uint64_t sum, errors;
-	double t0, t1, cpu;	/* wall span and CPU time of the rounds */
-	unsigned char **obj;	/* first set allocated by main if passive */
+	double t0, t1, cpu;  /* wall span and CPU time of the rounds */
+	unsigned char **obj; /* first set allocated by main if passive */
 	uint32_t *size;
 };
 
@@ -40,7 +40,7 @@ static void *run(void *arg)
 
 	pthread_barrier_wait(&start);
 	for (long i = 0; passive && i < nobjs; i++)
-		free(obj[i]);	/* remote free of main's interleaved blocks */
+		free(obj[i]); /* remote free of main's interleaved blocks */
 	struct timespec c0, c1;
 	w->t0 = bench_now();
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 		{ "seed", 1, "random seed" },
 	};
 	bench_parse(argc, argv, "false sharing between threads' objects", o,
-		    BENCH_NOPTS(o));
+	    BENCH_NOPTS(o));
 	long nt = o[0].value;
 	nobjs = o[1].value;
 	rounds = o[2].value;
@@ -132,8 +132,9 @@ int main(int argc, char **argv)
 	 * same time; on a busy machine they may have taken turns on one core. */
 	double conc = last > first ? cpu / (last - first) : 0;
 	fprintf(stderr, "false_share: %.2f threads running at once on average%s\n",
-		conc, nt > 1 && conc < 1.5 ? " (low: the machine is busy, "
-		"false sharing is under-measured)" : "");
+	    conc, nt > 1 && conc < 1.5 ? " (low: the machine is busy, "
+	                                 "false sharing is under-measured)"
+	                               : "");
 	free(w);
 	return bench_finish("false_share", sum, errors);
 }

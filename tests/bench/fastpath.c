@@ -69,11 +69,12 @@ int main(int argc, char **argv)
 
 	double ns_tight = (t1 - t0) * 1e9 / n, ns_batch = (t2 - t1) * 1e9 / n;
 	fprintf(stderr, "fastpath: %.2f ns per pair (tight), %.2f ns per pair "
-			"(batch of %ld)\n", ns_tight, ns_batch, batch);
+	                "(batch of %ld)\n",
+	    ns_tight, ns_batch, batch);
 
 	bench_check_preload();
 	uint64_t errors = ok != 2 * (uint64_t)n;
 	printf("checksum=%016" PRIx64 " ns_per_pair=%.2f batch_ns_per_pair=%.2f\n",
-	       bench_mix(ok ^ errors), ns_tight, ns_batch);
+	    bench_mix(ok ^ errors), ns_tight, ns_batch);
 	return errors ? 3 : 0;
 }

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 	heap = calloc((size_t)nobjects, sizeof *heap);
 	if (!heap)
 		return 1;
-	uint64_t s0 = 2, s1 = 3;     /* the low bit picks even or odd slots */
+	uint64_t s0 = 2, s1 = 3; /* the low bit picks even or odd slots */
 	pthread_t t;
 	pthread_create(&t, NULL, build, &s1);
 	build(&s0);

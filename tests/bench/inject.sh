@@ -7,7 +7,7 @@
 #    under the preloaded library at the default rate;
 #  - time from `heapctl inject` to the segment answering, and how long the
 #    process was stopped, for an idle program with 9 threads and for one
-#    whose 8 threads allocate without pause (tests/inject/churn.c), from
+#    whose 8 threads allocate without pause (tests/programs/churn.c), from
 #    the command's --json.
 # Runs interleaved, BENCH_REPS (5) of each, medians.  Needs root.  Prints
 # Markdown.
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 }
 C
 gcc -O2 -g -pthread -o "$tmp/prog" "$tmp/prog.c" || exit 1
-gcc -O2 -g -pthread -o "$tmp/churn" "$root/tests/inject/churn.c" || exit 1
+gcc -O2 -g -pthread -o "$tmp/churn" "$root/tests/programs/churn.c" || exit 1
 N=50000000
 
 # start GOFILE ARGS...: the program in the background; PID once ready

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 		{ "seed", 1, "random seed" },
 	};
 	bench_parse(argc, argv, "large-allocation churn, every page touched", o,
-		    BENCH_NOPTS(o));
+	    BENCH_NOPTS(o));
 	long nt = o[0].value;
 	nops = o[1].value;
 	window = o[2].value;
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
 	maxsz = o[4].value;
 	if (nt < 1 || window < 1 || minsz < 1 || maxsz < minsz) {
 		fprintf(stderr, "large_churn: need threads,window>=1, "
-				"1<=minsz<=maxsz\n");
+		                "1<=minsz<=maxsz\n");
 		return 2;
 	}
 

@@ -24,7 +24,7 @@ static void *run(void *arg)
 
 	pthread_barrier_wait(&start);
 	w->sum = bench_churn(w->seed, w->ops, w->window, w->minsz, w->maxsz,
-			     &w->errors);
+	    &w->errors);
 	return NULL;
 }
 
@@ -39,12 +39,12 @@ int main(int argc, char **argv)
 		{ "seed", 1, "random seed" },
 	};
 	bench_parse(argc, argv, "multi-thread small-object churn", o,
-		    BENCH_NOPTS(o));
+	    BENCH_NOPTS(o));
 	long nt = o[0].value;
 	if (nt < 1 || o[2].value < 1 || o[3].value < 8 ||
 	    o[4].value < o[3].value) {
 		fprintf(stderr,
-			"mt_churn: need threads>=1, window>=1, 8<=minsz<=maxsz\n");
+		    "mt_churn: need threads>=1, window>=1, 8<=minsz<=maxsz\n");
 		return 2;
 	}
 

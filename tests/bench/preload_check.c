@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 		void *sym = dlsym(RTLD_DEFAULT, fns[i]);
 		if (!sym || !dladdr(sym, &di) || !di.dli_fname) {
 			fprintf(stderr, "preload_check: cannot resolve %s\n",
-				fns[i]);
+			    fns[i]);
 			ok = 0;
 			continue;
 		}
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 			from = di.dli_fname;
 		if (!strstr(base(di.dli_fname), want)) {
 			fprintf(stderr, "preload_check: %s comes from %s, not %s\n",
-				fns[i], di.dli_fname, want);
+			    fns[i], di.dli_fname, want);
 			ok = 0;
 		}
 	}

@@ -16,10 +16,10 @@
 #include "bench.h"
 
 struct msg_hdr {
-	uint32_t size;	/* whole message, header included */
+	uint32_t size; /* whole message, header included */
 	uint32_t seq;
 	uint32_t producer;
-	uint8_t fill;	/* every payload byte has this value */
+	uint8_t fill; /* every payload byte has this value */
 	uint8_t pad[3];
 };
 
@@ -120,9 +120,9 @@ static void *consumer(void *arg)
 			for (uint32_t k = 0; k < len; k++)
 				bytes += b[k];
 			c->errors += bytes != (uint32_t)m->fill * len ||
-				     m->fill != (uint8_t)(m->seq * 31 + m->producer);
+			    m->fill != (uint8_t)(m->seq * 31 + m->producer);
 			c->sum += bench_mix(((uint64_t)m->producer << 32 | m->seq) ^
-					    ((uint64_t)m->size << 40) ^ bytes);
+			    ((uint64_t)m->size << 40) ^ bytes);
 			c->count++;
 			free(m);
 		}
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 		{ "seed", 1, "random seed" },
 	};
 	bench_parse(argc, argv, "producer/consumer with cross-thread frees", o,
-		    BENCH_NOPTS(o));
+	    BENCH_NOPTS(o));
 	long np = o[0].value, nc = o[1].value;
 	nmsgs = o[2].value;
 	q.cap = o[3].value;
@@ -155,7 +155,7 @@ int main(int argc, char **argv)
 	if (np < 1 || nc < 1 || batch < 1 || q.cap < (size_t)batch ||
 	    minsz < (long)sizeof(struct msg_hdr) || maxsz < minsz) {
 		fprintf(stderr, "prodcons: need producers,consumers>=1, "
-				"queue>=batch>=1, 16<=minsz<=maxsz\n");
+		                "queue>=batch>=1, 16<=minsz<=maxsz\n");
 		return 2;
 	}
 	q.ring = bench_xmalloc(q.cap * sizeof(void *));
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 	}
 	if (count != (uint64_t)np * nmsgs) {
 		fprintf(stderr, "prodcons: %" PRIu64 " of %ld messages arrived\n",
-			count, np * nmsgs);
+		    count, np * nmsgs);
 		errors++;
 	}
 	free(pt);

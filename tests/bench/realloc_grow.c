@@ -16,7 +16,7 @@
 struct builder {
 	unsigned char *buf;
 	uint32_t len, target, key;
-	uint64_t bytesum;	/* sum of all bytes appended so far */
+	uint64_t bytesum; /* sum of all bytes appended so far */
 };
 
 /* Each append is a run of one byte value that depends on where it starts. */
@@ -38,14 +38,14 @@ int main(int argc, char **argv)
 		{ "seed", 1, "random seed" },
 	};
 	bench_parse(argc, argv, "realloc growth with interleaved allocations", o,
-		    BENCH_NOPTS(o));
+	    BENCH_NOPTS(o));
 	long nb = o[0].value, todo = o[1].value, minlen = o[2].value;
 	long maxlen = o[3].value, maxstep = o[4].value, others = o[5].value;
 	long ringsz = o[6].value;
 	if (nb < 1 || minlen < 1 || maxlen < minlen || maxstep < 1 ||
 	    ringsz < 1 || maxlen > (1L << 30)) {
 		fprintf(stderr, "realloc_grow: need builders,maxstep,ring>=1, "
-				"1<=minlen<=maxlen<=2^30\n");
+		                "1<=minlen<=maxlen<=2^30\n");
 		return 2;
 	}
 
@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 	while (done < todo) {
 		struct builder *x = &b[bench_range(&rng, 0, nb - 1)];
 		if (!x->target)
-			continue;	/* this slot has retired */
+			continue; /* this slot has retired */
 
 		uint32_t step = (uint32_t)bench_range(&rng, 1, maxstep);
 		if (step > x->target - x->len)
@@ -92,8 +92,8 @@ int main(int argc, char **argv)
 			for (uint32_t k = 0; k < x->len; k++)
 				h += x->buf[k];
 			errors += h != x->bytesum ||
-				  x->buf[0] != fill_byte(x->key, 0) ||
-				  x->buf[x->len - 1] != v;
+			    x->buf[0] != fill_byte(x->key, 0) ||
+			    x->buf[x->len - 1] != v;
 			sum += bench_mix(h ^ ((uint64_t)x->len << 32) ^ x->key);
 			free(x->buf);
 			x->buf = NULL;
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
 			done++;
 			if (started < todo) {
 				x->target = (uint32_t)bench_range(&rng, minlen,
-								  maxlen);
+				    maxlen);
 				x->key = (uint32_t)started++;
 			}
 		}

@@ -2,7 +2,7 @@
 # The daemon's numbers for `make bench` (heapctl serve): a scrape of a
 # 10,000-stack profile end to end, without and with the symbol cache,
 # against `heapctl dump` and `heapctl report` on the same kind of dump (for
-# tests/cli/target and for the report bench's program over 40 libraries
+# tests/programs/target and for the report bench's program over 40 libraries
 # with DWARF), /metrics, /sd and /metrics?pid=N with 50 targets (latency,
 # and the daemon's RSS then and with an archive of 200 dumps), what finding
 # out who is asking costs a request, a target's run time while it is
@@ -16,8 +16,8 @@ out="$root/$build/bench"
 mkdir -p "$out"
 reps=${BENCH_REPS:-5}
 H="$root/$build/heapctl"
-target="$root/$build/tests/cli/target"
-[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
+target="$root/$build/tests/programs/target"
+[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/programs/target" >/dev/null || exit 1
 [ -x "$out/runstat" ] || gcc -O2 -o "$out/runstat" "$root/tests/bench/runstat.c" || exit 1
 [ -x "$out/st_churn" ] || gcc -O2 -g -pthread -o "$out/st_churn" "$root/tests/bench/st_churn.c" -lm || exit 1
 tmp=$(mktemp -d)
@@ -95,7 +95,7 @@ rows() {
 }
 start "prof:true,lg_prof_sample:0" grow=0 tick_ms=1000 stacks=10000
 big=$pid
-rows "$big" "tests/cli/target (libc with its debug file)"
+rows "$big" "tests/programs/target (libc with its debug file)"
 kill "$big"
 wait "$big" 2>/dev/null
 # the report bench's generated program: 40 libraries with DWARF (built by

@@ -3,7 +3,7 @@
 # it from tests/bench/serve.sh): how many normal requests a second another
 # user (daemon) still gets, /metrics and /debug/pprof/heap?pid= of its own
 # process, each for WINDOW seconds with a new connection a request, with no
-# attack and under each attack by nobody (tests/cli/lockout.py): 500 slow
+# attack and under each attack by nobody (tests/lib/lockout.py): 500 slow
 # connections and 300 silent ones (each reopened when the daemon closes
 # it), 260 seconds=90 profiles whose clients left after 1 s, and a flood of
 # malformed requests.  Needs root (setpriv).  Prints Markdown.
@@ -13,10 +13,10 @@ build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 source "$root/tests/bench/lib.sh"
 H="$root/$build/heapctl"
-target="$root/$build/tests/cli/target"
-attack_py="$root/tests/cli/lockout.py"
+target="$root/$build/tests/programs/target"
+attack_py="$root/tests/lib/lockout.py"
 window=${LOCKOUT_WINDOW:-8}
-[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/cli/target" >/dev/null || exit 1
+[ -x "$target" ] || make -C "$root" --no-print-directory "$build/tests/programs/target" >/dev/null || exit 1
 if [ "$(id -u)" != 0 ]; then
 	echo "| lock-outs | not run | needs root (the attacker and the victim are other users) |"
 	exit 0

@@ -18,7 +18,7 @@
 
 static struct bench_churn_slot *kept;
 static long nkept, ngarbage, nslots;
-static struct bench_churn_slot *_Atomic *swap;	/* slots=N: N shared slots */
+static struct bench_churn_slot *_Atomic *swap; /* slots=N: N shared slots */
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct worker {
@@ -48,7 +48,7 @@ static void *work(void *arg)
 		 * holds what at the end depends on the threads' order */
 		w->sum += bench_mix(((uint64_t)k.tag << 32) | k.size);
 		struct bench_churn_slot *old =
-			atomic_exchange(&swap[bench_range(&w->seed, 0, (uint64_t)nslots - 1)], mine);
+		    atomic_exchange(&swap[bench_range(&w->seed, 0, (uint64_t)nslots - 1)], mine);
 		if (old) {
 			bench_churn_check(old, &w->errors);
 			free(old->p);
@@ -72,7 +72,8 @@ int main(int argc, char **argv)
 		{ "seed", 13, "random seed" },
 	};
 	bench_parse(argc, argv, "Threads that leave a small object behind.", o, BENCH_NOPTS(o));
-	long rounds = o[0].value, per = o[1].value < 1 ? 1 : o[1].value > 256 ? 256 : o[1].value;
+	long rounds = o[0].value, per = o[1].value < 1 ? 1 : o[1].value > 256 ? 256
+	                                                                      : o[1].value;
 	ngarbage = o[2].value > 200 ? 200 : o[2].value;
 	nslots = o[3].value;
 	kept = calloc((size_t)(rounds * per), sizeof *kept);

@@ -24,7 +24,7 @@ static void *work(void *arg)
 		long i = (long)bench_range(&w->seed, 0, (uint64_t)nslots - 1);
 		struct bench_churn_slot fresh;
 		fresh.size = (uint32_t)(bench_range(&w->seed, 0, 15) ? bench_range(&w->seed, 8, 1000)
-		                                                      : bench_range(&w->seed, 1000, 20000));
+		                                                     : bench_range(&w->seed, 1000, 20000));
 		fresh.tag = (uint32_t)bench_rand(&w->seed);
 		fresh.p = bench_xmalloc(fresh.size);
 		bench_churn_fill(fresh.p, fresh.size, fresh.tag);
@@ -51,7 +51,8 @@ int main(int argc, char **argv)
 		{ "seed", 17, "random seed" },
 	};
 	bench_parse(argc, argv, "Random sizes passed between threads.", o, BENCH_NOPTS(o));
-	long nt = o[0].value < 1 ? 1 : o[0].value > 64 ? 64 : o[0].value;
+	long nt = o[0].value < 1 ? 1 : o[0].value > 64 ? 64
+	                                               : o[0].value;
 	ops = o[1].value;
 	nslots = o[2].value < 1 ? 1 : o[2].value;
 	slots = calloc((size_t)nslots, sizeof *slots);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bats
 # heapctl's commands as a person types them, against the test service
-# (build/tests/cli/target, linked with libheapctl.so): what they print and
+# (build/tests/programs/target, linked with libheapctl.so): what they print and
 # their exit status.
 
-load helpers
+load ../lib/helpers
 
 # ---- list ------------------------------------------------------------------
 
@@ -160,6 +160,8 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	[ "$output" = "heapctl: set: unknown setting 'prof.bogus' (see 'heapctl help set')" ]
 }
 
+# runs alone (tests/run.sh): asserts that the target received no command: a daemon of another suite asks every preloaded process
+# bats test_tags=machine
 @test "set: invalid values are exit 2 with the precise reason, checked before anything is sent" {
 	start_target
 	bad() {   # NAME=VALUE MESSAGE

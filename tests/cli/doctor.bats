@@ -11,7 +11,7 @@
 # (unshare -m ... exec), so they go away with it; the one cgroup made is
 # removed by teardown.
 
-load helpers
+load ../lib/helpers
 
 LIB=$HEAPCTL_BUILD/libheapctl.so
 NR_CLONE=56      # x86-64 system call numbers
@@ -28,10 +28,10 @@ setup_file() {
 	# a statically linked program that sleeps
 	printf '#include <unistd.h>\nint main(void) { sleep(60); return 0; }\n' |
 	    cc -static -O2 -x c - -o "$BATS_FILE_TMPDIR/static_sleep"
-	# tests/sandbox/seccomp_run: runs a command under a seccomp allow-list
+	# tests/programs/seccomp_run: runs a command under a seccomp allow-list
 	local root
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	cc -O2 -o "$BATS_FILE_TMPDIR/seccomp_run" "$root/tests/sandbox/seccomp_run.c"
+	cc -O2 -o "$BATS_FILE_TMPDIR/seccomp_run" "$root/tests/programs/seccomp_run.c"
 }
 
 # helpers' teardown, with the cgroup of the frozen-cgroup test thawed

@@ -5,7 +5,7 @@
 #   denied, 6 another ABI or a corrupt segment, 7 no answer in time, 8 no PID
 #   and not exactly one.
 
-load helpers
+load ../lib/helpers
 
 # ---- 2: usage -------------------------------------------------------------------
 
@@ -98,6 +98,8 @@ load helpers
 
 # ---- 5: permission denied ---------------------------------------------------------------
 
+# runs alone (tests/run.sh): asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm
+# bats test_tags=machine
 @test "another user's process: exit 5 naming the owner; the segment is 0600; root still controls it" {
 	need_root
 	mkdir "$T/nobody"

@@ -7,9 +7,9 @@
 # fragmentation shows in the size class where it really is; a purge gives
 # the free pages back.
 
-load helpers
+load ../lib/helpers
 
-FRAG="$HEAPCTL_BUILD/tests/cli/fragment"
+FRAG="$HEAPCTL_BUILD/tests/programs/fragment"
 
 # add_up JSON: the level-0 parts sum to "sum", and "sum" is VmRSS within
 # max(2%, 1 MiB)

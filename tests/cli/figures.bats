@@ -8,7 +8,7 @@
 # watch's gdump event once said "mapped" for the high-water mark, where
 # list said the mapped now, lower once memory was given back.
 
-load helpers
+load ../lib/helpers
 
 setup_file() {
 	export TB="$BATS_FILE_TMPDIR"
@@ -201,7 +201,7 @@ held() {
 		want+=("$("$HEAPCTL" status "$TPID" | sed -n 's/^prof.threshold  *//p')")
 	done
 	local cells="['allocated','resident','highwater'].map(k => document.querySelector('tr[data-pid=\"$HPID\"] .' + k).textContent).join('|')"
-	run timeout 120 python3 "$BATS_TEST_DIRNAME/cdp.py" "$URL/" "$cells" "(async () => { await refresh(); return $cells })()" \
+	run timeout 120 python3 "$BATS_TEST_DIRNAME/../lib/cdp.py" "$URL/" "$cells" "(async () => { await refresh(); return $cells })()" \
 	    "[$(IFS=,; echo "${sizes[*]}")].map(fmt).join('|')"
 	echo "$output"
 	[ "$status" -eq 0 ]
@@ -213,6 +213,8 @@ held() {
 	[ "${lines[2]}" = "\"$(IFS='|'; echo "${want[*]}")\"" ]
 }
 
+# runs alone (tests/run.sh): compares system-wide figures taken moments apart
+# bats test_tags=machine
 @test "figures: an injected process's highwater is its highest mapped (glibc's heap), as a preloaded one's, and shown the same everywhere" {
 	need_root
 	env -u LD_PRELOAD "$TB/hold" 1048576 64 32 "$T/go" "$T/peak" >"$T/hold.out" 2>"$T/hold.err" &

@@ -7,7 +7,7 @@
 # heapctl, stop a process from publishing its segment, or get a live
 # segment deleted.
 
-load helpers
+load ../lib/helpers
 
 # plant KIND PATH: put a KIND at PATH
 plant() {
@@ -75,6 +75,8 @@ teardown() {
 
 # ---- anywhere in /dev/shm -----------------------------------------------------------
 
+# runs alone (tests/run.sh): plants a FIFO at a fixed segment name that every process that starts meets
+# bats test_tags=machine
 @test "a FIFO planted under a segment name: new processes start, list and status do not hang" {
 	mkfifo -m 666 /dev/shm/heapctl.999999
 	PLANTS+=(/dev/shm/heapctl.999999)
@@ -164,6 +166,8 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	[ "$(head -c 8 "$PLANT" | od -An -tx1 | tr -d ' ')" != 0000000000000000 ]
 }
 
+# runs alone (tests/run.sh): plants stale segments for heapctl list to remove: any preloaded process that starts meanwhile sweeps them first
+# bats test_tags=machine
 @test "heapctl list removes unfinished files of its own user over 10 s old, and nobody else's" {
 	local mine=/dev/shm/heapctl.999991 young=/dev/shm/heapctl.999992 theirs=/dev/shm/heapctl.999993
 	PLANTS+=("$mine" "$young" "$theirs")

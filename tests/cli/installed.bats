@@ -8,7 +8,7 @@
 # uninstall` leaves no file behind.  Needs root (mount namespaces, ptrace,
 # BPF).
 
-load helpers
+load ../lib/helpers
 
 setup_file() {
 	export TB="$BATS_FILE_TMPDIR"
@@ -23,8 +23,8 @@ setup_file() {
 	    >"$TB/install.log" 2>&1 || { cat "$TB/install.log" >&2; return 1; }
 	# the programs, built here without the library (the CLI suites' target
 	# is linked to build/libheapctl.so)
-	gcc -O2 -g -o "$TB/target" "$BATS_TEST_DIRNAME/target.c"
-	gcc -O2 -g -pthread -o "$TB/prog" "$BATS_TEST_DIRNAME/../trace/prog.c"
+	gcc -O2 -g -o "$TB/target" "$BATS_TEST_DIRNAME/../programs/target.c"
+	gcc -O2 -g -pthread -o "$TB/prog" "$BATS_TEST_DIRNAME/../programs/prog.c"
 }
 
 setup() {
@@ -66,7 +66,7 @@ started() {
 	no_build "$TPID" libheapctl.so
 }
 
-# prog_started: tests/trace/prog.c without the library; PID once "ready"
+# prog_started: tests/programs/prog.c without the library; PID once "ready"
 prog_started() {
 	rm -f "$T/go" "$T/end"
 	env -u LD_PRELOAD "$TB/prog" "$T/go" "$@" >"$T/prog.out" 2>&1 &

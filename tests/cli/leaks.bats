@@ -4,13 +4,15 @@
 # and a cache (a site that grows and shrinks): the leak is named once, the
 # cache never; bad options and a process that is gone are one line.
 
-load helpers
+load ../lib/helpers
 
 start_leaky() {
 	start_prog 10 leaky "prof:true,lg_prof_sample:14,control_refresh_ms:100"
 	LPID=$PROG_PID
 }
 
+# runs alone (tests/run.sh): asserts that no /tmp/heapctl-leaks.* directory, anyone's, is left
+# bats test_tags=machine
 @test "watch --leaks: the site that grows in every interval is named once, the cache that gives back never" {
 	start_leaky
 	run "$HEAPCTL" watch "$LPID" --leaks --every 1 --intervals 3 --count 6
@@ -49,6 +51,9 @@ assert r["growth_bytes"] > 0 and r["bytes"] >= r["growth_bytes"] and r["growth_p
 	[[ "$output" == *"watch --leaks: "* ]]
 }
 
+# runs alone (tests/run.sh): its daemon dumps every preloaded process on the machine each
+# second, which changes the dump counts other suites' tests assert
+# bats test_tags=machine
 @test "serve --leaks: /metrics names the leak of a running process to those who may see it, never the cache; the alert rules load" {
 	start_leaky
 	"$HEAPCTL" serve --listen 127.0.0.1:0 --leaks 1 --leak-intervals 3 >"$T/serve.out" 2>"$T/serve.err" &

@@ -5,9 +5,9 @@
 # object) and at the default rate (within tolerance); jeprof reads the
 # dump as it reads one without those lines, on every sample type.
 
-load helpers
+load ../lib/helpers
 
-LIFE="$HEAPCTL_BUILD/tests/cli/lifetimes"
+LIFE="$HEAPCTL_BUILD/tests/programs/lifetimes"
 
 run_life() {   # CONF ARGS...: a dump of it in $T/l.heap
 	start_prog 60 lifetimes "$@"
@@ -111,10 +111,10 @@ PY
 
 @test "lifetime: experimental.prof_recent gives the last sampled allocations in jemalloc's own JSON, as jemalloc does" {
 	[ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || skip "no libjemalloc2"
-	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
+	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/../programs/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
 	MALLOC_CONF=prof:true,lg_prof_sample:0 "$T/recent-je" >"$T/je.json"
-	HEAPCTL_CONF=prof:true,lg_prof_sample:0 "$HEAPCTL_BUILD/tests/cli/recent" >"$T/hc.json"
-	python3 - "$T/je.json" "$T/hc.json" "$HEAPCTL_BUILD/tests/cli/recent" <<'PY'
+	HEAPCTL_CONF=prof:true,lg_prof_sample:0 "$HEAPCTL_BUILD/tests/programs/recent" >"$T/hc.json"
+	python3 - "$T/je.json" "$T/hc.json" "$HEAPCTL_BUILD/tests/programs/recent" <<'PY'
 import json, subprocess, sys
 je, hc = (json.load(open(f)) for f in sys.argv[1:3])
 assert list(hc) == list(je) == ["sample_interval", "recent_alloc_max", "recent_alloc"], (list(hc), list(je))
@@ -141,16 +141,16 @@ PY
 }
 
 @test "lifetime: prof_recent_alloc_max in the configuration, as jemalloc's option" {
-	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
+	gcc -O1 -g -o "$T/recent-je" "$BATS_TEST_DIRNAME/../programs/recent.c" -L/usr/lib/x86_64-linux-gnu -l:libjemalloc.so.2
 	MALLOC_CONF=prof:true,lg_prof_sample:0,prof_recent_alloc_max:2 "$T/recent-je" 2 >"$T/je.json"
-	MALLOC_CONF=prof:true,lg_prof_sample:0,prof_recent_alloc_max:2 "$HEAPCTL_BUILD/tests/cli/recent" 2 >"$T/hc.json"
+	MALLOC_CONF=prof:true,lg_prof_sample:0,prof_recent_alloc_max:2 "$HEAPCTL_BUILD/tests/programs/recent" 2 >"$T/hc.json"
 	python3 -c '
 import json, sys
 for f in sys.argv[1:]:
     d = json.load(open(f))
     assert d["recent_alloc_max"] == 2 and [r["released"] for r in d["recent_alloc"]] == [False, True], d
 ' "$T/je.json" "$T/hc.json"
-	run env MALLOC_CONF=prof_recent_alloc_max:70000 "$HEAPCTL_BUILD/tests/cli/recent" 3
+	run env MALLOC_CONF=prof_recent_alloc_max:70000 "$HEAPCTL_BUILD/tests/programs/recent" 3
 	[[ "$output" == *"prof_recent_alloc_max"* ]]
 }
 

@@ -7,7 +7,7 @@
 # Also: PID-1 targets that share the host's /dev/shm, and a target of
 # another user.
 
-load helpers
+load ../lib/helpers
 
 # python3 through a pyenv shim costs ~2 s a call; setup_file finds the
 # interpreter once and every call here (and in helpers) goes to it directly
@@ -221,6 +221,8 @@ assert d["fetched"] is True, d' "$output" "$CPID" "$T"
 	[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]
 }
 
+# runs alone (tests/run.sh): asserts that the target received no command: a daemon of another suite asks every preloaded process
+# bats test_tags=machine
 @test "set prof.prefix=RELATIVE for a target that sees another file system: exit 2, nothing changed" {
 	need_pidns
 	start_container
@@ -303,6 +305,8 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 
 # ---- another user --------------------------------------------------------------------------
 
+# runs alone (tests/run.sh): asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)
+# bats test_tags=machine
 @test "a target of another user in our mount namespace: dump -o FILE and dump make root's files in root's directory" {
 	need_root
 	mkdir "$T/nobody" "$T/cdir"

@@ -4,7 +4,7 @@
 # into the segment, other users, fork, PID reuse, a thousand commands in a
 # row, control:false, start-up and exit.
 
-load helpers
+load ../lib/helpers
 
 HDR=192   # sizeof(hc_shm_header_t), fixed by the ABI
 
@@ -237,6 +237,9 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$output" = "$TPID: prof.active=true" ]
 }
 
+# runs alone (tests/run.sh): asserts that no client called its target, and another suite's
+# daemon asks every preloaded process
+# bats test_tags=machine
 @test "d. a process no client has called keeps its command slots unwritten: 16 KiB or less of /dev/shm, 40 before; the first command still answers" {
 	start_target -n grow=0
 	f=$(seg "$TPID")
@@ -315,6 +318,8 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 
 # g. ------------------------------------------------------------------------------------
 
+# runs alone (tests/run.sh): sweeps stale segments and counts heapctl list's rows: any heapctl process that starts meanwhile changes both
+# bats test_tags=machine
 @test "g. PID reuse: a segment whose pid/start time are not the process's is stale: exit 4, removed" {
 	start_target
 	sleep 100 &
@@ -336,6 +341,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$(status_field "$TPID" prof.active)" = true ]
 }
 
+# bats test_tags=machine
 @test "g. a target killed with SIGKILL leaves its segment; heapctl list removes it" {
 	need_pidns
 	run in_pidns '
@@ -360,6 +366,7 @@ kill -KILL "$p"; wait "$p" 2>/dev/null
 	[ "${lines[8]}" = "exit 0" ]
 }
 
+# bats test_tags=machine
 @test "g. a segment left by a killed process is removed when the next process starts" {
 	need_pidns
 	run in_pidns '
@@ -375,6 +382,7 @@ for _ in $(seq 40); do [ -e /dev/shm/heapctl.$a ] || break; sleep 0.05; done
 	[ "$output" = "left behind"$'\n'"removed"$'\n'"new one there" ]
 }
 
+# bats test_tags=machine
 @test "g. a process that starts removes the segments of processes that are gone, heapctl list also one whose PID was taken since" {
 	need_pidns
 	run in_pidns '

@@ -5,7 +5,7 @@
 # FIFOs and large binary files are refused quickly with a reason; small
 # misuses get usage errors.
 
-load helpers
+load ../lib/helpers
 
 setup_file() {
 	# one real interpreter (pyenv's shim costs seconds per call)

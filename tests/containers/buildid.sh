@@ -12,7 +12,7 @@
 #   - report FILE -p PID names variant 1's functions (the container's own
 #     file, through the process);
 #   - --sysroot of a copy of the container's tree names them too.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/containers.sh"
 ct_setup buildid "$@"
 ct_image
 

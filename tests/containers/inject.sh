@@ -17,7 +17,7 @@
 #     ftruncate (answered ENOSYS, the profile's default errno): inject
 #     refuses, names ftruncate and --security-opt seccomp=, and the process
 #     is untouched (alive, no segment); doctor PID says the same.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/containers.sh"
 ct_setup inject "$@"
 ct_image
 

@@ -20,7 +20,7 @@
 #   - containers run with --ipc=host share our /dev/shm: once they are
 #     removed their segments are gone after `heapctl list` (the pid
 #     namespace they were made in exists no more).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/containers.sh"
 ct_setup names "$@"
 ct_image
 

@@ -10,7 +10,7 @@
 # process's user; DAC_OVERRIDE: segments of other users, mode 0600), under
 # podman's default seccomp profile, no-new-privileges, a read-only root.
 # Checked from the host, over HTTP:
-#   - /targets lists a preloaded host process (tests/cli/target) and a
+#   - /targets lists a preloaded host process (tests/programs/target) and a
 #     preloaded python3 in another container run as --user 1000, by host
 #     pid, the latter with its pid in its namespace (1);
 #   - /debug/pprof/heap?pid=N&debug=1 of each is 200 and a symbolized text
@@ -18,13 +18,13 @@
 #     PyByteArray_Resize, from the container's own python3;
 #   - a second daemon with --archive in a volume and CHOWN besides keeps a
 #     dump of the container's process, owned by its user (1000).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/containers.sh"
 ct_setup serve "$@"
-[ -x "$BUILD/tests/cli/target" ] || die "$BUILD/tests/cli/target missing (make $BUILD/tests/cli/target)"
+[ -x "$BUILD/tests/programs/target" ] || die "$BUILD/tests/programs/target missing (make $BUILD/tests/programs/target)"
 ct_image
 
 note "a preloaded process on the host and one in a container (--user 1000)"
-MALLOC_CONF=prof:true,lg_prof_sample:10 "$BUILD/tests/cli/target" >"$WORK/target.out" 2>&1 &
+MALLOC_CONF=prof:true,lg_prof_sample:10 "$BUILD/tests/programs/target" >"$WORK/target.out" 2>&1 &
 host=$!
 ct_track "$host"
 ct_wait_status "$host" || die "the host's target (pid $host) never answered heapctl status"

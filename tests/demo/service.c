@@ -40,8 +40,8 @@
 
 #define NOINLINE __attribute__((noinline))
 
-static volatile int stopping;         /* set by main on a signal or timeout */
-static void *volatile sink;           /* keeps the compiler from dropping work */
+static volatile int stopping; /* set by main on a signal or timeout */
+static void *volatile sink;   /* keeps the compiler from dropping work */
 
 static void nap_us(long us)
 {
@@ -50,7 +50,7 @@ static void nap_us(long us)
 		;
 }
 
-static uint64_t rng_next(uint64_t *s)  /* xorshift64*: a per-thread PRNG */
+static uint64_t rng_next(uint64_t *s) /* xorshift64*: a per-thread PRNG */
 {
 	*s ^= *s >> 12;
 	*s ^= *s << 25;
@@ -81,7 +81,7 @@ struct header {
 struct request {
 	char method[8];
 	char *path;
-	char *session_id;        /* from the Cookie header, NULL if none */
+	char *session_id; /* from the Cookie header, NULL if none */
 	char *user_agent;
 	struct header *headers;
 	size_t body_len;
@@ -100,16 +100,16 @@ static NOINLINE char *make_request(uint64_t *rng, unsigned worker, unsigned long
 	};
 	uint64_t r = rng_next(rng);
 	char cookie[64] = "";
-	if (r % 8 != 0 && *visitors > 0)    /* a returning visitor */
+	if (r % 8 != 0 && *visitors > 0) /* a returning visitor */
 		snprintf(cookie, sizeof cookie, "Cookie: sid=w%u-%lu\r\n", worker, (unsigned long)((r >> 8) % *visitors));
-	else                                /* a new one */
+	else /* a new one */
 		snprintf(cookie, sizeof cookie, "X-New-Session: w%u-%lu\r\n", worker, (*visitors)++);
 	snprintf(buf, len,
-	         "GET %s?id=%lu HTTP/1.1\r\nHost: shop.example.com\r\nUser-Agent: %s\r\n"
-	         "Accept: text/html,application/json\r\nAccept-Language: en-GB,en;q=0.9\r\n%s"
-	         "Content-Length: %u\r\n\r\n",
-	         paths[(r >> 16) % 5], (unsigned long)(r >> 32) % 100000, agents[(r >> 24) % 3],
-	         cookie, (unsigned)((r >> 40) % 4096));
+	    "GET %s?id=%lu HTTP/1.1\r\nHost: shop.example.com\r\nUser-Agent: %s\r\n"
+	    "Accept: text/html,application/json\r\nAccept-Language: en-GB,en;q=0.9\r\n%s"
+	    "Content-Length: %u\r\n\r\n",
+	    paths[(r >> 16) % 5], (unsigned long)(r >> 32) % 100000, agents[(r >> 24) % 3],
+	    cookie, (unsigned)((r >> 40) % 4096));
 	return buf;
 }
 
@@ -180,7 +180,7 @@ static NOINLINE void free_request(struct request *req)
 struct session {
 	char *id;
 	char *user_agent;
-	char *state;             /* per-visitor state blob ("the cart"), 1-3 KiB */
+	char *state; /* per-visitor state blob ("the cart"), 1-3 KiB */
 	size_t state_len;
 	unsigned long hits;
 	struct session *next;
@@ -261,7 +261,7 @@ static NOINLINE size_t render_response(const struct request *req, const struct s
 	    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nSet-Cookie: sid=%s\r\n\r\n"
 	    "<html><body><h1>%s</h1><p>visit %lu, agent %s</p>",
 	    s->id, req->path, s->hits, s->user_agent);
-	while (n + 64 < cap) {           /* the page body */
+	while (n + 64 < cap) { /* the page body */
 		memcpy(out + n, "<div class=\"item\">lorem ipsum dolor sit amet</div>\n", 52);
 		n += 52;
 	}
@@ -281,7 +281,7 @@ static NOINLINE size_t handle_request(const char *raw)
 			s = session_cache_insert(req);
 		s->hits++;
 		pthread_mutex_unlock(&cache.lock);
-		sent = render_response(req, s);   /* s is never freed: safe without the lock */
+		sent = render_response(req, s); /* s is never freed: safe without the lock */
 	}
 	free_request(req);
 	return sent;
@@ -298,10 +298,10 @@ static NOINLINE void *http_worker_main(void *arg)
 	uint64_t rng = 0x9e3779b97f4a7c15ull * (worker + 1);
 	unsigned long seq = 0, visitors = 0;
 	while (!stopping) {
-		for (int i = 0; i < 40; i++, seq++)  /* a burst of requests */
+		for (int i = 0; i < 40; i++, seq++) /* a burst of requests */
 			handle_request(make_request(&rng, worker, &visitors, raw, sizeof raw));
 		requests_served[worker] = seq;
-		nap_us(10000);                       /* ~4,000 requests/s per worker */
+		nap_us(10000); /* ~4,000 requests/s per worker */
 	}
 	return NULL;
 }
@@ -311,7 +311,7 @@ static NOINLINE void *http_worker_main(void *arg)
 #define POOL_BUF_SIZE (32 * 1024)
 
 static struct {
-	char **free_bufs;        /* buffers not lent out */
+	char **free_bufs; /* buffers not lent out */
 	size_t nfree, cap, total;
 } pool;
 
@@ -365,7 +365,7 @@ static NOINLINE void *bufpool_main(void *arg)
 		lent = l;
 		for (size_t i = 0; i < demand; i++) {
 			lent[i] = buffer_pool_get();
-			lent[i][i % POOL_BUF_SIZE] = (char)i;     /* "fill it from a socket" */
+			lent[i][i % POOL_BUF_SIZE] = (char)i; /* "fill it from a socket" */
 		}
 		for (size_t i = 0; i < demand; i++)
 			buffer_pool_put(lent[i]);
@@ -399,8 +399,10 @@ int main(int argc, char **argv)
 
 	pthread_t th[3];
 	int rc = pthread_create(&th[0], NULL, http_worker_main, (void *)0);
-	if (!rc) rc = pthread_create(&th[1], NULL, http_worker_main, (void *)1);
-	if (!rc) rc = pthread_create(&th[2], NULL, bufpool_main, NULL);
+	if (!rc)
+		rc = pthread_create(&th[1], NULL, http_worker_main, (void *)1);
+	if (!rc)
+		rc = pthread_create(&th[2], NULL, bufpool_main, NULL);
 	if (rc) {
 		fprintf(stderr, "service: pthread_create: %s\n", strerror(rc));
 		return 1;
@@ -419,14 +421,20 @@ int main(int argc, char **argv)
 		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
 			break;
 		int sig = sigtimedwait(&sigs, NULL, &wait);
-		if (sig == SIGTERM) { why = "SIGTERM"; break; }
-		if (sig == SIGINT) { why = "SIGINT"; break; }
+		if (sig == SIGTERM) {
+			why = "SIGTERM";
+			break;
+		}
+		if (sig == SIGINT) {
+			why = "SIGINT";
+			break;
+		}
 	}
 	stopping = 1;
 	for (int i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);
 	printf("stopped (%s): %lu requests, %zu sessions kept, %zu pool buffers (%zu KiB)\n",
-	       why, requests_served[0] + requests_served[1], cache.count, pool.total,
-	       pool.total * POOL_BUF_SIZE / 1024);
+	    why, requests_served[0] + requests_served[1], cache.count, pool.total,
+	    pool.total * POOL_BUF_SIZE / 1024);
 	return 0;
 }

@@ -36,7 +36,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../unit/check.h"
+#include "../lib/check.h"
 #include "rp_internal.h"
 #include "cli/json.h"
 #include "elf/elf.h"
@@ -52,20 +52,20 @@ static const char *file_of(const char *text, char *path, size_t len)
 }
 
 static const char v2[] =
-	"heap_v2/524288\n"
-	"  t*: 3: 3072 [5: 5120]\n"
-	"  t0: 2: 2048 [3: 3072]\n"
-	"  t1: 1: 1024 [2: 2048]\n"
-	"@ 0x401010 0x401020 0x7f0000001000\n"
-	"  t*: 2: 2048 [3: 3072]\n"
-	"  t0: 2: 2048 [3: 3072]\n"
-	"@ 0x401030 0x401020\n"
-	"  t*: 1: 1024 [2: 2048]\n"
-	"  t1: 1: 1024 [2: 2048] worker\n"
-	"\n"
-	"MAPPED_LIBRARIES:\n"
-	"00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
-	"7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
+    "heap_v2/524288\n"
+    "  t*: 3: 3072 [5: 5120]\n"
+    "  t0: 2: 2048 [3: 3072]\n"
+    "  t1: 1: 1024 [2: 2048]\n"
+    "@ 0x401010 0x401020 0x7f0000001000\n"
+    "  t*: 2: 2048 [3: 3072]\n"
+    "  t0: 2: 2048 [3: 3072]\n"
+    "@ 0x401030 0x401020\n"
+    "  t*: 1: 1024 [2: 2048]\n"
+    "  t1: 1: 1024 [2: 2048] worker\n"
+    "\n"
+    "MAPPED_LIBRARIES:\n"
+    "00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
+    "7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
 
 static void test_read(void)
 {
@@ -94,10 +94,11 @@ static void test_symfile(void)
 	char path[64], err[512];
 	char text[4096];
 	snprintf(text, sizeof text, "--- symbol\nbinary=/usr/bin/prog\n"
-	    "0x0000000000401010 leaf_fn\n"
-	    "0x000000000040101f outer--inner\n"
-	    "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
-	    "---\n--- heap\n%s", v2);
+	                            "0x0000000000401010 leaf_fn\n"
+	                            "0x000000000040101f outer--inner\n"
+	                            "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
+	                            "---\n--- heap\n%s",
+	    v2);
 	rp_raw_t raw;
 	CHECK(rp_read(file_of(text, path, sizeof path), &raw, RP_READ_TEXT, err, sizeof err) == 0, "%s", err);
 	CHECK(raw.symbolized && raw.nsyms == 2 && !strcmp(raw.binary, "/usr/bin/prog"), "section");
@@ -130,10 +131,10 @@ static void test_series(void)
 	const char *site[] = { "cache", "leak", "flat", "never" };
 	/* 4 dumps */
 	double v[] = {
-		10, 30, 20, 40,     /* cache: grew 2, shrank 1, +30 */
-		1, 2, 3, 4,         /* leak: grew 3, never shrank, +3 */
-		5, 5, 5, 5,         /* flat */
-		0, 0, 0, 0,         /* never: left out */
+		10, 30, 20, 40, /* cache: grew 2, shrank 1, +30 */
+		1, 2, 3, 4,     /* leak: grew 3, never shrank, +3 */
+		5, 5, 5, 5,     /* flat */
+		0, 0, 0, 0,     /* never: left out */
 	};
 	int64_t t[] = { 1, 2, 3, 4 };
 	double total[] = { 0, 0, 0, 0 };
@@ -151,7 +152,8 @@ static void test_series(void)
 static __attribute__((noinline)) int some_function(int x)
 {
 	int y = x * 3;
-	__asm__ volatile("" : "+r"(y));
+	__asm__ volatile(""
+	                 : "+r"(y));
 	return y + 1;
 }
 
@@ -184,13 +186,15 @@ static void test_ehframe(void)
 	uint64_t fn = (uint64_t)(uintptr_t)some_function - (uint64_t)(uintptr_t)di.dli_fbase;
 	uint64_t start = 0;
 	CHECK(el_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
-	    "(0x%llx, got 0x%llx)", (unsigned long long)fn, (unsigned long long)start);
+	                                                         "(0x%llx, got 0x%llx)",
+	    (unsigned long long)fn, (unsigned long long)start);
 	CHECK(!el_eh_function(&t, 8, &start), "nothing in the ELF header");
 	/* the same function among the FDEs of .eh_frame, walked whole */
 	fdes_t fdes = { .fn = fn };
 	el_eh_fdes(t.eh, t.eh_size, t.eh_addr, count_fde, &fdes);
 	CHECK(fdes.n >= t.n && fdes.found_len > 3, "every FDE of .eh_frame walked (%zu, the table has %zu), fn's "
-	    "among them, longer than 3 bytes (%llu)", fdes.n, t.n, (unsigned long long)fdes.found_len);
+	                                           "among them, longer than 3 bytes (%llu)",
+	    fdes.n, t.n, (unsigned long long)fdes.found_len);
 	elf_end(e);
 	close(fd);
 }
@@ -207,14 +211,17 @@ static void test_elf(void)
 {
 	el_map_t m;
 	CHECK(el_map_parse("7f0000001000-7f0000003000 r-xp 00002000 08:01 1234   /usr/lib/a b.so (deleted)", &m) &&
-	    m.lo == 0x7f0000001000 && m.hi == 0x7f0000003000 && m.offset == 0x2000 && !strcmp(m.perms, "r-xp") &&
-	    m.has_ino && m.dev_major == 8 && m.dev_minor == 1 && m.ino == 1234 &&
-	    !strcmp(m.path, "/usr/lib/a b.so (deleted)") && el_map_exec_file(&m), "a maps line, field by field");
+	        m.lo == 0x7f0000001000 && m.hi == 0x7f0000003000 && m.offset == 0x2000 && !strcmp(m.perms, "r-xp") &&
+	        m.has_ino && m.dev_major == 8 && m.dev_minor == 1 && m.ino == 1234 &&
+	        !strcmp(m.path, "/usr/lib/a b.so (deleted)") && el_map_exec_file(&m),
+	    "a maps line, field by field");
 	CHECK(el_map_parse("1000-2000 rw-p 00000000 00:00 0", &m) && m.path[0] == 0 && m.has_ino &&
-	    !el_map_exec_file(&m), "an anonymous mapping: no path");
+	        !el_map_exec_file(&m),
+	    "an anonymous mapping: no path");
 	CHECK(el_map_parse("1000-2000 r-xp 0", &m) && !m.has_ino && m.path[0] == 0, "a short line: range and offset");
 	CHECK(!el_map_parse("2000-1000 r-xp 0 00:00 0 /x", &m) && !el_map_parse("Rss: 4 kB", &m) &&
-	    !el_map_parse("", &m), "not maps lines: an empty range, smaps' Rss, nothing");
+	        !el_map_parse("", &m),
+	    "not maps lines: an empty range, smaps' Rss, nothing");
 	char exe[4096];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[n > 0 ? n : 0] = 0;
@@ -230,8 +237,9 @@ static void test_elf(void)
 	static const char *const names[] = { "dlopen", "no_such_function_here" };
 	uint64_t value[2], size[2];
 	CHECK(el_symbols(f.p, f.size, SHT_DYNSYM, names, 2, value, size) &&
-	    value[0] == (uint64_t)(uintptr_t)dlopen_at - (uint64_t)(uintptr_t)di.dli_fbase && size[0] > 0 &&
-	    value[1] == 0, "dlopen in %s's .dynsym where the loader put it", di.dli_fname);
+	        value[0] == (uint64_t)(uintptr_t)dlopen_at - (uint64_t)(uintptr_t)di.dli_fbase && size[0] > 0 &&
+	        value[1] == 0,
+	    "dlopen in %s's .dynsym where the loader put it", di.dli_fname);
 	el_section_t sec;
 	CHECK(el_section(f.p, f.size, ".dynsym", &sec) && sec.sh.sh_type == SHT_DYNSYM && sec.data,
 	    "its .dynsym by name");
@@ -246,12 +254,14 @@ static void test_elf(void)
 	for (ssize_t k = 0; k < idlen; k++)
 		snprintf(want_hex + 2 * k, 3, "%02x", ((const unsigned char *)id)[k]);
 	CHECK(idlen > 0 && el_build_id(f.p, f.size, hex) && !strcmp(hex, want_hex), "libc's build id %s, "
-	    "libdw's %s", hex, want_hex);
+	                                                                            "libdw's %s",
+	    hex, want_hex);
 	elf_end(e);
 	close(fd);
 	el_file_unmap(&f);
 	CHECK(el_file_map("/proc/self/exe", &f) && el_build_id(f.p, f.size, hex) && strlen(hex) >= 4 &&
-	    !el_build_id(f.p, 64, hex), "this program's build id; none in its first 64 bytes");
+	        !el_build_id(f.p, 64, hex),
+	    "this program's build id; none in its first 64 bytes");
 	el_file_unmap(&f);
 
 	Elf64_Ehdr eh, meh;
@@ -261,7 +271,8 @@ static void test_elf(void)
 	CHECK(dladdr((void *)some_function, &di) != 0, "dladdr");
 	int nf = el_phdrs(fd, 0, &eh, ph, 255), nm = el_phdrs(mem, (uint64_t)(uintptr_t)di.dli_fbase, &meh, mph, 255);
 	CHECK(nf > 0 && nf == nm && !memcmp(ph, mph, (size_t)nf * sizeof *ph), "program headers: %d in the file, "
-	    "%d in memory, the same", nf, nm);
+	                                                                       "%d in memory, the same",
+	    nf, nm);
 	CHECK(el_phdrs(fd, 1, &eh, ph, 255) == -1, "no ELF header at offset 1");
 	close(fd);
 	close(mem);
@@ -291,25 +302,22 @@ static void test_symbols_undef(void)
 	img.eh.e_shstrndx = 3;
 	memcpy(img.dynstr, "\0malloc\0free\0strlen", 20);
 	memcpy(img.shstr, "\0.dynsym\0.dynstr\0.shstrtab", 27);
-	img.sym[1] = (Elf64_Sym){ .st_name = 1, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
-		.st_shndx = SHN_UNDEF, .st_value = 0x401040 };
-	img.sym[2] = (Elf64_Sym){ .st_name = 8, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
-		.st_shndx = 1, .st_value = 0x1234, .st_size = 16 };
-	img.sym[3] = (Elf64_Sym){ .st_name = 13, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC),
-		.st_shndx = 1, .st_value = 0x2000, .st_size = 8 };
-	img.sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_DYNSYM, .sh_link = 2, .sh_entsize = sizeof(Elf64_Sym),
-		.sh_offset = offsetof(__typeof__(img), sym), .sh_size = sizeof img.sym };
-	img.sh[2] = (Elf64_Shdr){ .sh_name = 9, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), dynstr),
-		.sh_size = sizeof img.dynstr };
-	img.sh[3] = (Elf64_Shdr){ .sh_name = 17, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), shstr),
-		.sh_size = sizeof img.shstr };
+	img.sym[1] = (Elf64_Sym){ .st_name = 1, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), .st_shndx = SHN_UNDEF, .st_value = 0x401040 };
+	img.sym[2] = (Elf64_Sym){ .st_name = 8, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), .st_shndx = 1, .st_value = 0x1234, .st_size = 16 };
+	img.sym[3] = (Elf64_Sym){ .st_name = 13, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC), .st_shndx = 1, .st_value = 0x2000, .st_size = 8 };
+	img.sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_DYNSYM, .sh_link = 2, .sh_entsize = sizeof(Elf64_Sym), .sh_offset = offsetof(__typeof__(img), sym), .sh_size = sizeof img.sym };
+	img.sh[2] = (Elf64_Shdr){ .sh_name = 9, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), dynstr), .sh_size = sizeof img.dynstr };
+	img.sh[3] = (Elf64_Shdr){ .sh_name = 17, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), shstr), .sh_size = sizeof img.shstr };
 	static const char *const names[] = { "malloc", "free", "strlen" };
 	uint64_t value[3];
 	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM, names, 3, value, NULL) && value[0] == 0 && value[1] == 0x1234 &&
-	    value[2] == 0x2000, "an undefined malloc (at its PLT entry) is not taken: %#" PRIx64 ", free %#" PRIx64
-	    ", the IFUNC strlen %#" PRIx64, value[0], value[1], value[2]);
+	        value[2] == 0x2000,
+	    "an undefined malloc (at its PLT entry) is not taken: %#" PRIx64 ", free %#" PRIx64
+	    ", the IFUNC strlen %#" PRIx64,
+	    value[0], value[1], value[2]);
 	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM | EL_SYM_NO_IFUNC, names, 3, value, NULL) && value[1] == 0x1234 &&
-	    value[2] == 0, "EL_SYM_NO_IFUNC: free %#" PRIx64 ", not the IFUNC %#" PRIx64, value[1], value[2]);
+	        value[2] == 0,
+	    "EL_SYM_NO_IFUNC: free %#" PRIx64 ", not the IFUNC %#" PRIx64, value[1], value[2]);
 	img.sym[1].st_shndx = 1;
 	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM, names, 2, value, NULL) && value[0] == 0x401040,
 	    "defined, it is: %#" PRIx64, value[0]);
@@ -332,7 +340,7 @@ static void test_index(void)
 	size_t n = 0, bad = 0;
 	for (uint64_t k = 0; k < 200000; k++) {
 		uint64_t key = k * 7919 + 3;
-		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key);      /* the first 1000 collide */
+		uint64_t h = k < 1000 ? 42 : rp_hash_u64(key); /* the first 1000 collide */
 		int64_t id = rp_index_find(&ix, h, same_key, &key, &added);
 		if (id != (int64_t)n || !added)
 			bad++;
@@ -383,7 +391,7 @@ static void test_json(void)
 	json_begin(&j, f, JSON_PRETTY);
 	json_arr(&j, NULL);
 	json_end(&j);
-	json_begin(&j, f, JSON_COMPACT);        /* heapctl trace's events */
+	json_begin(&j, f, JSON_COMPACT); /* heapctl trace's events */
 	json_obj(&j, NULL);
 	json_str(&j, "event", "alloc");
 	json_u64(&j, "tid", 7);
@@ -394,10 +402,10 @@ static void test_json(void)
 	json_end(&j);
 	fclose(f);
 	const char *want = "{\"s\": \"a\\\"b\\\\c\\n\\u0001\", \"i\": -3, \"t\": 0, \"inf\": null, \"n\": null, "
-	    "\"a\": [1, {\"b\": true}]}\n"
-	    "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
-	    "[]\n"
-	    "{\"event\":\"alloc\",\"tid\":7,\"frames\":[\"0x1\",\"0x2\"]}\n";
+	                   "\"a\": [1, {\"b\": true}]}\n"
+	                   "{\n  \"k\": \"v\",\n  \"x\": [2]\n}\n"
+	                   "[]\n"
+	                   "{\"event\":\"alloc\",\"tid\":7,\"frames\":[\"0x1\",\"0x2\"]}\n";
 	CHECK(!strcmp(out, want), "json:\n%s\nwanted:\n%s", out, want);
 	free(out);
 }
@@ -499,7 +507,7 @@ static void test_pinflate(void)
 	struct {
 		const char *what;
 		const unsigned char *data;
-		int level, strategy, cut;        /* part 1 first: rp_split_end's answer */
+		int level, strategy, cut; /* part 1 first: rp_split_end's answer */
 	} cases[] = {
 		{ "level 1", dwarf, 1, Z_DEFAULT_STRATEGY, 2 },
 		{ "level 6", dwarf, 6, Z_DEFAULT_STRATEGY, 2 },
@@ -526,7 +534,7 @@ static void test_pinflate(void)
 		}
 		if (c != 1)
 			continue;
-		z[zlen - 1] ^= 1;                    /* the Adler-32 */
+		z[zlen - 1] ^= 1; /* the Adler-32 */
 		int rc = split_inflate(z, zlen, out, size, 1);
 		CHECK(rc == 0 && !memcmp(out, cases[c].data, size), "a wrong Adler-32: zlib alone from the cut, got %d",
 		    rc);

@@ -4,7 +4,7 @@
 # exactly, at lg_prof_sample:0.  Bytes are usable bytes, as in jemalloc's
 # profiles: 1000 -> 1024, 400 -> 448, 3000 -> 3072.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup base_diff "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

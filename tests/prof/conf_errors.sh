@@ -9,7 +9,7 @@
 #    (seen through mallctl opt.lg_prof_sample and opt.prof_prefix);
 #  * the options that need profiling imply prof:true.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup conf_errors "$@"
 
 # A program that knows nothing of the library: output and exit status 3.

@@ -17,7 +17,7 @@
 #    can start: it says why, and is served while it allocates.
 # Needs root (setuid, chroot).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup daemon_shapes "$@"
 H=$BUILD/heapctl
 [ "$(id -u)" -eq 0 ] || { fail "needs root (setuid, chroot)"; finish; }

@@ -14,7 +14,7 @@
 #    and once with sizes just above a class or page boundary: the estimate
 #    is of the usable bytes in both cases.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup exact_and_sampled "$@"
 
 cat >"$WORK/exact.c" <<'EOF'

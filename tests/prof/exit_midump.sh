@@ -8,11 +8,11 @@
 # every second); it is told to exit (SIGTERM: it returns from main) at a
 # random moment around the first timer dump, twelve times.  Before the
 # wait, about one run in three left a "*.heap.tmp.<pid>" file.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup exit_midump "$@"
 
-target=$BUILD/tests/cli/target
-[ -x "$target" ] || { fail "$target missing (make $BUILD/tests/cli/target)"; finish; }
+target=$BUILD/tests/programs/target
+[ -x "$target" ] || { fail "$target missing (make $BUILD/tests/programs/target)"; finish; }
 for i in $(seq 12); do
 	HEAPCTL_CONF=prof:true,lg_prof_sample:0,prof_timer_s:1,prof_prefix:$WORK/t \
 	    "$target" stacks=30000 seconds=60 >"$WORK/out.$i" 2>&1 &

@@ -9,7 +9,7 @@
 #    sleeps (its control thread starts in the fork): an idle pre-forked
 #    worker is reachable (before, one that never allocated was not).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup fork_children "$@"
 H=$BUILD/heapctl
 

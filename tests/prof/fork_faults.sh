@@ -15,7 +15,7 @@
 # machine): at most 26 over glibc in all.  Counts, not times: they do not
 # depend on the machine's load.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup fork_faults "$@"
 
 cat >"$WORK/prog.c" <<'PROG'

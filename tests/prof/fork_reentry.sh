@@ -18,7 +18,7 @@
 # frames, but finds every function of the program itself, which is built
 # with -fno-omit-frame-pointer.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup fork_reentry "$@"
 
 cat >"$WORK/plug.c" <<'EOF'

@@ -6,7 +6,7 @@
 # sampled small object grows in its pages without moving, reporting each
 # new size class (it used to move at every class).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup realloc_growth "$@"
 
 cat >"$WORK/prog.c" <<'EOF2'

@@ -9,7 +9,7 @@
 #    jemalloc takes for "all arenas"; before: "ERR Error purging dirty
 #    pages"), and redis works: SET/GET, INFO memory, MEMORY USAGE.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup redis_jemalloc "$@"
 
 if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then

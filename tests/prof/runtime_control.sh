@@ -14,7 +14,7 @@
 #  * dlsym(RTLD_DEFAULT, "mallctl") works in a program that is only
 #    LD_PRELOADed, not linked against the library.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup runtime_control "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

@@ -11,7 +11,7 @@
 #    syscall-filter` (nested @groups expanded), mapped to x86-64 numbers with
 #    the kernel headers: @system-service, and Debian's redis-server.service
 #    (@system-service, then ~@privileged @resources);
-#  * tests/sandbox/seccomp_run installs the list as a raw BPF filter (kill
+#  * tests/programs/seccomp_run installs the list as a raw BPF filter (kill
 #    the process, like systemd, or EPERM with --errno) and execs the target;
 #  * negative controls: mincore() is killed by SIGSYS / gets EPERM, and the
 #    x32 ABI (and int $0x80, where the kernel runs i386 calls) is killed, so
@@ -38,11 +38,11 @@
 # About 25 s on 2 cores (18 runs of 2.5 s, 4 at a time).
 # HC_SECCOMP_JOBS (default 4) runs that many targets at once.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup seccomp "$@"
 ulimit -c 0                      # SIGSYS dumps core by default
 export LC_ALL=C                  # sort, join and comm agree on one order
-SRC=$(cd "$(dirname "$0")/../sandbox" && pwd)
+SRC=$(cd "$(dirname "$0")/../programs" && pwd)
 HEAPCTL=$BUILD/heapctl
 JOBS=${HC_SECCOMP_JOBS:-4}
 T_START=$SECONDS
@@ -55,7 +55,7 @@ fi
 # ---- 1. the sandbox ----------------------------------------------------------
 SR=$WORK/seccomp_run
 if ! gcc -O2 -Wall -Wextra -Werror -o "$SR" "$SRC/seccomp_run.c" 2>"$WORK/sr.cc.log"; then
-	fail "cannot compile tests/sandbox/seccomp_run.c: $(cat "$WORK/sr.cc.log")"
+	fail "cannot compile tests/programs/seccomp_run.c: $(cat "$WORK/sr.cc.log")"
 	finish
 fi
 

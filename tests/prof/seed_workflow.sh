@@ -11,7 +11,7 @@
 # 1000 x 112 = 112000 and 500 x 4096 = 2048000 bytes, as jemalloc counts,
 # and the leak summary on stderr must agree with the dump.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup seed_workflow "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

@@ -12,7 +12,7 @@
 #  * Debian's python3 under thp:always: a 32 MiB ctypes buffer it allocates
 #    lies in a mapping with "hg".
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup thp "$@"
 
 cat >"$WORK/prog.c" <<'EOF2'

@@ -8,7 +8,7 @@
 # Objects that outlive their thread stay in the profile, under that
 # thread, until they are freed; then the thread's records go too.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup thread_records "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

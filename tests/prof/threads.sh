@@ -8,7 +8,7 @@
 # that add up to the totals, and "jeprof --thread=N" must show each
 # thread's own function with its exact bytes (lg_prof_sample:0).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup threads "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

@@ -12,7 +12,7 @@
 # prof_prefix in another directory and prof.prefix at run time; a prefix
 # in a directory that does not exist.  No "*.tmp*" file may remain.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup triggers "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

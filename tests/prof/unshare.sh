@@ -10,7 +10,7 @@
 #  * A program that really has a second thread gets EINVAL, as without the
 #    library.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup unshare "$@"
 H=$BUILD/heapctl
 

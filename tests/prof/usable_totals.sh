@@ -12,7 +12,7 @@
 #    jemalloc's profile of the same program within 2%, and both match the
 #    program's malloc_usable_size sum (profiles count usable bytes).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup usable_totals "$@"
 
 JEMALLOC=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2

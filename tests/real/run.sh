@@ -16,8 +16,8 @@
 set -u
 
 if [ $# -ne 1 ]; then
-    echo "usage: $0 /abs/path/to/libheapctl.so" >&2
-    exit 2
+	echo "usage: $0 /abs/path/to/libheapctl.so" >&2
+	exit 2
 fi
 lib=$1
 case "$lib" in
@@ -30,30 +30,30 @@ failed=0
 T=${HC_REAL_TIMEOUT:-90}
 
 ok() {
-    echo "ok $1"
-    passed=$((passed + 1))
+	echo "ok $1"
+	passed=$((passed + 1))
 }
 fail() {
-    echo "FAIL $1: $2"
-    failed=$((failed + 1))
+	echo "FAIL $1: $2"
+	failed=$((failed + 1))
 }
 skip() {
-    echo "skip $1: $2" >&2
+	echo "skip $1: $2" >&2
 }
 finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit $?
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit $?
 }
 
 if [ ! -f "$lib" ]; then
-    fail setup "library $lib not found"
-    finish
+	fail setup "library $lib not found"
+	finish
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapctl-real.XXXXXX") || {
-    fail setup "mktemp failed"
-    finish
+	fail setup "mktemp failed"
+	finish
 }
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
@@ -61,8 +61,8 @@ trap 'exit 130' INT TERM
 # Preload a private copy: a rebuild of the library while this script runs
 # must not make single runs fail to load it.
 cp "$lib" "$tmp/libheapctl.so" || {
-    fail setup "cannot copy $lib"
-    finish
+	fail setup "cannot copy $lib"
+	finish
 }
 lib="$tmp/libheapctl.so"
 
@@ -77,7 +77,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 PY=
 if have python3; then
-    PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
+	PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null)
 fi
 export PY
 
@@ -87,61 +87,61 @@ export PY
 # run_case NAME FUNCTION: runs the exported shell function FUNCTION in a fresh
 # directory once without and once with the preload, and compares.
 run_case() {
-    local name=$1 fn=$2
-    local d="$tmp/case-$name"
-    local t0=$SECONDS
-    mkdir -p "$d/base" "$d/pre"
-    (cd "$d/base" && exec timeout -k 5 "$T" bash -c "$fn" >"$d/base.out" 2>"$d/base.err" </dev/null)
-    local sb=$?
-    (cd "$d/pre" && exec timeout -k 5 "$T" env LD_PRELOAD="$lib" bash -c "$fn" >"$d/pre.out" 2>"$d/pre.err" </dev/null)
-    local sp=$?
-    if [ "$sb" -ne 0 ]; then
-        fail "$name" "run without preload failed (status $sb): the test case itself is broken"
-        { echo "--- $name: stderr without preload:"; tail -n 15 "$d/base.err"; } >&2
-        rm -rf "$d"
-        return
-    fi
-    if [ ! -s "$d/base.out" ]; then
-        fail "$name" "run without preload produced no output"
-        rm -rf "$d"
-        return
-    fi
-    if grep -q "ld.so: object .* cannot be preloaded" "$d/pre.err"; then
-        fail "$name" "the library was not preloaded: $(grep -m1 'cannot be preloaded' "$d/pre.err")"
-        rm -rf "$d"
-        return
-    fi
-    if [ "$sp" -eq 124 ] || [ "$sp" -eq 137 ]; then
-        fail "$name" "timed out after ${T}s with LD_PRELOAD (status $sp) but not without"
-        { echo "--- $name: stderr with preload:"; tail -n 15 "$d/pre.err"; } >&2
-    elif [ "$sp" -ne "$sb" ]; then
-        local sig=""
-        [ "$sp" -gt 128 ] && sig=" (signal $((sp - 128)))"
-        fail "$name" "exit status $sp$sig with LD_PRELOAD, $sb without"
-        { echo "--- $name: stderr with preload:"; tail -n 15 "$d/pre.err"; } >&2
-    elif ! cmp -s "$d/base.out" "$d/pre.out"; then
-        local line
-        line=$(cmp "$d/base.out" "$d/pre.out" 2>&1 | head -n 1 | sed -e 's/.*differ: //' -e 's/.*EOF on .*pre.out.*/output with preload is shorter/' -e 's/.*EOF on .*base.out.*/output with preload is longer/')
-        fail "$name" "stdout differs with LD_PRELOAD ($line)"
-        {
-            echo "--- $name: diff (without / with preload):"
-            diff "$d/base.out" "$d/pre.out" | head -n 20
-            echo "--- $name: stderr with preload:"
-            tail -n 15 "$d/pre.err"
-        } >&2
-    else
-        ok "$name"
-    fi
-    [ -n "${HC_REAL_VERBOSE:-}" ] && echo "    $name: $((SECONDS - t0)) s (both runs)" >&2
-    rm -rf "$d"
+	local name=$1 fn=$2
+	local d="$tmp/case-$name"
+	local t0=$SECONDS
+	mkdir -p "$d/base" "$d/pre"
+	(cd "$d/base" && exec timeout -k 5 "$T" bash -c "$fn" >"$d/base.out" 2>"$d/base.err" </dev/null)
+	local sb=$?
+	(cd "$d/pre" && exec timeout -k 5 "$T" env LD_PRELOAD="$lib" bash -c "$fn" >"$d/pre.out" 2>"$d/pre.err" </dev/null)
+	local sp=$?
+	if [ "$sb" -ne 0 ]; then
+		fail "$name" "run without preload failed (status $sb): the test case itself is broken"
+		{ echo "--- $name: stderr without preload:"; tail -n 15 "$d/base.err"; } >&2
+		rm -rf "$d"
+		return
+	fi
+	if [ ! -s "$d/base.out" ]; then
+		fail "$name" "run without preload produced no output"
+		rm -rf "$d"
+		return
+	fi
+	if grep -q "ld.so: object .* cannot be preloaded" "$d/pre.err"; then
+		fail "$name" "the library was not preloaded: $(grep -m1 'cannot be preloaded' "$d/pre.err")"
+		rm -rf "$d"
+		return
+	fi
+	if [ "$sp" -eq 124 ] || [ "$sp" -eq 137 ]; then
+		fail "$name" "timed out after ${T}s with LD_PRELOAD (status $sp) but not without"
+		{ echo "--- $name: stderr with preload:"; tail -n 15 "$d/pre.err"; } >&2
+	elif [ "$sp" -ne "$sb" ]; then
+		local sig=""
+		[ "$sp" -gt 128 ] && sig=" (signal $((sp - 128)))"
+		fail "$name" "exit status $sp$sig with LD_PRELOAD, $sb without"
+		{ echo "--- $name: stderr with preload:"; tail -n 15 "$d/pre.err"; } >&2
+	elif ! cmp -s "$d/base.out" "$d/pre.out"; then
+		local line
+		line=$(cmp "$d/base.out" "$d/pre.out" 2>&1 | head -n 1 | sed -e 's/.*differ: //' -e 's/.*EOF on .*pre.out.*/output with preload is shorter/' -e 's/.*EOF on .*base.out.*/output with preload is longer/')
+		fail "$name" "stdout differs with LD_PRELOAD ($line)"
+		{
+			echo "--- $name: diff (without / with preload):"
+			diff "$d/base.out" "$d/pre.out" | head -n 20
+			echo "--- $name: stderr with preload:"
+			tail -n 15 "$d/pre.err"
+		} >&2
+	else
+		ok "$name"
+	fi
+	[ -n "${HC_REAL_VERBOSE:-}" ] && echo "    $name: $((SECONDS - t0)) s (both runs)" >&2
+	rm -rf "$d"
 }
 
 # ---------------------------------------------------------------------------
 # shared inputs (generated once, without the preload)
 
 gen_inputs() {
-    # ~8 MB of text lines "word number word"
-    awk 'BEGIN {
+	# ~8 MB of text lines "word number word"
+	awk 'BEGIN {
         srand(12345);
         for (i = 0; i < 300000; i++) {
             w = "";
@@ -151,8 +151,8 @@ gen_inputs() {
         }
     }' >"$HC_IN/lines.txt"
 
-    # a generated C program of a few thousand lines
-    awk 'BEGIN {
+	# a generated C program of a few thousand lines
+	awk 'BEGIN {
         print "#include <stdio.h>";
         print "#include <stdint.h>";
         print "#include <string.h>";
@@ -197,18 +197,18 @@ gen_inputs() {
 # cases (each runs in a fresh empty working directory)
 
 case_preload_active() {
-    # verifies that LD_PRELOAD really maps the library into the process
-    if [ -n "$PY" ]; then
-        "$PY" -c 'import sys, os
+	# verifies that LD_PRELOAD really maps the library into the process
+	if [ -n "$PY" ]; then
+		"$PY" -c 'import sys, os
 b = os.path.basename(sys.argv[1])
 print("mapped" if any(b in l for l in open("/proc/self/maps")) else "not mapped")' "$HC_LIB"
-    else
-        if grep -q "$(basename "$HC_LIB")" /proc/self/maps; then echo mapped; else echo "not mapped"; fi
-    fi
+	else
+		if grep -q "$(basename "$HC_LIB")" /proc/self/maps; then echo mapped; else echo "not mapped"; fi
+	fi
 }
 
 case_python_data() {
-    "$PY" - <<'EOF'
+	"$PY" - <<'EOF'
 import json, hashlib, random, collections, zlib, re, sys
 random.seed(12345)
 d = {f"key{i:06d}": {"n": i, "s": "x" * (i % 50), "l": list(range(i % 6))} for i in range(200000)}
@@ -246,7 +246,7 @@ EOF
 }
 
 case_python_threads() {
-    PYTHONMALLOC=malloc "$PY" - <<'EOF'
+	PYTHONMALLOC=malloc "$PY" - <<'EOF'
 import threading, queue, hashlib, json
 import concurrent.futures as cf
 
@@ -294,7 +294,7 @@ EOF
 }
 
 case_perl() {
-    perl - <<'EOF'
+	perl - <<'EOF'
 use strict;
 use warnings;
 use Digest::MD5 qw(md5_hex);
@@ -334,16 +334,16 @@ EOF
 }
 
 case_git() {
-    export GIT_AUTHOR_NAME="Heap Tester" GIT_AUTHOR_EMAIL="heap@example.invalid"
-    export GIT_COMMITTER_NAME="Heap Tester" GIT_COMMITTER_EMAIL="heap@example.invalid"
-    git init -q -b main repo || return 1
-    cd repo || return 1
-    git config gc.auto 0
-    git config pack.threads 2
-    git config core.autocrlf false
-    mkdir -p d0 d1 d2 d3 d4 d5 d6 d7 d8 d9
-    for c in 1 2 3 4 5 6; do
-        awk -v c=$c 'BEGIN {
+	export GIT_AUTHOR_NAME="Heap Tester" GIT_AUTHOR_EMAIL="heap@example.invalid"
+	export GIT_COMMITTER_NAME="Heap Tester" GIT_COMMITTER_EMAIL="heap@example.invalid"
+	git init -q -b main repo || return 1
+	cd repo || return 1
+	git config gc.auto 0
+	git config pack.threads 2
+	git config core.autocrlf false
+	mkdir -p d0 d1 d2 d3 d4 d5 d6 d7 d8 d9
+	for c in 1 2 3 4 5 6; do
+		awk -v c=$c 'BEGIN {
             for (f = 0; f < 300; f++) {
                 if (c > 1 && (f + c) % 3 != 0) continue;
                 fn = "d" (f % 10) "/f" f ".txt";
@@ -352,59 +352,59 @@ case_git() {
                 close(fn);
             }
         }'
-        [ $c -ge 4 ] && rm -f d$c/f${c}0.txt d$c/f${c}1.txt
-        git add -A || return 1
-        GIT_AUTHOR_DATE="2020-01-0${c}T12:00:00Z" GIT_COMMITTER_DATE="2020-01-0${c}T12:00:00Z" \
-            git commit -q -m "commit $c" -m "body of commit $c" || return 1
-    done
-    git branch side HEAD~2
-    echo "rev $(git rev-parse HEAD)"
-    echo "log $(git log --stat | md5sum | cut -d' ' -f1)"
-    echo "diff $(git diff --stat HEAD~3 HEAD | tail -n 1)"
-    echo "blame $(git blame d3/f3.txt | md5sum | cut -d' ' -f1)"
-    git gc -q || return 1
-    git fsck --full --strict --no-progress 2>&1 || return 1
-    git count-objects -v | grep -E '^(count|in-pack|packs):'
-    echo "objects $(git cat-file --batch-all-objects --batch-check | sort | md5sum | cut -d' ' -f1)"
-    echo "archive $(git archive --format=tar HEAD | md5sum | cut -d' ' -f1)"
-    git repack -adfq --window=20 || return 1
-    git fsck --full --no-progress 2>&1 || return 1
-    echo "log2 $(git log --format='%H %an %s' side | md5sum | cut -d' ' -f1)"
+		[ $c -ge 4 ] && rm -f d$c/f${c}0.txt d$c/f${c}1.txt
+		git add -A || return 1
+		GIT_AUTHOR_DATE="2020-01-0${c}T12:00:00Z" GIT_COMMITTER_DATE="2020-01-0${c}T12:00:00Z" \
+		    git commit -q -m "commit $c" -m "body of commit $c" || return 1
+	done
+	git branch side HEAD~2
+	echo "rev $(git rev-parse HEAD)"
+	echo "log $(git log --stat | md5sum | cut -d' ' -f1)"
+	echo "diff $(git diff --stat HEAD~3 HEAD | tail -n 1)"
+	echo "blame $(git blame d3/f3.txt | md5sum | cut -d' ' -f1)"
+	git gc -q || return 1
+	git fsck --full --strict --no-progress 2>&1 || return 1
+	git count-objects -v | grep -E '^(count|in-pack|packs):'
+	echo "objects $(git cat-file --batch-all-objects --batch-check | sort | md5sum | cut -d' ' -f1)"
+	echo "archive $(git archive --format=tar HEAD | md5sum | cut -d' ' -f1)"
+	git repack -adfq --window=20 || return 1
+	git fsck --full --no-progress 2>&1 || return 1
+	echo "log2 $(git log --format='%H %an %s' side | md5sum | cut -d' ' -f1)"
 }
 
 case_gcc() {
-    gcc -O2 -o prog "$HC_IN/gen.c" || return 1
-    ./prog || return 1
-    echo "compiled $(wc -l <"$HC_IN/gen.c") lines"
+	gcc -O2 -o prog "$HC_IN/gen.c" || return 1
+	./prog || return 1
+	echo "compiled $(wc -l <"$HC_IN/gen.c") lines"
 }
 
 case_cxx_threads() {
-    "$HC_IN/mt" 6 || return 1
+	"$HC_IN/mt" 6 || return 1
 }
 
 case_sort_parallel() {
-    sort --parallel=4 -S 32M -T . -k2,2n -k1,1 "$HC_IN/lines.txt" | md5sum
-    sort --parallel=4 -S 16M -T . -u -k3,3 "$HC_IN/lines.txt" | md5sum
-    sort --parallel=2 -r "$HC_IN/lines.txt" | head -n 3
+	sort --parallel=4 -S 32M -T . -k2,2n -k1,1 "$HC_IN/lines.txt" | md5sum
+	sort --parallel=4 -S 16M -T . -u -k3,3 "$HC_IN/lines.txt" | md5sum
+	sort --parallel=2 -r "$HC_IN/lines.txt" | head -n 3
 }
 
 case_xz_threads() {
-    head -c 4000000 "$HC_IN/lines.txt" >in.txt
-    xz -T2 -1 --block-size=1MiB -c in.txt >lines.xz || return 1
-    echo "xz $(sha256sum <lines.xz | cut -d' ' -f1)"
-    echo "unxz $(xz -T2 -dc lines.xz | sha256sum | cut -d' ' -f1)"
-    echo "orig $(sha256sum <in.txt | cut -d' ' -f1)"
-    xz -t lines.xz || return 1
+	head -c 4000000 "$HC_IN/lines.txt" >in.txt
+	xz -T2 -1 --block-size=1MiB -c in.txt >lines.xz || return 1
+	echo "xz $(sha256sum <lines.xz | cut -d' ' -f1)"
+	echo "unxz $(xz -T2 -dc lines.xz | sha256sum | cut -d' ' -f1)"
+	echo "orig $(sha256sum <in.txt | cut -d' ' -f1)"
+	xz -t lines.xz || return 1
 }
 
 case_zstd_threads() {
-    zstd -q -T2 -6 -c "$HC_IN/lines.txt" >lines.zst || return 1
-    echo "zstd $(sha256sum <lines.zst | cut -d' ' -f1)"
-    echo "unzstd $(zstd -q -T2 -dc lines.zst | sha256sum | cut -d' ' -f1)"
+	zstd -q -T2 -6 -c "$HC_IN/lines.txt" >lines.zst || return 1
+	echo "zstd $(sha256sum <lines.zst | cut -d' ' -f1)"
+	echo "unzstd $(zstd -q -T2 -dc lines.zst | sha256sum | cut -d' ' -f1)"
 }
 
 case_sqlite() {
-    sqlite3 db.sqlite <<'EOF'
+	sqlite3 db.sqlite <<'EOF'
 PRAGMA cache_size = -65536;
 CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b INT, c REAL);
 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 200000)
@@ -427,7 +427,7 @@ EOF
 }
 
 case_awk() {
-    awk 'BEGIN {
+	awk 'BEGIN {
         srand(7);
         for (i = 0; i < 200000; i++) {
             k = "k" int(rand() * 50000);
@@ -440,8 +440,8 @@ case_awk() {
         print "summary", n, tot, len;
         for (k in cnt) print k, cnt[k], s[k];
     }' | sort | md5sum
-    awk '{ c[$3]++; w[$1] = w[$1] " " $2 } END { for (k in c) print k, c[k]; for (k in w) print k, length(w[k]) }' \
-        "$HC_IN/lines.txt" | sort | md5sum
+	awk '{ c[$3]++; w[$1] = w[$1] " " $2 } END { for (k in c) print k, c[k]; for (k in w) print k, length(w[k]) }' \
+	    "$HC_IN/lines.txt" | sort | md5sum
 }
 
 export -f case_preload_active case_python_data case_python_threads case_perl case_git case_gcc \
@@ -452,30 +452,30 @@ export HC_LIB="$lib"
 
 start=$SECONDS
 gen_inputs || {
-    fail setup "generating inputs failed"
-    finish
+	fail setup "generating inputs failed"
+	finish
 }
 
 # the preload really takes effect (a missing or unloadable library would make
 # every comparison pass vacuously)
 out=$(env LD_PRELOAD="$lib" bash -c case_preload_active 2>"$tmp/preload.err")
 if [ "$out" = "mapped" ]; then
-    ok preload-active
+	ok preload-active
 else
-    fail preload-active "libheapctl is not mapped into a process run with LD_PRELOAD ($out; $(head -c 300 "$tmp/preload.err" | tr '\n' ' '))"
+	fail preload-active "libheapctl is not mapped into a process run with LD_PRELOAD ($out; $(head -c 300 "$tmp/preload.err" | tr '\n' ' '))"
 fi
 
 if [ -n "$PY" ]; then
-    run_case python-data case_python_data
-    run_case python-threads case_python_threads
+	run_case python-data case_python_data
+	run_case python-threads case_python_threads
 else
-    skip python "python3 not installed"
+	skip python "python3 not installed"
 fi
 
 if have perl && perl -MDigest::MD5 -e 1 2>/dev/null; then
-    run_case perl case_perl
+	run_case perl case_perl
 else
-    skip perl "perl with Digest::MD5 not installed"
+	skip perl "perl with Digest::MD5 not installed"
 fi
 
 if have git; then run_case git case_git; else skip git "git not installed"; fi
@@ -483,7 +483,7 @@ if have git; then run_case git case_git; else skip git "git not installed"; fi
 if have gcc; then run_case gcc case_gcc; else skip gcc "gcc not installed"; fi
 
 if have g++; then
-    cat >"$HC_IN/mt.cc" <<'EOF'
+	cat >"$HC_IN/mt.cc" <<'EOF'
 // threaded C++ workload: a mutex/condvar work queue, per-task containers,
 // exceptions, results combined in task order (deterministic output)
 #include <condition_variable>
@@ -565,13 +565,13 @@ int main(int argc, char **argv) {
     return 0;
 }
 EOF
-    if g++ -std=gnu++17 -O2 -pthread -o "$HC_IN/mt" "$HC_IN/mt.cc" 2>"$tmp/mt.err"; then
-        run_case cxx-threads case_cxx_threads
-    else
-        fail cxx-threads "compiling the C++ program failed: $(head -n 3 "$tmp/mt.err" | tr '\n' ' ')"
-    fi
+	if g++ -std=gnu++17 -O2 -pthread -o "$HC_IN/mt" "$HC_IN/mt.cc" 2>"$tmp/mt.err"; then
+		run_case cxx-threads case_cxx_threads
+	else
+		fail cxx-threads "compiling the C++ program failed: $(head -n 3 "$tmp/mt.err" | tr '\n' ' ')"
+	fi
 else
-    skip cxx-threads "g++ not installed"
+	skip cxx-threads "g++ not installed"
 fi
 
 run_case sort-parallel case_sort_parallel

@@ -26,7 +26,7 @@
 #  * the dump without build ids: read as before (variant 2's names, as
 #    without this check, and no line on stderr).
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_buildid "$@"
 hr_need go readelf debuginfod curl python3
 

@@ -9,7 +9,7 @@
 #  * A compressed .debug_info with garbage in it: the report still comes
 #    out, exit 0, with the function names the symbol table gives.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_debugfiles "$@"
 hr_need objcopy strip readelf
 

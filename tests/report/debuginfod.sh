@@ -10,7 +10,7 @@
 #  * A server that accepts and never answers: the report still comes out,
 #    after DEBUGINFOD_TIMEOUT, saying the server did not answer.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_debuginfod "$@"
 hr_need debuginfod objcopy strip python3 curl
 

@@ -14,7 +14,7 @@
 #   - MAPPED_LIBRARIES naming files that are gone.
 # Profiles are taken at lg_prof_sample:0, so the numbers are exact.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup formats "$@"
 hr_need g++ readelf objcopy strip nm addr2line python3
 

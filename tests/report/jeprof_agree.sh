@@ -6,7 +6,7 @@
 # jemalloc itself; the program is PIE and half its code is in a shared
 # library, so both load biases must be right.
 set -euo pipefail
-source "$(dirname "$0")/../prof/lib.sh"
+source "$(dirname "$0")/../lib/prof.sh"
 hc_setup report_jeprof_agree "$@"
 HC=$BUILD/heapctl
 

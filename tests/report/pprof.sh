@@ -16,7 +16,7 @@
 #     does heapctl report B --base A --pprof;
 #   - a file that cannot be written: exit 1, one line, nothing left behind.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup pprof "$@"
 hr_need go readelf gzip
 if ! (cd "$WORK" && HOME=$WORK go tool pprof -h >/dev/null 2>&1); then

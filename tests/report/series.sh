@@ -15,7 +15,7 @@
 #  * One dump, a prefix that matches nothing and two processes' dumps
 #    side by side are one-line errors.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_series "$@"
 hr_need chromium python3
 

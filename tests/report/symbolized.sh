@@ -11,7 +11,7 @@
 #  * symbolizing OUT again writes the same bytes;
 #  * bad symbol sections and bad options are one-line errors.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_symbolized "$@"
 hr_need jeprof
 

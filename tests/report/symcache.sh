@@ -14,7 +14,7 @@
 #    is made again).  A directory that others can write, or a file as DIR:
 #    exit 2, one line.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_symcache "$@"
 hr_need objcopy strip readelf python3
 

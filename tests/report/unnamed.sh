@@ -11,7 +11,7 @@
 #  * With a .gnu_debugdata section (xz-compressed symbols of the static
 #    functions, as Fedora ships), the rows have the real names.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_unnamed "$@"
 hr_need nm objcopy strip xz comm
 

@@ -8,7 +8,7 @@
 #    cum of the callers does not change.
 #  * Folded stacks and the pprof file lose the wrapper frames the same way.
 set -euo pipefail
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/report.sh"
 hr_setup report_wrappers "$@"
 
 cat >"$WORK/prog.c" <<'EOF'

@@ -2,7 +2,7 @@
  * mailbox - the command mailbox of a real target under many clients, and
  * the window between a client's claim of a slot and its post.
  *
- * It starts the CLI suites' target (build/tests/cli/target, which links
+ * It starts the CLI suites' target (build/tests/programs/target, which links
  * libheapctl.so) with control_refresh_ms:50, so the control thread runs its
  * reclaim pass every 50 ms, and talks to it through shm/client.c as heapctl
  * does.
@@ -29,10 +29,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../unit/check.h"
+#include "../lib/check.h"
 #include "../../shm/heapctl_shm.h"
 
-enum { CLIENTS = 16, COMMANDS = 1500 };
+enum { CLIENTS = 16,
+	COMMANDS = 1500 };
 
 static pid_t target;
 static char dir[PATH_MAX];
@@ -49,8 +50,8 @@ static void start_target(void)
 	char exe[PATH_MAX], path[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	exe[n > 0 ? n : 0] = 0;
-	*strrchr(exe, '/') = 0;                  /* build/tests/stress */
-	snprintf(path, sizeof path, "%s/../cli/target", exe);
+	*strrchr(exe, '/') = 0; /* build/tests/stress */
+	snprintf(path, sizeof path, "%s/../programs/target", exe);
 	int fds[2];
 	if (pipe(fds) != 0)
 		exit(1);
@@ -113,7 +114,7 @@ static void test_window(hc_shm_target_t *t)
 		    "claim slot %u", i);
 	}
 	uint64_t claimed = hc_shm_mono_ns();
-	sleep_ms(400);          /* eight reclaim passes; the lease is 2 s */
+	sleep_ms(400); /* eight reclaim passes; the lease is 2 s */
 	w = hc_shm_slot_load(sl);
 	CHECK((uint32_t)w == HC_SLOT_CLAIMED && (uint32_t)(w >> 32) == g + 1,
 	    "a slot claimed 400 ms ago was taken back (state %u gen %u, expected %u %u)",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/systemd/daemons.sh BUILD - `heapctl systemd enable`, `doctor UNIT`
 # and `systemd status` on Debian's own daemons as the packages ship them
-# (issue 36), under a real systemd booted in a container (lib.sh), one boot
+# (issue 36), under a real systemd booted in a container (tests/lib/systemd.sh), one boot
 # for all of it.
 #
 # nginx (a root master, www-data workers), memcached (-u memcache: the one
@@ -27,7 +27,7 @@
 #     loaded", exit 0, not restarted;
 #   - doctor UNIT and systemd status look at every process of the unit;
 #   - the shapes of classic C daemons, units of our own running
-#     tests/systemd/shapes.c: a Type=forking daemon with PIDFile= whose
+#     tests/programs/daemon_shapes.c: a Type=forking daemon with PIDFile= whose
 #     grandchild of a double fork only sleeps; a root master whose
 #     pre-forked workers switch to nobody and sleep, one of them chrooted
 #     into an empty directory with RLIMIT_NPROC 0; a process that
@@ -36,7 +36,7 @@
 #     with no option and reported; doctor and systemd status count them.
 #
 # Every failure prints heapctl's output and the unit's last journal lines.
-source "$(dirname "$0")/lib.sh" || exit 2
+source "$(dirname "$0")/../lib/systemd.sh" || exit 2
 sd_setup daemons "$@"
 
 H=$BUILD/heapctl
@@ -44,7 +44,7 @@ HC=/usr/local/bin/heapctl
 LIBEXEC=/usr/local/libexec/heapctl-test
 
 # the daemon shapes' program, built on the host (bookworm's glibc is the host's)
-gcc -O1 -g -fno-omit-frame-pointer -fno-inline -o "$WORK/shapes" "$SD_REPO/tests/systemd/shapes.c" \
+gcc -O1 -g -fno-omit-frame-pointer -fno-inline -o "$WORK/shapes" "$SD_REPO/tests/programs/daemon_shapes.c" \
     2>"$WORK/cc.log" || die "cannot compile shapes.c: $(head -3 "$WORK/cc.log")"
 
 sd_rootfs
@@ -353,7 +353,7 @@ done
 
 # ---- the shapes of classic C daemons, as units of our own -----------------------
 #
-# tests/systemd/shapes.c: a Type=forking daemon that double-forks, a root
+# tests/programs/daemon_shapes.c: a Type=forking daemon that double-forks, a root
 # master with pre-forked workers (nobody; the last one chrooted, with
 # RLIMIT_NPROC 0), each then only sleeping, and a busy process that
 # LimitNPROC=1 leaves with no control thread.  Every process is controlled

@@ -7,10 +7,10 @@
 # called mincore(2), which SystemCallFilter=@system-service does not allow;
 # fixed in 816287f).  Only the real systemd builds that sandbox (seccomp,
 # mount namespaces, DynamicUser=, hidepid /proc), so the test boots
-# bookworm's systemd in a container (tests/systemd/lib.sh) and, like an
+# bookworm's systemd in a container (tests/lib/systemd.sh) and, like an
 # operator, drives heapctl from the host against the service's host PID.
 #
-# Two units run tests/systemd/service.c with every hardening option at once:
+# Two units run tests/programs/systemd_service.c with every hardening option at once:
 #   heapctl-sigsys  SystemCallFilter= with the default action: a forbidden
 #                   call kills the process with SIGSYS.  60 s under
 #                   `heapctl watch`, with status, on and four dumps.
@@ -24,8 +24,8 @@
 # host; they belong to the dynamic user and stay in the state directory
 # after the unit stops.
 set -uo pipefail
-# shellcheck source=tests/systemd/lib.sh
-source "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/lib/systemd.sh
+source "$(dirname "$0")/../lib/systemd.sh"
 sd_setup hardened "$@"
 
 H=$BUILD/heapctl
@@ -47,9 +47,9 @@ print(json.dumps(v) if isinstance(v, bool) or v is None else v)' "$1"
 # ---- the service, built on the host ----------------------------------------
 
 if ! gcc -O1 -g -fno-omit-frame-pointer -fno-inline -pthread -o "$WORK/service" \
-    "$SD_REPO/tests/systemd/service.c" 2>"$WORK/service.cc.log"; then
+    "$SD_REPO/tests/programs/systemd_service.c" 2>"$WORK/service.cc.log"; then
 	sed 's/^/    /' "$WORK/service.cc.log" >&2
-	die "cannot compile tests/systemd/service.c"
+	die "cannot compile tests/programs/systemd_service.c"
 fi
 
 sd_rootfs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/systemd/production.sh BUILD - heapctl installed like a package and
 # enabled on real services with `heapctl systemd enable`, under a real
-# systemd booted in a container (tests/systemd/lib.sh).
+# systemd booted in a container (tests/lib/systemd.sh).
 #
 # An admin's view runs inside the container (make install, heapctl systemd
 # enable/disable/status, doctor, run); an operator's runs on the host
@@ -24,7 +24,7 @@
 #   5. a template unit with two running instances; 6. a user's unit;
 #   7. refusals, each with its reason, and no drop-in left behind;
 #   8. heapctl run inside the container.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/systemd.sh"
 sd_setup production "$@"
 
 H=$BUILD/heapctl
@@ -33,7 +33,7 @@ LIBEXEC=/usr/local/libexec/heapctl-test
 
 # the test's programs, built on the host (bookworm's glibc is the host's)
 gcc -O1 -g -fno-omit-frame-pointer -fno-inline -pthread -o "$WORK/service" \
-    "$SD_REPO/tests/systemd/service.c" 2>"$WORK/cc.log" || die "cannot compile service.c: $(head -3 "$WORK/cc.log")"
+    "$SD_REPO/tests/programs/systemd_service.c" 2>"$WORK/cc.log" || die "cannot compile service.c: $(head -3 "$WORK/cc.log")"
 printf '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n' >"$WORK/static.c"
 gcc -static -o "$WORK/static-sleep" "$WORK/static.c" 2>"$WORK/cc.log" ||
     die "cannot link a static program: $(head -3 "$WORK/cc.log")"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/systemd/serve_unit.sh BUILD - heapctl-serve.service as `make install`
-# puts it, under a real systemd booted in a container (tests/systemd/lib.sh),
+# puts it, under a real systemd booted in a container (tests/lib/systemd.sh),
 # with its sandbox (issue 37, "Its unit").  What it proves, through the unit:
 #   1. the daemon lists and profiles services of other users (nobody,
 #      tester) with their symbols named, for binaries in /usr/local (which
@@ -23,7 +23,7 @@
 # daemon sees in its /proc with CAP_SYS_PTRACE, so they see every process
 # (a client outside the daemon's PID namespace could not be checked for the
 # capability, and would see only its own uid's processes).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/systemd.sh"
 sd_setup serve_unit "$@"
 
 HC=/usr/local/bin/heapctl
@@ -36,7 +36,7 @@ URL=http://127.0.0.1:9447
 MAX_EXPOSURE=3.2
 
 gcc -O1 -g -fno-omit-frame-pointer -fno-inline -pthread -o "$WORK/service" \
-    "$SD_REPO/tests/systemd/service.c" 2>"$WORK/cc.log" || die "cannot compile service.c: $(head -3 "$WORK/cc.log")"
+    "$SD_REPO/tests/programs/systemd_service.c" 2>"$WORK/cc.log" || die "cannot compile service.c: $(head -3 "$WORK/cc.log")"
 command -v curl >/dev/null || die "curl not found (Debian package curl; tests/deps.sh installs it)"
 
 sd_rootfs
@@ -174,7 +174,7 @@ awk '$5 == "/" { print $6 }' "/proc/$dpid/mountinfo" | grep -q '^ro' ||
 note "capabilities"
 # the bit of each capability the unit names
 declare -A BIT=([CAP_CHOWN]=0 [CAP_DAC_OVERRIDE]=1 [CAP_DAC_READ_SEARCH]=2 [CAP_FOWNER]=3 [CAP_KILL]=5
-    [CAP_SETGID]=6 [CAP_SETUID]=7 [CAP_SYS_PTRACE]=19 [CAP_CHECKPOINT_RESTORE]=40)
+	[CAP_SETGID]=6 [CAP_SETUID]=7 [CAP_SYS_PTRACE]=19 [CAP_CHECKPOINT_RESTORE]=40)
 want=0
 for c in $(sed -n '/^CapabilityBoundingSet=/,/[^\\]$/p' "$UNIT" | sed 's/CapabilityBoundingSet=//; s/\\//g'); do
 	[ -n "${BIT[$c]:-}" ] || { fail "capabilities: the unit names $c, which this test does not know"; continue; }

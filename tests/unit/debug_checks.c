@@ -22,12 +22,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../lib/check.h"
 
 static void *(*volatile v_malloc)(size_t) = malloc;
 static void (*volatile v_free)(void *) = free;
 
-enum { N = 3000, SZ = 64, PER_PAGE = 65536 / SZ };
+enum { N = 3000,
+	SZ = 64,
+	PER_PAGE = 65536 / SZ };
 static void *blk[N];
 
 /* In a thread of its own (a heap of its own): fill pages of class 64, pick
@@ -66,7 +68,7 @@ static void *double_free(void *arg)
 			v_free(blk[i]);
 	}
 	v_free(a);
-	v_free(a);            /* the page's count reaches 0 with b still live */
+	v_free(a); /* the page's count reaches 0 with b still live */
 	_exit(0);
 }
 

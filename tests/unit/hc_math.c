@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "check.h"
+#include "../lib/check.h"
 #include "../../agent/hc_math.h"
 
 /* Distance in units of the last place of want. */
@@ -24,7 +24,9 @@ int main(void)
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 	double worst_log = 0, worst_expm1 = 0;
 	for (int i = 0; i < 2000000; i++) {
-		s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
 		/* the sampler's draw: 53 random bits, never 0 */
 		double u = (double)((s >> 11) + 1) * (1.0 / 9007199254740993.0);
 		double d = ulps(hc_log(u), log(u));

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include <heapctl.h>
-#include "check.h"
+#include "../lib/check.h"
 
 #define LG_ALIGN(la) (la)
 #define ZERO 0x40
@@ -115,7 +115,7 @@ static void test_xallocx(void)
 	dallocx(p, 0);
 	/* a run of pages grows into the free pages after it, and shrinks */
 	p = mallocx(64 << 10, 0);
-	char *fence = mallocx(1 << 20, 0);       /* something after it, maybe */
+	char *fence = mallocx(1 << 20, 0); /* something after it, maybe */
 	memset(p, 7, 64 << 10);
 	size_t got = xallocx(p, 96 << 10, 32 << 10, ZERO);
 	CHECK(got == (64 << 10) || (got >= (96 << 10) && got <= (128 << 10)),

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "../../allocator/hc_lock.h"
-#include "check.h"
+#include "../lib/check.h"
 
 static hc_mutex_t outer = HC_MUTEX_INIT(HC_RANK_PROF, "outer_lock");
 static hc_mutex_t inner = HC_MUTEX_INIT(HC_RANK_META, "inner_lock");
@@ -47,20 +47,20 @@ static void in_order(void)
 {
 	hc_mutex_lock(&outer);
 	hc_mutex_lock(&fam[0]);
-	hc_mutex_lock(&fam[1]);        /* a family, in index order */
+	hc_mutex_lock(&fam[1]); /* a family, in index order */
 	hc_mutex_lock(&inner);
-	hc_mutex_unlock(&fam[0]);      /* released out of order */
+	hc_mutex_unlock(&fam[0]); /* released out of order */
 	hc_mutex_unlock(&inner);
 	hc_mutex_unlock(&fam[1]);
 	hc_mutex_unlock(&outer);
-	hc_mutex_lock(&inner);         /* nothing held: any lock */
+	hc_mutex_lock(&inner); /* nothing held: any lock */
 	hc_mutex_unlock(&inner);
 	hc_mutex_lock(&inner);
-	if (hc_mutex_trylock(&outer) == 0)   /* trylock never waits: allowed */
+	if (hc_mutex_trylock(&outer) == 0) /* trylock never waits: allowed */
 		hc_mutex_unlock(&outer);
 	hc_mutex_unlock(&inner);
 	hc_mutex_lock(&inner);
-	hc_mutex_reinit(&inner);       /* as a fork child does: no longer held */
+	hc_mutex_reinit(&inner); /* as a fork child does: no longer held */
 	hc_mutex_lock(&outer);
 	hc_mutex_unlock(&outer);
 }
@@ -85,7 +85,7 @@ static void fork_one_missing(void)
 {
 	hc_mutex_lock(&inner);
 	hc_mutex_unlock(&inner);
-	hc_mutex_lock(&outer);        /* inner, used before, is not taken */
+	hc_mutex_lock(&outer); /* inner, used before, is not taken */
 	hc_lock_check_fork();
 }
 
@@ -105,7 +105,8 @@ int main(void)
 	CHECK(sig == SIGABRT, "a lower rank under a higher one: signal %d", sig);
 	char want[256];
 	snprintf(want, sizeof want, "<heapctl>: lock order broken: taking outer_lock (rank %d) while holding "
-	    "inner_lock (rank %d)\n", HC_RANK_PROF, HC_RANK_META);
+	                            "inner_lock (rank %d)\n",
+	    HC_RANK_PROF, HC_RANK_META);
 	CHECK(strcmp(err, want) == 0, "message: '%s'", err);
 
 	sig = in_child(twice, err, sizeof err);

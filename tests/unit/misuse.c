@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../lib/check.h"
 
 /* the compiler must not see through these (it knows what free does) */
 static void *(*volatile v_malloc)(size_t) = malloc;
@@ -51,7 +51,7 @@ static void run(const char *name, void (*fn)(void), const char *want)
 		close(fd[0]);
 		alarm(10);
 		fn();
-		_exit(0);               /* not caught: the parent says so */
+		_exit(0); /* not caught: the parent says so */
 	}
 	close(fd[1]);
 	char err[1024];
@@ -105,10 +105,10 @@ static void link_overwrite(void)
 {
 	own_page(64);
 	void **p = v_malloc(64);
-	void *keep = v_malloc(64);           /* so p's page stays the direct one */
+	void *keep = v_malloc(64); /* so p's page stays the direct one */
 	v_free(p);
-	*p = (void *)0x4141414141414141ull;  /* a stray write after free */
-	void *a = v_malloc(64);              /* pops p, whose link is garbage */
+	*p = (void *)0x4141414141414141ull; /* a stray write after free */
+	void *a = v_malloc(64);             /* pops p, whose link is garbage */
 	void *b = v_malloc(64);
 	printf("%p %p %p\n", keep, a, b);
 }
@@ -128,7 +128,7 @@ static void link_overwrite_remote(void)
 	pthread_t t;
 	pthread_create(&t, NULL, remote_free_thread, victim);
 	pthread_join(t, NULL);
-	*victim = (void *)0x4242424242424242ull;   /* into the remote list */
+	*victim = (void *)0x4242424242424242ull; /* into the remote list */
 	/* the owner collects remote frees when its page runs out */
 	for (int i = 0; i < 100000; i++)
 		(void)v_malloc(48);

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../lib/check.h"
 #include "../../shm/heapctl_shm.h"
 
 /* ---- settings -------------------------------------------------------------- */
@@ -267,7 +267,7 @@ static void *server(void *arg)
 			hc_shm_slot_t *sl = &mem->box.slot[i];
 			uint32_t st = HC_SLOT_POSTED;
 			if (!__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_BUSY, false,
-			    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 				continue;
 			sl->rep.code = sl->req.cmd == HC_CMD_PING ? HC_REP_OK : HC_REP_FAILED;
 			strcpy(sl->rep.text, sl->req.cmd == HC_CMD_PING ? "pong" : "nope");
@@ -423,7 +423,7 @@ static void test_client(void)
 	CHECK(hc_shm_name_pid("heapctl.12") == 12 && hc_shm_name_pid("heapctl.12.0123456789abcdef") == 12,
 	    "name forms");
 	CHECK(hc_shm_name_pid("heapctl.012") < 0 && hc_shm_name_pid("heapctl.12.x") < 0 &&
-	    hc_shm_name_pid("heapctl.12.0123456789abcde") < 0 && hc_shm_name_pid("heapctl.") < 0,
+	        hc_shm_name_pid("heapctl.12.0123456789abcde") < 0 && hc_shm_name_pid("heapctl.") < 0,
 	    "bad name forms");
 
 	code = hc_shm_open(0x3ffffff0, &t, err, sizeof err);
@@ -445,8 +445,7 @@ static void test_publishing(void)
 		hc_shm_path(path, sizeof path, NULL, getpid());
 		unlink(path);
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-		hc_shm_header_t h = { .magic = HC_SHM_MAGIC, .abi = HC_SHM_ABI, .size = sizeof(hc_shm_t),
-			.pid = getpid(), .uid = getuid(), .pidns = hc_shm_pidns(), .control = 1 };
+		hc_shm_header_t h = { .magic = HC_SHM_MAGIC, .abi = HC_SHM_ABI, .size = sizeof(hc_shm_t), .pid = getpid(), .uid = getuid(), .pidns = hc_shm_pidns(), .control = 1 };
 		bool ended;
 		h.start_time = hc_shm_proc_start_time(getpid(), &ended);
 		if (fd < 0 || ftruncate(fd, sizeof(hc_shm_t)) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h)
@@ -454,7 +453,7 @@ static void test_publishing(void)
 		char b = 1;
 		if (write(go[1], &b, 1) != 1)
 			_exit(2);
-		usleep(20000);             /* the client reads our maps meanwhile */
+		usleep(20000); /* the client reads our maps meanwhile */
 		hc_shm_t *m = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED)
 			_exit(2);

@@ -4,7 +4,7 @@
  * in a window, when that is over the budget, how long they then stay
  * off, the least a hit is taken to cost, and the process's system time
  * that its own work explains.  The run loop around them is
- * tests/cli/trace.bats'.
+ * tests/trace/trace.bats'.
  */
 #include <math.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "../lib/check.h"
 #include "../../heapctl/trace/budget.h"
 
 static int near(double got, double want)

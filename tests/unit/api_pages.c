@@ -1,0 +1,403 @@
+/*
+ * tests/unit/api_pages.c - what happens to pages and chunks: dirty slots
+ * reused first, a cached chunk's dirty pages, malloc_trim purging a thread's
+ * own slots, the remote cache, large blocks resized in their pages, chunks
+ * mapped next to each other.
+ * The parts every api_*.c shares, and how to run it on plain glibc:
+ * tests/lib/api.h.
+ */
+#include "../lib/api.h"
+
+/* The remote cache is in the default build only (the checked build frees
+ * every block back to its page). */
+static bool remote_cache_built(void)
+{
+	const char *pre = getenv("LD_PRELOAD");
+	return unsampled_heapctl() && !(pre && strstr(pre, "heapctl-secure"));
+}
+
+/* A thread that frees another thread's blocks gets them back at its next
+ * allocation of their class (the newest first), by malloc, by a size above
+ * 1 KiB and by memalign; before, they went back to the owner's page and the
+ * thread's own allocations came from elsewhere.  thread.tcache.flush and
+ * the thread's exit give them back to their pages. */
+static void *xcache_thread(void *arg)
+{
+	void **p = arg;
+	own_heap();
+	v_free(p[0]);
+	v_free(p[1]);
+	v_free(p[2]);
+	v_free(p[3]);
+	p[4] = v_malloc(3000);
+	p[5] = v_malloc(200);
+	p[6] = v_memalign(64, 192);
+	p[7] = v_malloc(200);
+	for (int i = 4; i < 8; i++)
+		v_free(p[i]);
+	return NULL;
+}
+
+/* thread.tcache.flush gives them back: the next allocation is another
+ * block. */
+static void *xcache_flush_thread(void *arg)
+{
+	void **p = arg;
+	own_heap();
+	v_free(p[0]);
+	p[1] = (void *)(intptr_t)hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+	p[2] = v_malloc(200);
+	v_free(p[2]);
+	return NULL;
+}
+
+/* A thread's cached blocks go back to their pages when it exits: the
+ * owner's page then empties and is retired (stats.active falls back). */
+static void *xcache_exit_thread(void *arg)
+{
+	void **p = arg;
+	own_heap();
+	for (int i = 0; i < 5; i++)
+		v_free(p[i]);
+	return NULL;
+}
+
+static void test_remote_cache(void)
+{
+	if (!remote_cache_built())
+		return;
+	void *p[8] = { v_malloc(200), v_malloc(200), v_malloc(3000), v_memalign(64, 192) };
+	void *want[4] = { p[2], p[1], p[3], p[0] };
+	if (!in_thread(xcache_thread, p))
+		return;
+	static const char *what[4] = { "malloc(3000)", "malloc(200)", "memalign(64, 192)", "a second malloc(200)" };
+	for (int i = 0; i < 4; i++)
+		CHECK(p[4 + i] == want[i], "%s after freeing another thread's block got %p, not that block (%p)", what[i],
+		    p[4 + i], want[i]);
+
+	void *f[3] = { v_malloc(200) };
+	if (!in_thread(xcache_flush_thread, f))
+		return;
+	CHECK(f[1] == NULL, "thread.tcache.flush failed: %d", (int)(intptr_t)f[1]);
+	CHECK(f[2] != f[0], "after thread.tcache.flush malloc(200) still got the block freed before it (%p)", f[0]);
+
+	size_t grew = 1;
+	for (int try = 0; try < 3 && grew != 0; try++) {
+		v_malloc_trim(0);
+		hc_epoch_refresh();
+		size_t act0 = hc_stat("stats.active");
+		void *q[5];
+		for (int i = 0; i < 5; i++) /* class 12288: a page holds 5 */
+			q[i] = v_malloc(12000);
+		if (!in_thread(xcache_exit_thread, q))
+			return;
+		v_malloc_trim(0);
+		hc_epoch_refresh();
+		size_t act1 = hc_stat("stats.active");
+		grew = act1 > act0 ? act1 - act0 : 0;
+	}
+	CHECK(grew == 0, "a page whose blocks an exited thread freed is still held: stats.active grew by %zu", grew);
+}
+
+/* A new page takes a slot that is already resident (a retired page's)
+ * wherever the thread has one, before a never-touched slot: a thread fills
+ * one chunk with 8 KiB blocks and spills into a second, empties a page of
+ * the first, then starts a class: its page goes into the first chunk (the
+ * second, which the thread looked at first, was chosen before). */
+static void *dirty_first_thread(void *arg)
+{
+	enum { MAX = 1200 };
+	void **b = malloc(MAX * sizeof *b);
+	void **out = arg;
+	out[0] = out[1] = NULL;
+	if (b == NULL)
+		return NULL;
+	int n = 0, spill = -1;
+	for (; n < MAX && spill < 0; n++) {
+		b[n] = v_malloc(8192);
+		if (b[n] == NULL)
+			break;
+		if (n > 16 && !same_chunk(b[n], b[16]))
+			spill = n; /* the first block of the second chunk */
+	}
+	if (spill > 0) {
+		/* the 8 blocks of the page that holds b[40] */
+		void *first = b[16];
+		uintptr_t page = (uintptr_t)b[40] >> 16;
+		for (int i = 16; i < n; i++)
+			if (b[i] && ((uintptr_t)b[i] >> 16) == page) {
+				v_free(b[i]);
+				b[i] = NULL;
+			}
+		void *c[17];
+		for (int i = 0; i < 17; i++) /* 16 from a shared heap, then a page */
+			c[i] = v_malloc(6000);
+		out[0] = first;
+		out[1] = c[16];
+		out[2] = b[spill];
+		for (int i = 0; i < 17; i++)
+			v_free(c[i]);
+	}
+	for (int i = 0; i < n; i++)
+		v_free(b[i]);
+	free(b);
+	return NULL;
+}
+
+static void test_dirty_slots_first(void)
+{
+	if (!unsampled_heapctl())
+		return;
+	void *out[3] = { 0 }; /* the first chunk, the new page, the second chunk */
+	if (!in_thread(dirty_first_thread, out))
+		return;
+	CHECK(out[0] != NULL, "8 KiB blocks did not spill into a second chunk");
+	if (out[0] != NULL)
+		CHECK(same_chunk(out[0], out[1]),
+		    "a new page went to the untouched chunk %p (the retired slot is in %p)", out[1], out[0]);
+}
+
+/* The 64 KiB slot (a small page) that p lies in. */
+static uintptr_t slot_of(const void *p)
+{
+	return (uintptr_t)p & ~(uintptr_t)0xffff;
+}
+
+/* OS pages of the 64 KiB slot at slot that are resident (mincore). */
+static int slot_resident(const void *slot)
+{
+	unsigned char vec[16];
+	if (mincore((void *)slot_of(slot), 1 << 16, vec) != 0)
+		return -1;
+	int n = 0;
+	for (int i = 0; i < 16; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+/* The 64 KiB slots that blocks[0..n) lie in, each once, into slots[]. */
+static int slots_of(void *const *blocks, int n, uintptr_t *slots, int cap)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		uintptr_t s = slot_of(blocks[i]);
+		bool seen = false;
+		for (int j = 0; j < k && !seen; j++)
+			seen = slots[j] == s;
+		if (!seen && k < cap)
+			slots[k++] = s;
+	}
+	return k;
+}
+
+/* malloc_trim (and arena.<i>.purge, the same call) gives back the calling
+ * thread's free slots at once, as jemalloc's purge does: it used to leave
+ * those retired in the current and the last decay epoch (all of them, in a
+ * program that freed and trimmed within a second). */
+enum { TRIM_N = 1500 };
+
+static void *trim_thread(void *arg)
+{
+	int *out = arg;
+	void **b = malloc(TRIM_N * sizeof *b);
+	out[0] = out[1] = 0;
+	if (b == NULL)
+		return NULL;
+	for (int i = 0; i < TRIM_N; i++) {
+		b[i] = v_malloc(1000);
+		if (b[i] != NULL)
+			memset(b[i], 0x5a, 1000);
+	}
+	uintptr_t slots[64];
+	/* the first 16 are starter blocks, in a shared heap */
+	int k = slots_of(b + 16, TRIM_N - 16, slots, 64);
+	for (int i = 0; i < TRIM_N; i++)
+		v_free(b[i]);
+	free(b);
+	v_malloc_trim(0);
+	out[0] = k;
+	for (int j = 0; j < k; j++)
+		out[1] += slot_resident((void *)slots[j]) > 0;
+	return NULL;
+}
+
+static void test_trim_purges_own_slots(void)
+{
+	if (!unsampled_heapctl())
+		return;
+	int out[2];
+	if (!in_thread(trim_thread, out))
+		return;
+	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
+	/* one page may stay: a class's last page is kept for the next malloc */
+	CHECK(out[1] <= 1, "after malloc_trim(0) %d of the %d slots the thread freed are still resident", out[1],
+	    out[0]);
+}
+
+/* A chunk that comes back from the cache before its decay still has the
+ * slots its last heap wrote resident.  They stay known as dirty: the new
+ * heap's pages take them first, and what it leaves is purged (they were
+ * forgotten, and stayed resident for the chunk's whole next life).  A thread
+ * writes 10 slots and exits; the next thread's heap takes the chunk, uses one
+ * page, and trims. */
+static void *cache_writer_thread(void *arg)
+{
+	void **b = arg;
+	for (int i = 0; i < 600; i++) { /* 16 starters, then about 9 pages */
+		b[i] = v_malloc(1000);
+		if (b[i] != NULL)
+			memset(b[i], 0x5a, 1000);
+	}
+	for (int i = 0; i < 600; i++)
+		v_free(b[i]);
+	return NULL;
+}
+
+static void *cache_reuser_thread(void *arg)
+{
+	void **b = arg;
+	void *c[17];
+	for (int i = 0; i < 17; i++)
+		c[i] = v_malloc(1000);
+	b[0] = c[16];
+	for (int i = 0; i < 17; i++)
+		v_free(c[i]);
+	v_malloc_trim(0);
+	return NULL;
+}
+
+static void test_cached_chunk_dirty(void)
+{
+	if (!unsampled_heapctl())
+		return;
+	void **b = calloc(600, sizeof *b);
+	void *reused[1] = { NULL };
+	if (b == NULL || !in_thread(cache_writer_thread, b)) {
+		free(b);
+		return;
+	}
+	uintptr_t slots[64];
+	int k = slots_of(b + 16, 584, slots, 64);
+	CHECK(k >= 8, "600 blocks of 1000 bytes took %d slots", k);
+	/* the cache purges a chunk that waits there a whole decay epoch (half
+     * a second): on a machine that stalled that long there is nothing to
+     * test */
+	for (int j = 0; j < k; j++)
+		if (slot_resident((void *)slots[j]) <= 0) {
+			free(b);
+			return;
+		}
+	if (!in_thread(cache_reuser_thread, reused)) {
+		free(b);
+		return;
+	}
+	if (!same_chunk(reused[0], b[599])) {
+		CHECK(0, "the second thread's page %p is not in the first thread's chunk (%p)", reused[0], b[599]);
+		free(b);
+		return;
+	}
+	int left = 0, others = 0;
+	bool in_old = false;
+	for (int j = 0; j < k; j++) {
+		if (slots[j] == slot_of(reused[0])) {
+			in_old = true;
+			continue;
+		}
+		others++;
+		left += slot_resident((void *)slots[j]) > 0;
+	}
+	CHECK(left == 0, "%d of the %d slots an exited thread wrote are still resident after the next thread "
+	                 "took its chunk and trimmed",
+	    left, others);
+	CHECK(in_old, "the new page %p went to a slot the first thread never wrote", reused[0]);
+	free(b);
+}
+
+/* A large object grown or shrunk within the pages it has stays where it
+ * is, with its contents and usable size (realloc answers it without the
+ * arena's lock); one more byte than its pages moves it or grows the run. */
+static void test_realloc_large_same_pages(void)
+{
+	if (!under_heapctl)
+		return;
+	char *p = v_malloc(20000);
+	if (p == NULL)
+		return;
+	size_t u = v_usable(p);
+	CHECK(u == 20480, "malloc(20000): usable %zu, not its 5 pages", u);
+	memset(p, 0x33, 20000);
+	static const size_t sizes[] = { 20001, 20480, 16385, 20400 };
+	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+		char *q = v_realloc(p, sizes[k]);
+		CHECK(q == p, "realloc to %zu within its pages moved it (%p -> %p)", sizes[k], (void *)p, (void *)q);
+		if (q == NULL)
+			return;
+		p = q;
+		CHECK(v_usable(p) == 20480, "realloc to %zu: usable %zu", sizes[k], v_usable(p));
+	}
+	for (size_t i = 0; i < 16385; i++)
+		if (p[i] != 0x33) {
+			CHECK(0, "byte %zu changed by realloc within the pages", i);
+			break;
+		}
+	char *q = v_realloc(p, 20481);
+	CHECK(q != NULL && v_usable(q) == 24576, "realloc to 20481: usable %zu", q ? v_usable(q) : 0);
+	if (q != NULL) {
+		for (size_t i = 0; i < 16385; i++)
+			if (q[i] != 0x33) {
+				CHECK(0, "byte %zu lost when realloc went past the pages", i);
+				break;
+			}
+		p = q;
+	}
+	v_free(p);
+}
+
+/* Chunks mapped one after another are mapped next to each other, so the
+ * kernel merges them: 256 objects of 1 MiB (32 LARGE chunks of 8 MiB) sit
+ * in a few VMAs, not one each.  With a VMA per chunk (and a hole between
+ * any two), a fork copies every one of them, and a heap of 256 GiB meets
+ * vm.max_map_count. */
+static void test_chunks_merge(void)
+{
+	if (!under_heapctl)
+		return;
+	enum { N = 256 };
+	static void *p[N];
+	for (int i = 0; i < N; i++)
+		p[i] = v_malloc(1 << 20);
+	FILE *f = fopen("/proc/self/maps", "r");
+	CHECK(f != NULL, "cannot read /proc/self/maps");
+	int vmas = 0, held = 0;
+	char line[512];
+	while (f != NULL && fgets(line, sizeof line, f)) {
+		uintptr_t lo, hi;
+		if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) != 2)
+			continue;
+		int in = 0;
+		for (int i = 0; i < N; i++)
+			in += p[i] != NULL && (uintptr_t)p[i] >= lo && (uintptr_t)p[i] < hi;
+		vmas += in > 0;
+		held += in;
+	}
+	if (f != NULL)
+		fclose(f);
+	CHECK(held == N, "%d of %d objects of 1 MiB found in /proc/self/maps", held, N);
+	CHECK(vmas <= 4, "%d objects of 1 MiB are spread over %d VMAs (chunks not merged)", N, vmas);
+	for (int i = 0; i < N; i++)
+		v_free(p[i]);
+}
+
+int main(void)
+{
+	double t0 = api_start();
+	if (have_ctl) {
+		RUN(test_dirty_slots_first);  /* early: no chunk to adopt */
+		RUN(test_cached_chunk_dirty); /* early: no chunk to adopt */
+		RUN(test_trim_purges_own_slots);
+		RUN(test_remote_cache);
+	}
+	RUN(test_realloc_large_same_pages);
+	RUN(test_chunks_merge);
+	return api_finish("api_pages", t0);
+}
