@@ -2,7 +2,7 @@
  * allocator/hc_hooks.h - the boundary in the other direction: every call
  * the allocator makes out of its own layer.
  *
- * agent/ is the one implementation; tests/unit/agent_stub.c is another,
+ * agent/ is the one implementation; tests/programs/agent_stub.c is another,
  * which links the allocator alone for its tests (make check runs the
  * allocator's tests on it).  Nothing else in allocator/ knows agent/
  * exists.  The order in which the hooks run at start-up, fork and exit is

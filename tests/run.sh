@@ -47,7 +47,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # suite, NAME:machine, that runs alone; the rest of the suite does not.
 declare -A ALONE=(
 	[serve/serve_archive]="its retention tests (--keep, --max-bytes) failed with other heapctl tests running"
-	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm"
+	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file appears in /dev/shm while it runs"
 	[prof/fork_children]="takes every heapctl segment in /dev/shm that appears during its run for its children's"
 	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
 	[containers/names]="counts every heapctl segment in /dev/shm before and after"

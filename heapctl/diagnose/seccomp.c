@@ -34,7 +34,7 @@
  * load and checks) and serves `heapctl dump`, `off` and `eject`: glibc
  * 2.36's dlopen, the agent's arming, the control thread (its start, sweep
  * of leftover segments, statm polls, dumps) and its exit.
- * tests/cli/inject_seccomp.bats does that again and fails on a call the
+ * tests/ptrace/inject_seccomp.bats does that again and fails on a call the
  * table lacks.
  */
 #define _GNU_SOURCE

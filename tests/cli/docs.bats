@@ -6,7 +6,7 @@
 # 200 lines whose map names folders that exist (and each folder's README a
 # few lines), and the README's test command is the one CI runs.
 
-load helpers
+load ../lib/helpers
 
 # the page of a command's family (man/); the control commands are heapctl(1)'s
 family_page() {

@@ -515,7 +515,9 @@ for f in json.loads(sys.argv[1])["findings"]:
 	finding ok process "$TPID (target) runs as root (uid 0), state "
 	[ "$(first_problem)" = "control: process $TPID did not answer within 0.5 s" ]
 	finding problem control "did not answer" "heapctl stacks $TPID"
-	[ $((t1 - t0)) -lt 3000 ]
+	# --timeout was kept, not the default 5 s (a bound, not a speed: a
+	# loaded machine stretches 0.5 s, never to the default)
+	[ $((t1 - t0)) -lt 4500 ]
 }
 
 # Hybrid layouts (cgroup v1 controllers with the v2 hierarchy at

@@ -19,6 +19,8 @@
 set -euo pipefail
 source "$(dirname "$0")/../lib/prof.sh"
 hc_setup daemon_shapes "$@"
+# staged dumps made from here on are this script's (below: none may be left)
+touch "$WORK/started"
 H=$BUILD/heapctl
 [ "$(id -u)" -eq 0 ] || { fail "needs root (setuid, chroot)"; finish; }
 
@@ -186,7 +188,8 @@ check_eq "the worker's last dump after staged ones (a removed temporary file bef
 "$H" dump -p "$master" >/dev/null 2>&1 || fail "a dump of the master"
 last=$("$H" status "$master" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["last_dump"])')
 check_eq "the master's last dump" "$last" "$WORK/state/jeprof.$master.2.m2.heap"
-ls /dev/shm | grep -q "heapctl-fetch" && fail "a staged dump was left in /dev/shm: $(ls /dev/shm)"
+left=$(find /dev/shm -maxdepth 1 -name 'heapctl-fetch.*' -newer "$WORK/started")
+[ -n "$left" ] && fail "a staged dump was left in /dev/shm: $left"
 
 # ---- double fork ----------------------------------------------------------
 LD_PRELOAD="$LIB" "$WORK/prog" double >"$WORK/d.out" 2>"$WORK/d.err"
