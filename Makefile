@@ -315,7 +315,7 @@ test-build: all $(TEST_BIN)
 # machine never waits on a pass's last suite; the other passes' suites that
 # run alone last.
 check: deps
-	@$(MAKE) --no-print-directory test-build
+	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-build
 	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) \
 	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-debug-build test-san-build' \
 	    $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
