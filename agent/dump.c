@@ -940,7 +940,10 @@ static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool
 	}
 	uint64_t bytes = 0;
 	int err = dump_to(path, fresh, kind == HC_DUMP_PEAK, lo, lb, lc, &bytes);
-	if (err && say)
+	/* ECANCELED: the process is exiting and its final dump is the one
+	 * taken (dump_to); not an error of the program's to print, only an
+	 * event for a watcher */
+	if (err && say && err != ECANCELED)
 		hc_say("failed to write heap profile \"", path, "\": ", strerrordesc_np(err), NULL);
 	hc_event_dump(kind, path, bytes, err);
 	if (out && outlen) {

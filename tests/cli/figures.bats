@@ -233,6 +233,13 @@ held() {
 	touch "$T/peak"
 	wait_for 10 grep -q '^allocated$' "$T/hold.out"
 	same_figures "$pid"
-	# it was the peak of resident memory, another quantity
-	[ "$(status_field "$pid" highwater)" = "$peak" ]
+	# not the peak of resident memory, another quantity (the program, its
+	# libraries and stacks: megabytes more), but of mapped: the program's
+	# own count at its peak, or a little more when glibc's arenas grew for
+	# a moment around it (a thread's first malloc, a heap extended and
+	# trimmed: 132 KiB steps, seen on a loaded machine)
+	local hw
+	hw=$(status_field "$pid" highwater)
+	echo "the program's peak: $peak; highwater: $hw"
+	[ "$hw" -ge "$peak" ] && [ "$hw" -le $((peak + 524288)) ]
 }

@@ -529,8 +529,13 @@ static void test_pinflate(void)
 			    rc >= 0 ? "other bytes" : "failed");
 			if (order == 0)
 				CHECK(rc == 0, "%s, part 0 first: zlib alone, got %d", cases[c].what, rc);
+			/* from the program's own bytes, whether part 1 needs the bytes
+			 * before the cut (2) or not (1) depends on the build: both are
+			 * from both parts; "sixteen letters" pins the hand-over */
+			bool either = cases[c].data == dwarf && cases[c].cut == 2 && rc == 1;
 			if (order == 1)
-				CHECK(rc == cases[c].cut, "%s, part 1 first: %d wanted, got %d", cases[c].what, cases[c].cut, rc);
+				CHECK(rc == cases[c].cut || either, "%s, part 1 first: %d wanted, got %d", cases[c].what,
+				    cases[c].cut, rc);
 		}
 		if (c != 1)
 			continue;
