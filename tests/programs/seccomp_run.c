@@ -132,73 +132,74 @@ static unsigned read_allow_file(const char *path, unsigned char *allowed)
 	return count;
 }
 
-int main(int argc, char **argv)
-{
-	bool errno_mode = false;
-	const char *allow_file = NULL;
+typedef struct {
+	bool errno_mode;
+	const char *allow_file;
 	/* --errno-nr and --arg0-clear rules: number, value (errno or mask) */
 	unsigned long rule_nr[32], rule_val[32];
 	bool rule_arg[32];
-	unsigned nrules = 0;
+	unsigned nrules;
+} opts_t;
+
+/* The options before "--": the index of the command after it. */
+static int parse(int argc, char **argv, opts_t *o)
+{
 	int i = 1;
 	for (; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			i++;
 			break;
 		} else if (strcmp(argv[i], "--errno") == 0) {
-			errno_mode = true;
+			o->errno_mode = true;
 		} else if (strcmp(argv[i], "--errno-nr") == 0 || strcmp(argv[i], "--arg0-clear") == 0) {
 			char *end;
-			if (i + 1 >= argc || nrules == 32)
+			if (i + 1 >= argc || o->nrules == 32)
 				usage("too many rules, or no NR:VALUE after", argv[i]);
-			rule_arg[nrules] = argv[i][2] == 'a';
-			rule_nr[nrules] = strtoul(argv[i + 1], &end, 10);
-			if (*end != ':' || rule_nr[nrules] >= MAX_SYSCALLS)
+			o->rule_arg[o->nrules] = argv[i][2] == 'a';
+			o->rule_nr[o->nrules] = strtoul(argv[i + 1], &end, 10);
+			if (*end != ':' || o->rule_nr[o->nrules] >= MAX_SYSCALLS)
 				usage("not NR:VALUE", argv[i + 1]);
-			rule_val[nrules] = strtoul(end + 1, &end, 0);
-			if (*end != 0 || rule_val[nrules] > (rule_arg[nrules] ? 0xffffffffUL : 4095UL))
+			o->rule_val[o->nrules] = strtoul(end + 1, &end, 0);
+			if (*end != 0 || o->rule_val[o->nrules] > (o->rule_arg[o->nrules] ? 0xffffffffUL : 4095UL))
 				usage("not NR:VALUE", argv[i + 1]);
-			nrules++;
+			o->nrules++;
 			i++;
 		} else if (strcmp(argv[i], "--allow-file") == 0) {
 			if (i + 1 >= argc)
 				usage("--allow-file needs a FILE", NULL);
-			allow_file = argv[++i];
+			o->allow_file = argv[++i];
 		} else if (strncmp(argv[i], "--allow-file=", 13) == 0) {
-			allow_file = argv[i] + 13;
+			o->allow_file = argv[i] + 13;
 		} else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
 			printf("usage: %s " USAGE "\n", prog);
-			return 0;
+			exit(0);
 		} else if (argv[i][0] == '-') {
 			usage("unknown option", argv[i]);
 		} else {
 			usage("missing '--' before the command", argv[i]);
 		}
 	}
-	if (allow_file == NULL)
+	if (o->allow_file == NULL)
 		usage("--allow-file FILE is required", NULL);
 	if (i >= argc)
 		usage("no command given after '--'", NULL);
+	return i;
+}
 
-	static unsigned char allowed[MAX_SYSCALLS];
-	unsigned count = read_allow_file(allow_file, allowed);
-	if (!allowed[SYS_execve]) {
-		fprintf(stderr, "%s: %s does not allow execve (%d): the command could not be started\n",
-		    prog, allow_file, SYS_execve);
-		return 2;
-	}
-
+/* The filter: the options' rules, then every allowed number. */
+static struct sock_fprog make_filter(const opts_t *o, const unsigned char *allowed, unsigned count)
+{
 	/* 6 header instructions, 2 per --errno-nr rule and 6 per --arg0-clear
 	 * one, 2 per number (jeq, then ret allow: no jump offset ever exceeds
 	 * the 8 bits BPF has, however long the list), and the default action. */
-	unsigned deflt = errno_mode ? SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA) : SECCOMP_RET_KILL_PROCESS;
+	unsigned deflt = o->errno_mode ? SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA) : SECCOMP_RET_KILL_PROCESS;
 	unsigned n = 0, cap = 6 + 2 * count + 1;
-	for (unsigned r = 0; r < nrules; r++)
-		cap += rule_arg[r] ? 6 : 2;
+	for (unsigned r = 0; r < o->nrules; r++)
+		cap += o->rule_arg[r] ? 6 : 2;
 	struct sock_filter *f = calloc(cap, sizeof *f);
 	if (f == NULL) {
 		fprintf(stderr, "%s: out of memory\n", prog);
-		return 1;
+		exit(1);
 	}
 	/* architecture: x86-64 only */
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
@@ -208,17 +209,17 @@ int main(int argc, char **argv)
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
 	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, __X32_SYSCALL_BIT, 0, 1);
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-	for (unsigned r = 0; r < nrules; r++) {
-		if (!rule_arg[r]) {
-			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, rule_nr[r], 0, 1);
-			f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | rule_val[r]);
+	for (unsigned r = 0; r < o->nrules; r++) {
+		if (!o->rule_arg[r]) {
+			f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, o->rule_nr[r], 0, 1);
+			f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | o->rule_val[r]);
 			continue;
 		}
 		/* the low word of args[0] (x86-64 is little-endian), then the
 		 * number back in A for the rules after */
-		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, rule_nr[r], 0, 4);
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, o->rule_nr[r], 0, 4);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
-		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, rule_val[r], 1, 0);
+		f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, o->rule_val[r], 1, 0);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, deflt);
 		f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
@@ -233,26 +234,45 @@ int main(int argc, char **argv)
 	if (n != cap || n > BPF_MAXINSNS) {
 		fprintf(stderr, "%s: internal error: filter of %u instructions (expected %u, max %d)\n",
 		    prog, n, cap, BPF_MAXINSNS);
-		return 1;
+		exit(1);
 	}
-	struct sock_fprog fprog = { .len = (unsigned short)n, .filter = f };
+	return (struct sock_fprog){ .len = (unsigned short)n, .filter = f };
+}
 
+static void install(const struct sock_fprog *fprog)
+{
 	/* unprivileged filters need no_new_privs; systemd sets it too */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		fprintf(stderr, "%s: prctl(PR_SET_NO_NEW_PRIVS): %s\n", prog, strerror(errno));
-		return 1;
+		exit(1);
 	}
 	/* SECCOMP_FILTER_FLAG_LOG: the kernel also logs what --errno refuses
 	 * (audit type 1326, in dmesg without auditd), not only the kills */
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG, &fprog) != 0 &&
-	    (errno != EINVAL || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) != 0)) {
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG, fprog) != 0 &&
+	    (errno != EINVAL || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, fprog) != 0)) {
 		if (errno != ENOSYS ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0) {
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) != 0) {
 			fprintf(stderr, "%s: cannot install the seccomp filter: %s\n", prog, strerror(errno));
-			return 1;
+			exit(1);
 		}
 	}
-	free(f);
+}
+
+int main(int argc, char **argv)
+{
+	opts_t o = { 0 };
+	int i = parse(argc, argv, &o);
+	static unsigned char allowed[MAX_SYSCALLS];
+	unsigned count = read_allow_file(o.allow_file, allowed);
+	if (!allowed[SYS_execve]) {
+		fprintf(stderr, "%s: %s does not allow execve (%d): the command could not be started\n",
+		    prog, o.allow_file, SYS_execve);
+		return 2;
+	}
+
+	struct sock_fprog fprog = make_filter(&o, allowed, count);
+	install(&fprog);
+	free(fprog.filter);
 
 	execvp(argv[i], argv + i);
 	/* write(2) and exit_group are in every list worth testing; under

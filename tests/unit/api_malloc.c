@@ -123,7 +123,24 @@ static void expect_enomem_ptr(const char *call, void *p, int err)
 	CHECK(err == ENOMEM, "%s: errno %d, expected ENOMEM (%d)", call, err, ENOMEM);
 }
 
-static void test_huge_and_overflow(void)
+/* calloc multiplication overflow (several of these wrap to small values) */
+static const size_t cpairs[][2] = {
+	{ SIZE_MAX / 2, 3 },
+	{ (size_t)1 << 40, (size_t)1 << 40 },
+	{ (size_t)1 << 32, (size_t)1 << 32 },             /* wraps to 0 */
+	{ (size_t)1 << 33, ((size_t)1 << 31) + 1 },       /* wraps to 8 GiB */
+	{ ((size_t)1 << 32) + 1, ((size_t)1 << 32) - 1 }, /* = SIZE_MAX */
+	{ SIZE_MAX / 2 + 1, 2 },                          /* wraps to 0 */
+	{ SIZE_MAX / 2 + 1, 3 },                          /* wraps to 2^63 */
+	{ SIZE_MAX, SIZE_MAX },
+	{ 65537, ((size_t)1 << 48) + 1 },
+	{ PTRDIFF_MAX / 2 + 1, 2 },           /* PTRDIFF_MAX + 1, no wrap */
+	{ (size_t)1 << 24, (size_t)1 << 40 }, /* 2^64 exactly: wraps to 0 */
+	{ 3, SIZE_MAX / 3 + 1 },              /* wraps to 2 */
+};
+
+/* every allocation call refuses a size no one can have, with ENOMEM */
+static void test_huge_sizes(void)
 {
 	char what[160];
 	for (size_t i = 0; i < N_HUGE; i++) {
@@ -206,6 +223,7 @@ static void test_huge_and_overflow(void)
 			v_free(p);
 	}
 
+
 	/* pvalloc rounding up to a page must not wrap around */
 	for (size_t k = 1; k <= page_size; k *= 2) {
 		errno = 0;
@@ -216,22 +234,12 @@ static void test_huge_and_overflow(void)
 		if (p)
 			v_free(p);
 	}
+}
 
-	/* calloc multiplication overflow (several of these wrap to small values) */
-	static const size_t cpairs[][2] = {
-		{ SIZE_MAX / 2, 3 },
-		{ (size_t)1 << 40, (size_t)1 << 40 },
-		{ (size_t)1 << 32, (size_t)1 << 32 },             /* wraps to 0 */
-		{ (size_t)1 << 33, ((size_t)1 << 31) + 1 },       /* wraps to 8 GiB */
-		{ ((size_t)1 << 32) + 1, ((size_t)1 << 32) - 1 }, /* = SIZE_MAX */
-		{ SIZE_MAX / 2 + 1, 2 },                          /* wraps to 0 */
-		{ SIZE_MAX / 2 + 1, 3 },                          /* wraps to 2^63 */
-		{ SIZE_MAX, SIZE_MAX },
-		{ 65537, ((size_t)1 << 48) + 1 },
-		{ PTRDIFF_MAX / 2 + 1, 2 },           /* PTRDIFF_MAX + 1, no wrap */
-		{ (size_t)1 << 24, (size_t)1 << 40 }, /* 2^64 exactly: wraps to 0 */
-		{ 3, SIZE_MAX / 3 + 1 },              /* wraps to 2 */
-	};
+/* calloc and reallocarray refuse a product that overflows */
+static void test_calloc_overflow(void)
+{
+	char what[160];
 	for (size_t i = 0; i < sizeof cpairs / sizeof cpairs[0]; i++) {
 		errno = 0;
 		void *p = v_calloc(cpairs[i][0], cpairs[i][1]);
@@ -249,7 +257,12 @@ static void test_huge_and_overflow(void)
 		if (p)
 			v_free(p);
 	}
+}
 
+/* a failed realloc or reallocarray leaves the block as it was */
+static void test_failed_realloc_keeps(void)
+{
+	char what[160];
 	/* failed realloc / reallocarray keeps the original block intact */
 	static const size_t keep_sizes[] = { 1, 16, 100, 3000, 20000, 50000, 300000, 2 << 20, 9 << 20 };
 	for (size_t i = 0; i < sizeof keep_sizes / sizeof keep_sizes[0]; i++) {
@@ -290,7 +303,11 @@ static void test_huge_and_overflow(void)
 		}
 		v_free(p);
 	}
+}
 
+/* reallocarray that succeeds keeps the contents */
+static void test_reallocarray_grows(void)
+{
 	/* reallocarray success path preserves contents */
 	{
 		errno = 12345;
@@ -314,7 +331,12 @@ static void test_huge_and_overflow(void)
 			v_free(a);
 		}
 	}
+}
 
+/* alignments no block can have, with a small size */
+static void test_absurd_alignments(void)
+{
+	char what[160];
 	/* absurd alignments with small sizes */
 	static const size_t big_aligns[] = { (size_t)1 << 62, SIZE_MAX / 2 + 1 };
 	for (size_t i = 0; i < 2; i++) {
@@ -332,6 +354,15 @@ static void test_huge_and_overflow(void)
 		if (p)
 			v_free(p);
 	}
+}
+
+static void test_huge_and_overflow(void)
+{
+	test_huge_sizes();
+	test_calloc_overflow();
+	test_failed_realloc_keeps();
+	test_reallocarray_grows();
+	test_absurd_alignments();
 }
 
 static void check_zero(const char *what, const void *p, size_t n)
@@ -540,7 +571,8 @@ static void *realloc_checked(const char *what, void *p, size_t *np, uint64_t *se
 	return q;
 }
 
-static void test_realloc_contents(void)
+/* realloc up a chain to 40 MiB and back down, contents kept */
+static void test_realloc_chain(void)
 {
 	/* growth chain 1 byte -> 40 MiB, then shrink chain back */
 	size_t n = 1;
@@ -562,7 +594,14 @@ static void test_realloc_contents(void)
 		p = realloc_checked("shrink chain", p, &n, &seed, want);
 	}
 	v_free(p);
+}
 
+/* realloc by small steps around the size classes' boundaries */
+static void test_realloc_boundaries(void)
+{
+	size_t n;
+	void *p;
+	uint64_t seed;
 	/* +-1 byte steps around every size in small/large/huge boundaries */
 	static const size_t bases[] = { 8, 16, 128, 512, 1024, 4096, 8192, 14336,
 		16384, 32768, 65536, 262144, 1 << 20, 2 << 20, (1 << 20) * 3, 4 << 20 };
@@ -586,7 +625,11 @@ static void test_realloc_contents(void)
 		p = realloc_checked("same size", p, &n, &seed, n);
 		v_free(p);
 	}
+}
 
+/* realloc at random across every range, neighbours changing */
+static void test_realloc_walk(void)
+{
 	/* random walk across all ranges with interleaved allocations that change
      * which neighbours are free (exercises in-place and moving paths) */
 	enum { L = 24 };
@@ -648,7 +691,13 @@ static void test_realloc_contents(void)
 		}
 		v_free(junk[i]);
 	}
+}
 
+/* realloc of blocks from every allocation function */
+static void test_realloc_kinds(void)
+{
+	size_t n;
+	uint64_t seed;
 	/* realloc of blocks from every allocation function */
 	for (int kind = 0; kind < 6; kind++) {
 		static const size_t szs[] = { 24, 5000, 40000, 2 << 20 };
@@ -687,6 +736,14 @@ static void test_realloc_contents(void)
 			v_free(q);
 		}
 	}
+}
+
+static void test_realloc_contents(void)
+{
+	test_realloc_chain();
+	test_realloc_boundaries();
+	test_realloc_walk();
+	test_realloc_kinds();
 }
 
 int main(void)

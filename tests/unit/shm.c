@@ -279,15 +279,16 @@ static void *server(void *arg)
 	return NULL;
 }
 
-static void test_client(void)
+/* Our own segment, made by hand (as the library would publish it), at
+ * path; NULL when it cannot be made. */
+static hc_shm_t *client_segment(char *path, size_t len)
 {
-	char path[64], err[512];
-	hc_shm_path(path, sizeof path, NULL, getpid());
+	hc_shm_path(path, len, NULL, getpid());
 	unlink(path);
 	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	CHECK(fd >= 0, "create %s: %s", path, strerror(errno));
 	if (fd < 0)
-		return;
+		return NULL;
 	CHECK(ftruncate(fd, sizeof(hc_shm_t)) == 0, "ftruncate");
 	hc_shm_t *s = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
@@ -301,12 +302,19 @@ static void test_client(void)
 	s->hdr.control = 1;
 	s->hdr.ready = 1;
 	mem = s;
+	return s;
+}
 
+/* Calls: none answered, a thousand answered, a refusal, every slot busy;
+ * false when the segment could not be opened. */
+static bool client_calls(hc_shm_t *s)
+{
+	char err[512];
 	hc_shm_target_t t;
 	int code = hc_shm_open(getpid(), &t, err, sizeof err);
 	CHECK(code == HC_EXIT_OK, "open own segment: %d %s", code, err);
 	if (code)
-		return;
+		return false;
 	CHECK(hc_shm_alive(&t), "we are alive");
 
 	hc_shm_req_t req = { .cmd = HC_CMD_PING };
@@ -341,7 +349,18 @@ static void test_client(void)
 	stop = 1;
 	pthread_join(srv, NULL);
 	hc_shm_close(&t);
+	return true;
+}
 
+/* What the client refuses to believe: another ABI, a bad magic, a segment
+ * never ready, no control thread, another PID namespace, a stale one. */
+static void client_refusals(hc_shm_t *s, const char *path)
+{
+	char err[512];
+	hc_shm_target_t t;
+	hc_shm_req_t req;
+	hc_shm_rep_t rep;
+	int code;
 	/* what the client refuses to believe */
 	s->hdr.abi = 99;
 	code = hc_shm_open(getpid(), &t, err, sizeof err);
@@ -378,7 +397,15 @@ static void test_client(void)
 	code = hc_shm_open(getpid(), &t, err, sizeof err);
 	CHECK(code == HC_EXIT_NOLIB && strstr(err, "removed the stale segment"), "stale: %d %s", code, err);
 	CHECK(stat(path, &sb) != 0, "stale segment not removed");
+}
 
+/* The fallback name (behind a FIFO, behind a directory), a FIFO alone,
+ * name forms, a PID with no process. */
+static void client_names(hc_shm_t *s, const char *path)
+{
+	char err[512];
+	hc_shm_target_t t;
+	int code;
 	/* a segment under the fallback name (heapctl.<pid> held by another
 	 * file) is found through the directory, and through maps */
 	s->hdr.start_time -= 1;
@@ -428,6 +455,16 @@ static void test_client(void)
 
 	code = hc_shm_open(0x3ffffff0, &t, err, sizeof err);
 	CHECK(code == HC_EXIT_NOPROC && strstr(err, "no process with PID"), "noproc: %d %s", code, err);
+}
+
+static void test_client(void)
+{
+	char path[64];
+	hc_shm_t *s = client_segment(path, sizeof path);
+	if (s == NULL || !client_calls(s))
+		return;
+	client_refusals(s, path);
+	client_names(s, path);
 }
 
 /* A process caught publishing its segment: the file is there but not yet
