@@ -215,7 +215,10 @@ $(BUILD)/cli/heapctl/trace/%.o: heapctl/trace/%.c $(BUILD)/bpf/trace.skel.h Make
 $(BUILD)/libheapctl-trace.so: $(TRACE_OBJ)
 	$(LINK_ENGINE) -lbpf -lunwind-ptrace -lunwind-generic -lm
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# each object's header dependencies, written by -MMD beside it (absent
+# before its first build, hence -include)
+-include $(patsubst %.o,%.d,$(sort $(LIB_OBJ) $(SECURE_OBJ) $(ALONE_OBJ) $(AGENT_OBJ) \
+    $(CLI_OBJ) $(REPORT_OBJ) $(SERVE_OBJ) $(TRACE_OBJ)))
 
 # Test programs: one set of flags.
 TEST_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror -pthread
