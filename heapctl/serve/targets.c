@@ -209,11 +209,17 @@ static void nope_add(int pid, time_t now)
  * one that has just exited: its final dump), drop the gone, archive. */
 void targets_scan(void)
 {
-	/* processes there when the daemon starts are read from now on; one
-	 * found later started since, and its events from its start are read
-	 * (what the ring still holds): the dumps it wrote before the next scan
-	 * found it are archived too */
-	static bool started;
+	/* processes there when the daemon started are read from now on; one
+	 * that started since, from its start (what the ring still holds): the
+	 * dumps it wrote before a scan found it are archived too.  Told apart
+	 * by start time, not by the round that finds them: with more new
+	 * processes than one round opens (NEW), a process started after the
+	 * daemon could be found in a later round and lose its first dumps. */
+	static uint64_t self_start;
+	if (self_start == 0) {
+		bool ended;
+		self_start = hc_shm_proc_start_time(getpid(), &ended);
+	}
 	static int pids[MAX_TARGETS];
 	enum { PENDING = 256, NEW = 64 };
 	static pending_t pend[PENDING];
@@ -244,7 +250,7 @@ void targets_scan(void)
 		nt->same_view = cli_same_view(&nt->t);
 		nt->owner = access_owner(nt->t.pid);
 		nt->hist = calloc(1, sizeof *nt->hist);     /* no plot if NULL */
-		nt->next_ev = started ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
+		nt->next_ev = nt->t.start_time >= self_start ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nfresh++;
 	}
 	pthread_mutex_lock(&S.lock);
@@ -285,8 +291,6 @@ void targets_scan(void)
 	pthread_mutex_unlock(&S.lock);
 	for (size_t i = 0; i < npend; i++)
 		arch_dump(&pend[i].x, &pend[i].ev, pend[i].prefix);
-	if (nfresh < NEW)          /* every process there at start is in */
-		started = true;
 }
 
 serve_row_t *serve_rows(size_t *n)

@@ -231,3 +231,21 @@ assert {e["uid"] for e in a} >= {1, 65534}, a'
 	[ "$status" -eq 2 ]
 	[ "$output" = "heapctl: serve: --max-dump 0: want a size like 500M or 2G" ]
 }
+
+@test "serve --archive: with more processes at its start than one scan opens (64), one started after it is archived from its first dump" {
+	# the daemon read a process found in a later round of its start as one
+	# that was there before it, from then on: a dump it wrote first was lost
+	local i np
+	for i in $(seq 150); do
+		LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" sleep 60 &
+		track $!
+	done
+	wait_for 10 eval '[ "$(ls /dev/shm | grep -c "^heapctl\.")" -ge 150 ]'
+	start_serve --archive "$T/arch"
+	LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" sleep 60 &
+	np=$!
+	track "$np"
+	wait_for 5 "$HEAPCTL" status "$np"
+	"$HEAPCTL" dump "$np" >/dev/null
+	wait_for 20 eval '[ -n "$(archived "$np")" ]' || { cat "$T/serve.err"; false; }
+}
