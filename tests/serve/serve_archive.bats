@@ -234,7 +234,8 @@ assert {e["uid"] for e in a} >= {1, 65534}, a'
 
 @test "serve --archive: with more processes at its start than one scan opens (64), one started after it is archived from its first dump" {
 	# the daemon read a process found in a later round of its start as one
-	# that was there before it, from then on: a dump it wrote first was lost
+	# that was there before it, from then on: a dump it wrote first was lost.
+	# 150: the rounds before and just after "listening" both full (64 each)
 	local i np
 	for i in $(seq 150); do
 		LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" sleep 60 &
