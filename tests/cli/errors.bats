@@ -143,7 +143,7 @@ load ../lib/helpers
 	[ "$(stat -c %U "$T/nobody/root.heap")" = root ]
 	[[ "$(head -n1 "$T/nobody/root.heap")" == heap_v2/* ]]
 	# (this dump's: one another run left, or is making, is not ours to judge)
-	[ -z "$(find /dev/shm -maxdepth 1 -name 'heapctl-fetch.*' -user nobody -newer "$T/before-fetch")" ]
+	[ -z "$(staged_by_nobody "$T/before-fetch")" ]
 }
 
 # ---- 6: another ABI, corrupt segment -------------------------------------------------------

@@ -328,7 +328,7 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 	own_dump "$output" "$TPID"
 	[ -z "$(ls "$T/nobody")" ]
 	# the copies it wrote into /dev/shm for heapctl to fetch are gone
-	[ -z "$(find /dev/shm -maxdepth 1 -name 'heapctl-fetch.*' -user nobody -newer "$T/before")" ]
+	[ -z "$(staged_by_nobody "$T/before")" ]
 }
 
 # ---- dump names (issue 38) -------------------------------------------------------------------

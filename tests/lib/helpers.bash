@@ -65,6 +65,12 @@ wait_for() {
 	"$@"
 }
 
+# staged_by_nobody MARKER: the heapctl-fetch staging files of nobody's that
+# appeared in /dev/shm since MARKER was touched (cmd/dump.c's staged dump:
+# each must be gone once heapctl fetched it); a suite that calls it runs it
+# in a test tagged machine, as another suite's commands stage files too
+staged_by_nobody() { find /dev/shm -maxdepth 1 -name 'heapctl-fetch.*' -user nobody -newer "$1"; }
+
 # as_nobody CMD...: CMD as nobody:nogroup, no other groups
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 
