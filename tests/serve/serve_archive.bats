@@ -236,12 +236,14 @@ assert {e["uid"] for e in a} >= {1, 65534}, a'
 	# the daemon read a process found in a later round of its start as one
 	# that was there before it, from then on: a dump it wrote first was lost.
 	# 150: the rounds before and just after "listening" both full (64 each)
-	local i np
+	local i np many=()
 	for i in $(seq 150); do
 		LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" sleep 60 &
-		track $!
+		many+=($!)
 	done
-	wait_for 10 eval '[ "$(ls /dev/shm | grep -c "^heapctl\.")" -ge 150 ]'
+	track "${many[@]}"
+	segments() { for i in "$@"; do [ -e "/dev/shm/heapctl.$i" ] || return 1; done; }
+	wait_for 10 segments "${many[@]}"
 	start_serve --archive "$T/arch"
 	LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" sleep 60 &
 	np=$!
@@ -249,4 +251,10 @@ assert {e["uid"] for e in a} >= {1, 65534}, a'
 	wait_for 5 "$HEAPCTL" status "$np"
 	"$HEAPCTL" dump "$np" >/dev/null
 	wait_for 20 eval '[ -n "$(archived "$np")" ]' || { cat "$T/serve.err"; false; }
+	# killed, they leave their segments: heapctl list sweeps them, as it
+	# does those of any process that is gone
+	kill "${many[@]}" "$np"
+	wait "${many[@]}" "$np" 2>/dev/null || true
+	"$HEAPCTL" list >/dev/null 2>&1 || true
+	[ -z "$(ls /dev/shm | grep -E "^heapctl\.($(IFS='|'; echo "${many[*]}|$np"))\$")" ]
 }
