@@ -499,6 +499,51 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 	reply(rep, HC_REP_BADREQ, "unknown command", NULL);
 }
 
+/* A staged dump (heapctl dump -o or --fetch has us write it where heapctl
+ * can read it, to copy out and remove) whose answer nobody collected:
+ * heapctl stopped waiting (its --timeout) while we were writing it.  The
+ * file is then ours to remove, when reclaim frees the slot after its lease.
+ * Remembered here, in our own memory: what the segment says is anyone's
+ * with write access to it.  pid: a fork child has the parent's copy of
+ * this, and the parent's files are not its to remove. */
+static struct {
+	bool set;
+	uint32_t gen;
+	int pid;
+	char path[HC_SHM_PATH_MAX];
+} staged[HC_SHM_SLOTS];
+
+static void staged_note(const hc_shm_slot_t *sl, const hc_shm_req_t *req, const hc_shm_rep_t *rep)
+{
+	size_t i = (size_t)(sl - hc_event_seg->box.slot);
+	if (i >= HC_SHM_SLOTS)
+		return;
+	staged[i].set = req->cmd == HC_CMD_DUMP && rep->code == HC_REP_OK && hc_shm_staged_path(rep->text);
+	if (!staged[i].set)
+		return;
+	staged[i].gen = __atomic_load_n(&sl->gen, __ATOMIC_RELAXED);
+	staged[i].pid = getpid();
+	memcpy(staged[i].path, rep->text, sizeof staged[i].path);
+}
+
+/* Slot i, answered in generation gen, was freed uncollected: remove its
+ * staged dump, and the directory heapctl made for it in a chroot
+ * (/.heapctl-fetch.X, cmd/dump.c), which holds nothing else. */
+static void staged_drop(unsigned i, uint32_t gen)
+{
+	if (!staged[i].set || staged[i].gen != gen || staged[i].pid != getpid())
+		return;
+	staged[i].set = false;
+	unlink(staged[i].path);
+	char *slash = strrchr(staged[i].path, '/');
+	if (slash != NULL && slash != staged[i].path) {
+		*slash = 0;
+		const char *dir = strrchr(staged[i].path, '/');
+		if (dir != NULL && strncmp(dir + 1, "." HC_SHM_STAGE_BASE, sizeof HC_SHM_STAGE_BASE) == 0)
+			rmdir(staged[i].path);
+	}
+}
+
 static void serve(hc_shm_slot_t *sl)
 {
 	uint32_t expect = HC_SLOT_POSTED;
@@ -510,6 +555,7 @@ static void serve(hc_shm_slot_t *sl)
 	memcpy(&req, (const void *)&sl->req, sizeof req);
 	memset(&rep, 0, sizeof rep);
 	execute(&req, &rep);
+	staged_note(sl, &req, &rep);
 	HC_ASSERT(rep.code <= HC_REP_NOPROF && hc_shm_strvalid(rep.text, sizeof rep.text));
 	if (req.cmd != HC_CMD_PING)   /* status and doctor ask if it answers */
 		commands++;
@@ -543,8 +589,11 @@ static void reclaim(uint64_t now)
 			continue;
 		}
 		if (garbage || now - seen_since[i] > HC_SHM_LEASE_NS) {
-			if (hc_shm_slot_cas(sl, st, gen, HC_SLOT_FREE, gen))
+			if (hc_shm_slot_cas(sl, st, gen, HC_SLOT_FREE, gen)) {
 				hc_shm_futex_wake(&sl->state, INT_MAX);
+				if (st == HC_SLOT_DONE)
+					staged_drop(i, gen);
+			}
 			seen_word[i] = 0;
 		}
 	}

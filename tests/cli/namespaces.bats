@@ -188,6 +188,25 @@ assert d["fetched"] is True and d["bytes"] == os.path.getsize(d["path"]), d' "$o
 	[ "$(ls "$T" | grep -c heap)" -eq 3 ]
 }
 
+@test "dump -o - that heapctl stops waiting for (--timeout) while the target writes it: the target removes the staged file" {
+	need_pidns
+	# its own /dev/shm: what is staged there is this test's alone
+	start_container -c prof:true,lg_prof_sample:0 stacks=20000
+	local t i codes=""
+	for t in 0.005 0.01 0.02 0.04 0.08; do
+		for i in 1 2; do
+			"$HEAPCTL" dump "$CPID" -o - --timeout "$t" >/dev/null 2>"$T/to.err" && codes+="0 " || codes+="$? "
+		done
+	done
+	echo "exit codes: $codes"
+	[[ " $codes" == *" 7 "* ]]
+	# a staged file whose answer nobody collected goes with the slot's
+	# lease (2 s) at the control thread's next turn
+	wait_for 8 eval '[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]' || { ls -la "/proc/$CPID/root/dev/shm"; false; }
+	"$HEAPCTL" dump "$CPID" -o - >"$T/after.heap"
+	own_dump "$T/after.heap" "$CPID"
+}
+
 @test "dump with an absolute prof.prefix inside: a /proc/PID/root path; --json path and target_path; --fetch copies it here" {
 	need_pidns
 	start_container
