@@ -311,16 +311,18 @@ test-debug-build:
 	@$(MAKE) --no-print-directory DEBUG=1 all $(patsubst $(BUILD)/%,build-debug/%,$(TEST_BIN))
 test-build: all $(TEST_BIN)
 
-# All three passes.  The first build, then the other two side by side while
-# the first's suites that must run alone run (no heapctl process runs in a
-# compiler: tests/run.sh -b), then every other suite of the three passes in
+# All three passes.  The first build (what its suites that run alone need:
+# CHECK_FIRST), then the rest of it and the other two side by side while
+# those suites run (no heapctl process runs in a compiler: tests/run.sh -b),
+# then every other suite of the three passes in
 # one pool, so that the long suites of one pass overlap the others' and the
 # machine never waits on a pass's last suite; the other passes' suites that
 # run alone last.
+CHECK_FIRST := $(TEST_PROGRAMS) $(BUILD)/tests/stress/mailbox
 check: deps
-	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-build
+	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) all $(CHECK_FIRST)
 	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) \
-	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-debug-build test-san-build' \
+	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-build test-debug-build test-san-build' \
 	    $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
 
 # The C style in .clang-format.  These files follow it (make format-check

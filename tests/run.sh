@@ -14,8 +14,10 @@
 #   -n            only list the suites, in the order they would start, those
 #                 that run alone last with their reason
 #   -b CMD        CMD makes the builds after the first (make check: the debug
-#                 and sanitizer builds); the first build's suites that run
-#                 alone run meanwhile, the others' suites after it
+#                 and sanitizer builds, and the first build's unit and stress
+#                 programs); the first build's suites that run alone run
+#                 meanwhile, the others' suites after it (the first build's
+#                 suites are listed again then)
 # Prints one line per suite as it ends (with its failure's details, never
 # interleaved with another's), then "N passed, N failed".  A test that
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
@@ -64,10 +66,14 @@ alone_why() {
 }
 
 names=() cmds=() builds=() tmos=()
-# add BUILD NAME TIMEOUT COMMAND...: one suite
+declare -A added=()
+# add BUILD NAME TIMEOUT COMMAND...: one suite (once: the first build is
+# listed again after the -b build, which makes the rest of its programs)
 add() {
 	local b=$1 n=$2 t=$3
 	shift 3
+	[ -z "${added["$b/$n"]+x}" ] || return 0
+	added["$b/$n"]=1
 	builds+=("$b") names+=("$n") tmos+=("$t")
 	cmds+=("$(printf '%q ' "$@")")
 }
@@ -274,6 +280,9 @@ if [ -n "$bcmd" ]; then
 		grep -m 5 -E 'error|Error' "$blog" | sed 's/^/     ! /'
 		tail -n 10 "$blog" | sed 's/^/     | /'
 	fi
+	# what CMD made of the first build too (make check: its unit and
+	# stress programs, which no suite that runs alone needs)
+	list_spec "$1"
 fi
 shift
 for spec in "$@"; do list_spec "$spec"; done
