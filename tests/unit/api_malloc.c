@@ -359,6 +359,10 @@ static void test_absurd_alignments(void)
 static void test_huge_and_overflow(void)
 {
 	test_huge_sizes();
+	/* again with a freed mapping in the huge cache, where a request is
+	 * served first (its size must not overflow on the way) */
+	v_free(v_malloc((size_t)9 << 20));
+	test_huge_sizes();
 	test_calloc_overflow();
 	test_failed_realloc_keeps();
 	test_reallocarray_grows();
