@@ -21,7 +21,9 @@
  * std::bad_alloc, which C cannot catch: once a handler is installed they
  * hand the request to libstdc++'s own nothrow form (the next definition
  * after this library), which calls the throwing form (ours) inside a
- * try block, as the standard specifies them.
+ * try block, as the standard specifies them.  Only if there is none (a
+ * C++ runtime loaded before this library) is the handler called from
+ * here, where a handler that throws is not caught.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
