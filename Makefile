@@ -102,7 +102,7 @@ TEST_HDR := tests/lib/check.h tests/lib/testutil.h tests/lib/api.h
 # (tests/programs/agent_stub.c), and its tests built without -lheapctl to run on it.
 ALONE_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard allocator/*.c)) \
                $(BUILD)/obj/tests/programs/agent_stub.o
-ALONE_TESTS := $(patsubst tests/%.c,%,$(wildcard tests/unit/api_*.c)) unit/cxx \
+ALONE_TESTS := $(patsubst tests/%.c,%,$(wildcard tests/unit/api_*.c)) unit/cxx unit/cxx_new \
                stress/stress stress/misc stress/churn stress/fork
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_C)) \
             $(patsubst tests/%.cc,$(BUILD)/tests/%,$(TEST_CC)) $(TEST_PROGRAMS) \

@@ -3,11 +3,12 @@
  *
  * The two fast paths live here and are kept to what one request needs:
  *
- *   malloc (n <= 1 KiB): one TLS load, one table lookup, a test that the
- *     thread's remote cache of the class is empty (heap.c; if not, the slow
- *     path takes from it), pop the current page's free list, one
- *     subtraction and sign test on the per-thread byte countdown (the
- *     profiler's sampling trigger), bump the page's live count.
+ *   malloc (n <= 1 KiB; in fastpath.h, which operator new shares): one
+ *     TLS load, one table lookup, a test that the thread's remote cache of
+ *     the class is empty (heap.c; if not, the slow path takes from it), pop
+ *     the current page's free list, one subtraction and sign test on the
+ *     per-thread byte countdown (the profiler's sampling trigger), bump the
+ *     page's live count.
  *   free (block of a chunk this thread owns): mask to the chunk header,
  *     compare its owner with the thread pointer, push, decrement the page's
  *     live count and test it (<= 0: the page is on the full list, or it
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "fastpath.h"
 
 static inline size_t page_size(void) { return HC_PAGE; }
 
@@ -185,13 +187,13 @@ HC_NOINLINE void *hc_alloc_aligned(size_t align, size_t n, bool zero)
 
 /* As free_foreign: reached with a tail jump, so malloc stays a leaf
  * (noipa: GCC would otherwise see it never returns and call it). */
-static HC_COLD __attribute__((noipa)) void *malloc_bad_link(hc_block_t *b)
+HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 {
 	hc_bad_link(b);
 	return NULL;
 }
 
-static HC_NOINLINE void *malloc_slow(size_t n)
+HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
 	if (HC_XCACHE && n <= HC_SMALL_MAX) {
 		void *p = hc_small_cached(n);
@@ -308,30 +310,10 @@ size_t hc_resize_in_place(void *p, size_t n, size_t most)
 
 /* ---- exported API ------------------------------------------------------ */
 
+/* The fast path is fastpath.h's, which operator new shares (cxx.c). */
 HC_EXPORT void *malloc(size_t n)
 {
-	hc_heap_t *h = hc_tls_heap;
-	if (likely(n <= HC_SMALL_FAST)) {
-		unsigned cls = hc_class_small[(n + 7) >> 3];
-		if (HC_XCACHE && unlikely(h->xcache[cls] != NULL))
-			return malloc_slow(n);
-		hc_page_t *pg = h->direct[cls];
-		hc_block_t *b = pg->free;
-		int64_t left = h->countdown - (int64_t)hc_class_size[cls];
-		if (likely(b != NULL && left >= 0)) {
-			hc_block_t *next = hc_link(pg, b, b->next);
-			if (unlikely(!hc_link_ok(b, next)))
-				return malloc_bad_link(b);
-			h->countdown = left;
-			pg->free = next;
-			hc_block_unmark(b, hc_class_size[cls]);
-			__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
-			if (HC_DEBUG)
-				memset(b, HC_JUNK_ALLOC, pg->block_size);
-			return b;
-		}
-	}
-	return malloc_slow(n);
+	return hc_malloc_fast(n, hc_malloc_slow);
 }
 
 HC_EXPORT void free(void *p)
@@ -364,6 +346,10 @@ HC_EXPORT void free(void *p)
 	}
 	free_generic(c, p);
 }
+
+/* free for the library's own callers (operator delete, cxx.c): a direct
+ * jump that no preloaded malloc can take over. */
+extern __typeof(free) hc_free __attribute__((alias("free"), copy(free), visibility("hidden")));
 
 HC_EXPORT void *calloc(size_t nmemb, size_t size)
 {

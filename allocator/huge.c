@@ -198,8 +198,10 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	 * time (buffers of 5-25 MiB in a loop: twice as fast as trimming at
 	 * 2x, for 3% more peak RSS).  The tail past the object keeps what an
 	 * earlier object wrote there until this one is freed and the mapping
-	 * decays in the cache. */
-	if (h != NULL && h->map_size > 8 * need) {
+	 * decays in the cache.  (map_size / 8: 8 * need wraps for a request
+	 * over 2^61 bytes, which then trimmed the mapping to nothing and
+	 * returned it.) */
+	if (h != NULL && h->map_size / 8 > need) {
 		hc_os_unmap((char *)h + need, h->map_size - need);
 		h->map_size = need;
 	} else if (h != NULL && h->map_size < need) {

@@ -90,7 +90,7 @@ list() {
 	done
 	# libheapctl-secure.so (the misuse checks) through the API and stress tests
 	if want unit && [ -f "$root/$build/libheapctl-secure.so" ]; then
-		for t in "$root/$build"/tests/unit/api_* "$root/$build"/tests/unit/cxx \
+		for t in "$root/$build"/tests/unit/api_* "$root/$build"/tests/unit/cxx "$root/$build"/tests/unit/cxx_new \
 		    "$root/$build"/tests/stress/stress "$root/$build"/tests/stress/misc; do
 			[ -x "$t" ] || continue
 			b=${t#"$root/$build/tests/"}

@@ -3,7 +3,8 @@
  *
  * Header-only on purpose: every benchmark stays one .c file with its own
  * main(), built with `gcc -O2 -g -pthread X.c`, and uses nothing but the
- * standard malloc API, pthreads and this header.
+ * standard malloc API, pthreads and this header (the C++ one, a .cc file
+ * built with g++, C++'s operator new and delete).
  *
  * Rules every benchmark follows, so run.sh can compare allocators:
  *  - stdout carries exactly one line, "checksum=<16 hex digits>" (fastpath
@@ -20,7 +21,9 @@
 #ifndef BENCH_H
 #define BENCH_H
 
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -221,7 +224,7 @@ static inline uint64_t bench_churn_check(const struct bench_churn_slot *s,
 BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
     uint32_t minsz, uint32_t maxsz, uint64_t *errors)
 {
-	struct bench_churn_slot *slot =
+	struct bench_churn_slot *slot = (struct bench_churn_slot *)
 	    calloc((size_t)window, sizeof(*slot));
 	uint64_t rng = seed, sum = 0;
 
@@ -238,7 +241,7 @@ BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
 		}
 		s->size = (uint32_t)bench_range(&rng, minsz, maxsz);
 		s->tag = (uint32_t)i * 2654435761u + 1;
-		s->p = bench_xmalloc(s->size);
+		s->p = (unsigned char *)bench_xmalloc(s->size);
 		bench_churn_fill(s->p, s->size, s->tag);
 	}
 	for (long k = 0; k < window; k++)

@@ -39,8 +39,10 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches simple_batches pareto_churn"
+# C++ (g++), through operator new and delete
+cxx_programs="cxx_new_delete"
 
 first_cpu=$(awk '/^Cpus_allowed_list:/ { split($2, a, /[-,]/); print a[1] }' /proc/self/status)
 [ -n "$first_cpu" ] || first_cpu=0
@@ -102,6 +104,10 @@ build_one() { # name, extra flags...
 		die "failed to build $name"
 }
 for p in $programs; do build_one "$p" -lm; done
+CXX=${CXX:-g++}
+for p in $cxx_programs; do
+	"$CXX" -O2 -g -pthread -Wall -Wextra -o "$out/$p" "$here/$p.cc" || die "failed to build $p"
+done
 # the floor fastpath is compared with: one free list behind the same calls
 "$CC" -O2 -g -fPIC -shared -ftls-model=initial-exec -o "$out/libfloor.so" "$here/floor_lib.c" ||
 	die "failed to build libfloor.so"

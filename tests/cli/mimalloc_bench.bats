@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # tests/cli/mimalloc_bench.bats - issue 41's instruments: the benchmark
 # programs of mimalloc-bench's patterns (tests/bench) print the same
-# checksum under glibc and under libheapctl.so, and larson_sized frees
-# through heapctl's sdallocx; mimalloc_bench.awk turns a results.tsv made up
+# checksum under glibc and under libheapctl.so, larson_sized frees
+# through heapctl's sdallocx and cxx_new_delete news through heapctl's
+# operator new; mimalloc_bench.awk turns a results.tsv made up
 # here into the ratios to the best peer worked out by hand (a throughput
 # inverted into a time), the rows that a peer dominates, and a failed or
 # silent run into a problem on stderr; mimalloc_bench.sh refuses a
@@ -56,6 +57,19 @@ same_sum() {
 		run -0 env -u LD_PRELOAD "$T/larson_sized" chunks=100 rounds=1 gens=1
 		[[ $output == *"free call free,"* ]]
 	fi
+}
+
+@test "cxx_new_delete (C++) prints one checksum under glibc and heapctl, whose operator new it calls" {
+	[ -e "$lib" ] || skip "$lib not built"
+	g++ -O2 -pthread -o "$T/cxx_new_delete" "$root/tests/bench/cxx_new_delete.cc"
+	plain=$(env -u LD_PRELOAD "$T/cxx_new_delete" ops=200000 window=300)
+	preloaded=$(LD_PRELOAD=$lib "$T/cxx_new_delete" ops=200000 window=300)
+	echo "glibc: $plain; heapctl: $preloaded"
+	[[ $plain == checksum=*" ns_per_pair="*" sized_ns_per_pair="* ]]
+	[ "${plain%% *}" = "${preloaded%% *}" ]
+	# the program's operator new is heapctl's (allocator/cxx.c)
+	run -0 env LD_PRELOAD="$lib" LD_DEBUG=bindings "$T/cxx_new_delete" ops=1000
+	grep -F "binding file $T/cxx_new_delete [0] to $lib [0]: normal symbol \`_Znwm'" <<<"$output"
 }
 
 # row alloc rep wall_s rss_kib status throughput

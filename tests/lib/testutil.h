@@ -12,7 +12,8 @@
  *    dlsym(RTLD_DEFAULT, ...), so the tests also build and run against plain
  *    glibc.  If mallctl is missing, tests fail unless the environment variable
  *    HC_TEST_ALLOW_NO_MALLCTL=1 is set, in which case mallctl checks are
- *    skipped.
+ *    skipped;
+ *  - hc_run_child: a misuse run in a child, its stderr kept for the checks.
  *
  * Include after defining _GNU_SOURCE (C files do that on their first line).
  */
@@ -24,7 +25,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -292,6 +295,35 @@ static HC_UNUSED double hc_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Run fn in a child (10 s at most) with its stderr captured into err (cap
+ * bytes with the terminating NUL); the child's wait status, -1 if none. */
+static HC_UNUSED int hc_run_child(void (*fn)(void), char *err, size_t cap)
+{
+	int fd[2];
+	err[0] = '\0';
+	if (pipe(fd) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fd[1], 2);
+		close(fd[0]);
+		alarm(10);
+		fn();
+		_exit(0); /* not caught: the caller says so */
+	}
+	close(fd[1]);
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < cap && (r = read(fd[0], err + n, cap - 1 - n)) > 0)
+		n += (size_t)r;
+	err[n] = '\0';
+	close(fd[0]);
+	int st = -1;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return st;
 }
 
 #endif /* HC_TESTS_TESTUTIL_H */

@@ -7,7 +7,8 @@
 #     with a build-id debug file, and stripped with no debug info at all;
 #   - C++ names (namespace, class, template, anonymous namespace), and no
 #     allocator frame (operator new, malloc, libheapctl, libjemalloc) in any
-#     row or folded stack, under heapctl and under jemalloc;
+#     row or folded stack, under heapctl and under jemalloc; under heapctl,
+#     none at the top of the dump's own stacks either (its operator new);
 #   - --lines, inlined frames, --collapsed, --svg, --focus/--ignore,
 #     --inuse_objects/--alloc_space/--alloc_objects (prof_accum:true), --json;
 #   - errors: exit status, one line on stderr, nothing on stdout;
@@ -19,6 +20,7 @@ hr_setup formats "$@"
 hr_need g++ readelf objcopy strip nm addr2line python3
 
 CFLAGS_T+=(-fPIE -pie)
+LIBSTDCXX_SO=$(g++ -print-file-name=libstdc++.so.6)
 
 # ---- the C program --------------------------------------------------------
 # main -> fm_path_a -> fm_alloc_alpha          100 x 1000 = 100000 (usable 102400)
@@ -630,6 +632,34 @@ else
 		bad=$(grep -E '^_Z|[A-Za-z_]\(' <<<"$frames" | tr '\n' '|' || true)
 		check_eq "C++ ($which): mangled names or argument lists" "$bad" ""
 		if [ "$which" = hc ]; then
+			# The dump itself, before the report's jeprof list of
+			# allocator names: the program's new resolves to heapctl's
+			# (allocator/cxx.c), and a sample taken in it starts at its
+			# caller, so no stack's first address is in libheapctl or
+			# in libstdc++'s operator new/delete (each new'd object's
+			# was there while libheapctl.so exported no operator new)
+			first=$(awk -v stdcxx="$(nm -D -S --defined-only "$LIBSTDCXX_SO" | awk '$4 ~ /^_Z[nd][wla]/ { printf "%s:%s ", $1, $2 }')" '
+				function hex(s,  i, v) { v = 0; s = tolower(s); sub(/^0x/, "", s)
+					for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+					return v }
+				/^@/ { first[$2] = 1; next }
+				/^MAPPED_LIBRARIES:/ { maps = 1; next }
+				maps && $3 == "00000000" && ($6 ~ /libstdc\+\+|libheapctl/) {
+					split($1, r, "-"); lo[$6] = hex(r[1]) }
+				maps && $2 ~ /x/ && ($6 ~ /libstdc\+\+|libheapctl/) {
+					split($1, r, "-"); n++; xlo[n] = hex(r[1]); xhi[n] = hex(r[2]); xf[n] = $6 }
+				END {
+					k = split(stdcxx, f, " ")
+					if (k == 0 || n < 2) print "no libstdc++ operator new or no mapping to look in"
+					for (a in first) for (i = 1; i <= n; i++) {
+						v = hex(a); if (v < xlo[i] || v >= xhi[i]) continue
+						if (xf[i] ~ /libheapctl/) { print a " in libheapctl"; continue }
+						for (j = 1; j <= k; j++) { split(f[j], e, ":")
+							if (v - lo[xf[i]] >= hex(e[1]) && v - lo[xf[i]] < hex(e[1]) + hex(e[2]))
+								print a " in libstdc++ operator new/delete" }
+					}
+				}' "$D")
+			check_eq "C++: first frames in libheapctl or libstdc++'s operator new" "$first" ""
 			check_eq "C++: store::Cache::fill flat" "$(row_flat "$WORK/cx-hc-text.out" store::Cache::fill)" 614400
 			check_eq "C++: store::Pool::make flat (both instances)" "$(row_flat "$WORK/cx-hc-text.out" store::Pool::make)" 204800
 			check_eq "C++: (anonymous namespace)::make_buffer flat" \
@@ -639,12 +669,15 @@ else
 			check_eq "C++: store::Outer::Inner::grow flat" "$(row_flat "$WORK/cx-hc-text.out" store::Outer::Inner::grow)" 81920   # 20 pages
 			check_eq "C++: (anonymous namespace)::Hidden::get flat" \
 				"$(row_flat "$WORK/cx-hc-text.out" "(anonymous namespace)::Hidden::get")" 90112   # 22 pages
-			# jeprof's names where it has the same ones (its flat column
-			# shows "operator new@@GLIBCXX_3.4", which it does not strip)
+			# jeprof's names where it has the same ones
 			if jp "$WORK/cx-hc.jp" "$WORK/cx" "$D"; then
 				for f in store::Cache::fill store::Pool::make store::scratch store::Outer::Inner::grow main; do
 					check_eq "C++: $f cum vs jeprof" "$(row_cum "$WORK/cx-hc-text.out" "$f")" "$(jp_cum "$WORK/cx-hc.jp" "$f")"
 				done
+				# jeprof strips no versioned name: its flat column had
+				# "operator new@@GLIBCXX_3.4" while libstdc++'s was called
+				check_eq "C++: operator new rows in jeprof --text" \
+					"$(grep -c 'operator new' "$WORK/cx-hc.jp" || true)" 0
 			fi
 		fi
 	done

@@ -7,31 +7,6 @@
  */
 #include "../lib/api.h"
 
-/* Run fn in a child whose stderr is captured into err; its wait status. */
-static int run_child_stderr(void (*fn)(void), char *err, size_t cap)
-{
-	int fd[2];
-	if (pipe(fd) != 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(fd[1], 2);
-		close(fd[0]);
-		fn();
-		_exit(0);
-	}
-	close(fd[1]);
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < cap && (r = read(fd[0], err + n, cap - 1 - n)) > 0)
-		n += (size_t)r;
-	err[n] = '\0';
-	close(fd[0]);
-	int st = -1;
-	waitpid(pid, &st, 0);
-	return st;
-}
-
 /* A new thread's first blocks of a class come from a shared heap (a free
  * of one is a remote push); after 16 it has a page of its own. */
 static void *double_free_shared_thread(void *arg)
@@ -201,14 +176,14 @@ static void test_double_free_caught(void)
 		double_free_child_threads, double_free_child_collected };
 	for (int i = 0; i < 5; i++) {
 		char err[512];
-		int st = run_child_stderr(child[i], err, sizeof err);
+		int st = hc_run_child(child[i], err, sizeof err);
 		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
 		CHECK(strstr(err, "double free") != NULL, "double free %d: stderr was \"%s\"", i, err);
 	}
 	void (*tiny[])(void) = { double_free_child_tiny, double_free_child_tiny_cached };
 	for (int i = 0; i < 2; i++) {
 		char err[512];
-		int st = run_child_stderr(tiny[i], err, sizeof err);
+		int st = hc_run_child(tiny[i], err, sizeof err);
 		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free %d: child status %#x", i,
 		    st);
 		CHECK(strstr(err, "corrupted free list") != NULL, "8-byte double free %d: stderr was \"%s\"", i, err);

@@ -359,6 +359,10 @@ static void test_absurd_alignments(void)
 static void test_huge_and_overflow(void)
 {
 	test_huge_sizes();
+	/* again with a freed mapping in the huge cache, where a request is
+	 * served first (its size must not overflow on the way) */
+	v_free(v_malloc((size_t)9 << 20));
+	test_huge_sizes();
 	test_calloc_overflow();
 	test_failed_realloc_keeps();
 	test_reallocarray_grows();
@@ -746,9 +750,41 @@ static void test_realloc_contents(void)
 	test_realloc_kinds();
 }
 
+/* operator new (allocator/cxx.c) in a process with no C++ runtime, as
+ * this C program: a failure cannot throw std::bad_alloc, so the throwing
+ * form ends the process with one line; the nothrow form returns NULL. */
+static void new_impossible(void)
+{
+	void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+	printf("%p\n", op_new(hc_opaque_size((size_t)1 << 62)));
+}
+
+static void test_new_without_cxx_runtime(void)
+{
+	void *(*op_new)(size_t) = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "_Znwm");
+	void *(*op_new_nothrow)(size_t, const void *) =
+	    (void *(*)(size_t, const void *))dlsym(RTLD_DEFAULT, "_ZnwmRKSt9nothrow_t");
+	if (op_new == NULL || op_new_nothrow == NULL || dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv") != NULL) {
+		CHECK(hc_allow_no_mallctl(), "no operator new exported, or a C++ runtime loaded into this C program");
+		return;
+	}
+	void *p = op_new(100);
+	CHECK(p != NULL && malloc_usable_size(p) >= 100, "operator new(100) = %p", p);
+	v_free(p);
+	p = op_new_nothrow(hc_opaque_size((size_t)1 << 62), NULL);
+	CHECK(p == NULL, "operator new(2^62, nothrow) = %p", p);
+	char err[512];
+	int st = hc_run_child(new_impossible, err, sizeof err);
+	CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "operator new(2^62) without a C++ runtime: status %#x",
+	    st);
+	CHECK(strstr(err, "no C++ runtime to throw std::bad_alloc") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+	    "operator new(2^62) without a C++ runtime: stderr \"%s\"", err);
+}
+
 int main(void)
 {
 	double t0 = api_start();
+	RUN(test_new_without_cxx_runtime);
 	RUN(test_malloc_zero_and_free_null);
 	RUN(test_realloc_null_and_zero);
 	RUN(test_huge_and_overflow);

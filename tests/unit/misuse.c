@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../lib/check.h"
+#include "../lib/testutil.h"
 
 /* the compiler must not see through these (it knows what free does) */
 static void *(*volatile v_malloc)(size_t) = malloc;
@@ -42,27 +43,9 @@ static char static_array[256];
 
 static void run(const char *name, void (*fn)(void), const char *want)
 {
-	int fd[2];
-	if (pipe(fd) != 0)
-		return;
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(fd[1], 2);
-		close(fd[0]);
-		alarm(10);
-		fn();
-		_exit(0); /* not caught: the parent says so */
-	}
-	close(fd[1]);
 	char err[1024];
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < sizeof err && (r = read(fd[0], err + n, sizeof err - 1 - n)) > 0)
-		n += (size_t)r;
-	err[n] = 0;
-	close(fd[0]);
-	int st = 0;
-	waitpid(pid, &st, 0);
+	int st = hc_run_child(fn, err, sizeof err);
+	size_t n = strlen(err);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child %s %d, stderr \"%s\"", name,
 	    WIFSIGNALED(st) ? "killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
 	    err);
