@@ -4,7 +4,8 @@
 # its entry and every option of its help in the page of its family, every
 # page is in heapctl(1)'s SEE ALSO, the README is a front door of at most
 # 200 lines whose map names folders that exist (and each folder's README a
-# few lines), and the README's test command is the one CI runs.
+# few lines), the README's test command is the one CI runs, and every C
+# file follows .clang-format.
 
 load ../lib/helpers
 
@@ -179,4 +180,24 @@ settings_block() {
 	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	grep -q '^make check' "$root/README.md"
 	grep -q '^make check$' "$root/.ci/run"
+}
+
+@test "every C file follows .clang-format (make format-check), which names a file that does not" {
+	local root
+	root=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	# without clang-format the target says SKIP and passes
+	run make -s --no-print-directory -C "$root" format-check CLANG_FORMAT_BIN=clang-format-absent
+	[ "$status" -eq 0 ]
+	[ "$output" = "format-check: SKIP: clang-format-absent is not installed" ]
+	command -v clang-format >/dev/null || skip "SKIP: clang-format is not installed (tests/deps.sh installs it)"
+	clang-format --version | grep -q ' version 14\.' || skip "SKIP: $(clang-format --version) is not clang-format 14"
+	run make -s --no-print-directory -C "$root" format-check
+	[ "$status" -eq 0 ] || { echo "$output"; false; }
+	[[ "$output" == "format-check: the "*" C files follow .clang-format" ]]
+	# a copy of a source whose first indented line is indented with spaces
+	cp "$root/allocator/os.c" "$BATS_TEST_TMPDIR/drift.c"
+	sed -i '0,/^\t/s/^\t/        /' "$BATS_TEST_TMPDIR/drift.c"
+	run make -s --no-print-directory -C "$root" format-check FORMATTED="$BATS_TEST_TMPDIR/drift.c"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"format-check: $BATS_TEST_TMPDIR/drift.c does not follow .clang-format"* ]]
 }
