@@ -50,7 +50,7 @@ static const char *const jemalloc_only[] = {
 	"prof_stats", "prof_time_resolution", "prof_unbias", "retain", "slab_sizes",
 	"stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts",
 	"tcache", "tcache_max", "trust_madvise", "utrace", "xmalloc", "zero",
-	"zero_realloc",
+	"zero_realloc"
 };
 
 static bool is(const char *name, const char *k, size_t klen)

@@ -232,10 +232,13 @@ static int wr_setting(const ctl_entry_t *e, const ctl_val_t *in)
 #define RT_READ_HC_SET_UNWIND rd_setting
 #define RT_READ_HC_SET_THP rd_setting
 
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define OPTION_ENTRY(o, t) { "opt." #o, OPT_T_##t, rd_option, NULL, HC_SETTING_##o },
 #define HC_OPTION(o, t, mn, mx, d, h) OPTION_ENTRY(o, t)
 #define HC_RUNTIME(o, t, mn, mx, d, n, f, h) OPTION_ENTRY(o, t) \
 	{ n, RT_T_##t, RT_READ_##t, wr_setting, HC_SETTING_##o },
+/* clang-format on */
 
 /* ---- profiling ---------------------------------------------------------- */
 
@@ -304,8 +307,11 @@ static int rd_tactive(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = 
 static int wr_tactive(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_thread_active_set(in->b); return 0; }
 
 
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define STAT(n, field) { "stats." n, T_SIZE, rd_stat, NULL, offsetof(hc_stats_t, field) }
 #define CONFIG(n, v) { "config." n, T_BOOL, rd_const_bool, NULL, (v) }
+/* clang-format on */
 
 static const ctl_entry_t table[] = {
 	{ "version", T_STR, rd_const_str, NULL, (intptr_t)HC_VERSION },

@@ -78,7 +78,10 @@ typedef struct hc_mutex_s {
 	hc_lockid_t id;
 } hc_mutex_t;
 
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define HC_MUTEX_INIT(rank, name) { PTHREAD_MUTEX_INITIALIZER, { name, rank, 0 } }
+/* clang-format on */
 
 /* What the fork handlers write: every lock they take and the state a
  * child resets.  A page written after fork is a copy-on-write fault, in the

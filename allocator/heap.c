@@ -33,6 +33,8 @@
 
 /* ---- size classes ------------------------------------------------------ */
 
+/* laid out in rows, each ending at a power of two */
+/* clang-format off */
 const uint32_t hc_class_size[HC_NCLASSES] = {
 	8, 16, 32, 48, 64, 80, 96, 112, 128,
 	160, 192, 224, 256, 320, 384, 448, 512,
@@ -40,6 +42,7 @@ const uint32_t hc_class_size[HC_NCLASSES] = {
 	2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
 	10240, 12288, 14336, 16384,
 };
+/* clang-format on */
 /* Filled by hc_init_slow before any heap exists; until then every lookup
  * gives class 0 and the empty heap sends the request to the slow path. */
 uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];
@@ -142,7 +145,10 @@ static void classes_init(void)
 
 static hc_page_t page_empty;   /* free == NULL: every pop goes slow */
 
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define EMPTY_DIRECT { [0 ... HC_NCLASSES - 1] = &page_empty }
+/* clang-format on */
 
 static hc_heap_t heap_empty = { .direct = EMPTY_DIRECT, .state = HC_HEAP_EMPTY };
 static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
@@ -168,8 +174,11 @@ typedef struct {
 	hc_heap_t heap;
 } __attribute__((aligned(64))) hc_shared_t;
 
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define SHARED_INIT { .heap = { .direct = EMPTY_DIRECT, .tid = HC_TID_FALLBACK, \
 	.state = HC_HEAP_LIVE, .countdown = INT64_MAX / 2, .period = INT64_MAX / 2 } }
+/* clang-format on */
 static hc_shared_t shared[HC_NSHARED] = { [0 ... HC_NSHARED - 1] = SHARED_INIT };
 /* shared[i]'s lock, with the other locks fork takes (hc_lock.h); a cache
  * line each, as they had inside their heaps: threads on different shared

@@ -294,9 +294,12 @@ static const struct {
 	void *wrapper;
 	size_t off;                 /* of the real function in `real` */
 } fns[] = {
+/* a braced initializer as a macro body, which clang-format 14 takes for a block */
+/* clang-format off */
 #define F(n) { #n, (void *)w_##n, offsetof(__typeof__(real), n) }
+	/* clang-format on */
 	F(malloc), F(free), F(calloc), F(realloc), F(reallocarray), F(posix_memalign),
-	F(aligned_alloc), F(memalign), F(valloc), F(pvalloc),
+	F(aligned_alloc), F(memalign), F(valloc), F(pvalloc)
 #undef F
 };
 #define NFNS (sizeof fns / sizeof fns[0])

@@ -222,7 +222,7 @@ static const char *const glibc_unsafe[] = {
 	"reallocarray", "fork", "_Fork", "__libc_fork",
 	"dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dlmopen", "dl_iterate_phdr",
 	"__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose", "pthread_create", "pthread_exit",
-	"pthread_join", "pthread_detach", "exit", "_exit", "backtrace",
+	"pthread_join", "pthread_detach", "exit", "_exit", "backtrace"
 };
 #define NUNSAFE (sizeof glibc_unsafe / sizeof glibc_unsafe[0])
 

@@ -52,7 +52,7 @@ static const char *const skip_names[] = {
 	"__builtin_vec_delete", "__builtin_vec_new", "operator new", "operator new[]",
 	"malloc_zone_malloc", "malloc_zone_calloc", "malloc_zone_valloc", "malloc_zone_realloc",
 	"malloc_zone_memalign", "malloc_zone_free", "__start_google_malloc",
-	"__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook",
+	"__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook"
 };
 
 /* Programs' own allocation functions, which only pass a request on to
@@ -97,7 +97,7 @@ static const char *const wrapper_names[] = {
 	"Perl_safesysmalloc", "Perl_safesyscalloc", "Perl_safesysrealloc",
 	/* libstdc++ */
 	"__gnu_cxx::new_allocator::allocate", "std::__new_allocator::allocate",
-	"std::allocator_traits::allocate", "std::allocator::allocate",
+	"std::allocator_traits::allocate", "std::allocator::allocate"
 };
 
 static bool in_list(const char *fn, const char *const *list, size_t n)

@@ -70,7 +70,7 @@ enum { W = 1200, LEFT = 96, RIGHT = 24, TOP = 64, PLOT_H = 380, LEGEND_ROW = 20 
 
 static const char *const palette[] = {
 	"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
-	"#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
+	"#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"
 };
 #define NCOLORS (sizeof palette / sizeof palette[0])
 

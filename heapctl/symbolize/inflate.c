@@ -72,7 +72,7 @@ static bool unneeded(const char *name, bool lines)
 		return true;
 	static const char *const names[] = {
 		".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo", ".debug_pubnames",
-		".debug_pubtypes", ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names",
+		".debug_pubtypes", ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names"
 	};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!strcmp(name, names[i]))

@@ -15,7 +15,7 @@
 #include "tr_internal.h"
 
 static const char *const role_names[R_NROLES] = {
-	"malloc", "calloc", "realloc", "free", "memalign", "posix_memalign",
+	"malloc", "calloc", "realloc", "free", "memalign", "posix_memalign"
 };
 
 /* The functions probed, by role: the standard ones and jemalloc's
@@ -26,7 +26,7 @@ static const struct { int role; const char *name; } family[] = {
 	{ R_FREE, "free" }, { R_MEMALIGN, "memalign" }, { R_MEMALIGN, "aligned_alloc" },
 	{ R_POSIX, "posix_memalign" }, { R_MALLOC, "valloc" }, { R_MALLOC, "pvalloc" },
 	{ R_MALLOC, "mallocx" }, { R_REALLOC, "rallocx" }, { R_FREE, "dallocx" },
-	{ R_FREE, "sdallocx" },
+	{ R_FREE, "sdallocx" }
 };
 #define NFAMILY (sizeof family / sizeof family[0])
 

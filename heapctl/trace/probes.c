@@ -138,7 +138,7 @@ int tr_attach(const allocator_t *al, struct bpf_link **links, unsigned *nlinks)
 	}
 	struct bpf_program *entry[R_NROLES] = {
 		s->progs.malloc_entry, s->progs.calloc_entry, s->progs.realloc_entry,
-		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry,
+		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry
 	};
 	if (T.multi) {
 		/* a link for each role's program, one for the returns */

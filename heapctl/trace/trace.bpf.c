@@ -252,12 +252,15 @@ static __always_inline void on_free(__u32 tid, __u64 ptr)
 	small(TR_FREE, tid, ptr, 0);
 }
 
-/* The entry programs' common start: the calling thread, or return. */
+/* The entry programs' common start: the calling thread, or return.  (Its
+ * unfinished if is more than clang-format 14 reads in a macro.) */
+/* clang-format off */
 #define THREAD_OR_RETURN(t, tid)                        \
 	__u32 tid;                                      \
 	struct tstate *t = thread(&tid);                \
 	if (t == NULL)                                  \
 		return 0
+/* clang-format on */
 
 SEC("uprobe")
 int malloc_entry(struct pt_regs *ctx)
