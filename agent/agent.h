@@ -33,12 +33,12 @@
 
 #include "../allocator/hc_alloc.h"
 #include "../allocator/hc_hooks.h"
-#include "../allocator/hc_lock.h"   /* what agent/ implements */
+#include "../allocator/hc_lock.h" /* what agent/ implements */
 #include "../shm/heapctl_shm.h"
 
-#define HC_EXPORT __attribute__((visibility("default")))
-#define HC_PREFIX_MAX 1024
-#define HC_MAX_FRAMES 128
+#define HC_EXPORT          __attribute__((visibility("default")))
+#define HC_PREFIX_MAX      1024
+#define HC_MAX_FRAMES      128
 #define HC_THREAD_NAME_MAX 32
 
 /* ---- options (state.c, read from the environment by conf.c) ------------ */
@@ -51,25 +51,25 @@ typedef enum { HC_UNWIND_FP, HC_UNWIND_LIBUNWIND, HC_UNWIND_LIBGCC } hc_unwinder
 #define HC_FIELD_HC_SET_LG(f)     unsigned f;
 #define HC_FIELD_HC_SET_SSIZE(f)  long f;
 #define HC_FIELD_HC_SET_BYTES(f)  uint64_t f;
-#define HC_FIELD_HC_SET_POW2(f)   int f;             /* log2, -1 off */
+#define HC_FIELD_HC_SET_POW2(f)   int f; /* log2, -1 off */
 #define HC_FIELD_HC_SET_STR(f)    char f[HC_PREFIX_MAX];
 #define HC_FIELD_HC_SET_UNWIND(f) hc_unwinder_t f;
-#define HC_FIELD_HC_SET_THP(f)    unsigned f;        /* HC_THP_* (hc_alloc.h) */
+#define HC_FIELD_HC_SET_THP(f)    unsigned f; /* HC_THP_* (hc_alloc.h) */
 
 /* Every setting as configured at start-up, by its option name. */
 typedef struct hc_opts_s {
-#define HC_OPTION(o, t, mn, mx, d, h) HC_FIELD_##t(o)
+#define HC_OPTION(o, t, mn, mx, d, h)        HC_FIELD_##t(o)
 #define HC_RUNTIME(o, t, mn, mx, d, n, f, h) HC_FIELD_##t(o)
 #include "../shm/hc_settings.def"
 #undef HC_OPTION
 #undef HC_RUNTIME
 } hc_opts_t;
 
-extern hc_opts_t hc_opt;                 /* as configured at start-up */
-void hc_conf_defaults(void);             /* hc_opt = the list's defaults */
-void hc_conf_source(const char *src, const char *s);   /* inject: instead of the environment */
-void hc_agent_reconfigure(void);         /* lifecycle.c: defaults, then the given settings */
-void hc_conf_init(void);                 /* then the environment's */
+extern hc_opts_t hc_opt;                             /* as configured at start-up */
+void hc_conf_defaults(void);                         /* hc_opt = the list's defaults */
+void hc_conf_source(const char *src, const char *s); /* inject: instead of the environment */
+void hc_agent_reconfigure(void);                     /* lifecycle.c: defaults, then the given settings */
+void hc_conf_init(void);                             /* then the environment's */
 
 /* ---- settings, generic over the list (settings.c) ----------------------- */
 
@@ -94,7 +94,11 @@ void hc_say(const char *first, ...) __attribute__((sentinel));
  * only with the option verbose, since every program that merely inherits
  * LD_PRELOAD (a shell in a preloaded container, podman exec) would print
  * it on its own stderr. */
-#define hc_note(...) do { if (hc_opt.verbose) hc_say(__VA_ARGS__); } while (0)
+#define hc_note(...)                         \
+	do {                                 \
+		if (hc_opt.verbose)          \
+			hc_say(__VA_ARGS__); \
+	} while (0)
 
 /* ---- runtime state (state.c) ------------------------------------------- */
 
@@ -108,20 +112,20 @@ typedef struct hc_prof_state_s {
 #undef HC_RUNTIME
 } hc_prof_state_t;
 extern hc_prof_state_t hc_prof;
-extern hc_mutex_t hc_prof_lock;     /* tables and hc_prof.prefix */
+extern hc_mutex_t hc_prof_lock; /* tables and hc_prof.prefix */
 /* The agent's own allocations are not sampled while it is set. */
 extern __thread int hc_prof_busy __attribute__((tls_model("initial-exec")));
 /* Bumped when the rate changes; each thread's draw remembers it (atomic). */
-extern uint64_t hc_prof_rate_generation __attribute__((visibility("hidden")));   /* one load */
+extern uint64_t hc_prof_rate_generation __attribute__((visibility("hidden"))); /* one load */
 /* prof.active or prof.lg_sample changed: every thread draws a new countdown. */
 void hc_prof_rate_changed(void);
 
 /* ---- the profile's tables (profile.c) ------------------------------------ */
 
 typedef struct hc_cnt_s {
-	uint64_t curobjs, curbytes;           /* raw samples live            */
-	uint64_t accumobjs, accumbytes;       /* raw samples ever            */
-	double w_curobjs, w_curbytes;         /* unbiased estimates          */
+	uint64_t curobjs, curbytes;     /* raw samples live            */
+	uint64_t accumobjs, accumbytes; /* raw samples ever            */
+	double w_curobjs, w_curbytes;   /* unbiased estimates          */
 	double w_accumobjs, w_accumbytes;
 } hc_cnt_t;
 
@@ -134,13 +138,13 @@ typedef struct hc_cnt_s {
  */
 typedef struct hc_thread_s {
 	struct hc_thread_s *next;
-	struct hc_tctx_s *tctxs;              /* this thread's counts        */
+	struct hc_tctx_s *tctxs; /* this thread's counts        */
 	uint64_t uid;
-	int tid;                              /* kernel thread id            */
-	bool active;                          /* thread.prof.active          */
+	int tid;     /* kernel thread id            */
+	bool active; /* thread.prof.active          */
 	bool exited;
 	char name[HC_THREAD_NAME_MAX];
-	hc_cnt_t sum;                         /* filled while dumping        */
+	hc_cnt_t sum; /* filled while dumping        */
 } hc_thread_t;
 
 typedef struct hc_stack_s hc_stack_t;
@@ -149,13 +153,13 @@ typedef struct hc_stack_s hc_stack_t;
 struct hc_sample_s;
 
 typedef struct hc_tctx_s {
-	struct hc_tctx_s *next, *prev;        /* in its stack's list         */
-	struct hc_tctx_s *th_next, *th_prev;  /* in its thread's list        */
-	struct hc_sample_s *samples;          /* live records (for pending)  */
+	struct hc_tctx_s *next, *prev;       /* in its stack's list         */
+	struct hc_tctx_s *th_next, *th_prev; /* in its thread's list        */
+	struct hc_sample_s *samples;         /* live records (for pending)  */
 	hc_thread_t *thread;
 	hc_stack_t *stack;
 	hc_cnt_t cnt;
-	hc_cnt_t peak;                        /* cnt at the last peak        */
+	hc_cnt_t peak; /* cnt at the last peak        */
 } hc_tctx_t;
 
 /* How long the sampled objects of one stack lived, counted at their free
@@ -164,18 +168,18 @@ typedef struct hc_tctx_s {
  * longer than 2^50 ns (13 days). */
 #define HC_LIFE_BUCKETS 196
 typedef struct hc_life_s {
-	uint64_t epoch;                       /* the reset_epoch it counts in */
+	uint64_t epoch; /* the reset_epoch it counts in */
 	uint64_t frees, lt_1ms, lt_1s, lt_1min;
 	uint32_t hist[HC_LIFE_BUCKETS];
 } hc_life_t;
 unsigned hc_life_bucket(uint64_t ns);
 
 struct hc_stack_s {
-	hc_stack_t *next;                     /* hash chain                  */
+	hc_stack_t *next; /* hash chain                  */
 	hc_stack_t *all_next;
 	uint64_t hash;
 	hc_tctx_t *tctxs;
-	hc_life_t *life;                      /* NULL until a sampled free   */
+	hc_life_t *life; /* NULL until a sampled free   */
 	unsigned nframes;
 	uintptr_t frames[];
 };
@@ -188,33 +192,33 @@ struct hc_stack_s {
  * freed).  Dumps add the pending bytes of live records, so they stay exact.
  */
 typedef struct hc_sample_s {
-	struct hc_sample_s *next, *prev;      /* in tctx->samples            */
+	struct hc_sample_s *next, *prev; /* in tctx->samples            */
 	hc_tctx_t *tctx;
 	uint64_t usize;
-	int64_t pending;                      /* atomic                      */
-	double weight;                        /* 1 / P(sampled)              */
-	uint64_t charged;                     /* bytes the countdown charged */
+	int64_t pending;  /* atomic                      */
+	double weight;    /* 1 / P(sampled)              */
+	uint64_t charged; /* bytes the countdown charged */
 	uint64_t reset_epoch;
-	uint64_t born_ns;                     /* CLOCK_MONOTONIC at sampling */
-	struct hc_recent_s *recent;           /* its prof_recent entry, or NULL */
+	uint64_t born_ns;           /* CLOCK_MONOTONIC at sampling */
+	struct hc_recent_s *recent; /* its prof_recent entry, or NULL */
 } hc_sample_t;
 
-hc_stack_t *hc_prof_stacks(void);         /* list of all, under hc_prof_lock */
-void hc_prof_check(void);                 /* the invariants, in debug builds */
+hc_stack_t *hc_prof_stacks(void); /* list of all, under hc_prof_lock */
+void hc_prof_check(void);         /* the invariants, in debug builds */
 hc_thread_t *hc_prof_threads(void);
-void hc_prof_reset(int lg_sample);        /* -1 keeps the rate */
+void hc_prof_reset(int lg_sample); /* -1 keeps the rate */
 void hc_prof_set_lg_sample(unsigned lg);
-void hc_prof_snapshot_peak(void);         /* under hc_prof_lock */
+void hc_prof_snapshot_peak(void); /* under hc_prof_lock */
 uint64_t hc_prof_samples_total(void);
-void hc_prof_samples_restart(void);       /* heapctl inject: from 0 again */
-uint64_t hc_prof_reset_epoch(void);       /* under hc_prof_lock */
+void hc_prof_samples_restart(void); /* heapctl inject: from 0 again */
+uint64_t hc_prof_reset_epoch(void); /* under hc_prof_lock */
 /* What prof.c records a sample in, each under hc_prof_lock: */
 hc_thread_t *hc_prof_thread_add(bool active, const char *name);
-void hc_prof_thread_exit(hc_thread_t *th);        /* takes the lock itself */
+void hc_prof_thread_exit(hc_thread_t *th); /* takes the lock itself */
 hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n);
 /* rec's counts at s (made if new), or NULL: then rec is not the profile's */
-hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize,
-    double weight, size_t charged, uint64_t now);
+hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize, double weight,
+    size_t charged, uint64_t now);
 void hc_prof_record_update(hc_sample_t *rec, uint64_t size, double w);
 void hc_prof_record_remove(hc_sample_t *rec, uint64_t now);
 
@@ -224,11 +228,11 @@ bool hc_prof_thread_name_set(const char *name);
 const char *hc_prof_thread_name_get(void);
 bool hc_prof_thread_active_get(void);
 void hc_prof_thread_active_set(bool on);
-void hc_prof_fork_child(void);            /* the thread's record's new tid */
+void hc_prof_fork_child(void); /* the thread's record's new tid */
 
 /* ---- unwinding (unwind.c) ---------------------------------------------- */
 
-unsigned hc_unwind(uintptr_t *frames, unsigned max);   /* caller first */
+unsigned hc_unwind(uintptr_t *frames, unsigned max); /* caller first */
 /* got.c: a loaded object's JUMP_SLOT and GLOB_DAT slots.  hc_got_fn gets
  * a slot, its symbol's name and the object's RELRO range (for
  * hc_got_store); hc_got_each adds up what it returns. */
@@ -241,9 +245,15 @@ void hc_unwind_fork_prepare(void), hc_unwind_fork_parent(void), hc_unwind_fork_c
 
 /* ---- dumps (dump.c) ---------------------------------------------------- */
 
-typedef enum { HC_DUMP_FINAL = 'f', HC_DUMP_INTERVAL = 'i', HC_DUMP_MANUAL = 'm',
-	HC_DUMP_GDUMP = 'u', HC_DUMP_TIMER = 't', HC_DUMP_THRESHOLD = 's',
-	HC_DUMP_PEAK = 'p' } hc_dump_kind_t;
+typedef enum {
+	HC_DUMP_FINAL = 'f',
+	HC_DUMP_INTERVAL = 'i',
+	HC_DUMP_MANUAL = 'm',
+	HC_DUMP_GDUMP = 'u',
+	HC_DUMP_TIMER = 't',
+	HC_DUMP_THRESHOLD = 's',
+	HC_DUMP_PEAK = 'p'
+} hc_dump_kind_t;
 
 /* Write a dump; path NULL makes the name from the prefix.  Returns 0 or an
  * errno value; the path written goes to out (may be NULL). */
@@ -252,11 +262,11 @@ int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen);
  * its name carries (0: ours; see make_name), and the size of the file
  * written (may be NULL): heapctl's requests (control.c), whose failure is
  * answered, not said on stderr as hc_dump's are. */
-int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
-    char *out, size_t outlen, uint64_t *size);
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid, char *out, size_t outlen,
+    uint64_t *size);
 void hc_dump_interval_account(uint64_t bytes);
 void hc_dump_highwater(size_t mapped);
-void hc_dump_at_exit(void);               /* lifecycle.c: final dump, leak report */
+void hc_dump_at_exit(void); /* lifecycle.c: final dump, leak report */
 void hc_dump_fork_prepare(void), hc_dump_fork_parent(void), hc_dump_fork_child(void);
 void hc_dump_start_timer(void);
 uint64_t hc_dumps_written(void);
@@ -267,14 +277,14 @@ void hc_dumps_restart(void);
  * estimates, as a dump's t* line before jeprof's scaling), and the bytes
  * by which whole pages exceed the live sampled small objects on them
  * (what sampling itself costs the heap). */
-#define HC_PROMOTED_BELOW ((uint64_t)16 << 10)   /* the small classes' sizes */
+#define HC_PROMOTED_BELOW ((uint64_t)16 << 10) /* the small classes' sizes */
 void hc_dump_live(double *bytes, double *objs, uint64_t *promoted);
 
 /* ---- experimental.prof_recent (recent.c) --------------------------------- */
 
 typedef struct hc_recent_s hc_recent_t;
 ssize_t hc_recent_max(void);
-int hc_recent_set_max(ssize_t max);            /* EINVAL below -1, ENOMEM */
+int hc_recent_set_max(ssize_t max); /* EINVAL below -1, ENOMEM */
 /* rec was sampled at stack s by th / is being freed (s: the freeing
  * stack, NULL if unknown); under hc_prof_lock */
 void hc_recent_alloc(hc_sample_t *rec, const hc_stack_t *s, const hc_thread_t *th, uint64_t now);
@@ -294,8 +304,8 @@ void hc_ctl_fork_prepare(void), hc_ctl_fork_parent(void), hc_ctl_fork_child(void
 /* ---- the control segment (control.c) ------------------------------------ */
 
 /* (Events for its watchers: events.h.) */
-void hc_control_start(void);              /* the segment and the thread */
-void hc_control_exit(void);               /* the segment's goodbye */
+void hc_control_start(void); /* the segment and the thread */
+void hc_control_exit(void);  /* the segment's goodbye */
 void hc_control_fork_prepare(void), hc_control_fork_parent(void);
 void hc_control_fork_child(void);
 /* A process without the control thread it should have (control.c: one

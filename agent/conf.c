@@ -4,8 +4,8 @@
  * jemalloc's syntax ("name:value,name:value") and jemalloc's option names
  * and defaults; heapctl's own options follow the same style.  MALLOC_CONF
  * is read first and HEAPCTL_CONF second, so a name set in both takes
- * HEAPCTL_CONF's value; neither is read in a secure-execution process.  A malformed or unknown pair is reported on stderr
- * with the reason and ignored, as jemalloc does.
+ * HEAPCTL_CONF's value; neither is read in a secure-execution process.  A malformed or unknown pair is reported on
+ * stderr with the reason and ignored, as jemalloc does.
  *
  * This runs inside the first malloc: no allocation, no stdio.
  */
@@ -19,8 +19,7 @@
 
 #include "agent.h"
 
-static void bad(const char *src, const char *k, size_t klen, const char *v,
-    size_t vlen, const char *why)
+static void bad(const char *src, const char *k, size_t klen, const char *v, size_t vlen, const char *why)
 {
 	char pair[256];
 	size_t n = 0;
@@ -36,22 +35,20 @@ static void bad(const char *src, const char *k, size_t klen, const char *v,
 }
 
 /* jemalloc's names for options that heapctl has under its own */
-static const struct { const char *jemalloc, *ours; } aliases[] = {
+static const struct {
+	const char *jemalloc, *ours;
+} aliases[] = {
 	{ "prof_sys_thread_name", "prof_thread_names" },
 };
 
 /* jemalloc 5.3's options that heapctl has nothing for: a MALLOC_CONF
  * written for jemalloc is told so, rather than "unknown" */
-static const char *const jemalloc_only[] = {
-	"abort", "abort_conf", "background_thread", "bin_shards", "cache_oblivious",
-	"confirm_conf", "dss", "hpa", "junk", "lg_extent_max_active_fit", "lg_tcache_max",
-	"max_background_threads", "metadata_thp", "muzzy_decay_ms", "mutex_max_spin",
-	"narenas", "oversize_threshold", "percpu_arena", "prof_recent_alloc_max",
-	"prof_stats", "prof_time_resolution", "prof_unbias", "retain", "slab_sizes",
-	"stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts",
-	"tcache", "tcache_max", "trust_madvise", "utrace", "xmalloc", "zero",
-	"zero_realloc"
-};
+static const char *const jemalloc_only[] = { "abort", "abort_conf", "background_thread", "bin_shards",
+	"cache_oblivious", "confirm_conf", "dss", "hpa", "junk", "lg_extent_max_active_fit", "lg_tcache_max",
+	"max_background_threads", "metadata_thp", "muzzy_decay_ms", "mutex_max_spin", "narenas", "oversize_threshold",
+	"percpu_arena", "prof_recent_alloc_max", "prof_stats", "prof_time_resolution", "prof_unbias", "retain",
+	"slab_sizes", "stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts", "tcache",
+	"tcache_max", "trust_madvise", "utrace", "xmalloc", "zero", "zero_realloc" };
 
 static bool is(const char *name, const char *k, size_t klen)
 {
@@ -74,8 +71,8 @@ static void apply(const char *src, const char *k, size_t klen, const char *v, si
 		bool theirs = false;
 		for (unsigned i = 0; i < sizeof jemalloc_only / sizeof jemalloc_only[0]; i++)
 			theirs = theirs || is(jemalloc_only[i], k, klen);
-		bad(src, k, klen, v, vlen, theirs ? "jemalloc's option, which heapctl does not have" :
-		    "unknown option");
+		bad(src, k, klen, v, vlen,
+		    theirs ? "jemalloc's option, which heapctl does not have" : "unknown option");
 		return;
 	}
 	char text[HC_SHM_VALUE_MAX], why[160];
@@ -103,8 +100,7 @@ static void parse(const char *src, const char *s)
 			if (colon == NULL)
 				bad(src, s, len, NULL, 0, "expected name:value");
 			else
-				apply(src, s, (size_t)(colon - s), colon + 1,
-				    len - (size_t)(colon - s) - 1);
+				apply(src, s, (size_t)(colon - s), colon + 1, len - (size_t)(colon - s) - 1);
 		}
 		s = end ? end + 1 : NULL;
 	}
@@ -149,7 +145,8 @@ void hc_conf_init(void)
 		hc_opt.control = false;
 		if (getenv("MALLOC_CONF") || getenv("HEAPCTL_CONF"))
 			hc_say("secure execution (set-user-ID, set-group-ID or file capabilities): "
-			    "MALLOC_CONF and HEAPCTL_CONF are ignored, and heapctl cannot attach", NULL);
+			       "MALLOC_CONF and HEAPCTL_CONF are ignored, and heapctl cannot attach",
+			    NULL);
 		return;
 	}
 	parse("MALLOC_CONF", secure_getenv("MALLOC_CONF"));

@@ -34,10 +34,9 @@
  * the segment is made.  Until then, code running in a child that chrooted
  * within those 20 ms could reach outside its root through them: the price
  * of finding a chrooted worker, stated in the README.  What the child keeps
- * after (/proc/self/maps, for its dumps) is a file and reaches nothing.  A child that waited for its first allocation 20 ms
- * after the fork (as before) could not be reached while idle; the thread
- * costs a small program's fork-and-exit a few hundred microseconds
- * (tests/bench/RESULTS.md, fork_small and fork_cost).
+ * after (/proc/self/maps, for its dumps) is a file and reaches nothing.  A child that waited for its first allocation
+ * 20 ms after the fork (as before) could not be reached while idle; the thread costs a small program's fork-and-exit a
+ * few hundred microseconds (tests/bench/RESULTS.md, fork_small and fork_cost).
  *
  * Where no thread can be started (pthread_create fails: a thread limit, a
  * seccomp filter), the segment says why (hdr.control_err) and the
@@ -69,40 +68,40 @@
 #include "../allocator/heapctl.h"
 #include "../shm/heapctl_shm.h"
 
-static int seg_pid;                   /* the pid that made it            */
+static int seg_pid; /* the pid that made it            */
 static char seg_path[64] HC_FORK_DATA;
 static uint64_t start_time, pidns;
-static uint64_t commands HC_FORK_DATA;   /* control thread only          */
+static uint64_t commands HC_FORK_DATA; /* control thread only          */
 static pthread_t ctl_thread;
 static bool ctl_running HC_FORK_DATA; /* ctl_thread exists (pause_lock)  */
 static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent HC_FORK_DATA; /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-bool hc_control_poll_pending HC_FORK_DATA;   /* no control thread where one should
-                                         be: allocations poll (atomic;
-                                         cleared under pause_lock)       */
-static int thread_err HC_FORK_DATA;   /* pthread_create's error, 0       */
-static uint64_t poll_last_ns HC_FORK_DATA;   /* hc_control_poll's last turn */
-static int child_dfd HC_FORK_DATA = -1;   /* fork child: /dev/shm (O_PATH),
-                                         until its segment is made      */
-static int child_procfd HC_FORK_DATA = -1;   /* and its /proc/PID (O_PATH) */
-static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA;   /* what they */
-static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA;   /* are, for a
-                                         program that closed them since  */
-static uint64_t child_forked_ns HC_FORK_DATA;   /* when this process was forked    */
-static int fork_pid HC_FORK_DATA;     /* the forking process's pid and */
-static uint64_t fork_ns HC_FORK_DATA; /* the time, taken in the parent
-                                         (outer prepare), where the clock's
-                                         pages are mapped: a child reading
-                                         it took two page faults          */
+bool hc_control_poll_pending HC_FORK_DATA;                              /* no control thread where one should
+                                                                    be: allocations poll (atomic;
+                                                                    cleared under pause_lock)       */
+static int thread_err HC_FORK_DATA;                                     /* pthread_create's error, 0       */
+static uint64_t poll_last_ns HC_FORK_DATA;                              /* hc_control_poll's last turn */
+static int child_dfd HC_FORK_DATA = -1;                                 /* fork child: /dev/shm (O_PATH),
+                                                                       until its segment is made      */
+static int child_procfd HC_FORK_DATA = -1;                              /* and its /proc/PID (O_PATH) */
+static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA; /* what they */
+static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA; /* are, for a
+                                       program that closed them since  */
+static uint64_t child_forked_ns HC_FORK_DATA;                           /* when this process was forked    */
+static int fork_pid HC_FORK_DATA;                                       /* the forking process's pid and */
+static uint64_t fork_ns HC_FORK_DATA;                                   /* the time, taken in the parent
+                                                                           (outer prepare), where the clock's
+                                                                           pages are mapped: a child reading
+                                                                           it took two page faults          */
 /* heapctl inject (agent/inject/shim.c): since when the profile counts, and
  * the injected agent's eject and its scan for newly loaded objects */
 static uint64_t counts_since;
 static bool (*eject_hook)(char *why, size_t len);
 static unsigned (*scan_hook)(bool force);
-static bool ejecting;                 /* written by the control thread only */
-static bool pausing;                  /* under pause_lock */
+static bool ejecting; /* written by the control thread only */
+static bool pausing;  /* under pause_lock */
 static hc_mutex_t pause_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 
 /* ---- identity ------------------------------------------------------------- */
@@ -143,7 +142,8 @@ static bool own_stale(int dfd, const char *name)
 	/* one still being created is microseconds old */
 	if (hc_shm_unfinished_own(err, &h, &st, 1))
 		return true;
-	return err == 0 && st.st_uid == geteuid() && h.magic == HC_SHM_MAGIC && h.pidns == pidns && pidns != 0 && h.pid == getpid();
+	return err == 0 && st.st_uid == geteuid() && h.magic == HC_SHM_MAGIC && h.pidns == pidns && pidns != 0 &&
+	    h.pid == getpid();
 }
 
 /* Create our segment file in /dev/shm (dfd), exclusively: heapctl.<pid>, or
@@ -182,8 +182,10 @@ static int create_file(int dfd, char *name, size_t len)
 			char held[32];
 			memcpy(held, name, (size_t)(e - name));
 			held[e - name] = 0;
-			hc_note("/dev/shm/", held, " is held by a file this process did not create; "
-			    "the control segment is /dev/shm/", name, NULL);
+			hc_note("/dev/shm/", held,
+			    " is held by a file this process did not create; "
+			    "the control segment is /dev/shm/",
+			    name, NULL);
 			return fd;
 		}
 		if (errno != EEXIST)
@@ -292,7 +294,7 @@ static hc_shm_t *segment_create(int parent)
 	h->created_ns = hc_shm_now_ns();
 	hc_shm_strlcpy(h->version, HC_VERSION, sizeof h->version);
 	command_line(h->comm, sizeof h->comm);
-	h->control = thread_err == 0;   /* cleared if the thread cannot be started */
+	h->control = thread_err == 0; /* cleared if the thread cannot be started */
 	h->control_err = thread_err;
 	h->counts_since_ns = counts_since;
 	memcpy(seg_path, path, sizeof seg_path);
@@ -325,7 +327,7 @@ static void config_read(hc_shm_state_t *c)
 	}
 }
 
-#define CONFIG_END offsetof(hc_shm_state_t, allocated)   /* settings end where counters begin */
+#define CONFIG_END offsetof(hc_shm_state_t, allocated) /* settings end where counters begin */
 
 /* The control thread's last published configuration. */
 static hc_shm_state_t last;
@@ -339,8 +341,8 @@ static void mirror(bool counters)
 	if (have_last) {
 		for (unsigned i = 0; i < HC_NSETTINGS; i++) {
 			const hc_shm_setting_t *m = &hc_shm_settings[i];
-			if (m->name == NULL || memcmp((char *)&cur + m->shm_offset,
-			    (char *)&last + m->shm_offset, m->shm_size) == 0)
+			if (m->name == NULL ||
+			    memcmp((char *)&cur + m->shm_offset, (char *)&last + m->shm_offset, m->shm_size) == 0)
 				continue;
 			hc_shm_event_t ev = { .type = HC_EV_CONFIG };
 			hc_shm_value_t v;
@@ -442,7 +444,7 @@ static void do_dump(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		reply(rep, HC_REP_FAILED, path, ": ");
 		size_t n = strlen(rep->text);
 		hc_shm_strlcpy(rep->text + n, strerrordesc_np(err), sizeof rep->text - n);
-		rep->value = (uint64_t)err;   /* heapctl stages the dump where this is EACCES */
+		rep->value = (uint64_t)err; /* heapctl stages the dump where this is EACCES */
 		return;
 	}
 	reply(rep, HC_REP_OK, path, NULL);
@@ -457,15 +459,9 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		return;
 	}
 	switch (q->cmd) {
-	case HC_CMD_PING:
-		reply(rep, HC_REP_OK, NULL, NULL);
-		return;
-	case HC_CMD_SET:
-		do_set(q, rep);
-		return;
-	case HC_CMD_DUMP:
-		do_dump(q, rep);
-		return;
+	case HC_CMD_PING: reply(rep, HC_REP_OK, NULL, NULL); return;
+	case HC_CMD_SET: do_set(q, rep); return;
+	case HC_CMD_DUMP: do_dump(q, rep); return;
 	case HC_CMD_RESET:
 		if (q->arg < -1 || q->arg > 62) {
 			reply(rep, HC_REP_INVALID, "lg_sample must be from 0 to 62", NULL);
@@ -474,24 +470,22 @@ static void execute(const hc_shm_req_t *q, hc_shm_rep_t *rep)
 		hc_prof_reset(q->arg);
 		reply(rep, HC_REP_OK, NULL, NULL);
 		return;
-	case HC_CMD_STATS:
-		hc_explain_stats(q, rep);
-		return;
-	case HC_CMD_PURGE:
-		hc_explain_purge(rep);
-		return;
+	case HC_CMD_STATS: hc_explain_stats(q, rep); return;
+	case HC_CMD_PURGE: hc_explain_purge(rep); return;
 	case HC_CMD_EJECT: {
 		char why[256] = "";
 		if (eject_hook == NULL) {
-			reply(rep, HC_REP_FAILED, "this process runs the preloaded library, not an injected "
-			    "agent: it has no other malloc to go back to", NULL);
+			reply(rep, HC_REP_FAILED,
+			    "this process runs the preloaded library, not an injected "
+			    "agent: it has no other malloc to go back to",
+			    NULL);
 			return;
 		}
 		if (!eject_hook(why, sizeof why)) {
 			reply(rep, HC_REP_FAILED, why, NULL);
 			return;
 		}
-		__atomic_store_n(&ejecting, true, __ATOMIC_RELEASE);   /* the segment goes after this answer */
+		__atomic_store_n(&ejecting, true, __ATOMIC_RELEASE); /* the segment goes after this answer */
 		reply(rep, HC_REP_OK, NULL, NULL);
 		return;
 	}
@@ -547,19 +541,18 @@ static void staged_drop(unsigned i, uint32_t gen)
 static void serve(hc_shm_slot_t *sl)
 {
 	uint32_t expect = HC_SLOT_POSTED;
-	if (!__atomic_compare_exchange_n(&sl->state, &expect, HC_SLOT_BUSY, false,
-	    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(&sl->state, &expect, HC_SLOT_BUSY, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
-	static hc_shm_req_t req;              /* control thread only */
+	static hc_shm_req_t req; /* control thread only */
 	static hc_shm_rep_t rep;
 	memcpy(&req, (const void *)&sl->req, sizeof req);
 	memset(&rep, 0, sizeof rep);
 	execute(&req, &rep);
 	staged_note(sl, &req, &rep);
 	HC_ASSERT(rep.code <= HC_REP_NOPROF && hc_shm_strvalid(rep.text, sizeof rep.text));
-	if (req.cmd != HC_CMD_PING)   /* status and doctor ask if it answers */
+	if (req.cmd != HC_CMD_PING) /* status and doctor ask if it answers */
 		commands++;
-	mirror(false);         /* status after the answer shows the change */
+	mirror(false); /* status after the answer shows the change */
 	memcpy(&sl->rep, &rep, sizeof rep);
 	__atomic_store_n(&sl->stamp_ns, hc_shm_mono_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, HC_SLOT_DONE, __ATOMIC_RELEASE);
@@ -654,7 +647,7 @@ static void retire(void)
 	munmap(s, sizeof(hc_shm_t));
 	for (;;) {
 		if (__atomic_load_n(&pausing, __ATOMIC_ACQUIRE))
-			return;            /* hc_control_pause joins this thread */
+			return; /* hc_control_pause joins this thread */
 		if (hc_mutex_trylock(&pause_lock) == 0) {
 			if (!pausing) {
 				ctl_running = false;
@@ -671,15 +664,15 @@ static void retire(void)
 static void *control_main(void *arg)
 {
 	(void)arg;
-	hc_prof_busy = 1;      /* nothing this thread allocates is profiled */
+	hc_prof_busy = 1; /* nothing this thread allocates is profiled */
 	pthread_setname_np(pthread_self(), "heapctl-ctl");
 	bool child = child_parent != 0;
 	if (child && !child_publish())
-		return NULL;         /* stopped, or no segment: the thread ends */
+		return NULL; /* stopped, or no segment: the thread ends */
 	hc_shm_t *s = hc_event_seg;
 	poll_highwater();
 	mirror(true);
-	if (!child)            /* the first process of the program swept */
+	if (!child) /* the first process of the program swept */
 		hc_shm_clean_stale(false);
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
 	uint64_t last_mirror = hc_shm_mono_ns();
@@ -691,7 +684,7 @@ static void *control_main(void *arg)
 	 * post made after the bell was read here rings it again, so the wait
 	 * below returns at once and the next turn looks. */
 	uint32_t looked = 0;
-	bool rung = false;     /* reclaim only once some client came */
+	bool rung = false; /* reclaim only once some client came */
 	while (!__atomic_load_n(&ctl_stop, __ATOMIC_ACQUIRE)) {
 		uint32_t bell = __atomic_load_n(&s->box.doorbell, __ATOMIC_ACQUIRE);
 		bool served = false, moved = bell != looked;
@@ -717,10 +710,10 @@ static void *control_main(void *arg)
 				reclaim(now);
 			last_mirror = now;
 		} else if (moved) {
-			reclaim(now);  /* a client that found every slot taken rang */
+			reclaim(now); /* a client that found every slot taken rang */
 		}
 		if (served)
-			continue;       /* more may have come while we worked */
+			continue; /* more may have come while we worked */
 		uint64_t wait = period - (now - last_mirror);
 		hc_shm_futex_wait(&s->box.doorbell, bell, wait);
 	}
@@ -746,9 +739,9 @@ static bool thread_start(void)
 {
 	sigset_t all, old;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the program's threads */
 	int busy = hc_prof_busy;
-	hc_prof_busy = 1;      /* what glibc allocates here is not sampled */
+	hc_prof_busy = 1; /* what glibc allocates here is not sampled */
 	__atomic_store_n(&ctl_stop, 0, __ATOMIC_RELEASE);
 	int err = thread_create();
 	ctl_running = err == 0;
@@ -763,8 +756,8 @@ static bool thread_start(void)
 	}
 	bool was_pending = __atomic_exchange_n(&hc_control_poll_pending, err != 0, __ATOMIC_ACQ_REL);
 	if (err) {
-		if (!was_pending)     /* each thread's next allocation polls; then */
-			hc_heap_reset_countdowns();   /* the quantum keeps them at it */
+		if (!was_pending)                   /* each thread's next allocation polls; then */
+			hc_heap_reset_countdowns(); /* the quantum keeps them at it */
 		if (first)
 			hc_say("cannot start the control thread: ", strerrordesc_np(err),
 			    err == EAGAIN ? " (a thread limit: RLIMIT_NPROC, or the cgroup's pids.max)" : "",
@@ -810,7 +803,7 @@ bool hc_control_pause(void)
 	pthread_join(ctl_thread, NULL);
 	ctl_running = false;
 	__atomic_store_n(&pausing, false, __ATOMIC_RELEASE);
-	return hc_event_seg != NULL;      /* not if it ended after an eject */
+	return hc_event_seg != NULL; /* not if it ended after an eject */
 }
 
 void hc_control_resume(bool was_running)
@@ -918,8 +911,7 @@ void hc_control_poll(void)
 {
 	uint64_t now = hc_shm_mono_ns();
 	uint64_t period = (uint64_t)hc_opt.control_refresh_ms * 1000000ull;
-	if (now - __atomic_load_n(&poll_last_ns, __ATOMIC_RELAXED) < period ||
-	    hc_mutex_trylock(&pause_lock) != 0)
+	if (now - __atomic_load_n(&poll_last_ns, __ATOMIC_RELAXED) < period || hc_mutex_trylock(&pause_lock) != 0)
 		return;
 	if (!hc_control_poll_pending || ctl_running || now - poll_last_ns < period) {
 		hc_mutex_unlock(&pause_lock);

@@ -35,7 +35,7 @@ typedef union {
 	ssize_t sz;
 	uint64_t u64;
 	const char *s;
-	struct {                   /* T_WRITER: jemalloc's write_cb_t and its arg */
+	struct { /* T_WRITER: jemalloc's write_cb_t and its arg */
 		void (*cb)(void *, const char *);
 		void *opaque;
 	} w;
@@ -50,7 +50,7 @@ struct ctl_entry_s {
 	const char *name;
 	ctl_type_t type;
 	ctl_read_fn read;
-	ctl_write_fn write;       /* NULL: read-only */
+	ctl_write_fn write; /* NULL: read-only */
 	intptr_t arg;
 };
 
@@ -88,9 +88,18 @@ static void snapshot_refresh(void)
 
 /* fork: the snapshot lock is a leaf (nothing is taken under it), so it is
  * taken last before fork and released first after. */
-void hc_ctl_fork_prepare(void) { hc_mutex_lock(&snapshot_lock); }
-void hc_ctl_fork_parent(void) { hc_mutex_unlock(&snapshot_lock); }
-void hc_ctl_fork_child(void) { hc_mutex_reinit(&snapshot_lock); }
+void hc_ctl_fork_prepare(void)
+{
+	hc_mutex_lock(&snapshot_lock);
+}
+void hc_ctl_fork_parent(void)
+{
+	hc_mutex_unlock(&snapshot_lock);
+}
+void hc_ctl_fork_child(void)
+{
+	hc_mutex_reinit(&snapshot_lock);
+}
 
 static int rd_epoch(const ctl_entry_t *e, ctl_val_t *out)
 {
@@ -121,9 +130,21 @@ static int rd_stat(const ctl_entry_t *e, ctl_val_t *out)
 
 /* ---- constants --------------------------------------------------------- */
 
-static int rd_const_bool(const ctl_entry_t *e, ctl_val_t *out) { out->b = e->arg != 0; return 0; }
-static int rd_const_size(const ctl_entry_t *e, ctl_val_t *out) { out->z = (size_t)e->arg; return 0; }
-static int rd_const_str(const ctl_entry_t *e, ctl_val_t *out) { out->s = (const char *)e->arg; return 0; }
+static int rd_const_bool(const ctl_entry_t *e, ctl_val_t *out)
+{
+	out->b = e->arg != 0;
+	return 0;
+}
+static int rd_const_size(const ctl_entry_t *e, ctl_val_t *out)
+{
+	out->z = (size_t)e->arg;
+	return 0;
+}
+static int rd_const_str(const ctl_entry_t *e, ctl_val_t *out)
+{
+	out->s = (const char *)e->arg;
+	return 0;
+}
 
 static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 {
@@ -139,24 +160,24 @@ static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 /* ---- the settings of shm/hc_settings.def ------------------------------- */
 
 /* The mallctl type of opt.<option> and of the run-time name. */
-#define OPT_T_HC_SET_BOOL T_BOOL
-#define OPT_T_HC_SET_UINT T_UNSIGNED
-#define OPT_T_HC_SET_LG T_SIZE
-#define OPT_T_HC_SET_SSIZE T_SSIZE
-#define OPT_T_HC_SET_BYTES T_U64
-#define OPT_T_HC_SET_POW2 T_SSIZE       /* opt.lg_prof_interval: the log2 */
-#define OPT_T_HC_SET_STR T_STR
+#define OPT_T_HC_SET_BOOL   T_BOOL
+#define OPT_T_HC_SET_UINT   T_UNSIGNED
+#define OPT_T_HC_SET_LG     T_SIZE
+#define OPT_T_HC_SET_SSIZE  T_SSIZE
+#define OPT_T_HC_SET_BYTES  T_U64
+#define OPT_T_HC_SET_POW2   T_SSIZE /* opt.lg_prof_interval: the log2 */
+#define OPT_T_HC_SET_STR    T_STR
 #define OPT_T_HC_SET_UNWIND T_STR
-#define OPT_T_HC_SET_THP T_STR
-#define RT_T_HC_SET_BOOL T_BOOL
-#define RT_T_HC_SET_UINT T_UNSIGNED
-#define RT_T_HC_SET_LG T_SIZE
-#define RT_T_HC_SET_SSIZE T_SSIZE
-#define RT_T_HC_SET_BYTES T_U64
-#define RT_T_HC_SET_POW2 T_U64         /* prof.interval: bytes, 0 off */
-#define RT_T_HC_SET_STR T_STR
-#define RT_T_HC_SET_UNWIND T_STR
-#define RT_T_HC_SET_THP T_STR
+#define OPT_T_HC_SET_THP    T_STR
+#define RT_T_HC_SET_BOOL    T_BOOL
+#define RT_T_HC_SET_UINT    T_UNSIGNED
+#define RT_T_HC_SET_LG      T_SIZE
+#define RT_T_HC_SET_SSIZE   T_SSIZE
+#define RT_T_HC_SET_BYTES   T_U64
+#define RT_T_HC_SET_POW2    T_U64 /* prof.interval: bytes, 0 off */
+#define RT_T_HC_SET_STR     T_STR
+#define RT_T_HC_SET_UNWIND  T_STR
+#define RT_T_HC_SET_THP     T_STR
 
 static void to_ctl(const hc_shm_setting_t *s, bool runtime, const hc_shm_value_t *v, ctl_val_t *out)
 {
@@ -172,7 +193,9 @@ static void to_ctl(const hc_shm_setting_t *s, bool runtime, const hc_shm_value_t
 		else
 			out->sz = v->u >= 64 ? -1 : (ssize_t)v->u;
 		return;
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP: out->s = v->s; return;
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: out->s = v->s; return;
 	}
 }
 
@@ -185,14 +208,14 @@ static int from_ctl(const hc_shm_setting_t *s, const ctl_val_t *in, hc_shm_value
 	case HC_SET_LG: v->u = in->z; return 0;
 	case HC_SET_SSIZE: v->i = in->sz; return 0;
 	case HC_SET_BYTES: v->u = in->u64; return 0;
-	case HC_SET_POW2:     /* bytes, a power of two, or 0 for off */
+	case HC_SET_POW2: /* bytes, a power of two, or 0 for off */
 		if (in->u64 & (in->u64 - 1))
 			return EINVAL;
 		v->u = in->u64 ? (uint64_t)__builtin_ctzll(in->u64) : UINT64_MAX;
 		return 0;
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
-		v->s = in->s;
-		return in->s ? 0 : EINVAL;
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: v->s = in->s; return in->s ? 0 : EINVAL;
 	}
 	return EINVAL;
 }
@@ -222,15 +245,15 @@ static int wr_setting(const ctl_entry_t *e, const ctl_val_t *in)
 
 /* A string setting is write-only at run time, as jemalloc's prof.prefix:
  * a pointer to it would not stay valid. */
-#define RT_READ_HC_SET_BOOL rd_setting
-#define RT_READ_HC_SET_UINT rd_setting
-#define RT_READ_HC_SET_LG rd_setting
-#define RT_READ_HC_SET_SSIZE rd_setting
-#define RT_READ_HC_SET_BYTES rd_setting
-#define RT_READ_HC_SET_POW2 rd_setting
-#define RT_READ_HC_SET_STR NULL
+#define RT_READ_HC_SET_BOOL   rd_setting
+#define RT_READ_HC_SET_UINT   rd_setting
+#define RT_READ_HC_SET_LG     rd_setting
+#define RT_READ_HC_SET_SSIZE  rd_setting
+#define RT_READ_HC_SET_BYTES  rd_setting
+#define RT_READ_HC_SET_POW2   rd_setting
+#define RT_READ_HC_SET_STR    NULL
 #define RT_READ_HC_SET_UNWIND rd_setting
-#define RT_READ_HC_SET_THP rd_setting
+#define RT_READ_HC_SET_THP    rd_setting
 
 /* a braced initializer as a macro body, which clang-format 14 takes for a block */
 /* clang-format off */
@@ -248,13 +271,22 @@ static int wr_dump(const ctl_entry_t *e, const ctl_val_t *in)
 	hc_dump_kind_t kind = e->arg ? HC_DUMP_PEAK : HC_DUMP_MANUAL;
 	const char *path = in ? in->s : NULL;
 	if (!hc_opt.prof && !__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) && hc_prof_samples_total() == 0)
-		return ENOENT;   /* as jemalloc without opt.prof */
+		return ENOENT; /* as jemalloc without opt.prof */
 	return hc_dump(kind, path, NULL, 0) ? EFAULT : 0;
 }
 
 /* experimental.prof_recent.*: the last sampled allocations (recent.c) */
-static int rd_recent_max(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->sz = hc_recent_max(); return 0; }
-static int wr_recent_max(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; return hc_recent_set_max(in->sz); }
+static int rd_recent_max(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->sz = hc_recent_max();
+	return 0;
+}
+static int wr_recent_max(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	return hc_recent_set_max(in->sz);
+}
 static int wr_recent_dump(const ctl_entry_t *e, const ctl_val_t *in)
 {
 	(void)e;
@@ -291,9 +323,24 @@ static int wr_reset(const ctl_entry_t *e, const ctl_val_t *in)
 	return 0;
 }
 
-static int rd_samples(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_prof_samples_total(); return 0; }
-static int rd_dumps(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->u64 = hc_dumps_written(); return 0; }
-static int rd_tname(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->s = hc_prof_thread_name_get(); return 0; }
+static int rd_samples(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->u64 = hc_prof_samples_total();
+	return 0;
+}
+static int rd_dumps(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->u64 = hc_dumps_written();
+	return 0;
+}
+static int rd_tname(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->s = hc_prof_thread_name_get();
+	return 0;
+}
 
 static int wr_tname(const ctl_entry_t *e, const ctl_val_t *in)
 {
@@ -303,8 +350,18 @@ static int wr_tname(const ctl_entry_t *e, const ctl_val_t *in)
 	return hc_prof_thread_name_set(in->s) ? 0 : EFAULT;
 }
 
-static int rd_tactive(const ctl_entry_t *e, ctl_val_t *out) { (void)e; out->b = hc_prof_thread_active_get(); return 0; }
-static int wr_tactive(const ctl_entry_t *e, const ctl_val_t *in) { (void)e; hc_prof_thread_active_set(in->b); return 0; }
+static int rd_tactive(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->b = hc_prof_thread_active_get();
+	return 0;
+}
+static int wr_tactive(const ctl_entry_t *e, const ctl_val_t *in)
+{
+	(void)e;
+	hc_prof_thread_active_set(in->b);
+	return 0;
+}
 
 
 /* a braced initializer as a macro body, which clang-format 14 takes for a block */
@@ -326,7 +383,7 @@ static const ctl_entry_t table[] = {
 	CONFIG("debug", HC_DEBUG_BUILD),
 	CONFIG("fill", HC_DEBUG_BUILD),
 	CONFIG("lazy_lock", 0),
-	{ "config.malloc_conf", T_STR, rd_const_str, NULL, (intptr_t)"" },
+	{ "config.malloc_conf", T_STR, rd_const_str, NULL, (intptr_t) "" },
 	CONFIG("opt_safety_checks", 1),
 	CONFIG("prof", 1),
 	CONFIG("prof_libgcc", 1),
@@ -363,7 +420,7 @@ static size_t components(const char *name)
 	return n;
 }
 
-#define ARENAS_ALL 4096        /* jemalloc's MALLCTL_ARENAS_ALL */
+#define ARENAS_ALL 4096 /* jemalloc's MALLCTL_ARENAS_ALL */
 
 /* An arena index of arena.<i>.*: one that exists, or all of them, which
  * jemalloc spells MALLCTL_ARENAS_ALL or (as redis does) arenas.narenas. */
@@ -404,7 +461,7 @@ static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
 	ctl_val_t v;
 	if (oldp != NULL && oldlenp != NULL) {
 		if (e->read == NULL)
-			return EPERM;     /* write-only name, as jemalloc's purge */
+			return EPERM; /* write-only name, as jemalloc's purge */
 		if (*oldlenp != sz)
 			return EINVAL;
 	}
@@ -428,7 +485,7 @@ static int ctl_do(const ctl_entry_t *e, void *oldp, size_t *oldlenp, void *newp,
 		return e->write(e, &in);
 	}
 	if (e->write != NULL && e->read == NULL && newp == NULL && oldp == NULL)
-		return e->write(e, NULL);   /* purge, dump, reset: no value */
+		return e->write(e, NULL); /* purge, dump, reset: no value */
 	return 0;
 }
 
@@ -458,13 +515,12 @@ HC_EXPORT int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp)
 	for (size_t i = 1; i < k; i++)
 		mibp[i] = 0;
 	if (strncmp(e->name, "arena.<i>.", 10) == 0)
-		mibp[1] = index;       /* callers set it to other arenas */
+		mibp[1] = index; /* callers set it to other arenas */
 	*miblenp = k;
 	return 0;
 }
 
-HC_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
-    void *newp, size_t newlen)
+HC_EXPORT int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
 {
 	hc_init();
 	if (mib == NULL || miblen == 0 || mib[0] >= NENTRIES)

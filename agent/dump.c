@@ -54,7 +54,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
-#include <stdio.h>   /* rename(), and fflush before _exit */
+#include <stdio.h> /* rename(), and fflush before _exit */
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
@@ -144,7 +144,7 @@ static uint64_t to_u64(double d)
 {
 	if (!(d > 0))
 		return 0;
-	d += 0.5;       /* round half up: d is positive */
+	d += 0.5; /* round half up: d is positive */
 	return d >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)d;
 }
 
@@ -221,7 +221,7 @@ static hc_cnt_t tctx_counts(const hc_tctx_t *c, bool peak)
 	uint64_t epoch = hc_prof_reset_epoch();
 	for (const hc_sample_t *r = c->samples; r; r = r->next) {
 		int64_t p = __atomic_load_n(&r->pending, __ATOMIC_RELAXED);
-		if (p == 0 || r->reset_epoch != epoch)   /* forgotten by prof.reset */
+		if (p == 0 || r->reset_epoch != epoch) /* forgotten by prof.reset */
 			continue;
 		cnt.curbytes += (uint64_t)p;
 		cnt.w_curbytes += r->weight * (double)p;
@@ -306,8 +306,7 @@ static void buf_lives(buf_t *b, const hc_stack_t *s, uint64_t now, bool ages)
 }
 
 /* Format the whole profile; peak selects the high-water snapshot. */
-static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes,
-    size_t *leak_ctx)
+static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *leak_bytes, size_t *leak_ctx)
 {
 	bool accum = hc_opt.prof_accum;
 	uint64_t now = hc_shm_mono_ns();
@@ -387,7 +386,7 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
 			cnt_add(&sum, &cnt);
 		}
 		if (accum ? sum.accumobjs != 0 : sum.curobjs != 0)
-			continue;           /* written above */
+			continue; /* written above */
 		buf_frames(b, s);
 		buf_lives(b, s, now, false);
 	}
@@ -413,18 +412,18 @@ static void format_profile(buf_t *b, bool peak, uint64_t *leak_objs, uint64_t *l
  * grown to 64 MiB), or without a note, goes without.  Files mapped with
  * mmap are not loaded objects and go without too. */
 
-#define BID_MAX 64                      /* bytes; the report takes as many */
+#define BID_MAX 64 /* bytes; the report takes as many */
 
 typedef struct {
-	uintptr_t lo, hi;                   /* the object's PT_LOAD span       */
-	unsigned len;                       /* of id, 0: none                  */
+	uintptr_t lo, hi; /* the object's PT_LOAD span       */
+	unsigned len;     /* of id, 0: none                  */
 	unsigned char id[BID_MAX];
 } bid_t;
 
 static struct {
 	bid_t *v;
-	size_t n, cap;                      /* entries, and room in the pages  */
-	unsigned long long adds, subs;      /* dl_iterate_phdr's at the walk   */
+	size_t n, cap;                 /* entries, and room in the pages  */
+	unsigned long long adds, subs; /* dl_iterate_phdr's at the walk   */
 	bool valid, full;
 } bids;
 static hc_mutex_t bid_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_BUILD_ID, "bid_lock");
@@ -456,7 +455,7 @@ static int bid_collect(struct dl_phdr_info *info, size_t size, void *arg)
 	if (*first) {
 		*first = false;
 		if (bids.valid && info->dlpi_adds == bids.adds && info->dlpi_subs == bids.subs)
-			return 1;               /* nothing loaded or unloaded since */
+			return 1; /* nothing loaded or unloaded since */
 		bids.adds = info->dlpi_adds;
 		bids.subs = info->dlpi_subs;
 		bids.n = 0;
@@ -464,8 +463,9 @@ static int bid_collect(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (bids.n == bids.cap) {
 		size_t bytes = bids.cap * sizeof(bid_t), more = bytes ? bytes * 2 : 1 << 16;
-		void *q = more > 64 << 20 ? MAP_FAILED : bids.v ? mremap(bids.v, bytes, more, MREMAP_MAYMOVE)
-		    : mmap(NULL, more, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *q = more > 64 << 20 ? MAP_FAILED
+		    : bids.v              ? mremap(bids.v, bytes, more, MREMAP_MAYMOVE)
+		             : mmap(NULL, more, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (q == MAP_FAILED) {
 			bids.full = true;
 			return 0;
@@ -539,7 +539,9 @@ static uintptr_t hex_field(const char **s)
 	uintptr_t v = 0;
 	for (;; (*s)++) {
 		char c = **s;
-		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+		unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+		    : c >= 'a' && c <= 'f'        ? (unsigned)(c - 'a' + 10)
+		                                  : 16;
 		if (d == 16)
 			return v;
 		v = v << 4 | d;
@@ -584,10 +586,12 @@ static void copy_maps_with_ids(buf_t *b, const char *p, size_t len)
 			path = s < eol && *s == '/' ? s : NULL;
 		}
 		const bid_t *id = exec && path && !memchr(path, ' ', (size_t)(eol - path)) &&
-		    !memchr(path, '\t', (size_t)(eol - path)) ? bid_find(start) : NULL;
+		        !memchr(path, '\t', (size_t)(eol - path))
+		    ? bid_find(start)
+		    : NULL;
 		if (id) {
 			const char *o = p;
-			while (*o != ' ')        /* past the range and the perms */
+			while (*o != ' ') /* past the range and the perms */
 				o++;
 			o++;
 			while (*o != ' ')
@@ -610,7 +614,7 @@ static void copy_maps_with_ids(buf_t *b, const char *p, size_t len)
 				b->len += (size_t)(eol - path);
 			}
 			buf_str(b, " (@");
-			buf_hex_as(b, offset, false);    /* pprof's (@offset) has no 0x */
+			buf_hex_as(b, offset, false); /* pprof's (@offset) has no 0x */
 			buf_str(b, ") ");
 			buf_str(b, hex);
 			buf_str(b, "\n");
@@ -631,7 +635,7 @@ static void append_maps(buf_t *b)
 	buf_str(b, "\nMAPPED_LIBRARIES:\n");
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	bool own = fd >= 0;
-	if (!own)              /* chrooted since, away from /proc */
+	if (!own) /* chrooted since, away from /proc */
 		fd = hc_event_maps_fd();
 	if (fd < 0)
 		return;
@@ -661,11 +665,17 @@ static hc_mutex_t name_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_DUMP_NAME, "nam
 /* Each process numbers its dumps from 0 (a fork child starts again), and a
  * dump that failed gives its numbers back unless a later one took the next
  * ones meanwhile. */
-static uint64_t seq HC_FORK_DATA, seq_i HC_FORK_DATA, seq_m HC_FORK_DATA, seq_u HC_FORK_DATA,
-    seq_t HC_FORK_DATA, seq_s HC_FORK_DATA, seq_p HC_FORK_DATA, dumps_written HC_FORK_DATA;
+static uint64_t seq HC_FORK_DATA, seq_i HC_FORK_DATA, seq_m HC_FORK_DATA, seq_u HC_FORK_DATA, seq_t HC_FORK_DATA,
+    seq_s HC_FORK_DATA, seq_p HC_FORK_DATA, dumps_written HC_FORK_DATA;
 
-uint64_t hc_dumps_written(void) { return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED); }
-void hc_dumps_restart(void) { __atomic_store_n(&dumps_written, 0, __ATOMIC_RELAXED); }
+uint64_t hc_dumps_written(void)
+{
+	return __atomic_load_n(&dumps_written, __ATOMIC_RELAXED);
+}
+void hc_dumps_restart(void)
+{
+	__atomic_store_n(&dumps_written, 0, __ATOMIC_RELAXED);
+}
 
 static uint64_t *kind_seq(hc_dump_kind_t kind)
 {
@@ -703,8 +713,7 @@ static void unmake_name(hc_dump_kind_t kind, name_seq_t taken)
  * name_pid where a caller of another PID namespace gave the pid it knows
  * us by (HC_CMD_DUMP's name): its dumps of several containers' pid 1 then
  * have names of their own in its directory. */
-static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, int name_pid, char *out,
-    size_t outlen)
+static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, int name_pid, char *out, size_t outlen)
 {
 	hc_mutex_lock(&name_lock);
 	uint64_t *k = kind_seq(kind);
@@ -740,7 +749,7 @@ static name_seq_t make_name(hc_dump_kind_t kind, const char *prefix_for, int nam
 		*e++ = '.';
 		char ms[8];
 		hc_fmt_u64(ms, (uint64_t)(ts.tv_nsec / 1000000) + 1000);
-		memcpy(e, ms + 1, 3);   /* milliseconds, zero-padded */
+		memcpy(e, ms + 1, 3); /* milliseconds, zero-padded */
 		e += 3;
 		*e++ = 'Z';
 	}
@@ -770,8 +779,7 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
-    size_t *lc, uint64_t *size);
+static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc, uint64_t *size);
 
 /* Temporary files of dumps that never finished ("<name>.heap.tmp.<pid>",
  * left by a process killed mid-dump) are removed from the directory of the
@@ -823,11 +831,10 @@ static void remove_stale_tmp(const char *path)
  * wait for other threads, so the exit path waits for dumps in flight (a
  * timer or high-water dump) and refuses new ones but its own final dump;
  * otherwise their temporary files would be left half written. */
-static int writing HC_FORK_DATA, exiting;   /* atomic */
+static int writing HC_FORK_DATA, exiting; /* atomic */
 static __thread bool exit_thread;
 
-static int dump_to(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
-    size_t *lc, uint64_t *size)
+static int dump_to(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc, uint64_t *size)
 {
 	__atomic_add_fetch(&writing, 1, __ATOMIC_ACQ_REL);
 	if (__atomic_load_n(&exiting, __ATOMIC_ACQUIRE) && !exit_thread) {
@@ -870,8 +877,7 @@ static int rename_fresh(const char *tmp, const char *path)
 }
 
 /* fresh: a name the agent made, which never replaces a file. */
-static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb,
-    size_t *lc, uint64_t *size)
+static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uint64_t *lb, size_t *lc, uint64_t *size)
 {
 	buf_t b = { 0 };
 	format_profile(&b, peak, lo, lb, lc);
@@ -926,8 +932,8 @@ static int dump_write(const char *path, bool fresh, bool peak, uint64_t *lo, uin
 /* Write path (made absolute, so whoever reads the name in an event or a
  * reply needs no idea of this process's directory), say so on stderr if it
  * fails, and publish the event.  Every dump goes through here. */
-static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool say,
-    uint64_t *lo, uint64_t *lb, size_t *lc, char *out, size_t outlen, uint64_t *size)
+static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool say, uint64_t *lo, uint64_t *lb,
+    size_t *lc, char *out, size_t outlen, uint64_t *size)
 {
 	char abs[HC_PREFIX_MAX + 512];
 	size_t plen = strlen(path);
@@ -960,8 +966,7 @@ static int dump_reported(hc_dump_kind_t kind, const char *path, bool fresh, bool
 
 /* A name of ours no file has yet (see the top): 1000 taken names in a row
  * are a directory someone fills on purpose, and the rename refuses then. */
-static name_seq_t make_fresh_name(hc_dump_kind_t kind, const char *prefix, int name_pid, char *out,
-    size_t outlen)
+static name_seq_t make_fresh_name(hc_dump_kind_t kind, const char *prefix, int name_pid, char *out, size_t outlen)
 {
 	name_seq_t taken = make_name(kind, prefix, name_pid, out, outlen);
 	struct stat st;
@@ -970,8 +975,8 @@ static name_seq_t make_fresh_name(hc_dump_kind_t kind, const char *prefix, int n
 	return taken;
 }
 
-static int dump_named(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
-    bool say, char *out, size_t outlen, uint64_t *size)
+static int dump_named(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid, bool say, char *out,
+    size_t outlen, uint64_t *size)
 {
 	char name[HC_PREFIX_MAX + 160];
 	name_seq_t taken = { 0, 0 };
@@ -982,7 +987,7 @@ static int dump_named(hc_dump_kind_t kind, const char *path, const char *prefix,
 	}
 	int saved = errno;
 	int busy = hc_prof_busy;
-	hc_prof_busy = 1;      /* the dump's own work is never sampled */
+	hc_prof_busy = 1; /* the dump's own work is never sampled */
 	int err = dump_reported(kind, path, named, say, NULL, NULL, NULL, out, outlen, size);
 	if (err && named)
 		unmake_name(kind, taken);
@@ -993,8 +998,8 @@ static int dump_named(hc_dump_kind_t kind, const char *path, const char *prefix,
 
 /* heapctl's request is answered with the error (and heapctl may still
  * stage the dump elsewhere): the service's stderr is not told */
-int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid,
-    char *out, size_t outlen, uint64_t *size)
+int hc_dump_ex(hc_dump_kind_t kind, const char *path, const char *prefix, int name_pid, char *out, size_t outlen,
+    uint64_t *size)
 {
 	return dump_named(kind, path, prefix, name_pid, false, out, outlen, size);
 }
@@ -1006,7 +1011,7 @@ int hc_dump(hc_dump_kind_t kind, const char *path, char *out, size_t outlen)
 
 /* ---- interval and threshold accounting ---------------------------------- */
 
-static uint64_t interval_accum HC_FORK_DATA;   /* atomic: bytes since the last i dump */
+static uint64_t interval_accum HC_FORK_DATA; /* atomic: bytes since the last i dump */
 static bool threshold_fired;
 
 void hc_dump_interval_account(uint64_t bytes)
@@ -1023,8 +1028,8 @@ void hc_dump_interval_account(uint64_t bytes)
 	/* one thread wins the right to dump for this interval */
 	uint64_t expect = v;
 	while (expect >= interval) {
-		if (__atomic_compare_exchange_n(&interval_accum, &expect, expect % interval, false,
-		    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		if (__atomic_compare_exchange_n(&interval_accum, &expect, expect % interval, false, __ATOMIC_RELAXED,
+		        __ATOMIC_RELAXED)) {
 			if (__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED))
 				hc_dump(HC_DUMP_INTERVAL, NULL, NULL, 0);
 			return;
@@ -1051,8 +1056,8 @@ static uint64_t now_ms(void)
 bool hc_agent_highwater(size_t mapped)
 {
 	if (hc_prof_busy)
-		return false;     /* inside the profiler: the next allocation or the
-		                     control thread delivers it */
+		return false; /* inside the profiler: the next allocation or the
+		                 control thread delivers it */
 	bool active = __atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED);
 	bool event = false, dump = false;
 	size_t previous = 0;
@@ -1085,12 +1090,12 @@ bool hc_agent_highwater(size_t mapped)
 
 /* ---- the timer thread ---------------------------------------------------- */
 
-static int timer_started HC_FORK_DATA;   /* atomic */
+static int timer_started HC_FORK_DATA; /* atomic */
 
 static void *timer_main(void *arg)
 {
 	(void)arg;
-	hc_prof_busy = 1;    /* nothing this thread allocates is profiled */
+	hc_prof_busy = 1; /* nothing this thread allocates is profiled */
 	pthread_setname_np(pthread_self(), "heapctl-timer");
 	uint64_t last = now_ms();
 	for (;;) {
@@ -1153,13 +1158,13 @@ void hc_dump_fork_parent(void)
 
 void hc_dump_fork_child(void)
 {
-	hc_mutex_reinit(&bid_lock);   /* its table holds: the child maps the same objects */
+	hc_mutex_reinit(&bid_lock); /* its table holds: the child maps the same objects */
 	hc_mutex_reinit(&hw_lock);
 	hc_mutex_reinit(&name_lock);
-	timer_started = 0;    /* threads do not survive fork; restarted on demand */
-	if (seq | dumps_written)   /* a write only where needed: the page is copied */
+	timer_started = 0;       /* threads do not survive fork; restarted on demand */
+	if (seq | dumps_written) /* a write only where needed: the page is copied */
 		seq = seq_i = seq_m = seq_u = seq_t = seq_s = seq_p = dumps_written = 0;
-	writing = 0;          /* nor do the dumps they were writing */
+	writing = 0; /* nor do the dumps they were writing */
 	interval_accum = 0;
 }
 
@@ -1189,7 +1194,7 @@ void hc_dump_at_exit(void)
 		hc_say("Run jeprof on \"", name, "\" for leak detail", NULL);
 	if (hc_opt.prof_leak_error) {
 		hc_say("Exiting with error code because memory leaks were detected", NULL);
-		fflush(NULL);   /* exit() has not flushed stdio yet: keep the program's output */
+		fflush(NULL); /* exit() has not flushed stdio yet: keep the program's output */
 		_exit(1);
 	}
 }

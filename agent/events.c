@@ -17,9 +17,9 @@
 
 #include "events.h"
 
-hc_shm_t *hc_event_seg HC_FORK_DATA;  /* NULL: no segment in this process */
-static hc_mutex_t ev_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock");   /* private */
-static char last_dump[HC_SHM_PATH_MAX];   /* under ev_lock                 */
+hc_shm_t *hc_event_seg HC_FORK_DATA; /* NULL: no segment in this process */
+static hc_mutex_t ev_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock"); /* private */
+static char last_dump[HC_SHM_PATH_MAX];                                            /* under ev_lock                 */
 static int maps_fd HC_FORK_DATA = -1; /* /proc/self/maps, for after a chroot */
 static dev_t maps_dev HC_FORK_DATA;
 static ino_t maps_ino HC_FORK_DATA;
@@ -33,10 +33,9 @@ void hc_event_publish(hc_shm_event_t *ev)
 	/* what the target publishes is always well formed (a client may write
 	 * anything into the ring; that is the client's side to check) */
 	HC_ASSERT(hc_shm_event_name(ev->type) != NULL);
-	HC_ASSERT((ev->type != HC_EV_DUMP && ev->type != HC_EV_DUMP_FAILED) ||
-	    hc_shm_dump_kind_name(ev->kind) != NULL);
-	HC_ASSERT(hc_shm_strvalid(ev->name, sizeof ev->name) &&
-	    hc_shm_strvalid(ev->path, sizeof ev->path) && hc_shm_strvalid(ev->text, sizeof ev->text));
+	HC_ASSERT((ev->type != HC_EV_DUMP && ev->type != HC_EV_DUMP_FAILED) || hc_shm_dump_kind_name(ev->kind) != NULL);
+	HC_ASSERT(hc_shm_strvalid(ev->name, sizeof ev->name) && hc_shm_strvalid(ev->path, sizeof ev->path) &&
+	    hc_shm_strvalid(ev->text, sizeof ev->text));
 	hc_mutex_lock(&ev_lock);
 	hc_shm_event_publish(&s->ring, ev);
 	hc_mutex_unlock(&ev_lock);
@@ -46,8 +45,7 @@ void hc_event_dump(hc_dump_kind_t kind, const char *path, uint64_t size, int err
 {
 	if (hc_event_seg == NULL)
 		return;
-	hc_shm_event_t ev = { .type = err ? HC_EV_DUMP_FAILED : HC_EV_DUMP, .kind = (uint32_t)kind,
-		.value = size };
+	hc_shm_event_t ev = { .type = err ? HC_EV_DUMP_FAILED : HC_EV_DUMP, .kind = (uint32_t)kind, .value = size };
 	hc_shm_strlcpy(ev.path, path ? path : "", sizeof ev.path);
 	if (err)
 		hc_shm_strlcpy(ev.text, strerrordesc_np(err), sizeof ev.text);
@@ -113,15 +111,24 @@ void hc_event_maps_open(int procfd)
 	}
 }
 
-void hc_event_fork_prepare(void) { hc_mutex_lock(&ev_lock); }
-void hc_event_fork_parent(void) { hc_mutex_unlock(&ev_lock); }
-void hc_event_fork_child(void) { hc_mutex_reinit(&ev_lock); }
+void hc_event_fork_prepare(void)
+{
+	hc_mutex_lock(&ev_lock);
+}
+void hc_event_fork_parent(void)
+{
+	hc_mutex_unlock(&ev_lock);
+}
+void hc_event_fork_child(void)
+{
+	hc_mutex_reinit(&ev_lock);
+}
 
 /* the parent's last dump, and its maps (the parent's /proc/PID/maps): a
  * copy of ours to close */
 void hc_event_fork_forget(void)
 {
-	if (last_dump[0])      /* a write only where needed: the page is copied */
+	if (last_dump[0]) /* a write only where needed: the page is copied */
 		last_dump[0] = 0;
 	if (maps_fd >= 0) {
 		struct stat mst;

@@ -29,7 +29,7 @@ extern hc_shm_t *hc_event_seg;
 void hc_event_publish(hc_shm_event_t *ev);
 /* The path of the last dump written (the state block's last_dump). */
 void hc_event_last_dump(char out[HC_SHM_PATH_MAX]);
-void hc_event_forget_dump(void);          /* a new injection: none yet */
+void hc_event_forget_dump(void); /* a new injection: none yet */
 /* A fork child's maps, opened at procfd (O_PATH /proc/PID) if not yet. */
 void hc_event_maps_open(int procfd);
 void hc_event_fork_prepare(void), hc_event_fork_parent(void);

@@ -17,7 +17,7 @@
 
 #include "agent.h"
 
-static hc_shm_stat_t *snap HC_FORK_DATA;   /* hc_meta_alloc'd */
+static hc_shm_stat_t *snap HC_FORK_DATA; /* hc_meta_alloc'd */
 static size_t snap_cap, snap_n;
 
 typedef struct {

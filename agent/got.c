@@ -30,7 +30,7 @@
 #endif
 
 typedef struct {
-	ElfW(Addr) base, lo, hi;    /* in: load bias; out: its PT_GNU_RELRO */
+	ElfW(Addr) base, lo, hi; /* in: load bias; out: its PT_GNU_RELRO */
 } relro_t;
 
 static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)

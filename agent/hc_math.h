@@ -38,17 +38,17 @@ static inline double hc_log(double x)
 	if (x == __builtin_inf())
 		return x;
 	int e = 0;
-	if (x < 0x1p-1022) {       /* subnormal: make it normal first */
+	if (x < 0x1p-1022) { /* subnormal: make it normal first */
 		x *= 0x1p54;
 		e = -54;
 	}
 	uint64_t b;
 	memcpy(&b, &x, sizeof b);
 	e += (int)((b >> 52) & 0x7ff) - 1023;
-	b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;   /* m in [1, 2) */
+	b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull; /* m in [1, 2) */
 	double m;
 	memcpy(&m, &b, sizeof m);
-	if (m > 1.4142135623730951) {                           /* to [0.707, 1.414] */
+	if (m > 1.4142135623730951) { /* to [0.707, 1.414] */
 		m *= 0.5;
 		e++;
 	}
@@ -68,10 +68,10 @@ static inline double hc_expm1(double x)
 	if (x != x)
 		return x;
 	if (x < -40)
-		return -1.0;            /* exp(x) < 2^-57: below half an ulp of 1 */
+		return -1.0; /* exp(x) < 2^-57: below half an ulp of 1 */
 	if (x > 709.78)
 		return __builtin_inf();
-	if (x > -1 && x < 1) {      /* x (1 + x/2 (1 + x/3 (1 + ...))) */
+	if (x > -1 && x < 1) { /* x (1 + x/2 (1 + x/3 (1 + ...))) */
 		double p = 1;
 		for (int k = 24; k >= 2; k--)
 			p = 1 + x / k * p;

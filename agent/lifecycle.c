@@ -61,8 +61,8 @@ static void configure(void)
 	hc_conf_init();
 	/* The seed documents' MALLOC_CONF lines ask for leak reports, final
 	 * dumps or gdumps without "prof:true"; they mean profiling. */
-	if (hc_opt.prof_leak || hc_opt.prof_final || hc_opt.prof_gdump ||
-	    hc_opt.lg_prof_interval >= 0 || hc_opt.prof_timer_s || hc_opt.prof_threshold)
+	if (hc_opt.prof_leak || hc_opt.prof_final || hc_opt.prof_gdump || hc_opt.lg_prof_interval >= 0 ||
+	    hc_opt.prof_timer_s || hc_opt.prof_threshold)
 		hc_opt.prof = true;
 	hc_settings_start();
 	hc_prof.active = hc_opt.prof && hc_opt.prof_active;
@@ -70,8 +70,9 @@ static void configure(void)
 	int err = hc_alloc_set_thp(hc_opt.thp);
 	if (err)
 		hc_say("thp:", hc_shm_words(HC_SET_THP)[hc_opt.thp], " has no effect: ",
-		    err == ENOTSUP ? "the process's own malloc maps its heap" :
-		    err == EINVAL ? "the kernel has no transparent huge pages" : strerrordesc_np(err),
+		    err == ENOTSUP      ? "the process's own malloc maps its heap"
+		        : err == EINVAL ? "the kernel has no transparent huge pages"
+		                        : strerrordesc_np(err),
 		    NULL);
 	/* threads that allocated before this got idle countdowns */
 	hc_prof_rate_changed();

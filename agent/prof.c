@@ -34,16 +34,16 @@
 
 /* Per-thread sampling state. */
 typedef struct {
-	int64_t left;           /* bytes until the next sample point */
+	int64_t left; /* bytes until the next sample point */
 	uint64_t rng;
-	uint64_t generation;    /* rate_generation the draw was made at */
+	uint64_t generation; /* rate_generation the draw was made at */
 	hc_thread_t *thread;
 	bool active_set, active;
 	char name[HC_THREAD_NAME_MAX];
 } tsd_t;
 static __thread tsd_t tsd __attribute__((tls_model("initial-exec")));
 
-#define QUANTUM_IDLE ((int64_t)1 << 20)   /* event spacing while not sampling */
+#define QUANTUM_IDLE ((int64_t)1 << 20) /* event spacing while not sampling */
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -83,7 +83,7 @@ int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample)
 {
 	tsd_t *t = &tsd;
 	if (hc_prof_busy)
-		return 1;   /* the agent's own allocations: ask again right after */
+		return 1; /* the agent's own allocations: ask again right after */
 	if (__atomic_load_n(&hc_prof.lg_interval, __ATOMIC_RELAXED) >= 0 ||
 	    __atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&hc_prof.threshold, __ATOMIC_RELAXED))
@@ -101,12 +101,12 @@ int64_t hc_agent_event(uint64_t consumed, size_t usize, bool *sample)
 			quantum = HC_POLL_QUANTUM;
 	}
 	if (!__atomic_load_n(&hc_prof.active, __ATOMIC_RELAXED) || !thread_active(t)) {
-		t->generation = 0;   /* draw afresh when sampling resumes */
+		t->generation = 0; /* draw afresh when sampling resumes */
 		return quantum;
 	}
 	if (t->rng == 0)
-		t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)time(NULL) ^
-		    (uint64_t)(uintptr_t)t ^ 0x9E3779B97F4A7C15ULL;
+		t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)t ^
+		    0x9E3779B97F4A7C15ULL;
 	if (t->generation != __atomic_load_n(&hc_prof_rate_generation, __ATOMIC_RELAXED))
 		t->left = draw(t);
 	t->left -= (int64_t)consumed;
@@ -222,7 +222,7 @@ bool hc_prof_thread_name_set(const char *name)
 	size_t n = strlen(name);
 	if (n >= HC_THREAD_NAME_MAX)
 		n = HC_THREAD_NAME_MAX - 1;
-	for (size_t i = 0; i < n; i++)       /* a name must stay one token */
+	for (size_t i = 0; i < n; i++) /* a name must stay one token */
 		if (name[i] <= ' ' || name[i] == 0x7f)
 			return false;
 	hc_mutex_lock(&hc_prof_lock);
@@ -234,8 +234,14 @@ bool hc_prof_thread_name_set(const char *name)
 	return true;
 }
 
-const char *hc_prof_thread_name_get(void) { return tsd.name; }
-bool hc_prof_thread_active_get(void) { return thread_active(&tsd); }
+const char *hc_prof_thread_name_get(void)
+{
+	return tsd.name;
+}
+bool hc_prof_thread_active_get(void)
+{
+	return thread_active(&tsd);
+}
 
 void hc_prof_thread_active_set(bool on)
 {

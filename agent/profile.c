@@ -17,19 +17,34 @@
 #include "agent.h"
 
 #define NBUCKETS 16384
-static hc_stack_t **buckets;            /* under hc_prof_lock */
+static hc_stack_t **buckets; /* under hc_prof_lock */
 static hc_stack_t *stacks_all;
 static hc_thread_t *threads_all;
-static size_t nexited;                  /* exited threads still listed */
+static size_t nexited; /* exited threads still listed */
 static uint64_t next_thread_uid;
 static uint64_t reset_epoch;
-static uint64_t samples_total;          /* atomic */
+static uint64_t samples_total; /* atomic */
 
-hc_stack_t *hc_prof_stacks(void) { return stacks_all; }
-hc_thread_t *hc_prof_threads(void) { return threads_all; }
-uint64_t hc_prof_reset_epoch(void) { return reset_epoch; }
-uint64_t hc_prof_samples_total(void) { return __atomic_load_n(&samples_total, __ATOMIC_RELAXED); }
-void hc_prof_samples_restart(void) { __atomic_store_n(&samples_total, 0, __ATOMIC_RELAXED); }
+hc_stack_t *hc_prof_stacks(void)
+{
+	return stacks_all;
+}
+hc_thread_t *hc_prof_threads(void)
+{
+	return threads_all;
+}
+uint64_t hc_prof_reset_epoch(void)
+{
+	return reset_epoch;
+}
+uint64_t hc_prof_samples_total(void)
+{
+	return __atomic_load_n(&samples_total, __ATOMIC_RELAXED);
+}
+void hc_prof_samples_restart(void)
+{
+	__atomic_store_n(&samples_total, 0, __ATOMIC_RELAXED);
+}
 
 static uint64_t hash_frames(const uintptr_t *f, unsigned n)
 {
@@ -83,7 +98,10 @@ static hc_stack_t *stack_get(const uintptr_t *frames, unsigned n)
 	return s;
 }
 
-hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n) { return stack_get(frames, n); }
+hc_stack_t *hc_prof_stack_get(const uintptr_t *frames, unsigned n)
+{
+	return stack_get(frames, n);
+}
 
 /* th's counts at s, made if new.  Under hc_prof_lock. */
 static hc_tctx_t *tctx_get(hc_stack_t *s, hc_thread_t *th)
@@ -133,10 +151,18 @@ static void tctx_release(hc_tctx_t *c)
 	hc_thread_t *th = c->thread;
 	if (!th->exited || !tctx_idle(c))
 		return;
-	if (c->prev) c->prev->next = c->next; else c->stack->tctxs = c->next;
-	if (c->next) c->next->prev = c->prev;
-	if (c->th_prev) c->th_prev->th_next = c->th_next; else th->tctxs = c->th_next;
-	if (c->th_next) c->th_next->th_prev = c->th_prev;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->stack->tctxs = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	if (c->th_prev)
+		c->th_prev->th_next = c->th_next;
+	else
+		th->tctxs = c->th_next;
+	if (c->th_next)
+		c->th_next->th_prev = c->th_prev;
 	hc_meta_free(c, sizeof *c);
 	if (th->tctxs == NULL)
 		thread_free(th);
@@ -267,8 +293,8 @@ void hc_prof_record_update(hc_sample_t *rec, uint64_t size, double w)
 /* rec (new) is a sample of usize bytes taken by th at stack s, of this
  * weight, charged these bytes, at now: its counts, made if new, or NULL
  * if there is no memory for them (or no s).  Under hc_prof_lock. */
-hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize,
-    double weight, size_t charged, uint64_t now)
+hc_tctx_t *hc_prof_record_add(hc_stack_t *s, hc_thread_t *th, hc_sample_t *rec, size_t usize, double weight,
+    size_t charged, uint64_t now)
 {
 	hc_tctx_t *c = s ? tctx_get(s, th) : NULL;
 	if (c == NULL)
@@ -305,15 +331,19 @@ void hc_prof_record_remove(hc_sample_t *rec, uint64_t now)
 	int64_t pending = __atomic_load_n(&rec->pending, __ATOMIC_RELAXED);
 	if (pending)
 		hc_prof_record_update(rec, (uint64_t)((int64_t)rec->usize + pending), rec->weight);
-	if (rec->prev) rec->prev->next = rec->next; else rec->tctx->samples = rec->next;
-	if (rec->next) rec->next->prev = rec->prev;
+	if (rec->prev)
+		rec->prev->next = rec->next;
+	else
+		rec->tctx->samples = rec->next;
+	if (rec->next)
+		rec->next->prev = rec->prev;
 	if (rec->reset_epoch == reset_epoch) {
 		hc_cnt_t *c = &rec->tctx->cnt;
 		c->curobjs--;
 		c->curbytes -= rec->usize;
 		c->w_curobjs -= rec->weight;
 		c->w_curbytes -= rec->weight * (double)rec->usize;
-		if (c->curobjs == 0)      /* keep the floating sums exact at zero */
+		if (c->curobjs == 0) /* keep the floating sums exact at zero */
 			c->w_curobjs = c->w_curbytes = 0;
 		if (hc_opt.prof_lifetimes && rec->born_ns)
 			life_add(rec->tctx->stack, now > rec->born_ns ? now - rec->born_ns : 0);

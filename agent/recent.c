@@ -26,7 +26,7 @@
 #define HC_RECENT_UNLIMITED 65536
 
 struct hc_recent_s {
-	hc_sample_t *sample;          /* while live and in the ring              */
+	hc_sample_t *sample; /* while live and in the ring              */
 	uint64_t usize;
 	uint64_t alloc_uid, alloc_ns, dalloc_uid, dalloc_ns;
 	const hc_stack_t *alloc_stack, *dalloc_stack;
@@ -34,11 +34,14 @@ struct hc_recent_s {
 	char alloc_name[HC_THREAD_NAME_MAX], dalloc_name[HC_THREAD_NAME_MAX];
 };
 
-static hc_recent_t *ring;         /* hc_meta_alloc'd; under hc_prof_lock */
-static size_t ring_cap, ring_n, ring_head;   /* head: the oldest */
-static ssize_t recent_max;        /* as set; atomic reads                  */
+static hc_recent_t *ring;                  /* hc_meta_alloc'd; under hc_prof_lock */
+static size_t ring_cap, ring_n, ring_head; /* head: the oldest */
+static ssize_t recent_max;                 /* as set; atomic reads                  */
 
-ssize_t hc_recent_max(void) { return __atomic_load_n(&recent_max, __ATOMIC_RELAXED); }
+ssize_t hc_recent_max(void)
+{
+	return __atomic_load_n(&recent_max, __ATOMIC_RELAXED);
+}
 
 static void forget(hc_recent_t *e)
 {
@@ -97,7 +100,7 @@ void hc_recent_alloc(hc_sample_t *rec, const hc_stack_t *s, const hc_thread_t *t
 	if (ring_n < ring_cap) {
 		e = &ring[(ring_head + ring_n++) % ring_cap];
 	} else {
-		e = &ring[ring_head];         /* the oldest goes */
+		e = &ring[ring_head]; /* the oldest goes */
 		ring_head = (ring_head + 1) % ring_cap;
 		forget(e);
 	}
@@ -142,7 +145,7 @@ static void flush(out_t *o)
 	o->buf[o->len] = 0;
 	if (o->cb) {
 		o->cb(o->opaque, o->buf);
-	} else {                       /* jemalloc's default: malloc_message */
+	} else { /* jemalloc's default: malloc_message */
 		for (size_t off = 0; off < o->len;) {
 			ssize_t w = write(STDERR_FILENO, o->buf + off, o->len - off);
 			if (w <= 0)

@@ -19,7 +19,10 @@
 
 /* What a write of a run-time setting does beyond storing the value; a
  * setting without a hook is read where it is used. */
-static void rate_changed(void) { hc_prof_rate_changed(); }
+static void rate_changed(void)
+{
+	hc_prof_rate_changed();
+}
 static void timer_changed(void)
 {
 	if (__atomic_load_n(&hc_prof.timer_s, __ATOMIC_RELAXED) ||
@@ -36,11 +39,10 @@ static void (*const hooks[HC_NSETTINGS])(void) = {
 
 #define NONE 0xffff
 static const struct {
-	uint16_t opt;         /* offset in hc_opts_t            */
-	uint16_t rt;          /* offset in hc_prof_state_t, or NONE */
+	uint16_t opt; /* offset in hc_opts_t            */
+	uint16_t rt;  /* offset in hc_prof_state_t, or NONE */
 } where[HC_NSETTINGS] = {
-#define HC_OPTION(o, t, mn, mx, d, h) \
-	[HC_SETTING_##o] = { offsetof(hc_opts_t, o), NONE },
+#define HC_OPTION(o, t, mn, mx, d, h) [HC_SETTING_##o] = { offsetof(hc_opts_t, o), NONE },
 #define HC_RUNTIME(o, t, mn, mx, d, n, f, h) \
 	[HC_SETTING_##o] = { offsetof(hc_opts_t, o), offsetof(hc_prof_state_t, f) },
 #include "../shm/hc_settings.def"
@@ -50,8 +52,7 @@ static const struct {
 _Static_assert(sizeof(hc_opts_t) < NONE && sizeof(hc_prof_state_t) < NONE, "offsets fit");
 
 /* Strings fit the agent's fields. */
-#define HC_OPTION(o, t, mn, mx, d, h) \
-	_Static_assert(t != HC_SET_STR || mx < HC_PREFIX_MAX, #o " fits its field");
+#define HC_OPTION(o, t, mn, mx, d, h)        _Static_assert(t != HC_SET_STR || mx < HC_PREFIX_MAX, #o " fits its field");
 #define HC_RUNTIME(o, t, mn, mx, d, n, f, h) HC_OPTION(o, t, mn, mx, d, h)
 #include "../shm/hc_settings.def"
 #undef HC_OPTION
@@ -67,18 +68,11 @@ static void load(hc_set_type_t t, const void *p, hc_shm_value_t *v, char *buf, s
 {
 	memset(v, 0, sizeof *v);
 	switch (t) {
-	case HC_SET_BOOL:
-		v->b = __atomic_load_n((const bool *)p, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_UINT: case HC_SET_LG:
-		v->u = __atomic_load_n((const unsigned *)p, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_SSIZE:
-		v->i = __atomic_load_n((const long *)p, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_BYTES:
-		v->u = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
-		return;
+	case HC_SET_BOOL: v->b = __atomic_load_n((const bool *)p, __ATOMIC_RELAXED); return;
+	case HC_SET_UINT:
+	case HC_SET_LG: v->u = __atomic_load_n((const unsigned *)p, __ATOMIC_RELAXED); return;
+	case HC_SET_SSIZE: v->i = __atomic_load_n((const long *)p, __ATOMIC_RELAXED); return;
+	case HC_SET_BYTES: v->u = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED); return;
 	case HC_SET_POW2: {
 		int lg = __atomic_load_n((const int *)p, __ATOMIC_RELAXED);
 		v->u = lg < 0 ? UINT64_MAX : (uint64_t)lg;
@@ -92,7 +86,8 @@ static void load(hc_set_type_t t, const void *p, hc_shm_value_t *v, char *buf, s
 			v->s = p;
 		}
 		return;
-	case HC_SET_UNWIND: case HC_SET_THP:   /* the word's number, as unsigned */
+	case HC_SET_UNWIND:
+	case HC_SET_THP: /* the word's number, as unsigned */
 		v->s = hc_shm_words(t)[__atomic_load_n((const unsigned *)p, __ATOMIC_RELAXED)];
 		return;
 	}
@@ -103,25 +98,15 @@ static void store(hc_set_type_t t, void *p, const hc_shm_value_t *v)
 {
 	int w;
 	switch (t) {
-	case HC_SET_BOOL:
-		__atomic_store_n((bool *)p, v->b, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_UINT: case HC_SET_LG:
-		__atomic_store_n((unsigned *)p, (unsigned)v->u, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_SSIZE:
-		__atomic_store_n((long *)p, (long)v->i, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_BYTES:
-		__atomic_store_n((uint64_t *)p, v->u, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_POW2:
-		__atomic_store_n((int *)p, v->u == UINT64_MAX ? -1 : (int)v->u, __ATOMIC_RELAXED);
-		return;
-	case HC_SET_STR:
-		hc_shm_strlcpy(p, v->s, HC_PREFIX_MAX);
-		return;
-	case HC_SET_UNWIND: case HC_SET_THP:
+	case HC_SET_BOOL: __atomic_store_n((bool *)p, v->b, __ATOMIC_RELAXED); return;
+	case HC_SET_UINT:
+	case HC_SET_LG: __atomic_store_n((unsigned *)p, (unsigned)v->u, __ATOMIC_RELAXED); return;
+	case HC_SET_SSIZE: __atomic_store_n((long *)p, (long)v->i, __ATOMIC_RELAXED); return;
+	case HC_SET_BYTES: __atomic_store_n((uint64_t *)p, v->u, __ATOMIC_RELAXED); return;
+	case HC_SET_POW2: __atomic_store_n((int *)p, v->u == UINT64_MAX ? -1 : (int)v->u, __ATOMIC_RELAXED); return;
+	case HC_SET_STR: hc_shm_strlcpy(p, v->s, HC_PREFIX_MAX); return;
+	case HC_SET_UNWIND:
+	case HC_SET_THP:
 		if ((w = hc_shm_word_index(t, v->s)) >= 0)
 			__atomic_store_n((unsigned *)p, (unsigned)w, __ATOMIC_RELAXED);
 		return;

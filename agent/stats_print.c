@@ -73,8 +73,7 @@ static void out_kv(out_t *o, bool json, const char *key, uint64_t v, bool last)
  * jemalloc omit sections) are accepted and ignored, since the sections here
  * are short.  write_cb NULL writes to stderr.
  */
-HC_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *),
-    void *cbopaque, const char *opts)
+HC_EXPORT void malloc_stats_print(void (*write_cb)(void *, const char *), void *cbopaque, const char *opts)
 {
 	bool json = opts && strchr(opts, 'J');
 	hc_stats_t st;

@@ -88,8 +88,14 @@ static void unwind_unlock(void)
 	pthread_rwlock_unlock(&unwind_fork_lock);
 }
 
-void hc_unwind_fork_prepare(void) { unwind_lock(true); }
-void hc_unwind_fork_parent(void) { unwind_unlock(); }
+void hc_unwind_fork_prepare(void)
+{
+	unwind_lock(true);
+}
+void hc_unwind_fork_parent(void)
+{
+	unwind_unlock();
+}
 
 void hc_unwind_fork_child(void)
 {
@@ -98,7 +104,7 @@ void hc_unwind_fork_child(void)
 		hc_lock_released(&unwind_id);
 	unwind_fork_lock = fresh;
 }
-static uintptr_t self_lo, self_hi;       /* our own text */
+static uintptr_t self_lo, self_hi; /* our own text */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
@@ -169,7 +175,8 @@ static void init_once_fn(void)
 	if (unw_backtrace_fn == NULL && hc_prof.unwind == HC_UNWIND_LIBUNWIND) {
 		/* heapctl status shows prof.unwind libgcc, and doctor why */
 		hc_note("prof_unwind: libunwind.so.8 not available (Debian package "
-		    "libunwind8); using libgcc", NULL);
+		        "libunwind8); using libgcc",
+		    NULL);
 		hc_prof.unwind = HC_UNWIND_LIBGCC;
 	}
 	/* backtrace() loads libgcc_s on first use; do it now, not mid-sample */
@@ -266,9 +273,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 	int n;
 	unwind_lock(false);
 	switch (hc_prof.unwind) {
-	case HC_UNWIND_FP:
-		n = (int)unwind_fp(raw, cap);
-		break;
+	case HC_UNWIND_FP: n = (int)unwind_fp(raw, cap); break;
 	case HC_UNWIND_LIBUNWIND:
 		if (ul_getcontext && thread_samples < UNW_STEP_SAMPLES) {
 			thread_samples++;
@@ -280,9 +285,7 @@ unsigned hc_unwind(uintptr_t *frames, unsigned max)
 			break;
 		}
 		/* fall through */
-	default:
-		n = backtrace((void **)raw, (int)cap);
-		break;
+	default: n = backtrace((void **)raw, (int)cap); break;
 	}
 	unwind_unlock();
 	unsigned k = theirs(raw, n, frames, max);

@@ -31,7 +31,10 @@
 #include "internal.h"
 #include "fastpath.h"
 
-static inline size_t page_size(void) { return HC_PAGE; }
+static inline size_t page_size(void)
+{
+	return HC_PAGE;
+}
 
 /* ---- generic paths ----------------------------------------------------- */
 
@@ -56,7 +59,7 @@ static HC_NOINLINE void highwater_notify(void)
 {
 	if (__atomic_exchange_n(&hc_highwater_pending, 0, __ATOMIC_ACQ_REL) &&
 	    !hc_agent_highwater(hc_mapped_highwater()))
-		__atomic_store_n(&hc_highwater_pending, 1, __ATOMIC_RELEASE);   /* later */
+		__atomic_store_n(&hc_highwater_pending, 1, __ATOMIC_RELEASE); /* later */
 }
 
 /* The small-object path never looks at the flag (it must stay a few
@@ -128,14 +131,15 @@ static void *take_prof(hc_chunk_t *c, void *p)
 	return NULL;
 }
 
-static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged,
-    bool growing)
+static HC_NOINLINE void *sampled_alloc(size_t n, size_t align, bool zero, size_t charged, bool growing)
 {
 	/* pages enough for its size class: an aligned class can be bigger
 	 * than the pages the request alone would need */
 	size_t cls = small_class(n, align);
 	void *p = promoted_alloc(cls > n ? cls : n, align, zero,
-	    growing ? HC_PLACE_GROW : cls ? HC_PLACE_ASIDE : HC_PLACE_FIT);
+	    growing   ? HC_PLACE_GROW
+	        : cls ? HC_PLACE_ASIDE
+	              : HC_PLACE_FIT);
 	if (p == NULL)
 		return NULL;
 	size_t usize = promoted_usize(p, cls);
@@ -208,19 +212,14 @@ static HC_NOINLINE void free_generic(hc_chunk_t *c, void *p)
 	if (unlikely(c->magic != HC_MAGIC))
 		hc_fatal_ptr("free(): invalid pointer:", p);
 	switch (c->kind) {
-	case HC_KIND_SMALL:
-		hc_small_free_slow(c, p);
-		return;
-	case HC_KIND_LARGE:
-		hc_large_free(c, p);
-		return;
+	case HC_KIND_SMALL: hc_small_free_slow(c, p); return;
+	case HC_KIND_LARGE: hc_large_free(c, p); return;
 	case HC_KIND_HUGE:
 		if ((char *)c + c->huge_offset != (char *)p)
 			hc_fatal_ptr("free(): invalid pointer:", p);
 		hc_huge_free(c);
 		return;
-	default:
-		hc_fatal_ptr("free(): invalid pointer:", p);
+	default: hc_fatal_ptr("free(): invalid pointer:", p);
 	}
 }
 
@@ -277,12 +276,9 @@ size_t hc_usable_size(const void *p)
 		return 0;
 	hc_chunk_t *c = lookup(p);
 	switch (c->kind) {
-	case HC_KIND_SMALL:
-		return c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size;
-	case HC_KIND_LARGE:
-		return hc_large_usable(c, p);
-	default:
-		return c->huge_usable;
+	case HC_KIND_SMALL: return c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size;
+	case HC_KIND_LARGE: return hc_large_usable(c, p);
+	default: return c->huge_usable;
 	}
 }
 
@@ -381,9 +377,9 @@ HC_EXPORT void *realloc(void *p, size_t n)
 		return NULL;
 	}
 	hc_chunk_t *c = lookup(p);
-	size_t old = c->kind == HC_KIND_SMALL
-	    ? c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size
-	    : c->kind == HC_KIND_LARGE ? hc_large_usable(c, p) : c->huge_usable;
+	size_t old = c->kind == HC_KIND_SMALL ? c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)].block_size
+	    : c->kind == HC_KIND_LARGE        ? hc_large_usable(c, p)
+	                                      : c->huge_usable;
 	/* A large run that already has the pages n needs (a buffer grown a
 	 * few bytes at a time, realloc_grow) and no sample record: nothing
 	 * changes, so no lock.  Only the run's start, page-aligned, has a
@@ -413,8 +409,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 	void *rec = take_prof(c, p);
 	if (rec == NULL && cn > co && unlikely(hc_heap_count(cn - co))) {
 		/* already in whole pages: sample it where it is, no copy */
-		if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX &&
-		    hc_large_resize(c, p, n, 0))
+		if (c->kind == HC_KIND_LARGE && n > HC_SMALL_MAX && n <= HC_LARGE_MAX && hc_large_resize(c, p, n, 0))
 			q = p;
 		else if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX)
 			q = hc_huge_realloc(c, n);
@@ -434,7 +429,7 @@ HC_EXPORT void *realloc(void *p, size_t n)
 		/* stays promoted: resize in place, else move to new pages */
 		if (c->kind == HC_KIND_HUGE && n > HC_LARGE_MAX && (q = hc_huge_realloc(c, n)) != NULL) {
 			size_t usize = hc_usable_size(q);
-			hc_agent_resize(rec, usize, cn);   /* the pages moved with mremap */
+			hc_agent_resize(rec, usize, cn); /* the pages moved with mremap */
 			attach_prof(q, rec, usize);
 			return q;
 		}
@@ -481,7 +476,10 @@ HC_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 	return realloc(p, n);
 }
 
-static bool pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+static bool pow2(size_t a)
+{
+	return a != 0 && (a & (a - 1)) == 0;
+}
 
 HC_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {

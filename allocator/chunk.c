@@ -16,12 +16,12 @@
 static hc_mutex_t cache_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
 /* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
  * a chunk keeps its size for life, so it only ever returns to its list. */
-static hc_chunk_t *cache_head[2];        /* under cache_lock */
-static size_t cache_count;               /* under cache_lock */
-static uint64_t cache_epoch;             /* under cache_lock */
-static hc_chunk_t *registry;             /* atomic, append-only */
-static size_t mapped_now, mapped_hw;     /* atomic */
-int hc_highwater_pending;                /* atomic */
+static hc_chunk_t *cache_head[2];    /* under cache_lock */
+static size_t cache_count;           /* under cache_lock */
+static uint64_t cache_epoch;         /* under cache_lock */
+static hc_chunk_t *registry;         /* atomic, append-only */
+static size_t mapped_now, mapped_hw; /* atomic */
+int hc_highwater_pending;            /* atomic */
 
 /* Chunks leave and enter the cache, huge mappings come and go: keep the
  * total and flag each new high-water mark for the agent (checked by the
@@ -33,16 +33,21 @@ void hc_mapped_add(intptr_t delta)
 		return;
 	size_t hw = __atomic_load_n(&mapped_hw, __ATOMIC_RELAXED);
 	while (v > hw) {
-		if (__atomic_compare_exchange_n(&mapped_hw, &hw, v, true,
-		    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		if (__atomic_compare_exchange_n(&mapped_hw, &hw, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
 			__atomic_store_n(&hc_highwater_pending, 1, __ATOMIC_RELEASE);
 			break;
 		}
 	}
 }
 
-size_t hc_mapped_now(void) { return __atomic_load_n(&mapped_now, __ATOMIC_RELAXED); }
-size_t hc_mapped_highwater(void) { return __atomic_load_n(&mapped_hw, __ATOMIC_RELAXED); }
+size_t hc_mapped_now(void)
+{
+	return __atomic_load_n(&mapped_now, __ATOMIC_RELAXED);
+}
+size_t hc_mapped_highwater(void)
+{
+	return __atomic_load_n(&mapped_hw, __ATOMIC_RELAXED);
+}
 
 hc_chunk_t *hc_chunk_registry(void)
 {
@@ -82,8 +87,7 @@ static void registry_add(hc_chunk_t *c)
 	hc_chunk_t *head = __atomic_load_n(&registry, __ATOMIC_RELAXED);
 	do {
 		c->all_next = head;
-	} while (!__atomic_compare_exchange_n(&registry, &head, c, true,
-	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&registry, &head, c, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	/* hc_os_map_aligned gave c the thp mode; one set since is given here
 	 * (with hc_alloc_set_thp's fence, in huge.c: it sees c on the
 	 * registry, or this sees its mode, or both) */
@@ -121,7 +125,7 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 	c->arena = NULL;
 	c->next = c->prev = NULL;
 	c->decay_epoch = hc_decay_epoch();
-	c->used_slots = 1;     /* slot 0: header */
+	c->used_slots = 1; /* slot 0: header */
 	memset(c->run_used, 0, sizeof c->run_used);
 	for (unsigned i = 0; i < HC_LARGE_HDR_RUNS; i++)
 		c->run_used[i / 64] |= 1ULL << (i % 64);
@@ -184,7 +188,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 
 void hc_chunk_put(hc_chunk_t *c)
 {
-	unsigned list = c->kind == HC_KIND_LARGE;   /* as hc_chunk_get's */
+	unsigned list = c->kind == HC_KIND_LARGE; /* as hc_chunk_get's */
 	hc_mapped_add(-(intptr_t)c->map_size);
 	c->owner = HC_TID_NONE;
 	c->heap = NULL;
@@ -226,7 +230,7 @@ void hc_chunk_cache_decay(void)
 	uint64_t epoch = hc_decay_epoch();
 	if (__atomic_load_n(&cache_epoch, __ATOMIC_RELAXED) == epoch ||
 	    (__atomic_load_n(&cache_head[0], __ATOMIC_RELAXED) == NULL &&
-	     __atomic_load_n(&cache_head[1], __ATOMIC_RELAXED) == NULL))
+	        __atomic_load_n(&cache_head[1], __ATOMIC_RELAXED) == NULL))
 		return;
 	if (hc_mutex_trylock(&cache_lock) != 0)
 		return;
@@ -246,8 +250,7 @@ static size_t cached_dirty(const hc_chunk_t *c)
 {
 	size_t n = 0;
 	if (c->map_size == HC_CHUNK_SIZE)
-		return (size_t)__builtin_popcountll((c->dirty_new | c->dirty_old) & ~1ULL) *
-		    HC_SLOT_SIZE;
+		return (size_t)__builtin_popcountll((c->dirty_new | c->dirty_old) & ~1ULL) * HC_SLOT_SIZE;
 	for (unsigned w = 0; w < HC_NRUNWORDS; w++)
 		n += (size_t)__builtin_popcountll(c->run_dirty_new[w] | c->run_dirty_old[w]);
 	return n * HC_PAGE;
@@ -280,8 +283,8 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
  * epoch it moves to dold; at the one after it is purged if still free.  A
  * jump of two or more epochs purges everything free at once.
  */
-void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
-    uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch)
+void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero, unsigned nwords,
+    size_t unit, uint64_t epoch)
 {
 	if (epoch == c->decay_epoch)
 		return;
@@ -313,14 +316,23 @@ void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold
 /* Purge every free unit on the maps now, whatever epoch it was freed in
  * (malloc_trim, arena.<i>.purge: jemalloc's purge does not wait for the
  * decay time); the chunk's decay starts again from the current epoch. */
-void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
-    uint64_t *nonzero, unsigned nwords, size_t unit)
+void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero,
+    unsigned nwords, size_t unit)
 {
 	c->decay_epoch = 0;
 	hc_bits_purge(c, used, dnew, dold, nonzero, nwords, unit, ~0ULL / 2);
 	c->decay_epoch = hc_decay_epoch();
 }
 
-void hc_chunk_fork_prepare(void) { hc_mutex_lock(&cache_lock); }
-void hc_chunk_fork_parent(void) { hc_mutex_unlock(&cache_lock); }
-void hc_chunk_fork_child(void) { hc_mutex_reinit(&cache_lock); }
+void hc_chunk_fork_prepare(void)
+{
+	hc_mutex_lock(&cache_lock);
+}
+void hc_chunk_fork_parent(void)
+{
+	hc_mutex_unlock(&cache_lock);
+}
+void hc_chunk_fork_child(void)
+{
+	hc_mutex_reinit(&cache_lock);
+}

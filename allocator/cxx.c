@@ -60,7 +60,10 @@ void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al);
 void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt);
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt);
 
-static bool pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+static bool pow2(size_t a)
+{
+	return a != 0 && (a & (a - 1)) == 0;
+}
 
 /* One more try after the new_handler ran. */
 static void *retry(size_t n, size_t al)
@@ -70,7 +73,7 @@ static void *retry(size_t n, size_t al)
 
 static new_handler_t current_handler(void)
 {
-	new_handler_t (*get)(void) = (new_handler_t (*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
+	new_handler_t (*get)(void) = (new_handler_t(*)(void))dlsym(RTLD_DEFAULT, "_ZSt15get_new_handlerv");
 	return get != NULL ? get() : NULL;
 }
 
@@ -153,22 +156,34 @@ static inline void check_delete(void *p, size_t n, size_t al)
  * a new[] and a delete differ only in what the compiler does around them. */
 #define HC_ARRAY_OF(scalar) HC_EXPORT __attribute__((alias(#scalar)))
 
-HC_EXPORT void *_Znwm(size_t n) { return hc_malloc_fast(n, new_slow); }
+HC_EXPORT void *_Znwm(size_t n)
+{
+	return hc_malloc_fast(n, new_slow);
+}
 
 HC_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt)
 {
 	return hc_malloc_fast(n, new_slow_nothrow);
 }
 
-HC_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return aligned_new(n, al, false); }
+HC_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al)
+{
+	return aligned_new(n, al, false);
+}
 
 HC_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt)
 {
 	return aligned_new(n, al, true);
 }
 
-HC_EXPORT void _ZdlPv(void *p) { hc_free(p); }
-HC_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { hc_free(p); }
+HC_EXPORT void _ZdlPv(void *p)
+{
+	hc_free(p);
+}
+HC_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt)
+{
+	hc_free(p);
+}
 
 HC_EXPORT void _ZdlPvm(void *p, size_t n)
 {

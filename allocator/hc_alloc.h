@@ -20,17 +20,21 @@
 /* An invariant, checked in debug builds (make DEBUG=1; make check runs the
  * suites on one): a failure writes the condition and where, and aborts. */
 __attribute__((noreturn, cold)) void hc_assert_fail(const char *cond, const char *file, int line);
-#define HC_ASSERT(c) do { if (HC_DEBUG && !(c)) hc_assert_fail(#c, __FILE__, __LINE__); } while (0)
+#define HC_ASSERT(c)                                            \
+	do {                                                    \
+		if (HC_DEBUG && !(c))                           \
+			hc_assert_fail(#c, __FILE__, __LINE__); \
+	} while (0)
 
 /* Allocator statistics with jemalloc's meanings (see libheapctl(3), man/libheapctl.3). */
 typedef struct hc_stats_s {
-	size_t allocated;   /* bytes in live objects, by usable size             */
-	size_t active;      /* bytes of pages backing live objects               */
-	size_t metadata;    /* bytes of allocator (and profiler) bookkeeping     */
-	size_t resident;    /* bytes of the allocator's mappings in physical RAM */
-	size_t mapped;      /* bytes of chunks and huge mappings in use          */
-	size_t retained;    /* bytes of address space kept for reuse, purged     */
-	size_t dirty;       /* bytes free but not yet returned to the OS         */
+	size_t allocated; /* bytes in live objects, by usable size             */
+	size_t active;    /* bytes of pages backing live objects               */
+	size_t metadata;  /* bytes of allocator (and profiler) bookkeeping     */
+	size_t resident;  /* bytes of the allocator's mappings in physical RAM */
+	size_t mapped;    /* bytes of chunks and huge mappings in use          */
+	size_t retained;  /* bytes of address space kept for reuse, purged     */
+	size_t dirty;     /* bytes free but not yet returned to the OS         */
 	/* breakdown */
 	size_t small_allocated, large_allocated, huge_allocated;
 	size_t nchunks_small, nchunks_large, nchunks_cached, nhuge, nhuge_cached;
@@ -43,7 +47,7 @@ void hc_init(void);
 /* Recompute all statistics (walks every chunk; called on "epoch" writes). */
 void hc_stats_refresh(hc_stats_t *st);
 
-#define HC_NCLASSES_MAX 40    /* at least the small classes' count */
+#define HC_NCLASSES_MAX 40 /* at least the small classes' count */
 
 /* Whose allocator agent/ is over: this one, or (heapctl inject) the
  * process's own, whose statistics come from glibc's mallinfo2 or from
@@ -55,11 +59,11 @@ unsigned hc_alloc_kind(void);
  * A page is sparse when at most a quarter of its carved blocks are live:
  * the few live blocks keep the whole page resident. */
 typedef struct hc_class_stats_s {
-	size_t size;        /* block size                                        */
-	size_t pages;       /* 64 KiB pages of the class in use                  */
-	size_t carved;      /* blocks carved from them                           */
-	size_t used;        /* of which live                                     */
-	size_t active;      /* bytes of OS pages they span                       */
+	size_t size;   /* block size                                        */
+	size_t pages;  /* 64 KiB pages of the class in use                  */
+	size_t carved; /* blocks carved from them                           */
+	size_t used;   /* of which live                                     */
+	size_t active; /* bytes of OS pages they span                       */
 	size_t sparse_pages, sparse_used, sparse_active;
 } hc_class_stats_t;
 

@@ -45,7 +45,8 @@
  * In a debug build (HC_DEBUG) each thread keeps the locks it holds, and
  * taking one of lower rank than a lock held ends the process with both
  * names; and fork's prepare handler ends it, naming the lock, if any lock
- * ever taken is not held then (a lock missing from the fork protocol).  Release builds pay nothing but the two words of the name.
+ * ever taken is not held then (a lock missing from the fork protocol).  Release builds pay nothing but the two words of
+ * the name.
  */
 #ifndef HC_LOCK_H
 #define HC_LOCK_H
@@ -58,19 +59,31 @@
 #endif
 
 enum {
-	HC_RANK_INIT = 1, HC_RANK_PAUSE, HC_RANK_UNWIND, HC_RANK_DUMP_NAME, HC_RANK_HIGHWATER,
-	HC_RANK_BUILD_ID,                             /* agent/dump.c's build id cache */
-	HC_RANK_PROF, HC_RANK_EVENTS, HC_RANK_SNAPSHOT,
-	HC_RANK_INJECT_SLOTS, HC_RANK_INJECT_TABLE,   /* agent/inject/shim.c */
-	HC_RANK_SHARED, HC_RANK_HEAPS,
-	HC_RANK_ABANDONED, HC_RANK_ARENA, HC_RANK_HUGE, HC_RANK_CHUNK_CACHE, HC_RANK_META,
+	HC_RANK_INIT = 1,
+	HC_RANK_PAUSE,
+	HC_RANK_UNWIND,
+	HC_RANK_DUMP_NAME,
+	HC_RANK_HIGHWATER,
+	HC_RANK_BUILD_ID, /* agent/dump.c's build id cache */
+	HC_RANK_PROF,
+	HC_RANK_EVENTS,
+	HC_RANK_SNAPSHOT,
+	HC_RANK_INJECT_SLOTS,
+	HC_RANK_INJECT_TABLE, /* agent/inject/shim.c */
+	HC_RANK_SHARED,
+	HC_RANK_HEAPS,
+	HC_RANK_ABANDONED,
+	HC_RANK_ARENA,
+	HC_RANK_HUGE,
+	HC_RANK_CHUNK_CACHE,
+	HC_RANK_META,
 };
 
 /* A lock's identity for the order check. */
 typedef struct hc_lockid_s {
 	const char *name;
 	unsigned rank;
-	int seen;                  /* debug: in the registry of locks in use */
+	int seen; /* debug: in the registry of locks in use */
 } hc_lockid_t;
 
 typedef struct hc_mutex_s {

@@ -85,8 +85,7 @@ static inline bool marked(const void *p, uint32_t bs)
 
 static uint32_t page_key(void)
 {
-	uint64_t z = key_secret + __atomic_add_fetch(&key_count, 1, __ATOMIC_RELAXED) *
-	    0x9e3779b97f4a7c15ull;
+	uint64_t z = key_secret + __atomic_add_fetch(&key_count, 1, __ATOMIC_RELAXED) * 0x9e3779b97f4a7c15ull;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return (uint32_t)(z ^ (z >> 31)) | 1;
@@ -99,7 +98,7 @@ void hc_bad_link(const void *at)
 
 /* The remote cache's largest bound per class (xcache_overflow). */
 #ifndef HC_XCACHE_BYTES
-#define HC_XCACHE_BYTES  (32 * 1024)
+#define HC_XCACHE_BYTES (32 * 1024)
 #endif
 #ifndef HC_XCACHE_BLOCKS
 #define HC_XCACHE_BLOCKS 32
@@ -124,7 +123,7 @@ static void classes_init(void)
 	unsigned char rnd[8];
 	if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
 		memcpy(&key_secret, rnd, sizeof key_secret);
-	else    /* no entropy yet (early boot): the clock and an address */
+	else /* no entropy yet (early boot): the clock and an address */
 		key_secret = hc_os_now_ms() * 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&rnd;
 	free_mark = (uintptr_t)(key_secret * 0x9e3779b97f4a7c15ull) | 1;
 	unsigned c = 0;
@@ -143,7 +142,7 @@ static void classes_init(void)
 
 /* ---- heaps ------------------------------------------------------------- */
 
-static hc_page_t page_empty;   /* free == NULL: every pop goes slow */
+static hc_page_t page_empty; /* free == NULL: every pop goes slow */
 
 /* a braced initializer as a macro body, which clang-format 14 takes for a block */
 /* clang-format off */
@@ -187,20 +186,21 @@ typedef struct {
 	hc_mutex_t m;
 } __attribute__((aligned(64))) hc_shared_lock_t;
 static hc_shared_lock_t shared_locks[HC_NSHARED] HC_FORK_DATA = {
-	[0 ... HC_NSHARED - 1] = { HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") } };
-#define shared_mutex(sh) (&shared_locks[(sh) - shared].m)
-#define heap_fallback (shared[0].heap)
+	[0 ... HC_NSHARED - 1] = { HC_MUTEX_INIT(HC_RANK_SHARED, "shared heap lock") }
+};
+#define shared_mutex(sh) (&shared_locks[(sh)-shared].m)
+#define heap_fallback    (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
 
 static hc_mutex_t heaps_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
-static hc_heap_t *heaps_all;          /* registry, under heaps_lock */
-static hc_heap_t *heaps_pool;         /* recycled, under heaps_lock */
+static hc_heap_t *heaps_all;  /* registry, under heaps_lock */
+static hc_heap_t *heaps_pool; /* recycled, under heaps_lock */
 static size_t heaps_count;
 
 static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
-static hc_chunk_t *abandoned;          /* under abandoned_lock */
+static hc_chunk_t *abandoned; /* under abandoned_lock */
 static size_t abandoned_count;
 
 
@@ -210,7 +210,7 @@ static pthread_key_t heap_key;
 /* Heap structs come from their own mappings, a page-multiple at a time. */
 static hc_heap_t *heap_struct_new(void)
 {
-	static char *bump, *bump_end;    /* under heaps_lock */
+	static char *bump, *bump_end; /* under heaps_lock */
 	hc_heap_t *h;
 	hc_mutex_lock(&heaps_lock);
 	if ((h = heaps_pool) != NULL) {
@@ -219,7 +219,7 @@ static hc_heap_t *heap_struct_new(void)
 		size_t sz = (sizeof(hc_heap_t) + 63) & ~(size_t)63;
 		if (bump == NULL || (size_t)(bump_end - bump) < sz) {
 			size_t span = 64 * 1024;
-			bump = hc_meta_alloc(span);   /* a mapping of its own */
+			bump = hc_meta_alloc(span); /* a mapping of its own */
 			if (bump == NULL) {
 				hc_mutex_unlock(&heaps_lock);
 				return NULL;
@@ -242,7 +242,7 @@ static void shared_tidy(hc_heap_t *h, bool now);
  * page per class it serves, and more than one per CPU buys nothing. */
 static unsigned shared_count(void)
 {
-	unsigned n = hc_arena_count() / 2;    /* arenas: two per CPU */
+	unsigned n = hc_arena_count() / 2; /* arenas: two per CPU */
 	return n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
 }
 
@@ -255,7 +255,7 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 		h->direct[i] = &page_empty;
 	h->tid = tid;
 	memcpy(h->xlimit, xcache_max, sizeof h->xlimit);
-	h->period = 0;      /* the first allocation asks the agent for a countdown */
+	h->period = 0; /* the first allocation asks the agent for a countdown */
 	h->countdown = 0;
 	h->arena = hc_arena_pick();
 	h->decay_epoch = hc_decay_epoch();
@@ -271,7 +271,7 @@ static void heap_thread_exit(void *arg)
 {
 	hc_heap_t *h = arg;
 	hc_agent_thread_exit();
-	hc_tls_heap = &heap_dead;    /* from here its frees go to the pages */
+	hc_tls_heap = &heap_dead; /* from here its frees go to the pages */
 	xcache_flush_all(h);
 	heap_abandon(h);
 	hc_mutex_lock(&heaps_lock);
@@ -332,8 +332,14 @@ static hc_heap_t *heap_get(void)
 
 static void pq_remove(hc_pq_t *q, hc_page_t *pg)
 {
-	if (pg->prev) pg->prev->next = pg->next; else q->first = pg->next;
-	if (pg->next) pg->next->prev = pg->prev; else q->last = pg->prev;
+	if (pg->prev)
+		pg->prev->next = pg->next;
+	else
+		q->first = pg->next;
+	if (pg->next)
+		pg->next->prev = pg->prev;
+	else
+		q->last = pg->prev;
 	pg->next = pg->prev = NULL;
 }
 
@@ -341,7 +347,10 @@ static void pq_push_front(hc_pq_t *q, hc_page_t *pg)
 {
 	pg->prev = NULL;
 	pg->next = q->first;
-	if (q->first) q->first->prev = pg; else q->last = pg;
+	if (q->first)
+		q->first->prev = pg;
+	else
+		q->last = pg;
 	q->first = pg;
 }
 
@@ -349,7 +358,10 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 {
 	pg->next = NULL;
 	pg->prev = q->last;
-	if (q->last) q->last->next = pg; else q->first = pg;
+	if (q->last)
+		q->last->next = pg;
+	else
+		q->first = pg;
 	q->last = pg;
 }
 
@@ -364,8 +376,7 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 {
 	hc_pq_t *q = &h->queue[cls];
-	hc_page_t *want = q->first != NULL && q->first == q->last &&
-	    h->direct[cls] == q->first ? q->first : NULL;
+	hc_page_t *want = q->first != NULL && q->first == q->last && h->direct[cls] == q->first ? q->first : NULL;
 	hc_page_t *old = h->pinned[cls];
 	if (old == want)
 		return;
@@ -443,7 +454,7 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(pinned == (h->pinned[cls] == pg));
 	if (pinned)
 		HC_ASSERT(h->direct[cls] == pg && h->queue[cls].first == pg && h->queue[cls].last == pg);
-	if (full)      /* a page goes on the full list only once carved whole */
+	if (full) /* a page goes on the full list only once carved whole */
 		HC_ASSERT(h->full.first != NULL && pg->capacity == pg->reserved);
 }
 
@@ -583,8 +594,12 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 
 static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
 {
-	if (c->prev) c->prev->next = c->next; else h->chunks = c->next;
-	if (c->next) c->next->prev = c->prev;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		h->chunks = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
 	hc_chunk_put(c);
 }
 
@@ -684,7 +699,7 @@ static bool heap_drain_xpages(hc_heap_t *h)
 {
 	bool gained = false;
 	for (hc_chunk_t *c = h->chunks, *next; c; c = next) {
-		next = c->next;    /* draining may release c */
+		next = c->next; /* draining may release c */
 		gained |= chunk_drain_xpages(h, c);
 	}
 	return gained;
@@ -708,8 +723,8 @@ static bool heap_adopt(hc_heap_t *h)
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 	heap_link_chunk(h, c);
-	h->retired = true;           /* its free slots may be dirty */
-	hc_chunk_drop_xpages(c);     /* the pages are rescanned below anyway */
+	h->retired = true;       /* its free slots may be dirty */
+	hc_chunk_drop_xpages(c); /* the pages are rescanned below anyway */
 	for (unsigned i = 1; i < HC_NSLOTS; i++) {
 		hc_page_t *pg = &c->pages[i];
 		if (!pg->in_use)
@@ -740,8 +755,7 @@ static void heap_decay(hc_heap_t *h)
 		return;
 	h->decay_epoch = epoch;
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
-		    1, HC_SLOT_SIZE, epoch);
+		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
 	hc_chunk_cache_decay();
 	hc_large_decay_all();
 	hc_huge_decay();
@@ -754,8 +768,7 @@ static void heap_purge_now(hc_heap_t *h)
 {
 	h->decay_epoch = hc_decay_epoch();
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL,
-		    1, HC_SLOT_SIZE);
+		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
 }
 
 /* A fresh page for class cls: a free slot of an owned chunk (dirty slots
@@ -812,7 +825,7 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 		__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 		heap_link_chunk(h, c);
 		if (c->dirty_new | c->dirty_old)
-			h->retired = true;   /* back from the cache, still warm */
+			h->retired = true; /* back from the cache, still warm */
 	}
 }
 
@@ -822,7 +835,7 @@ static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
 	hc_pq_t *q = &h->queue[cls];
 	hc_page_t *pg, *carve = NULL;
 	for (int pass = 0; pass < 2; pass++) {
-		for (pg = q->first; pg; ) {
+		for (pg = q->first; pg;) {
 			hc_page_t *next = pg->next;
 			if (pg->free || page_collect(pg))
 				goto found;
@@ -966,17 +979,16 @@ static inline hc_block_t *xcache_take(hc_heap_t *h, unsigned cls);
 
 void *hc_small_alloc_slow(size_t n, size_t align)
 {
-	hc_heap_t *h = heap_get();    /* first: it fills the class tables */
+	hc_heap_t *h = heap_get(); /* first: it fills the class tables */
 	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
 	if (cls < 0)
 		return NULL;
-	if (HC_XCACHE && h->xcache[cls] != NULL)    /* never for the fallback */
+	if (HC_XCACHE && h->xcache[cls] != NULL) /* never for the fallback */
 		return xcache_take(h, (unsigned)cls);
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
 		sh = &shared[0];
-	else if (h->starter[cls] < HC_STARTER_BLOCKS && h->direct[cls] == &page_empty &&
-	    h->queue[cls].first == NULL) {
+	else if (h->starter[cls] < HC_STARTER_BLOCKS && h->direct[cls] == &page_empty && h->queue[cls].first == NULL) {
 		h->starter[cls]++;
 		sh = &shared[h->shared_index];
 	}
@@ -996,19 +1008,17 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 /* Push the chain first..last, n blocks of pg linked in order and marked,
  * onto the page's remote list (the caller is not the chunk's owner).
  * Lock-free.  (No ABA: the owner only ever takes the whole list.) */
-static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc_block_t *last,
-    uint32_t n)
+static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc_block_t *last, uint32_t n)
 {
 	hc_xpage_t *xp = &c->xpage[pg - c->pages];
 	uint64_t w = __atomic_load_n(&xp->xfree, __ATOMIC_RELAXED), next;
 	do {
 		hc_block_t *head = xlist_head(c, w);
-		if (unlikely(head == first))    /* the same block freed twice in a row */
+		if (unlikely(head == first)) /* the same block freed twice in a row */
 			hc_fatal_ptr("free(): double free of", first);
 		last->next = hc_link(pg, last, head);
 		next = (((w >> 32) + n) << 32) | (uint64_t)((char *)first - (char *)c);
-	} while (!__atomic_compare_exchange_n(&xp->xfree, &w, next, true,
-	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&xp->xfree, &w, next, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&xp->full, __ATOMIC_RELAXED))
 		return;
@@ -1018,8 +1028,7 @@ static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc
 	hc_page_t *top = __atomic_load_n(&c->xpages, __ATOMIC_RELAXED);
 	do {
 		pg->xnext = top;
-	} while (!__atomic_compare_exchange_n(&c->xpages, &top, pg, true,
-	    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&c->xpages, &top, pg, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 /* A free from a thread that does not own the chunk.  Lock-free. */
@@ -1075,7 +1084,7 @@ static void xcache_release(hc_block_t *b, unsigned n)
 		hc_block_t *first = b, *last = b;
 		uint32_t run = 1;
 		for (b = b->next, n--; n != 0 && b && (((uintptr_t)b ^ (uintptr_t)first) >> HC_SLOT_SHIFT) == 0;
-		    b = b->next, n--, run++)
+		     b = b->next, n--, run++)
 			last = b;
 		if (unlikely(n == 0 && b != NULL))
 			hc_fatal_ptr("free(): double free (a block twice in a thread's cache), at", b);
@@ -1140,7 +1149,7 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 static void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
 	unsigned cls = xp->cls;
-	if (unlikely(h->xcache[cls] == b))    /* the mark catches this first; kept as a guard */
+	if (unlikely(h->xcache[cls] == b)) /* the mark catches this first; kept as a guard */
 		hc_fatal_ptr("free(): double free of", b);
 	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
 		xcache_overflow(h, cls);
@@ -1176,7 +1185,7 @@ void *hc_small_cached(size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
 	unsigned cls = hc_size_class(n);
-	if (h->xcache[cls] == NULL)    /* always so until the heap is made */
+	if (h->xcache[cls] == NULL) /* always so until the heap is made */
 		return NULL;
 	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
 	if (left < 0)
@@ -1216,8 +1225,7 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	/* 8-byte blocks have no room for the mark, so nothing would catch
 	 * one freed twice into the cache before the cache handed it out
 	 * twice; their page's list is walked when it is taken back */
-	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK &&
-	    xp->block_size > sizeof(hc_block_t))
+	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t))
 		xcache_put(h, xp, p);
 	else
 		hc_small_free_remote(c, pg, p);
@@ -1422,8 +1430,8 @@ void hc_heap_stats(hc_stats_t *st)
 		st->mapped += HC_CHUNK_SIZE;
 		/* owner-written bitmaps: a torn read only skews a statistic */
 		uint64_t slots = __atomic_load_n(&c->used_slots, __ATOMIC_RELAXED);
-		uint64_t dirty = __atomic_load_n(&c->dirty_new, __ATOMIC_RELAXED) |
-		    __atomic_load_n(&c->dirty_old, __ATOMIC_RELAXED);
+		uint64_t dirty =
+		    __atomic_load_n(&c->dirty_new, __ATOMIC_RELAXED) | __atomic_load_n(&c->dirty_old, __ATOMIC_RELAXED);
 		st->dirty += (size_t)__builtin_popcountll(dirty & ~slots) * HC_SLOT_SIZE;
 		for (unsigned i = 1; i < HC_NSLOTS; i++) {
 			hc_page_t *pg = &c->pages[i];

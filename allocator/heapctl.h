@@ -14,10 +14,8 @@ extern "C" {
 
 int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 int mallctlnametomib(const char *name, size_t *mibp, size_t *miblenp);
-int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp,
-    void *newp, size_t newlen);
-void malloc_stats_print(void (*write_cb)(void *, const char *), void *cbopaque,
-    const char *opts);
+int mallctlbymib(const size_t *mib, size_t miblen, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
+void malloc_stats_print(void (*write_cb)(void *, const char *), void *cbopaque, const char *opts);
 
 /* jemalloc's non-standard allocation API (MALLOCX_* flags as jemalloc's:
  * low 6 bits lg alignment, 0x40 zero, tcache bits ignored, arena bits

@@ -27,11 +27,11 @@ static hc_mutex_t huge_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HUGE, "huge_loc
 static struct {
 	hc_chunk_t *hdr;
 	uint64_t epoch;
-} cache[CACHE_MAX];                        /* under huge_lock */
+} cache[CACHE_MAX]; /* under huge_lock */
 static unsigned cache_n;
 static size_t cache_bytes;
-static size_t live_count, live_mapped, live_usable;   /* under huge_lock */
-static hc_chunk_t *live_list;                          /* under huge_lock */
+static size_t live_count, live_mapped, live_usable; /* under huge_lock */
+static hc_chunk_t *live_list;                       /* under huge_lock */
 
 static void live_add(hc_chunk_t *h)
 {
@@ -52,8 +52,12 @@ static void live_remove(hc_chunk_t *h)
 	live_count--;
 	live_mapped -= h->map_size;
 	live_usable -= h->huge_usable;
-	if (h->prev) h->prev->next = h->next; else live_list = h->next;
-	if (h->next) h->next->prev = h->prev;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		live_list = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
 }
 
 static size_t cache_limit(void)
@@ -145,12 +149,12 @@ static void *huge_alloc_overaligned(size_t n, size_t align, bool zero)
 	char *end = raw + body + align + HC_PAGE;
 	if (end > obj + body)
 		hc_os_unmap(obj + body, (size_t)(end - (obj + body)));
-	(void)hc_os_thp(hdr, body + HC_PAGE);    /* before the first touch */
+	(void)hc_os_thp(hdr, body + HC_PAGE); /* before the first touch */
 	hc_chunk_t *h = (hc_chunk_t *)hdr;
 	h->map_size = body + HC_PAGE;
 	void *p = huge_finish(h, HC_PAGE, n, zero, true);
 	hc_mutex_lock(&huge_lock);
-	(void)hc_os_thp(h, h->map_size);   /* a mode set since (huge_thp_all) */
+	(void)hc_os_thp(h, h->map_size); /* a mode set since (huge_thp_all) */
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
 	return p;
@@ -224,7 +228,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
 	hc_mutex_lock(&huge_lock);
-	if (fresh)      /* a mode set since the mapping (huge_thp_all) */
+	if (fresh) /* a mode set since the mapping (huge_thp_all) */
 		(void)hc_os_thp(h, h->map_size);
 	live_add(h);
 	hc_mutex_unlock(&huge_lock);
@@ -247,7 +251,7 @@ void hc_huge_free(hc_chunk_t *h)
 	hc_chunk_mark(hc_chunk_of((char *)h + h->huge_offset), false);
 	hc_mutex_lock(&huge_lock);
 	live_remove(h);
-	h->magic = 0;   /* a second free of this pointer is caught */
+	h->magic = 0; /* a second free of this pointer is caught */
 	if (overaligned || h->map_size > cache_limit()) {
 		hc_mutex_unlock(&huge_lock);
 		hc_os_unmap(h, h->map_size);
@@ -295,13 +299,13 @@ void *hc_huge_realloc(hc_chunk_t *h, size_t n)
 	hc_mutex_unlock(&huge_lock);
 	if (need < old) {
 		if (need < old / 2)
-			goto keep;     /* much smaller: a copy frees the big mapping */
+			goto keep; /* much smaller: a copy frees the big mapping */
 		hc_os_unmap((char *)h + need, old - need);
 	} else {
 		hc_chunk_t *g = huge_grow(h, need);
 		if (g == NULL)
 			goto keep;
-		if (g != h) {            /* moved: the object's chunk changed */
+		if (g != h) { /* moved: the object's chunk changed */
 			hc_chunk_mark(h, false);
 			hc_chunk_mark(g, true);
 		}
@@ -375,7 +379,7 @@ static int huge_thp_all(void)
 int hc_alloc_set_thp(unsigned mode)
 {
 	hc_os_thp_mode(mode);
-	if (mode == HC_THP_DEFAULT)     /* nothing to do, nor to undo */
+	if (mode == HC_THP_DEFAULT) /* nothing to do, nor to undo */
 		return 0;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	int err = huge_thp_all();
@@ -399,9 +403,18 @@ void hc_huge_stats(hc_stats_t *st)
 	hc_mutex_unlock(&huge_lock);
 }
 
-void hc_huge_fork_prepare(void) { hc_mutex_lock(&huge_lock); }
-void hc_huge_fork_parent(void) { hc_mutex_unlock(&huge_lock); }
-void hc_huge_fork_child(void) { hc_mutex_reinit(&huge_lock); }
+void hc_huge_fork_prepare(void)
+{
+	hc_mutex_lock(&huge_lock);
+}
+void hc_huge_fork_parent(void)
+{
+	hc_mutex_unlock(&huge_lock);
+}
+void hc_huge_fork_child(void)
+{
+	hc_mutex_reinit(&huge_lock);
+}
 
 void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
 {
@@ -410,6 +423,7 @@ void hc_huge_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsign
 	for (hc_chunk_t *h = live_list; h && more; h = h->next)
 		more = fn(arg, (uintptr_t)h, (uintptr_t)h + h->map_size, HC_RANGE_HUGE);
 	for (unsigned i = 0; i < cache_n && more; i++)
-		more = fn(arg, (uintptr_t)cache[i].hdr, (uintptr_t)cache[i].hdr + cache[i].hdr->map_size, HC_RANGE_HUGE);
+		more =
+		    fn(arg, (uintptr_t)cache[i].hdr, (uintptr_t)cache[i].hdr + cache[i].hdr->map_size, HC_RANGE_HUGE);
 	hc_mutex_unlock(&huge_lock);
 }

@@ -47,14 +47,14 @@
 
 /* ---- geometry ---------------------------------------------------------- */
 
-#define HC_CHUNK_SHIFT  22
-#define HC_CHUNK_SIZE   ((size_t)1 << HC_CHUNK_SHIFT)          /* 4 MiB */
-#define HC_CHUNK_MASK   (HC_CHUNK_SIZE - 1)
-#define HC_SLOT_SHIFT   16
-#define HC_SLOT_SIZE    ((size_t)1 << HC_SLOT_SHIFT)            /* 64 KiB */
-#define HC_NSLOTS       (HC_CHUNK_SIZE / HC_SLOT_SIZE)          /* 64 */
-#define HC_PAGE_SHIFT   12
-#define HC_PAGE         ((size_t)1 << HC_PAGE_SHIFT)            /* 4 KiB */
+#define HC_CHUNK_SHIFT 22
+#define HC_CHUNK_SIZE  ((size_t)1 << HC_CHUNK_SHIFT) /* 4 MiB */
+#define HC_CHUNK_MASK  (HC_CHUNK_SIZE - 1)
+#define HC_SLOT_SHIFT  16
+#define HC_SLOT_SIZE   ((size_t)1 << HC_SLOT_SHIFT)   /* 64 KiB */
+#define HC_NSLOTS      (HC_CHUNK_SIZE / HC_SLOT_SIZE) /* 64 */
+#define HC_PAGE_SHIFT  12
+#define HC_PAGE        ((size_t)1 << HC_PAGE_SHIFT) /* 4 KiB */
 /* A LARGE chunk spans HC_LARGE_SLOTS chunk-sized slots (one mapping, one
  * header at its start), so runs of up to 8 MiB share pages with smaller ones
  * and reuse what they freed.  Runs start in the first slot only (run index
@@ -62,32 +62,35 @@
  * (large_churn, 2-core VM: 2 slots 194 MiB peak RSS; 3 or 4 slots 257 MiB,
  * since runs then spread over more pages.) */
 #ifndef HC_LARGE_SLOTS
-#define HC_LARGE_SLOTS  2
+#define HC_LARGE_SLOTS 2
 #endif
-#define HC_LARGE_CHUNK  (HC_LARGE_SLOTS * HC_CHUNK_SIZE)        /* 8 MiB */
-#define HC_NRUNS        (HC_LARGE_CHUNK / HC_PAGE)              /* 2048 */
-#define HC_NRUNWORDS    (HC_NRUNS / 64)
-#define HC_RUN_STARTS   (HC_CHUNK_SIZE / HC_PAGE)               /* 1024 */
+#define HC_LARGE_CHUNK (HC_LARGE_SLOTS * HC_CHUNK_SIZE) /* 8 MiB */
+#define HC_NRUNS       (HC_LARGE_CHUNK / HC_PAGE)       /* 2048 */
+#define HC_NRUNWORDS   (HC_NRUNS / 64)
+#define HC_RUN_STARTS  (HC_CHUNK_SIZE / HC_PAGE) /* 1024 */
 
-#define HC_SMALL_MAX    16384          /* largest size class in a small page */
-#define HC_SMALL_FAST   1024           /* sizes the one-table lookup covers  */
+#define HC_SMALL_MAX  16384 /* largest size class in a small page */
+#define HC_SMALL_FAST 1024  /* sizes the one-table lookup covers  */
 /* Larger objects are huge: 8 MiB, or what a chunk's runs can hold. */
 #ifndef HC_LARGE_WANT
-#define HC_LARGE_WANT   ((size_t)8 << 20)
+#define HC_LARGE_WANT ((size_t)8 << 20)
 #endif
-#define HC_LARGE_ROOM   ((HC_NRUNS - HC_LARGE_HDR_RUNS) * HC_PAGE)
-#define HC_LARGE_MAX    (HC_LARGE_ROOM < HC_LARGE_WANT ? HC_LARGE_ROOM : HC_LARGE_WANT)
-#define HC_LARGE_ALIGN_MAX ((size_t)2 << 20)  /* runs aligned beyond this are huge */
-#define HC_NCLASSES     37
-#define HC_MAX_REQUEST  ((size_t)PTRDIFF_MAX - 2 * HC_CHUNK_SIZE)
+#define HC_LARGE_ROOM      ((HC_NRUNS - HC_LARGE_HDR_RUNS) * HC_PAGE)
+#define HC_LARGE_MAX       (HC_LARGE_ROOM < HC_LARGE_WANT ? HC_LARGE_ROOM : HC_LARGE_WANT)
+#define HC_LARGE_ALIGN_MAX ((size_t)2 << 20) /* runs aligned beyond this are huge */
+#define HC_NCLASSES        37
+#define HC_MAX_REQUEST     ((size_t)PTRDIFF_MAX - 2 * HC_CHUNK_SIZE)
 
 enum { HC_KIND_SMALL = 1, HC_KIND_LARGE = 2, HC_KIND_HUGE = 3 };
-#define HC_MAGIC 0x68656170636b6e6bULL   /* "heapckn k": chunk header check */
+#define HC_MAGIC 0x68656170636b6e6bULL /* "heapckn k": chunk header check */
 
 /* Thread identity: the thread pointer is unique among live threads and costs
  * one instruction.  0 marks "no owner" (abandoned chunk, arena, huge), 1 the
  * fallback heap, so neither can equal a live thread. */
-static inline uintptr_t hc_thread_id(void) { return (uintptr_t)__builtin_thread_pointer(); }
+static inline uintptr_t hc_thread_id(void)
+{
+	return (uintptr_t)__builtin_thread_pointer();
+}
 #define HC_TID_NONE     ((uintptr_t)0)
 #define HC_TID_FALLBACK ((uintptr_t)1)
 
@@ -99,19 +102,20 @@ extern uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1]; /* (n+127)>>7 */
 
 static inline unsigned hc_size_class(size_t n)
 {
-	return n <= HC_SMALL_FAST ? hc_class_small[(n + 7) >> 3]
-	                          : hc_class_medium[(n + 127) >> 7];
+	return n <= HC_SMALL_FAST ? hc_class_small[(n + 7) >> 3] : hc_class_medium[(n + 127) >> 7];
 }
 
 /* ---- small pages ------------------------------------------------------- */
 
-typedef struct hc_block_s { struct hc_block_s *next; } hc_block_t;
+typedef struct hc_block_s {
+	struct hc_block_s *next;
+} hc_block_t;
 typedef struct hc_heap_s hc_heap_t;
 typedef struct hc_chunk_s hc_chunk_t;
 
 /* Page flags (owner-written; FULL is also read by remote freers). */
-#define HC_PG_FULL   0x01  /* on the heap's full list: a free must requeue it */
-#define HC_PG_PINNED 0x02  /* direct page, alone in its class queue (pin_sync) */
+#define HC_PG_FULL   0x01 /* on the heap's full list: a free must requeue it */
+#define HC_PG_PINNED 0x02 /* direct page, alone in its class queue (pin_sync) */
 
 /* A page's live count is its used blocks, plus one while it is PINNED, minus
  * HC_LIVE_FULL while it is FULL.  The local free fast path decrements it and
@@ -136,20 +140,20 @@ typedef struct hc_chunk_s hc_chunk_t;
  *    heap->direct[cls] and the only page of the class queue.
  */
 typedef struct hc_page_s {
-	hc_block_t *free;            /* owner's free list; malloc pops here      */
-	int32_t live;                /* used blocks, biased: see HC_LIVE_FULL    */
-	uint8_t flags;               /* HC_PG_*                                  */
+	hc_block_t *free; /* owner's free list; malloc pops here      */
+	int32_t live;     /* used blocks, biased: see HC_LIVE_FULL    */
+	uint8_t flags;    /* HC_PG_*                                  */
 	uint8_t cls;
-	uint8_t in_use;              /* slot holds a live page                   */
-	uint8_t queued;              /* on chunk->xpages (atomic)               */
+	uint8_t in_use; /* slot holds a live page                   */
+	uint8_t queued; /* on chunk->xpages (atomic)               */
 	uint32_t block_size;
-	uint32_t capacity;           /* blocks carved so far                     */
-	uint32_t reserved;           /* blocks that fit in the slot              */
-	uint32_t key;                /* random: free-list links are encoded with
-	                                it (hc_link), set when the page is made  */
-	uint64_t spare;              /* keeps a page to one cache line of its own */
-	struct hc_page_s *next, *prev;   /* class queue or full list             */
-	struct hc_page_s *xnext;     /* link on chunk->xpages                    */
+	uint32_t capacity;             /* blocks carved so far                     */
+	uint32_t reserved;             /* blocks that fit in the slot              */
+	uint32_t key;                  /* random: free-list links are encoded with
+	                                  it (hc_link), set when the page is made  */
+	uint64_t spare;                /* keeps a page to one cache line of its own */
+	struct hc_page_s *next, *prev; /* class queue or full list             */
+	struct hc_page_s *xnext;       /* link on chunk->xpages                    */
 } hc_page_t;
 _Static_assert(sizeof(hc_page_t) == 64, "a page is one cache line");
 
@@ -166,12 +170,12 @@ _Static_assert(sizeof(hc_page_t) == 64, "a page is one cache line");
  * page_push_remote).
  */
 typedef struct {
-	uint64_t xfree;              /* other threads' frees (atomic): a count
-	                                and the head's offset (heap.c, xlist) */
-	uint32_t block_size;         /* pg->block_size                           */
-	uint8_t cls;                 /* pg->cls                                  */
-	uint8_t in_use;              /* pg->in_use (atomic)                      */
-	uint8_t full;                /* pg->flags & HC_PG_FULL (atomic)          */
+	uint64_t xfree;      /* other threads' frees (atomic): a count
+	                        and the head's offset (heap.c, xlist) */
+	uint32_t block_size; /* pg->block_size                           */
+	uint8_t cls;         /* pg->cls                                  */
+	uint8_t in_use;      /* pg->in_use (atomic)                      */
+	uint8_t full;        /* pg->flags & HC_PG_FULL (atomic)          */
 	uint8_t spare;
 } hc_xpage_t;
 
@@ -275,7 +279,7 @@ static inline bool hc_block_start(const hc_page_t *pg, const void *p)
  * unmapped) or holds a live huge object (the chunk of its address). */
 #define HC_ADDR_BITS 47
 extern uint64_t hc_chunk_bits[];
-void hc_chunk_init(void);      /* once, before any chunk is mapped */
+void hc_chunk_init(void); /* once, before any chunk is mapped */
 
 static inline bool hc_chunk_known(const void *c)
 {
@@ -309,42 +313,45 @@ static inline int32_t hc_page_used(const hc_page_t *pg)
  * reports if that is not the run's pages (a small request "promoted" to a
  * run so its free finds the record reports its size class, as jemalloc's
  * promoted objects do; 0 = the run's pages). */
-typedef struct hc_run_prof_s { void *rec; size_t usize; } hc_run_prof_t;
+typedef struct hc_run_prof_s {
+	void *rec;
+	size_t usize;
+} hc_run_prof_t;
 
 struct hc_chunk_s {
-	uintptr_t owner;             /* owning thread id, or HC_TID_*            */
+	uintptr_t owner; /* owning thread id, or HC_TID_*            */
 	uint32_t kind;
-	uint32_t nused;              /* small: pages in use; large: runs in use  */
+	uint32_t nused; /* small: pages in use; large: runs in use  */
 	uint64_t magic;
-	hc_heap_t *heap;             /* small: owning heap (NULL if abandoned)   */
-	struct hc_arena_s *arena;    /* large: owning arena                      */
-	hc_chunk_t *next, *prev;     /* heap's / arena's / cache list            */
-	hc_chunk_t *all_next;        /* registry of every chunk ever mapped      */
-	uint64_t decay_epoch;        /* last decay epoch applied                 */
-	uint32_t cached;             /* in the chunk cache (atomic)              */
-	uint32_t purged;             /* cached and its pages returned to the OS  */
-	size_t map_size;             /* whole mapping, header included: a chunk's
-	                                size, or a huge object's mapping        */
+	hc_heap_t *heap;          /* small: owning heap (NULL if abandoned)   */
+	struct hc_arena_s *arena; /* large: owning arena                      */
+	hc_chunk_t *next, *prev;  /* heap's / arena's / cache list            */
+	hc_chunk_t *all_next;     /* registry of every chunk ever mapped      */
+	uint64_t decay_epoch;     /* last decay epoch applied                 */
+	uint32_t cached;          /* in the chunk cache (atomic)              */
+	uint32_t purged;          /* cached and its pages returned to the OS  */
+	size_t map_size;          /* whole mapping, header included: a chunk's
+	                             size, or a huge object's mapping        */
 	/* huge only (within the first page: the object may follow it) */
-	size_t huge_offset;          /* object = (char *)chunk + huge_offset     */
+	size_t huge_offset; /* object = (char *)chunk + huge_offset     */
 	size_t huge_usable;
-	void *huge_prof;             /* sample record, if sampled                */
+	void *huge_prof; /* sample record, if sampled                */
 	/* small only */
-	hc_page_t *xpages;           /* pages of FULL status that got xfrees     */
+	hc_page_t *xpages; /* pages of FULL status that got xfrees     */
 	uint64_t used_slots, dirty_new, dirty_old;
 	/* large only (the scalars) */
-	hc_run_prof_t *run_prof;     /* sample record per run start, lazily made */
-	size_t large_allocated;      /* bytes in live runs                       */
-	size_t large_pages;          /* pages in live runs (header excluded)     */
+	hc_run_prof_t *run_prof; /* sample record per run start, lazily made */
+	size_t large_allocated;  /* bytes in live runs                       */
+	size_t large_pages;      /* pages in live runs (header excluded)     */
 	/* small only: here, before the large-only arrays, so that what a small
 	 * chunk writes of its header lies in two OS pages, not three (4 KiB
 	 * less resident per small chunk) */
 	hc_page_t pages[HC_NSLOTS] __attribute__((aligned(64)));
 	hc_xpage_t xpage[HC_NSLOTS] __attribute__((aligned(64)));
 	/* large only (the maps) */
-	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS],
-	    run_dirty_old[HC_NRUNWORDS], run_nonzero[HC_NRUNWORDS];
-	uint16_t run_len[HC_NRUNS];  /* pages in the run that starts here        */
+	uint64_t run_used[HC_NRUNWORDS], run_dirty_new[HC_NRUNWORDS], run_dirty_old[HC_NRUNWORDS],
+	    run_nonzero[HC_NRUNWORDS];
+	uint16_t run_len[HC_NRUNS]; /* pages in the run that starts here        */
 };
 
 #define HC_LARGE_HDR_RUNS ((sizeof(hc_chunk_t) + HC_PAGE - 1) / HC_PAGE)
@@ -379,7 +386,9 @@ static inline void *hc_page_start(const hc_chunk_t *c, const hc_page_t *pg)
 
 /* ---- thread heaps ------------------------------------------------------ */
 
-typedef struct hc_pq_s { hc_page_t *first, *last; } hc_pq_t;
+typedef struct hc_pq_s {
+	hc_page_t *first, *last;
+} hc_pq_t;
 
 /*
  * A thread's heap.  direct[c] is never NULL: it is the first page of class
@@ -388,27 +397,27 @@ typedef struct hc_pq_s { hc_page_t *first, *last; } hc_pq_t;
  */
 struct hc_heap_s {
 	hc_page_t *direct[HC_NCLASSES];
-	int64_t countdown;           /* bytes until the next allocation event   */
+	int64_t countdown; /* bytes until the next allocation event   */
 	uintptr_t tid;
-	hc_pq_t queue[HC_NCLASSES];  /* pages with (possibly) free blocks        */
-	hc_page_t *pinned[HC_NCLASSES];  /* page holding the pin, or NULL       */
-	hc_pq_t full;                /* pages found full                        */
-	hc_chunk_t *chunks;          /* small chunks owned                       */
-	struct hc_arena_s *arena;    /* arena for large requests                */
-	hc_heap_t *all_next;         /* registry                                */
-	hc_heap_t *pool_next;        /* recycled heap structs                   */
+	hc_pq_t queue[HC_NCLASSES];     /* pages with (possibly) free blocks        */
+	hc_page_t *pinned[HC_NCLASSES]; /* page holding the pin, or NULL       */
+	hc_pq_t full;                   /* pages found full                        */
+	hc_chunk_t *chunks;             /* small chunks owned                       */
+	struct hc_arena_s *arena;       /* arena for large requests                */
+	hc_heap_t *all_next;            /* registry                                */
+	hc_heap_t *pool_next;           /* recycled heap structs                   */
 	uint64_t decay_epoch;
-	int64_t period;              /* countdown refill                        */
-	uint32_t state;              /* HC_HEAP_*                               */
-	bool retired;                /* a page was retired since page_new last
-	                                found no retired slot                   */
-	uint8_t shared_index;        /* shared heap for starter blocks          */
-	uint8_t starter[HC_NCLASSES];    /* blocks taken from it, per class     */
+	int64_t period;               /* countdown refill                        */
+	uint32_t state;               /* HC_HEAP_*                               */
+	bool retired;                 /* a page was retired since page_new last
+	                                 found no retired slot                   */
+	uint8_t shared_index;         /* shared heap for starter blocks          */
+	uint8_t starter[HC_NCLASSES]; /* blocks taken from it, per class     */
 	/* other threads' blocks this thread freed, kept for its own next
 	 * allocations of their class (heap.c, "the remote cache") */
 	uint8_t xcount[HC_NCLASSES];
-	uint8_t xlimit[HC_NCLASSES];     /* its bound now (xcache_overflow)     */
-	uint8_t xtaken[HC_NCLASSES];     /* a block was taken since the last one */
+	uint8_t xlimit[HC_NCLASSES]; /* its bound now (xcache_overflow)     */
+	uint8_t xtaken[HC_NCLASSES]; /* a block was taken since the last one */
 	hc_block_t *xcache[HC_NCLASSES];
 };
 
@@ -418,7 +427,7 @@ enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
 
 typedef struct hc_arena_s {
 	hc_mutex_t lock;
-	hc_chunk_t *chunks;          /* LARGE chunks of this arena              */
+	hc_chunk_t *chunks; /* LARGE chunks of this arena              */
 	uint64_t decay_epoch;
 	unsigned index;
 } hc_arena_t;
@@ -428,36 +437,36 @@ typedef struct hc_arena_s {
 /* ---- cross-file internals ---------------------------------------------- */
 
 /* os.c */
-void *hc_os_map(size_t size);                        /* NULL on failure */
-void *hc_os_map_aligned(size_t size, size_t align);  /* NULL on failure */
+void *hc_os_map(size_t size);                       /* NULL on failure */
+void *hc_os_map_aligned(size_t size, size_t align); /* NULL on failure */
 void hc_os_unmap(void *p, size_t size);
-void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
-void hc_os_thp_mode(unsigned mode);                  /* HC_THP_*        */
-int hc_os_thp(void *p, size_t size);   /* the mode's madvise; 0 or errno */
-void hc_os_nohuge(void *p, size_t size);             /* MADV_NOHUGEPAGE */
+void hc_os_purge(void *p, size_t size);  /* MADV_DONTNEED   */
+void hc_os_thp_mode(unsigned mode);      /* HC_THP_*        */
+int hc_os_thp(void *p, size_t size);     /* the mode's madvise; 0 or errno */
+void hc_os_nohuge(void *p, size_t size); /* MADV_NOHUGEPAGE */
 uint64_t hc_os_now_ms(void);
-void hc_diag(const char *msg);                       /* "<heapctl>: msg" */
+void hc_diag(const char *msg); /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);
 HC_COLD __attribute__((noreturn)) void hc_fatal_ptr(const char *msg, const void *p);
-uint64_t hc_decay_epoch(void);                       /* now / half decay */
+uint64_t hc_decay_epoch(void); /* now / half decay */
 
 /* chunk.c */
-hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out);  /* NULL on OOM */
+hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out); /* NULL on OOM */
 void hc_chunk_put(hc_chunk_t *c);
 void hc_chunk_drop_xpages(hc_chunk_t *c);
 void hc_chunk_cache_decay(void);
-void hc_chunk_cache_purge_now(void);      /* every cached chunk, now */
+void hc_chunk_cache_purge_now(void); /* every cached chunk, now */
 void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
 hc_chunk_t *hc_chunk_registry(void);
-size_t hc_chunk_cached(size_t *count, size_t *dirty);   /* retained bytes */
-void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
-    uint64_t *nonzero, unsigned nwords, size_t unit, uint64_t epoch);
-void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold,
-    uint64_t *nonzero, unsigned nwords, size_t unit);
+size_t hc_chunk_cached(size_t *count, size_t *dirty); /* retained bytes */
+void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero, unsigned nwords,
+    size_t unit, uint64_t epoch);
+void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero,
+    unsigned nwords, size_t unit);
 
 /* meta.c */
 void hc_meta_fork_prepare(void), hc_meta_fork_parent(void), hc_meta_fork_child(void);
-size_t hc_meta_bytes(void);       /* hc_stats_add_metadata's sum (stats.metadata) */
+size_t hc_meta_bytes(void); /* hc_stats_add_metadata's sum (stats.metadata) */
 
 /* chunk.c: mapped-bytes accounting for high-water (gdump) events */
 void hc_mapped_add(intptr_t delta);
@@ -487,19 +496,19 @@ void hc_init_slow(void);
 extern int hc_inited;
 
 /* large.c */
-bool hc_large_fits(size_t n, size_t align);   /* a run can hold it */
+bool hc_large_fits(size_t n, size_t align); /* a run can hold it */
 unsigned hc_arena_count(void);
 /* Where a new run goes (large.c, run_consider). */
 typedef enum {
-	HC_PLACE_FIT,     /* the fewest unwritten pages, then the tightest gap */
-	HC_PLACE_GROW,    /* realloc moved it: first such gap, at its start   */
-	HC_PLACE_ASIDE,   /* a small object promoted for a sample: at the end
-	                     of a gap, never where the run before it would grow */
+	HC_PLACE_FIT,   /* the fewest unwritten pages, then the tightest gap */
+	HC_PLACE_GROW,  /* realloc moved it: first such gap, at its start   */
+	HC_PLACE_ASIDE, /* a small object promoted for a sample: at the end
+	                   of a gap, never where the run before it would grow */
 } hc_place_t;
 void *hc_large_alloc(hc_heap_t *h, size_t n, size_t align, bool zero, hc_place_t place);
 void hc_large_free(hc_chunk_t *c, void *p);
 size_t hc_large_usable(const hc_chunk_t *c, const void *p);
-bool hc_large_resize(hc_chunk_t *c, void *p, size_t n, size_t usize);   /* true: in place */
+bool hc_large_resize(hc_chunk_t *c, void *p, size_t n, size_t usize); /* true: in place */
 void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize);
 void *hc_large_take_prof(hc_chunk_t *c, const void *p);
 void *hc_large_peek_prof(hc_chunk_t *c, const void *p);
@@ -512,8 +521,8 @@ void hc_large_purge_now(void);
 /* huge.c */
 void *hc_huge_alloc(size_t n, size_t align, bool zero);
 void hc_huge_free(hc_chunk_t *c);
-void *hc_huge_realloc(hc_chunk_t *c, size_t n);          /* NULL: caller copies */
-hc_chunk_t *hc_huge_header(const void *p);               /* for chunk-aligned p */
+void *hc_huge_realloc(hc_chunk_t *c, size_t n); /* NULL: caller copies */
+hc_chunk_t *hc_huge_header(const void *p);      /* for chunk-aligned p */
 void hc_huge_fork_prepare(void), hc_huge_fork_parent(void), hc_huge_fork_child(void);
 void hc_huge_stats(hc_stats_t *st);
 /* Each live or cached huge mapping's range, under huge_lock. */

@@ -26,11 +26,11 @@
 #include <string.h>
 
 #include "internal.h"
-#include "heapctl.h"   /* the public declarations */
+#include "heapctl.h" /* the public declarations */
 
-#define LG_ALIGN_MASK  0x3f
-#define FLAG_ZERO      0x40
-#define ARENA_SHIFT    20
+#define LG_ALIGN_MASK 0x3f
+#define FLAG_ZERO     0x40
+#define ARENA_SHIFT   20
 
 static size_t flag_align(int flags)
 {
@@ -112,7 +112,7 @@ HC_EXPORT void *rallocx(void *p, size_t n, int flags)
 	if (align == 0 || ((uintptr_t)p & (align - 1)) == 0) {
 		q = realloc(p, n ? n : 1);
 		if (q != NULL && align != 0 && ((uintptr_t)q & (align - 1)) != 0) {
-			p = q;             /* moved to a place not aligned enough */
+			p = q; /* moved to a place not aligned enough */
 			old = n < old ? n : old;
 			q = NULL;
 		}
@@ -141,7 +141,7 @@ HC_EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags)
 		return old;
 	size_t most = extra > HC_MAX_REQUEST - n ? HC_MAX_REQUEST : n + extra;
 	if (n <= old && old <= most)
-		return old;            /* already in range */
+		return old; /* already in range */
 	size_t now = hc_resize_in_place(p, n, most);
 	if (now > old && (flags & FLAG_ZERO))
 		memset((char *)p + old, 0, now - old);

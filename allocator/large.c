@@ -17,7 +17,7 @@
 
 #include "internal.h"
 
-static hc_arena_t arenas[HC_MAX_ARENAS] HC_FORK_DATA;   /* each starts with its lock */
+static hc_arena_t arenas[HC_MAX_ARENAS] HC_FORK_DATA; /* each starts with its lock */
 static unsigned narenas;
 static unsigned next_arena;
 static pthread_once_t arenas_once = PTHREAD_ONCE_INIT;
@@ -41,7 +41,10 @@ hc_arena_t *hc_arena_pick(void)
 	return &arenas[i % narenas];
 }
 
-static inline bool bit_get(const uint64_t *m, size_t i) { return (m[i / 64] >> (i % 64)) & 1; }
+static inline bool bit_get(const uint64_t *m, size_t i)
+{
+	return (m[i / 64] >> (i % 64)) & 1;
+}
 
 static void bits_set(uint64_t *m, size_t i, size_t n)
 {
@@ -139,8 +142,7 @@ typedef struct {
  * for big runs).  A growing block takes the first gap of the fewest clean
  * pages, at its start: realloc_grow then moves no more often than with
  * plain first fit (the widest gap moved less but touched 20% more pages). */
-static void run_consider(hc_chunk_t *c, size_t n, size_t step, hc_place_t place,
-    run_spot_t *best)
+static void run_consider(hc_chunk_t *c, size_t n, size_t step, hc_place_t place, run_spot_t *best)
 {
 	bool growing = place == HC_PLACE_GROW;
 	if (HC_NRUNS - HC_LARGE_HDR_RUNS - c->large_pages < n)
@@ -244,8 +246,8 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
 {
 	a->decay_epoch = epoch;
 	for (hc_chunk_t *c = a->chunks; c; c = c->next)
-		hc_bits_purge(c, c->run_used, c->run_dirty_new, c->run_dirty_old,
-		    c->run_nonzero, HC_NRUNWORDS, HC_PAGE, epoch);
+		hc_bits_purge(c, c->run_used, c->run_dirty_new, c->run_dirty_old, c->run_nonzero, HC_NRUNWORDS, HC_PAGE,
+		    epoch);
 }
 
 /* When the arena's best spot would touch pages never written (or there
@@ -255,8 +257,7 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
  * peak RSS pays for both.  trylock only, so arenas never wait on each other (and the order
  * of the two locks cannot deadlock).  The run stays in its chunk's arena,
  * whose lock its free takes. */
-static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero,
-    hc_place_t place)
+static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place)
 {
 	for (unsigned k = 1; k < narenas; k++) {
 		hc_arena_t *b = &arenas[(self->index + k) % narenas];
@@ -285,7 +286,7 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, hc_plac
 	hc_arena_t *a = h->arena ? h->arena : hc_arena_pick();
 	size_t n = (size + HC_PAGE - 1) / HC_PAGE;
 	if (n == 0)
-		n = 1;       /* aligned zero-size requests land here */
+		n = 1; /* aligned zero-size requests land here */
 	if (align < HC_PAGE)
 		align = HC_PAGE;
 	hc_mutex_lock(&a->lock);
@@ -356,8 +357,7 @@ static size_t run_index_checked(hc_chunk_t *c, void *p)
 {
 	size_t off = (size_t)((char *)p - (char *)c);
 	size_t i = off / HC_PAGE;
-	if ((off % HC_PAGE) != 0 || i < HC_LARGE_HDR_RUNS || c->run_len[i] == 0 ||
-	    !bit_get(c->run_used, i))
+	if ((off % HC_PAGE) != 0 || i < HC_LARGE_HDR_RUNS || c->run_len[i] == 0 || !bit_get(c->run_used, i))
 		hc_fatal_ptr("free(): invalid pointer (double free?):", p);
 	return i;
 }
@@ -392,8 +392,12 @@ void hc_large_free(hc_chunk_t *c, void *p)
 	runs_check(c);
 	/* An empty chunk goes back to the cache unless it is the arena's last. */
 	if (c->nused == 0 && (a->chunks != c || c->next != NULL)) {
-		if (c->prev) c->prev->next = c->next; else a->chunks = c->next;
-		if (c->next) c->next->prev = c->prev;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			a->chunks = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
 		hc_chunk_put(c);
 	}
 	hc_mutex_unlock(&a->lock);
@@ -408,9 +412,8 @@ void hc_large_set_prof(hc_chunk_t *c, void *p, void *rec, size_t usize)
 	hc_arena_t *a = c->arena;
 	size_t i = (size_t)((char *)p - (char *)c) / HC_PAGE;
 	hc_mutex_lock(&a->lock);
-	if (c->run_prof == NULL)    /* read without the lock (prof_slot) */
-		__atomic_store_n(&c->run_prof, hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof),
-		    __ATOMIC_RELEASE);
+	if (c->run_prof == NULL) /* read without the lock (prof_slot) */
+		__atomic_store_n(&c->run_prof, hc_meta_alloc(HC_NRUNS * sizeof *c->run_prof), __ATOMIC_RELEASE);
 	if (c->run_prof)
 		c->run_prof[i] = (hc_run_prof_t){ rec, usize };
 	hc_mutex_unlock(&a->lock);
@@ -497,8 +500,8 @@ void hc_large_purge_now(void)
 		hc_arena_t *a = &arenas[i];
 		hc_mutex_lock(&a->lock);
 		for (hc_chunk_t *c = a->chunks; c; c = c->next)
-			hc_bits_purge_now(c, c->run_used, c->run_dirty_new, c->run_dirty_old,
-			    c->run_nonzero, HC_NRUNWORDS, HC_PAGE);
+			hc_bits_purge_now(c, c->run_used, c->run_dirty_new, c->run_dirty_old, c->run_nonzero,
+			    HC_NRUNWORDS, HC_PAGE);
 		hc_mutex_unlock(&a->lock);
 	}
 }
@@ -516,7 +519,8 @@ void hc_large_stats(hc_stats_t *st)
 			st->active += c->large_allocated;
 			for (unsigned w = 0; w < HC_NRUNWORDS; w++)
 				st->dirty += (size_t)__builtin_popcountll(
-				    (c->run_dirty_new[w] | c->run_dirty_old[w]) & ~c->run_used[w]) * HC_PAGE;
+				                 (c->run_dirty_new[w] | c->run_dirty_old[w]) & ~c->run_used[w]) *
+				    HC_PAGE;
 		}
 		hc_mutex_unlock(&a->lock);
 	}

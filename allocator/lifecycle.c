@@ -96,6 +96,6 @@ void hc_init(void)
 __attribute__((constructor)) static void lifecycle_ctor(void)
 {
 	hc_init();
-	hc_agent_init();    /* if the first malloc came before environ existed */
+	hc_agent_init(); /* if the first malloc came before environ existed */
 	hc_agent_start();
 }

@@ -15,7 +15,7 @@
 
 #include "hc_lock.h"
 
-#define MAX_HELD 48     /* every lock at once, in fork's prepare, fits */
+#define MAX_HELD 48 /* every lock at once, in fork's prepare, fits */
 
 static __thread const hc_lockid_t *held[MAX_HELD] __attribute__((tls_model("initial-exec")));
 static __thread unsigned nheld __attribute__((tls_model("initial-exec")));
@@ -29,9 +29,11 @@ static __attribute__((noreturn)) void die(const char *const *part)
 	for (; part[0] != NULL || part[1] != NULL; part++) {
 		const char *s = *part;
 		char d[12];
-		if (s == NULL) {           /* a rank */
-			unsigned v = (unsigned)(uintptr_t)*++part, k = 0;
-			do d[k++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+		if (s == NULL) { /* a rank */
+			unsigned v = (unsigned)(uintptr_t) * ++part, k = 0;
+			do
+				d[k++] = (char)('0' + v % 10);
+			while ((v /= 10) != 0);
 			while (k && n + 1 < sizeof line)
 				line[n++] = d[--k];
 			continue;
@@ -48,22 +50,22 @@ static __attribute__((noreturn)) void die(const char *const *part)
 
 static __attribute__((noreturn)) void order_broken(const hc_lockid_t *want, const hc_lockid_t *have)
 {
-	const char *parts[] = { "<heapctl>: lock order broken: taking ", want->name, " (rank ",
-		RANK(want), ") while holding ", have->name, " (rank ", RANK(have), ")\n", NULL, NULL };
+	const char *parts[] = { "<heapctl>: lock order broken: taking ", want->name, " (rank ", RANK(want),
+		") while holding ", have->name, " (rank ", RANK(have), ")\n", NULL, NULL };
 	die(parts);
 }
 
 void hc_lock_check(const hc_lockid_t *id)
 {
 	for (unsigned i = 0; i < nheld; i++)
-		if (held[i]->rank > id->rank || held[i] == id)   /* or itself again */
+		if (held[i]->rank > id->rank || held[i] == id) /* or itself again */
 			order_broken(id, held[i]);
 }
 
 /* Every lock ever taken, for the fork check; appended once per lock. */
 #define MAX_LOCKS 64
 static hc_lockid_t *registry[MAX_LOCKS];
-static unsigned nregistry;            /* atomic */
+static unsigned nregistry; /* atomic */
 
 void hc_lock_held(hc_lockid_t *id)
 {

@@ -20,8 +20,8 @@
 
 #define META_MIN_SHIFT 4
 #define META_MAX_SHIFT 12
-#define META_NCLASSES (META_MAX_SHIFT - META_MIN_SHIFT + 1)
-#define META_SPAN ((size_t)64 << 10)
+#define META_NCLASSES  (META_MAX_SHIFT - META_MIN_SHIFT + 1)
+#define META_SPAN      ((size_t)64 << 10)
 
 static hc_mutex_t meta_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_META, "meta_lock");
 static hc_block_t *meta_free[META_NCLASSES];
@@ -31,20 +31,23 @@ typedef struct meta_map_s {
 	struct meta_map_s *next, *prev;
 	size_t size;
 } meta_map_t;
-static meta_map_t *meta_maps;          /* under meta_lock */
+static meta_map_t *meta_maps; /* under meta_lock */
 #define META_SPAN_HDR 64
 
 /* Every byte of metadata, of this file's mappings and of the chunk and
  * heap headers heap.c and large.c count: here, so that counting it calls
  * back into none of them. */
-static size_t meta_bytes;              /* atomic: headers, heaps, profiler */
+static size_t meta_bytes; /* atomic: headers, heaps, profiler */
 
 void hc_stats_add_metadata(intptr_t delta)
 {
 	__atomic_add_fetch(&meta_bytes, (size_t)delta, __ATOMIC_RELAXED);
 }
 
-size_t hc_meta_bytes(void) { return __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED); }
+size_t hc_meta_bytes(void)
+{
+	return __atomic_load_n(&meta_bytes, __ATOMIC_RELAXED);
+}
 
 /* Map size bytes and put them on the list; under meta_lock. */
 static void *meta_map(size_t size)
@@ -64,8 +67,7 @@ static void *meta_map(size_t size)
 void hc_meta_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
 {
 	hc_mutex_lock(&meta_lock);
-	for (meta_map_t *m = meta_maps; m && fn(arg, (uintptr_t)m, (uintptr_t)m + m->size, HC_RANGE_META);
-	    m = m->next)
+	for (meta_map_t *m = meta_maps; m && fn(arg, (uintptr_t)m, (uintptr_t)m + m->size, HC_RANGE_META); m = m->next)
 		;
 	hc_mutex_unlock(&meta_lock);
 }
@@ -126,8 +128,12 @@ void hc_meta_free(void *p, size_t n)
 		size_t sz = ((n + HC_PAGE - 1) & ~(HC_PAGE - 1)) + HC_PAGE;
 		meta_map_t *m = (meta_map_t *)((char *)p - HC_PAGE);
 		hc_mutex_lock(&meta_lock);
-		if (m->prev) m->prev->next = m->next; else meta_maps = m->next;
-		if (m->next) m->next->prev = m->prev;
+		if (m->prev)
+			m->prev->next = m->next;
+		else
+			meta_maps = m->next;
+		if (m->next)
+			m->next->prev = m->prev;
 		hc_mutex_unlock(&meta_lock);
 		hc_os_unmap(m, sz);
 		hc_stats_add_metadata(-(intptr_t)sz);
@@ -140,6 +146,15 @@ void hc_meta_free(void *p, size_t n)
 	hc_mutex_unlock(&meta_lock);
 }
 
-void hc_meta_fork_prepare(void) { hc_mutex_lock(&meta_lock); }
-void hc_meta_fork_parent(void) { hc_mutex_unlock(&meta_lock); }
-void hc_meta_fork_child(void) { hc_mutex_reinit(&meta_lock); }
+void hc_meta_fork_prepare(void)
+{
+	hc_mutex_lock(&meta_lock);
+}
+void hc_meta_fork_parent(void)
+{
+	hc_mutex_unlock(&meta_lock);
+}
+void hc_meta_fork_child(void)
+{
+	hc_mutex_reinit(&meta_lock);
+}

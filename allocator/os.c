@@ -18,8 +18,14 @@
 /* dirty_decay_ms; set once by the agent at start-up */
 static uint64_t decay_ms = 1000;
 
-void hc_alloc_set_decay_ms(uint64_t ms) { decay_ms = ms; }
-uint64_t hc_alloc_decay_ms(void) { return decay_ms; }
+void hc_alloc_set_decay_ms(uint64_t ms)
+{
+	decay_ms = ms;
+}
+uint64_t hc_alloc_decay_ms(void)
+{
+	return decay_ms;
+}
 
 /* madvise, errno kept; 0 or the call's errno */
 static int advise(void *p, size_t size, int advice)
@@ -32,7 +38,10 @@ static int advise(void *p, size_t size, int advice)
 /* thp; set by the agent at start-up (atomic) */
 static unsigned thp_mode = HC_THP_DEFAULT;
 
-void hc_os_thp_mode(unsigned mode) { __atomic_store_n(&thp_mode, mode, __ATOMIC_SEQ_CST); }
+void hc_os_thp_mode(unsigned mode)
+{
+	__atomic_store_n(&thp_mode, mode, __ATOMIC_SEQ_CST);
+}
 
 int hc_os_thp(void *p, size_t size)
 {
@@ -42,20 +51,25 @@ int hc_os_thp(void *p, size_t size)
 	return advise(p, size, mode == HC_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 }
 
-void hc_os_nohuge(void *p, size_t size) { (void)advise(p, size, MADV_NOHUGEPAGE); }
+void hc_os_nohuge(void *p, size_t size)
+{
+	(void)advise(p, size, MADV_NOHUGEPAGE);
+}
 
 /* mmap at a hint (a suggestion, never MAP_FIXED: a range in use is left
  * alone and the kernel places the mapping elsewhere); errno kept */
 static char *map_at(void *hint, size_t size)
 {
 	int saved = errno;
-	void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
-	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	errno = saved;
 	return p == MAP_FAILED ? NULL : p;
 }
 
-void *hc_os_map(size_t size) { return map_at(NULL, size); }
+void *hc_os_map(size_t size)
+{
+	return map_at(NULL, size);
+}
 
 /* The start of the last aligned mapping (atomic; a race only costs the
  * loser the slow way below). */
@@ -110,7 +124,10 @@ void hc_os_unmap(void *p, size_t size)
 	errno = saved;
 }
 
-void hc_os_purge(void *p, size_t size) { (void)advise(p, size, MADV_DONTNEED); }
+void hc_os_purge(void *p, size_t size)
+{
+	(void)advise(p, size, MADV_DONTNEED);
+}
 
 uint64_t hc_os_now_ms(void)
 {
@@ -179,8 +196,14 @@ static void diag_write(const char *msg, const void *p, bool with_ptr)
 	errno = saved;
 }
 
-void hc_diag(const char *msg) { diag_write(msg, NULL, false); }
-void hc_diag_ptr(const char *msg, const void *p) { diag_write(msg, p, true); }
+void hc_diag(const char *msg)
+{
+	diag_write(msg, NULL, false);
+}
+void hc_diag_ptr(const char *msg, const void *p)
+{
+	diag_write(msg, p, true);
+}
 
 void hc_assert_fail(const char *cond, const char *file, int line)
 {

@@ -35,7 +35,10 @@ void hc_stats_refresh(hc_stats_t *st)
 	st->resident = st->metadata + st->active + st->dirty;
 }
 
-unsigned hc_alloc_kind(void) { return HC_ALLOC_HEAPCTL; }
+unsigned hc_alloc_kind(void)
+{
+	return HC_ALLOC_HEAPCTL;
+}
 
 void hc_alloc_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
 {

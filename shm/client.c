@@ -39,8 +39,7 @@
 
 #include "heapctl_shm.h"
 
-static int fail(char *err, size_t len, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t len, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static int fail(char *err, size_t len, int code, const char *fmt, ...)
 {
@@ -71,7 +70,7 @@ static bool proc_status(int pid, int *nspid, unsigned *uid, unsigned *euid)
 		return false;
 	*nspid = pid;
 	*uid = UINT_MAX;
-	for (char *line = buf; line && *line; ) {
+	for (char *line = buf; line && *line;) {
 		char *next = strchr(line, '\n');
 		if (next)
 			*next++ = 0;
@@ -290,8 +289,8 @@ static int read_start(int fd, struct stat *st, hc_shm_header_t *first)
  * when it is not this process's segment (why says so when there is more to
  * say; a file we may not open is named in denied, and its owner in
  * *denied_uid, -1 unknown); other codes are final. */
-static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bool readable,
-    bool in_maps, char *why, size_t whylen, char (*denied)[320], int64_t *denied_uid)
+static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bool readable, bool in_maps, char *why,
+    size_t whylen, char (*denied)[320], int64_t *denied_uid)
 {
 	int pid = t->pid;
 	char who[96];
@@ -319,12 +318,10 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 	if (got <= 0) {
 		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is truncated", t->path, pid);
 	} else if (!owner_ok) {
-		code = fail(why, whylen, HC_EXIT_PERM,
-		    "segment %s belongs to uid %u but process %d to %s: not trusted",
+		code = fail(why, whylen, HC_EXIT_PERM, "segment %s belongs to uid %u but process %d to %s: not trusted",
 		    t->path, (unsigned)st.st_uid, pid, user_name(t->uid, who, sizeof who));
 	} else if (first.magic != HC_SHM_MAGIC) {
-		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (bad magic)",
-		    t->path, pid);
+		code = fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (bad magic)", t->path, pid);
 	} else if (first.abi != HC_SHM_ABI) {
 		code = fail(why, whylen, HC_EXIT_ABI,
 		    "process %d runs a libheapctl.so with segment ABI %u; this heapctl speaks ABI %u (use the heapctl of the same release)",
@@ -351,8 +348,8 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 		hc_shm_close(t);
 		if (!in_maps)
 			return HC_EXIT_NOLIB;
-		return fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (never ready)",
-		    t->path, pid);
+		return fail(why, whylen, HC_EXIT_ABI, "segment %s of process %d is corrupt (never ready)", t->path,
+		    pid);
 	}
 	if (h->pid == t->nspid && h->start_time == t->start_time) {
 		if (in_maps || !readable)
@@ -374,14 +371,14 @@ static int try_segment(hc_shm_target_t *t, const char *dir, const char *name, bo
 	 * process's own PID namespace, where no live process publishes under
 	 * another pid's name and this pid is now this process's. */
 	uint64_t ns = pidns_of(pid);
-	bool stale = ns != 0 && h->pidns == ns && (h->pid != t->nspid ||
-	    h->start_time != t->start_time || (readable && !in_maps));
+	bool stale = ns != 0 && h->pidns == ns &&
+	    (h->pid != t->nspid || h->start_time != t->start_time || (readable && !in_maps));
 	bool removed = stale && unlink(t->path) == 0;
 	hc_shm_close(t);
 	if (stale)
 		fail(why, whylen, HC_EXIT_NOLIB,
-		    "process %d is not running libheapctl.so (%s segment of an earlier process %d)",
-		    pid, removed ? "removed the stale" : "found a stale", pid);
+		    "process %d is not running libheapctl.so (%s segment of an earlier process %d)", pid,
+		    removed ? "removed the stale" : "found a stale", pid);
 	return HC_EXIT_NOLIB;
 }
 
@@ -403,14 +400,13 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 	int dirr = segment_dir(pid, t->nspid, dir, sizeof dir);
 	if (dirr == -EACCES || dirr == -EPERM)
 		return fail(err, errlen, HC_EXIT_PERM,
-		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
-		    pid, user_name(t->uid, who, sizeof who));
+		    "permission denied: process %d belongs to %s; run heapctl as that user or as root", pid,
+		    user_name(t->uid, who, sizeof who));
 	if (dirr < 0) {
 		if (kill(pid, 0) != 0 && errno == ESRCH)
 			return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 		return fail(err, errlen, HC_EXIT_NOLIB,
-		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)",
-		    pid);
+		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)", pid);
 	}
 	char mapped[64], names[16][64];
 	bool readable = false;
@@ -425,25 +421,24 @@ int hc_shm_open(int pid, hc_shm_target_t *t, char *err, size_t errlen)
 		if (code == HC_EXIT_OK)
 			return HC_EXIT_OK;
 		if (code != HC_EXIT_NOLIB)
-			break;            /* corrupt, another ABI, not trusted: say so */
+			break; /* corrupt, another ABI, not trusted: say so */
 	}
 	/* a segment of the process's effective user (a set-user-ID program,
 	 * injected) that its real user may not open: it does run the library */
 	if (code == HC_EXIT_NOLIB && denied[0] && denied_uid == t->euid && t->euid != t->uid)
 		return fail(err, errlen, HC_EXIT_PERM,
 		    "permission denied: process %d runs libheapctl.so, but its segment %s belongs to %s, its "
-		    "effective user (a set-user-ID program); run heapctl as that user or as root", pid, denied,
-		    user_name(t->euid, who, sizeof who));
+		    "effective user (a set-user-ID program); run heapctl as that user or as root",
+		    pid, denied, user_name(t->euid, who, sizeof who));
 	if (code == HC_EXIT_NOLIB && denied[0] && t->uid != geteuid())
 		return fail(err, errlen, HC_EXIT_PERM,
-		    "permission denied: process %d belongs to %s; run heapctl as that user or as root",
-		    pid, user_name(t->uid, who, sizeof who));
+		    "permission denied: process %d belongs to %s; run heapctl as that user or as root", pid,
+		    user_name(t->uid, who, sizeof who));
 	if (code == HC_EXIT_NOLIB && why[0] == 0 && kill(pid, 0) != 0 && errno == ESRCH)
 		return fail(err, errlen, HC_EXIT_NOPROC, "no process with PID %d", pid);
 	if (code == HC_EXIT_NOLIB && why[0] == 0)
 		return fail(err, errlen, HC_EXIT_NOLIB,
-		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)",
-		    pid);
+		    "process %d is not running libheapctl.so (start it with LD_PRELOAD=/path/to/libheapctl.so)", pid);
 	return fail(err, errlen, code, "%s", why);
 }
 
@@ -460,8 +455,8 @@ static void sleep_ns(uint64_t ns)
 	nanosleep(&ts, NULL);
 }
 
-int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
-    uint64_t timeout_ns, char *err, size_t errlen)
+int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep, uint64_t timeout_ns, char *err,
+    size_t errlen)
 {
 	hc_shm_mailbox_t *box = &t->seg->box;
 	uint64_t deadline = hc_shm_mono_ns() + timeout_ns;
@@ -494,8 +489,8 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 			return fail(err, errlen, HC_EXIT_NOPROC, "process %d exited", t->pid);
 		if (hc_shm_mono_ns() > deadline)
 			return fail(err, errlen, HC_EXIT_TIMEOUT,
-			    "process %d did not answer within %g s (all %d command slots busy)",
-			    t->pid, secs, HC_SHM_SLOTS);
+			    "process %d did not answer within %g s (all %d command slots busy)", t->pid, secs,
+			    HC_SHM_SLOTS);
 		/* the target looks at its slots (and frees those of clients
 		 * that died) when the doorbell moves */
 		__atomic_add_fetch(&box->doorbell, 1, __ATOMIC_RELEASE);
@@ -508,7 +503,8 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 	if (!hc_shm_slot_cas(sl, HC_SLOT_CLAIMED, gen, HC_SLOT_POSTED, gen))
 		return fail(err, errlen, HC_EXIT_TIMEOUT,
 		    "process %d took the command slot back before the command was posted (heapctl was "
-		    "stopped for more than %g s?)", t->pid, (double)HC_SHM_LEASE_NS / 1e9);
+		    "stopped for more than %g s?)",
+		    t->pid, (double)HC_SHM_LEASE_NS / 1e9);
 	__atomic_add_fetch(&box->doorbell, 1, __ATOMIC_RELEASE);
 	hc_shm_futex_wake(&box->doorbell, 1);
 
@@ -518,19 +514,19 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 		uint32_t st = (uint32_t)w;
 		if ((uint32_t)(w >> 32) != gen)
 			return fail(err, errlen, HC_EXIT_ABI,
-			    "the command slot of process %d was taken away (is something else writing %s?)",
-			    t->pid, t->path);
+			    "the command slot of process %d was taken away (is something else writing %s?)", t->pid,
+			    t->path);
 		if (st == HC_SLOT_DONE) {
 			memcpy(rep, &sl->rep, sizeof *rep);
 			/* the reply is ours only if the slot was still ours after the copy */
 			if (!hc_shm_slot_cas(sl, HC_SLOT_DONE, gen, HC_SLOT_FREE, gen))
 				return fail(err, errlen, HC_EXIT_ABI,
-				    "the reply of process %d was overwritten (is something else writing %s?)",
-				    t->pid, t->path);
+				    "the reply of process %d was overwritten (is something else writing %s?)", t->pid,
+				    t->path);
 			rep->text[sizeof rep->text - 1] = 0;
 			if (rep->code > HC_REP_NOPROF)
-				return fail(err, errlen, HC_EXIT_ABI, "process %d sent a reply heapctl does not know (code %u)",
-				    t->pid, rep->code);
+				return fail(err, errlen, HC_EXIT_ABI,
+				    "process %d sent a reply heapctl does not know (code %u)", t->pid, rep->code);
 			return HC_EXIT_OK;
 		}
 		if (st != HC_SLOT_POSTED && st != HC_SLOT_BUSY)
@@ -544,10 +540,13 @@ int hc_shm_call(hc_shm_target_t *t, const hc_shm_req_t *req, hc_shm_rep_t *rep,
 				return fail(err, errlen, HC_EXIT_TIMEOUT,
 				    "process %d did not answer within %g s: it could not start its control thread "
 				    "(%s%s), so it answers only while it allocates; raise its limit, or ask again "
-				    "when it is busy", t->pid, secs, strerror(nothread), nothread == EAGAIN ?
-				    ": a thread limit, RLIMIT_NPROC (ulimit -u, LimitNPROC=) or the cgroup's pids.max" : "");
-			return fail(err, errlen, HC_EXIT_TIMEOUT,
-			    "process %d did not answer within %g s", t->pid, secs);
+				    "when it is busy",
+				    t->pid, secs, strerror(nothread),
+				    nothread == EAGAIN
+				        ? ": a thread limit, RLIMIT_NPROC (ulimit -u, LimitNPROC=) or the cgroup's pids.max"
+				        : "");
+			return fail(err, errlen, HC_EXIT_TIMEOUT, "process %d did not answer within %g s", t->pid,
+			    secs);
 		}
 		uint64_t slice = deadline - now < 50000000ull ? deadline - now : 50000000ull;
 		if (hc_shm_futex_wait(&sl->state, st, slice) == ETIMEDOUT && !hc_shm_alive(t))

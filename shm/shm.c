@@ -21,7 +21,7 @@
 
 #include "heapctl_shm.h"
 
-#define EFTYPE_HC EPROTOTYPE    /* "not a regular file": no errno of its own */
+#define EFTYPE_HC EPROTOTYPE /* "not a regular file": no errno of its own */
 
 _Static_assert(sizeof(hc_shm_header_t) == 192, "header layout is ABI");
 _Static_assert(offsetof(hc_shm_header_t, size) == 12, "first 16 bytes are forever");
@@ -31,19 +31,18 @@ _Static_assert(sizeof(hc_shm_t) < UINT32_MAX, "size fits the header");
 /* ---- settings ------------------------------------------------------------ */
 
 /* The width of each type's field in hc_shm_state_t. */
-#define SHM_SIZE_HC_SET_BOOL    1
-#define SHM_SIZE_HC_SET_UINT    4
-#define SHM_SIZE_HC_SET_LG      4
-#define SHM_SIZE_HC_SET_SSIZE   8
-#define SHM_SIZE_HC_SET_BYTES   8
-#define SHM_SIZE_HC_SET_POW2    4
-#define SHM_SIZE_HC_SET_STR     HC_SHM_PATH_MAX
-#define SHM_SIZE_HC_SET_UNWIND  16
-#define SHM_SIZE_HC_SET_THP     16
-#define FIELD_SIZE(f) sizeof(((hc_shm_state_t *)0)->f)
+#define SHM_SIZE_HC_SET_BOOL   1
+#define SHM_SIZE_HC_SET_UINT   4
+#define SHM_SIZE_HC_SET_LG     4
+#define SHM_SIZE_HC_SET_SSIZE  8
+#define SHM_SIZE_HC_SET_BYTES  8
+#define SHM_SIZE_HC_SET_POW2   4
+#define SHM_SIZE_HC_SET_STR    HC_SHM_PATH_MAX
+#define SHM_SIZE_HC_SET_UNWIND 16
+#define SHM_SIZE_HC_SET_THP    16
+#define FIELD_SIZE(f)          sizeof(((hc_shm_state_t *)0)->f)
 
-#define HC_OPTION(o, t, mn, mx, d, h) \
-	[HC_SETTING_##o] = { NULL, #o, t, mn, mx, d, h, 0, 0 },
+#define HC_OPTION(o, t, mn, mx, d, h) [HC_SETTING_##o] = { NULL, #o, t, mn, mx, d, h, 0, 0 },
 #define HC_RUNTIME(o, t, mn, mx, d, n, f, h) \
 	[HC_SETTING_##o] = { n, #o, t, mn, mx, d, h, offsetof(hc_shm_state_t, f), FIELD_SIZE(f) },
 const hc_shm_setting_t hc_shm_settings[HC_NSETTINGS] = {
@@ -56,10 +55,10 @@ const unsigned hc_shm_nsettings = HC_NSETTINGS;
 /* A run-time setting's segment field has its type's width, and lies in the
  * run of settings that the target copies as one block. */
 #define HC_OPTION(o, t, mn, mx, d, h)
-#define HC_RUNTIME(o, t, mn, mx, d, n, f, h) \
+#define HC_RUNTIME(o, t, mn, mx, d, n, f, h)                                                        \
 	_Static_assert(FIELD_SIZE(f) == SHM_SIZE_##t, "segment field " #f " has the width of " #t); \
-	_Static_assert(offsetof(hc_shm_state_t, f) >= offsetof(hc_shm_state_t, prof) && \
-	    offsetof(hc_shm_state_t, f) + FIELD_SIZE(f) <= offsetof(hc_shm_state_t, allocated), \
+	_Static_assert(offsetof(hc_shm_state_t, f) >= offsetof(hc_shm_state_t, prof) &&             \
+	        offsetof(hc_shm_state_t, f) + FIELD_SIZE(f) <= offsetof(hc_shm_state_t, allocated), \
 	    #f " is among the settings");
 #include "hc_settings.def"
 #undef HC_OPTION
@@ -76,8 +75,7 @@ const hc_shm_setting_t *hc_shm_setting_find(const char *name)
 const hc_shm_setting_t *hc_shm_option_find(const char *option, size_t len)
 {
 	for (unsigned i = 0; i < HC_NSETTINGS; i++)
-		if (strlen(hc_shm_settings[i].option) == len &&
-		    memcmp(hc_shm_settings[i].option, option, len) == 0)
+		if (strlen(hc_shm_settings[i].option) == len && memcmp(hc_shm_settings[i].option, option, len) == 0)
 			return &hc_shm_settings[i];
 	return NULL;
 }
@@ -87,7 +85,9 @@ static char *fmt_u64(char *buf, uint64_t v)
 {
 	char tmp[24];
 	int n = 0;
-	do tmp[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
 	while (n)
 		*buf++ = tmp[--n];
 	*buf = 0;
@@ -133,10 +133,26 @@ bool hc_shm_parse_bytes(const char *s, uint64_t *out)
 		return false;
 	unsigned shift = 0;
 	switch (*p) {
-	case 'k': case 'K': shift = 10; p++; break;
-	case 'm': case 'M': shift = 20; p++; break;
-	case 'g': case 'G': shift = 30; p++; break;
-	case 't': case 'T': shift = 40; p++; break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		p++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		p++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		p++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		p++;
+		break;
 	}
 	if (shift && *p == 'i')
 		p++;
@@ -205,10 +221,11 @@ static void noun(const hc_shm_setting_t *s, bool conf, char *buf, size_t len)
 {
 	char lo[24], hi[24], words[64];
 	switch (s->type) {
-	case HC_SET_BOOL:
-		say(buf, len, conf ? "true or false" : "a boolean (true or false)", NULL, NULL);
-		return;
-	case HC_SET_UINT: case HC_SET_LG: case HC_SET_SSIZE: case HC_SET_POW2: {
+	case HC_SET_BOOL: say(buf, len, conf ? "true or false" : "a boolean (true or false)", NULL, NULL); return;
+	case HC_SET_UINT:
+	case HC_SET_LG:
+	case HC_SET_SSIZE:
+	case HC_SET_POW2: {
 		fmt_i64(lo, s->min);
 		fmt_i64(hi, s->max);
 		say(buf, len, conf ? "an integer from " : "a whole number from ", lo, " to ");
@@ -216,19 +233,16 @@ static void noun(const hc_shm_setting_t *s, bool conf, char *buf, size_t len)
 		say(buf + n, len - n, hi, NULL, NULL);
 		return;
 	}
-	case HC_SET_BYTES:
-		say(buf, len, "a byte count (like 4096, 512K, 1G)", NULL, NULL);
-		return;
-	case HC_SET_UNWIND: case HC_SET_THP:
+	case HC_SET_BYTES: say(buf, len, "a byte count (like 4096, 512K, 1G)", NULL, NULL); return;
+	case HC_SET_UNWIND:
+	case HC_SET_THP:
 		word_list(hc_shm_words(s->type), words, sizeof words);
 		if (conf)
 			say(buf, len, words, NULL, NULL);
 		else
-			say(buf, len, s->type == HC_SET_UNWIND ? "an unwinder (" : "a THP mode (",
-			    words, ")");
+			say(buf, len, s->type == HC_SET_UNWIND ? "an unwinder (" : "a THP mode (", words, ")");
 		return;
-	case HC_SET_STR:
-		break;
+	case HC_SET_STR: break;
 	}
 	say(buf, len, "a value", NULL, NULL);
 }
@@ -253,8 +267,8 @@ static bool in_range(const hc_shm_setting_t *s, int64_t x)
 	return x >= s->min && x <= s->max;
 }
 
-static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_shm_value_t *out,
-    char *err, size_t errlen)
+static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_shm_value_t *out, char *err,
+    size_t errlen)
 {
 	memset(out, 0, sizeof *out);
 	const char *end;
@@ -268,9 +282,9 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 		else
 			return refuse(s, conf, v, err, errlen);
 		return true;
-	case HC_SET_UINT: case HC_SET_LG:
-		if (!parse_u64(v, &out->u, &end) || *end || out->u > (uint64_t)s->max ||
-		    !in_range(s, (int64_t)out->u))
+	case HC_SET_UINT:
+	case HC_SET_LG:
+		if (!parse_u64(v, &out->u, &end) || *end || out->u > (uint64_t)s->max || !in_range(s, (int64_t)out->u))
 			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_SSIZE:
@@ -282,7 +296,7 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 			return refuse(s, conf, v, err, errlen);
 		return true;
 	case HC_SET_POW2:
-		if (conf) {           /* jemalloc's lg_prof_interval: the log2 */
+		if (conf) { /* jemalloc's lg_prof_interval: the log2 */
 			if (!parse_i64(v, &x) || !in_range(s, x))
 				return refuse(s, conf, v, err, errlen);
 			out->u = x < 0 ? UINT64_MAX : (uint64_t)x;
@@ -293,7 +307,7 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 			return false;
 		}
 		if (out->u == 0) {
-			out->u = UINT64_MAX;     /* off */
+			out->u = UINT64_MAX; /* off */
 			return true;
 		}
 		if (out->u & (out->u - 1)) {
@@ -313,13 +327,14 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 			if (v[0] == 0)
 				say(err, errlen, conf ? "empty value" : "the value is empty", NULL, NULL);
 			else
-				say(err, errlen, conf ? "value too long (at most " :
-				    "the value is too long (at most ", max, " bytes)");
+				say(err, errlen, conf ? "value too long (at most " : "the value is too long (at most ",
+				    max, " bytes)");
 			return false;
 		}
 		out->s = v;
 		return true;
-	case HC_SET_UNWIND: case HC_SET_THP:
+	case HC_SET_UNWIND:
+	case HC_SET_THP:
 		if (hc_shm_word_index(s->type, v) < 0)
 			return refuse(s, conf, v, err, errlen);
 		out->s = v;
@@ -329,38 +344,34 @@ static bool parse_value(const hc_shm_setting_t *s, const char *v, bool conf, hc_
 	return false;
 }
 
-bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
-    char *err, size_t errlen)
+bool hc_shm_setting_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out, char *err, size_t errlen)
 {
 	return parse_value(s, v, false, out, err, errlen);
 }
 
-bool hc_shm_option_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out,
-    char *err, size_t errlen)
+bool hc_shm_option_parse(const hc_shm_setting_t *s, const char *v, hc_shm_value_t *out, char *err, size_t errlen)
 {
 	return parse_value(s, v, true, out, err, errlen);
 }
 
-bool hc_shm_setting_check(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *err,
-    size_t errlen)
+bool hc_shm_setting_check(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *err, size_t errlen)
 {
 	char text[HC_SHM_VALUE_MAX];
 	hc_shm_value_t back;
 	hc_shm_setting_text(s, v, text, sizeof text);
 	switch (s->type) {
-	case HC_SET_UINT: case HC_SET_LG:
+	case HC_SET_UINT:
+	case HC_SET_LG:
 		if (v->u > (uint64_t)s->max || !in_range(s, (int64_t)v->u))
 			return refuse(s, false, text, err, errlen);
 		return true;
-	case HC_SET_SSIZE:
-		return in_range(s, v->i) || refuse(s, false, text, err, errlen);
+	case HC_SET_SSIZE: return in_range(s, v->i) || refuse(s, false, text, err, errlen);
 	case HC_SET_POW2:
-		return v->u == UINT64_MAX || in_range(s, (int64_t)v->u) ||
-		    refuse(s, false, text, err, errlen);
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
-		return v->s != NULL && parse_value(s, v->s, false, &back, err, errlen);
-	default:
-		return true;
+		return v->u == UINT64_MAX || in_range(s, (int64_t)v->u) || refuse(s, false, text, err, errlen);
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: return v->s != NULL && parse_value(s, v->s, false, &back, err, errlen);
+	default: return true;
 	}
 }
 
@@ -371,26 +382,21 @@ void hc_shm_setting_get(const hc_shm_setting_t *s, const hc_shm_state_t *st, hc_
 	uint32_t u32;
 	int32_t i32;
 	switch (s->type) {
-	case HC_SET_BOOL:
-		out->b = *(const uint8_t *)f != 0;
-		return;
-	case HC_SET_UINT: case HC_SET_LG:
+	case HC_SET_BOOL: out->b = *(const uint8_t *)f != 0; return;
+	case HC_SET_UINT:
+	case HC_SET_LG:
 		memcpy(&u32, f, 4);
 		out->u = u32;
 		return;
-	case HC_SET_SSIZE:
-		memcpy(&out->i, f, 8);
-		return;
-	case HC_SET_BYTES:
-		memcpy(&out->u, f, 8);
-		return;
+	case HC_SET_SSIZE: memcpy(&out->i, f, 8); return;
+	case HC_SET_BYTES: memcpy(&out->u, f, 8); return;
 	case HC_SET_POW2:
 		memcpy(&i32, f, 4);
 		out->u = i32 < 0 ? UINT64_MAX : (uint64_t)i32;
 		return;
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
-		out->s = hc_shm_strvalid(f, s->shm_size) ? f : "";
-		return;
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: out->s = hc_shm_strvalid(f, s->shm_size) ? f : ""; return;
 	}
 }
 
@@ -400,24 +406,15 @@ void hc_shm_setting_put(const hc_shm_setting_t *s, hc_shm_state_t *st, const hc_
 	uint32_t u32 = (uint32_t)v->u;
 	int32_t i32 = v->u == UINT64_MAX || v->u > INT32_MAX ? -1 : (int32_t)v->u;
 	switch (s->type) {
-	case HC_SET_BOOL:
-		*(uint8_t *)f = v->b;
-		return;
-	case HC_SET_UINT: case HC_SET_LG:
-		memcpy(f, &u32, 4);
-		return;
-	case HC_SET_SSIZE:
-		memcpy(f, &v->i, 8);
-		return;
-	case HC_SET_BYTES:
-		memcpy(f, &v->u, 8);
-		return;
-	case HC_SET_POW2:
-		memcpy(f, &i32, 4);
-		return;
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
-		hc_shm_strlcpy(f, v->s ? v->s : "", s->shm_size);
-		return;
+	case HC_SET_BOOL: *(uint8_t *)f = v->b; return;
+	case HC_SET_UINT:
+	case HC_SET_LG: memcpy(f, &u32, 4); return;
+	case HC_SET_SSIZE: memcpy(f, &v->i, 8); return;
+	case HC_SET_BYTES: memcpy(f, &v->u, 8); return;
+	case HC_SET_POW2: memcpy(f, &i32, 4); return;
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: hc_shm_strlcpy(f, v->s ? v->s : "", s->shm_size); return;
 	}
 }
 
@@ -425,21 +422,13 @@ void hc_shm_setting_text(const hc_shm_setting_t *s, const hc_shm_value_t *v, cha
 {
 	char num[24];
 	switch (s->type) {
-	case HC_SET_BOOL:
-		hc_shm_strlcpy(buf, v->b ? "true" : "false", len);
-		return;
-	case HC_SET_SSIZE:
-		fmt_i64(num, v->i);
-		break;
-	case HC_SET_POW2:
-		fmt_u64(num, v->u >= 64 ? 0 : (uint64_t)1 << v->u);
-		break;
-	case HC_SET_STR: case HC_SET_UNWIND: case HC_SET_THP:
-		hc_shm_strlcpy(buf, v->s ? v->s : "", len);
-		return;
-	default:
-		fmt_u64(num, v->u);
-		break;
+	case HC_SET_BOOL: hc_shm_strlcpy(buf, v->b ? "true" : "false", len); return;
+	case HC_SET_SSIZE: fmt_i64(num, v->i); break;
+	case HC_SET_POW2: fmt_u64(num, v->u >= 64 ? 0 : (uint64_t)1 << v->u); break;
+	case HC_SET_STR:
+	case HC_SET_UNWIND:
+	case HC_SET_THP: hc_shm_strlcpy(buf, v->s ? v->s : "", len); return;
+	default: fmt_u64(num, v->u); break;
 	}
 	hc_shm_strlcpy(buf, num, len);
 }
@@ -529,7 +518,9 @@ uint64_t hc_shm_proc_start_time_at(int dfd, const char *path, bool *ended)
 	if (fd < 0)
 		return 0;
 	ssize_t n;
-	do n = read(fd, buf, sizeof buf - 1); while (n < 0 && errno == EINTR);
+	do
+		n = read(fd, buf, sizeof buf - 1);
+	while (n < 0 && errno == EINTR);
 	close(fd);
 	if (n <= 0)
 		return 0;
@@ -598,8 +589,8 @@ bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat 
 {
 	if ((err != 0 && err != EINVAL) || !S_ISREG(st->st_mode) || st->st_uid != geteuid())
 		return false;
-	if (err == EINVAL ? st->st_size >= (off_t)sizeof *h :
-	    h->ready != 0 || (h->magic != 0 && h->magic != HC_SHM_MAGIC))
+	if (err == EINVAL ? st->st_size >= (off_t)sizeof *h
+	                  : h->ready != 0 || (h->magic != 0 && h->magic != HC_SHM_MAGIC))
 		return false;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -638,8 +629,8 @@ typedef struct {
  * Only from the initial namespace (elsewhere a sibling container's
  * processes are out of sight), and only if every process's
  * /proc/PID/ns/pid could be read, but for those its status shows in the
- * initial namespace (root's view: another user's cannot prove anything).  The file must be the one whose header was read (the
- * library never replaces a file, so the same inode is the same segment). */
+ * initial namespace (root's view: another user's cannot prove anything).  The file must be the one whose header was
+ * read (the library never replaces a file, so the same inode is the same segment). */
 /* Whether the process of path ("<pid>/ns/pid", the pid's l digits) is in
  * the initial PID namespace, by its status's NSpid (one pid: no
  * namespace below ours), which anyone may read where its ns link needs
@@ -687,10 +678,10 @@ static int clean_foreign(int dfd, const foreign_t *f, unsigned nf)
 			struct stat st;
 			if (fstatat(pfd, path, &st, 0) != 0) {
 				if (errno == ENOENT || errno == ESRCH)
-					continue;        /* it exited meanwhile */
+					continue; /* it exited meanwhile */
 				if ((errno == EACCES || errno == EPERM) && top_level(pfd, path, l))
-					continue;        /* in our own namespace */
-				complete = false;    /* cannot tell */
+					continue; /* in our own namespace */
+				complete = false; /* cannot tell */
 				break;
 			}
 			for (unsigned i = 0; i < nf; i++)
@@ -701,8 +692,8 @@ static int clean_foreign(int dfd, const foreign_t *f, unsigned nf)
 	int removed = 0;
 	for (unsigned i = 0; complete && i < nf; i++) {
 		struct stat st;
-		if (!alive[i] && fstatat(dfd, f[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    st.st_ino == f[i].ino && unlinkat(dfd, f[i].name, 0) == 0)
+		if (!alive[i] && fstatat(dfd, f[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == f[i].ino &&
+		    unlinkat(dfd, f[i].name, 0) == 0)
 			removed++;
 	}
 	return removed;
@@ -744,8 +735,8 @@ int hc_shm_clean_stale(bool reused)
 					removed++;
 				continue;
 			}
-			if (err == 0 && h.magic == HC_SHM_MAGIC && h.ready && h.pidns != pidns &&
-			    h.pidns != 0 && reused && init_ns && nforeign < 64 && strlen(name) < 64 &&
+			if (err == 0 && h.magic == HC_SHM_MAGIC && h.ready && h.pidns != pidns && h.pidns != 0 &&
+			    reused && init_ns && nforeign < 64 && strlen(name) < 64 &&
 			    (st.st_uid == geteuid() || geteuid() == 0)) {
 				memcpy(foreign[nforeign].name, name, strlen(name) + 1);
 				foreign[nforeign].ino = st.st_ino;
@@ -775,11 +766,9 @@ int hc_shm_clean_stale(bool reused)
 
 /* ---- slots ------------------------------------------------------------------- */
 
-_Static_assert(offsetof(hc_shm_slot_t, state) == 0 && offsetof(hc_shm_slot_t, gen) == 4,
-    "state and gen are one word");
+_Static_assert(offsetof(hc_shm_slot_t, state) == 0 && offsetof(hc_shm_slot_t, gen) == 4, "state and gen are one word");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state is the word's low half");
-_Static_assert(offsetof(hc_shm_mailbox_t, slot) % 8 == 0 && sizeof(hc_shm_slot_t) % 8 == 0,
-    "slot words are aligned");
+_Static_assert(offsetof(hc_shm_mailbox_t, slot) % 8 == 0 && sizeof(hc_shm_slot_t) % 8 == 0, "slot words are aligned");
 
 static uint64_t *slot_word(hc_shm_slot_t *sl)
 {
@@ -791,12 +780,11 @@ uint64_t hc_shm_slot_load(hc_shm_slot_t *sl)
 	return __atomic_load_n(slot_word(sl), __ATOMIC_ACQUIRE);
 }
 
-bool hc_shm_slot_cas(hc_shm_slot_t *sl, uint32_t state, uint32_t gen, uint32_t nstate,
-    uint32_t ngen)
+bool hc_shm_slot_cas(hc_shm_slot_t *sl, uint32_t state, uint32_t gen, uint32_t nstate, uint32_t ngen)
 {
 	uint64_t expect = HC_SLOT_WORD(state, gen);
-	return __atomic_compare_exchange_n(slot_word(sl), &expect, HC_SLOT_WORD(nstate, ngen), false,
-	    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	return __atomic_compare_exchange_n(slot_word(sl), &expect, HC_SLOT_WORD(nstate, ngen), false, __ATOMIC_ACQ_REL,
+	    __ATOMIC_ACQUIRE);
 }
 
 /* ---- futexes --------------------------------------------------------------- */

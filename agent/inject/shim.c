@@ -63,10 +63,10 @@ static struct {
 	int (*mallctl)(const char *, void *, size_t *, void *, size_t);
 } real;
 
-static bool armed;                     /* atomic */
-static uint64_t armed_ns;              /* CLOCK_REALTIME of the last arm */
-static size_t high, high_told;         /* atomic; high_told: control thread (see
-                                          raise_highwater) */
+static bool armed;             /* atomic */
+static uint64_t armed_ns;      /* CLOCK_REALTIME of the last arm */
+static size_t high, high_told; /* atomic; high_told: control thread (see
+                                  raise_highwater) */
 /* armed and the last eject, for heapctl doctor (shm/heapctl_shm.h) */
 __attribute__((used)) static volatile hc_inject_mark_t mark = { .magic = HC_INJECT_MARK_MAGIC };
 
@@ -75,7 +75,7 @@ __attribute__((used)) static volatile hc_inject_mark_t mark = { .magic = HC_INJE
 static __thread int64_t t_left, t_period;
 static __thread uint32_t t_gen;
 static __thread bool t_keyed;
-static uint32_t gen = 1;               /* hc_heap_reset_countdowns bumps it */
+static uint32_t gen = 1; /* hc_heap_reset_countdowns bumps it */
 static pthread_key_t exit_key;
 
 static void thread_gone(void *arg)
@@ -86,8 +86,7 @@ static void thread_gone(void *arg)
 
 static __attribute__((noinline)) bool event(size_t n)
 {
-	uint64_t consumed = t_gen == __atomic_load_n(&gen, __ATOMIC_RELAXED) ?
-	    (uint64_t)(t_period - t_left) + n : n;
+	uint64_t consumed = t_gen == __atomic_load_n(&gen, __ATOMIC_RELAXED) ? (uint64_t)(t_period - t_left) + n : n;
 	t_gen = __atomic_load_n(&gen, __ATOMIC_RELAXED);
 	bool sample = false;
 	int64_t next = hc_agent_event(consumed, n, &sample);
@@ -125,7 +124,7 @@ typedef struct node_s {
 	struct node_s *next;
 } node_t;
 static node_t *table[1u << TBITS];
-static uint32_t filter[1u << TBITS];   /* nodes per bucket; read unlocked */
+static uint32_t filter[1u << TBITS]; /* nodes per bucket; read unlocked */
 static hc_mutex_t table_lock = HC_MUTEX_INIT(HC_RANK_INJECT_TABLE, "inject_table");
 
 static inline unsigned bucket(const void *p)
@@ -149,7 +148,7 @@ static void track(void *p, void *rec)
 	}
 	hc_mutex_unlock(&table_lock);
 	real.free(n);
-	if (rec != NULL)           /* disarmed meanwhile, or no memory */
+	if (rec != NULL) /* disarmed meanwhile, or no memory */
 		hc_agent_unsample(rec);
 }
 
@@ -222,7 +221,7 @@ static void *resized(void *p, void *rec, size_t old, void *q, size_t n)
 {
 	if (q == NULL) {
 		if (rec != NULL && n != 0)
-			track(p, rec);                  /* p is still there */
+			track(p, rec); /* p is still there */
 		else if (rec != NULL)
 			hc_agent_unsample(rec);
 		return NULL;
@@ -264,13 +263,13 @@ static int w_posix_memalign(void **out, size_t al, size_t n)
 	return e;
 }
 
-#define ALIGNED(name, ...)                                        \
-	static void *w_##name(size_t al, size_t n)                \
-	{                                                         \
-		void *p = real.name(al, n);                       \
-		if (unlikely(count(n)))                           \
-			return sampled(p, n);                     \
-		return p;                                         \
+#define ALIGNED(name, ...)                         \
+	static void *w_##name(size_t al, size_t n) \
+	{                                          \
+		void *p = real.name(al, n);        \
+		if (unlikely(count(n)))            \
+			return sampled(p, n);      \
+		return p;                          \
 	}
 ALIGNED(aligned_alloc)
 ALIGNED(memalign)
@@ -292,14 +291,14 @@ static void *w_pvalloc(size_t n)
 static const struct {
 	const char *name;
 	void *wrapper;
-	size_t off;                 /* of the real function in `real` */
+	size_t off; /* of the real function in `real` */
 } fns[] = {
 /* a braced initializer as a macro body, which clang-format 14 takes for a block */
 /* clang-format off */
 #define F(n) { #n, (void *)w_##n, offsetof(__typeof__(real), n) }
 	/* clang-format on */
-	F(malloc), F(free), F(calloc), F(realloc), F(reallocarray), F(posix_memalign),
-	F(aligned_alloc), F(memalign), F(valloc), F(pvalloc)
+	F(malloc), F(free), F(calloc), F(realloc), F(reallocarray), F(posix_memalign), F(aligned_alloc), F(memalign),
+	F(valloc), F(pvalloc)
 #undef F
 };
 #define NFNS (sizeof fns / sizeof fns[0])
@@ -309,14 +308,14 @@ typedef struct {
 	void *orig;
 	uintptr_t lo, hi;
 } saved_t;
-static saved_t *saved;                 /* under slots_lock */
+static saved_t *saved; /* under slots_lock */
 static size_t nsaved, capsaved;
 static hc_mutex_t slots_lock = HC_MUTEX_INIT(HC_RANK_INJECT_SLOTS, "inject_slots");
-static unsigned long long seen_adds;   /* dl_iterate_phdr's load count at the last scan */
+static unsigned long long seen_adds; /* dl_iterate_phdr's load count at the last scan */
 
 typedef struct {
-	uintptr_t base, text_lo, text_hi;   /* the object's own range: its PLT */
-	uintptr_t lo, hi;                   /* all of its segments            */
+	uintptr_t base, text_lo, text_hi; /* the object's own range: its PLT */
+	uintptr_t lo, hi;                 /* all of its segments            */
 } scan_obj_t;
 
 static unsigned take_slot(void **slot, const char *name, uintptr_t lo, uintptr_t hi, void *arg)
@@ -384,7 +383,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static scan_t s;                       /* under slots_lock */
+static scan_t s; /* under slots_lock */
 
 /* Take the slots of every object loaded since the last scan (of all when
  * force).  Returns the slots taken. */
@@ -415,7 +414,8 @@ static void restore_slots(void)
 		saved_t *v = &saved[i];
 		bool loaded = false;
 		for (unsigned k = 0; k < s.n && !loaded; k++)
-			loaded = (uintptr_t)v->slot >= s.obj[k].lo && (uintptr_t)v->slot + sizeof(void *) <= s.obj[k].hi;
+			loaded =
+			    (uintptr_t)v->slot >= s.obj[k].lo && (uintptr_t)v->slot + sizeof(void *) <= s.obj[k].hi;
 		for (size_t k = 0; loaded && k < NFNS; k++)
 			if (__atomic_load_n(v->slot, __ATOMIC_ACQUIRE) == fns[k].wrapper)
 				hc_got_store(v->slot, v->orig, v->lo, v->hi);
@@ -430,7 +430,7 @@ static void restore_slots(void)
 static int first_definer(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	void **io = arg;            /* in: the name; out: its definition */
+	void **io = arg; /* in: the name; out: its definition */
 	const char *name = io[0];
 	if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || strstr(info->dlpi_name, "libheapctl-agent") ||
 	    strstr(info->dlpi_name, "linux-vdso"))
@@ -474,7 +474,7 @@ static bool resolve(void)
 			return false;
 		*(void **)((char *)&real + fns[i].off) = f;
 	}
-	real.usable = (size_t (*)(void *))definition("malloc_usable_size");
+	real.usable = (size_t(*)(void *))definition("malloc_usable_size");
 	/* jemalloc's statistics if its mallctl is in the object whose malloc
 	 * the process calls (not this agent's own mallctl, nor a jemalloc
 	 * loaded beside glibc's malloc) */
@@ -486,8 +486,18 @@ static bool resolve(void)
 	return real.usable != NULL;
 }
 
-static void fork_prepare(void) { hc_agent_fork_prepare(); hc_mutex_lock(&slots_lock); hc_mutex_lock(&table_lock); }
-static void fork_parent(void) { hc_mutex_unlock(&table_lock); hc_mutex_unlock(&slots_lock); hc_agent_fork_parent(); }
+static void fork_prepare(void)
+{
+	hc_agent_fork_prepare();
+	hc_mutex_lock(&slots_lock);
+	hc_mutex_lock(&table_lock);
+}
+static void fork_parent(void)
+{
+	hc_mutex_unlock(&table_lock);
+	hc_mutex_unlock(&slots_lock);
+	hc_agent_fork_parent();
+}
 static void fork_child(void)
 {
 	hc_mutex_reinit(&table_lock);
@@ -601,8 +611,8 @@ static size_t statm_resident(void)
 static void raise_highwater(size_t mapped)
 {
 	size_t hw = __atomic_load_n(&high, __ATOMIC_RELAXED);
-	while (mapped > hw && !__atomic_compare_exchange_n(&high, &hw, mapped, true, __ATOMIC_RELAXED,
-	    __ATOMIC_RELAXED))
+	while (
+	    mapped > hw && !__atomic_compare_exchange_n(&high, &hw, mapped, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 }
 
@@ -648,28 +658,56 @@ void hc_stats_refresh(hc_stats_t *st)
 	raise_highwater(st->mapped);
 }
 
-void hc_stats_add_metadata(intptr_t delta) { (void)delta; }
-unsigned hc_alloc_kind(void) { return real.mallctl ? HC_ALLOC_PROCESS_JEMALLOC : HC_ALLOC_PROCESS; }
+void hc_stats_add_metadata(intptr_t delta)
+{
+	(void)delta;
+}
+unsigned hc_alloc_kind(void)
+{
+	return real.mallctl ? HC_ALLOC_PROCESS_JEMALLOC : HC_ALLOC_PROCESS;
+}
 /* glibc's malloc has no size classes of pages to show, and its mappings
  * (brk, arenas, one per large block) are not listed: heapctl explain
  * counts them with the other anonymous memory */
-unsigned hc_class_stats(hc_class_stats_t *out, unsigned n) { (void)out; (void)n; return 0; }
-void hc_alloc_ranges(bool (*fn)(void *, uintptr_t, uintptr_t, unsigned), void *arg) { (void)fn; (void)arg; }
+unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
+{
+	(void)out;
+	(void)n;
+	return 0;
+}
+void hc_alloc_ranges(bool (*fn)(void *, uintptr_t, uintptr_t, unsigned), void *arg)
+{
+	(void)fn;
+	(void)arg;
+}
 void hc_purge_all(void)
 {
 	if (real.mallctl)
-		(void)real.mallctl("arena.4096.purge", NULL, NULL, NULL, 0);   /* MALLCTL_ARENAS_ALL */
+		(void)real.mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* MALLCTL_ARENAS_ALL */
 	else
 		malloc_trim(0);
 }
 /* the process's malloc maps its heap: thp has nothing to act on */
-int hc_alloc_set_thp(unsigned mode) { return mode == HC_THP_DEFAULT ? 0 : ENOTSUP; }
+int hc_alloc_set_thp(unsigned mode)
+{
+	return mode == HC_THP_DEFAULT ? 0 : ENOTSUP;
+}
 /* the process's own malloc keeps its thread caches (if any) to itself */
-void hc_thread_cache_flush(void) { }
-size_t hc_usable_size(const void *p) { return real.usable((void *)p); }
+void hc_thread_cache_flush(void) {}
+size_t hc_usable_size(const void *p)
+{
+	return real.usable((void *)p);
+}
 
-void *hc_meta_alloc(size_t n) { return real.calloc(1, n); }
-void hc_meta_free(void *p, size_t n) { (void)n; real.free(p); }
+void *hc_meta_alloc(size_t n)
+{
+	return real.calloc(1, n);
+}
+void hc_meta_free(void *p, size_t n)
+{
+	(void)n;
+	real.free(p);
+}
 
 size_t hc_mapped_now(void)
 {
@@ -683,7 +721,10 @@ size_t hc_mapped_now(void)
 	return mi.arena + mi.hblkhd;
 }
 
-size_t hc_mapped_highwater(void) { return __atomic_load_n(&high, __ATOMIC_RELAXED); }
+size_t hc_mapped_highwater(void)
+{
+	return __atomic_load_n(&high, __ATOMIC_RELAXED);
+}
 
 void hc_highwater_poll(void)
 {

@@ -19,12 +19,12 @@
 
 /* One command's arguments after the common options were taken out. */
 typedef struct cli_args_s {
-	int pid;                   /* 0: not given                               */
+	int pid; /* 0: not given                               */
 	bool json;
-	uint64_t timeout_ns;       /* --timeout, default 5 s                     */
-	int argc;                  /* what is left, in order                     */
+	uint64_t timeout_ns; /* --timeout, default 5 s                     */
+	int argc;            /* what is left, in order                     */
 	char **argv;
-	bool in_attach;            /* inside `heapctl attach PID`                */
+	bool in_attach; /* inside `heapctl attach PID`                */
 	/* the dispatcher (main.c's cli_dispatch), for a command that runs
 	 * others (attach): passed in so that the commands depend on the table
 	 * and never the table on them both ways */
@@ -67,11 +67,11 @@ int cli_dispatch(int argc, char **argv, int attach_pid);
 int cli_parse_pid(const char *s, int *pid);
 
 /* Output helpers */
-void out_json_str(FILE *f, const char *s);                   /* valid UTF-8 always */
-const char *out_safe(const char *s, char *buf, size_t len);  /* for a terminal */
-const char *out_bytes(uint64_t v, char *buf, size_t len);    /* "12.3 MiB" */
-const char *out_bytes_f(double v, char *buf, size_t len);    /* the same, for estimates */
-const char *out_time(uint64_t ns, char *buf, size_t len);    /* ISO 8601 UTC, ms */
+void out_json_str(FILE *f, const char *s);                  /* valid UTF-8 always */
+const char *out_safe(const char *s, char *buf, size_t len); /* for a terminal */
+const char *out_bytes(uint64_t v, char *buf, size_t len);   /* "12.3 MiB" */
+const char *out_bytes_f(double v, char *buf, size_t len);   /* the same, for estimates */
+const char *out_time(uint64_t ns, char *buf, size_t len);   /* ISO 8601 UTC, ms */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len);
 /* A file (of /proc: untrusted) into buf, NUL-terminated; bytes or -1. */
 ssize_t cli_read_file(const char *path, char *buf, size_t len);
@@ -80,10 +80,10 @@ ssize_t cli_read_file(const char *path, char *buf, size_t len);
  * The table ends with an entry of all NULLs; an entry with no name but a
  * help is a heading; one with no help another name of the one before. */
 typedef struct cli_opt_s {
-	const char *name;          /* the long name, without "--"              */
-	int id;                    /* what the scan returns (> 1); a printable
-	                            * character is the short option as well    */
-	const char *arg;           /* the value's name, NULL: takes none        */
+	const char *name; /* the long name, without "--"              */
+	int id;           /* what the scan returns (> 1); a printable
+	                   * character is the short option as well    */
+	const char *arg;  /* the value's name, NULL: takes none        */
 	const char *help;
 } cli_opt_t;
 
@@ -106,7 +106,7 @@ int cli_scan_next(cli_scan_t *s, const char **val);
 char **cli_scan_rest(cli_scan_t *s, int *n);
 void cli_scan_end(cli_scan_t *s);
 void cli_opts_help(FILE *f, const cli_opt_t *opts);
-bool cli_opts_takes_value(const cli_opt_t *opts, const char *arg);   /* "--name" or "-c" */
+bool cli_opts_takes_value(const cli_opt_t *opts, const char *arg); /* "--name" or "-c" */
 
 /* ---- the command table (main.c) ----------------------------------------- */
 
@@ -114,30 +114,30 @@ bool cli_opts_takes_value(const cli_opt_t *opts, const char *arg);   /* "--name"
  * `heapctl help` lists usage and line; `heapctl help NAME` and NAME --help
  * print "usage: heapctl NAME usage", line, the options, then more. */
 typedef struct cli_help_s {
-	const char *usage;         /* after "heapctl NAME "                      */
-	const char *line;          /* one line                                   */
-	const cli_opt_t *opts;     /* its options, the parser's table; or NULL:
-	                            * a number after any option is an operand   */
-	void (*more)(FILE *f);     /* what its help says after them, or NULL     */
+	const char *usage;     /* after "heapctl NAME "                      */
+	const char *line;      /* one line                                   */
+	const cli_opt_t *opts; /* its options, the parser's table; or NULL:
+	                        * a number after any option is an operand   */
+	void (*more)(FILE *f); /* what its help says after them, or NULL     */
 } cli_help_t;
 
 /* A command whose code is in a library heapctl loads for it (engine.c). */
 typedef struct cli_engine_s {
-	const char *lib;           /* HC_REPORT_LIB, ...                         */
-	const char *entry;         /* its hc_report_main_fn                      */
-	const char *help;          /* its void (FILE *) printing its options, or NULL */
-	const char *what;          /* the library in words, when it is missing   */
+	const char *lib;   /* HC_REPORT_LIB, ...                         */
+	const char *entry; /* its hc_report_main_fn                      */
+	const char *help;  /* its void (FILE *) printing its options, or NULL */
+	const char *what;  /* the library in words, when it is missing   */
 } cli_engine_t;
 
 /* What a command needs from the dispatcher (git's RUN_SETUP flags). */
 enum {
-	CLI_PID    = 1 << 0,       /* a leading number is its PID (else an operand) */
-	CLI_ATTACH = 1 << 1,       /* usable inside attach                       */
+	CLI_PID = 1 << 0,    /* a leading number is its PID (else an operand) */
+	CLI_ATTACH = 1 << 1, /* usable inside attach                       */
 };
 
 typedef struct cli_cmd_s {
 	const char *name;
-	int (*run)(cli_args_t *a);  /* NULL: engine's entry                       */
+	int (*run)(cli_args_t *a); /* NULL: engine's entry                       */
 	unsigned flags;            /* CLI_PID, CLI_ATTACH                        */
 	const cli_help_t *help;
 	const cli_engine_t *engine;
@@ -156,8 +156,8 @@ int cli_find_library(const char *name, char *out, size_t len);
 int cli_engine_run(const cli_engine_t *e, cli_args_t *a);
 /* e's options' help, or a line saying its library is not installed. */
 void cli_engine_help(FILE *f, const cli_engine_t *e);
-extern const cli_engine_t cli_engine_report, cli_engine_stacks, cli_engine_inject, cli_engine_leaks,
-    cli_engine_serve, cli_engine_trace;
+extern const cli_engine_t cli_engine_report, cli_engine_stacks, cli_engine_inject, cli_engine_leaks, cli_engine_serve,
+    cli_engine_trace;
 extern const cli_help_t cli_help_report, cli_help_serve, cli_help_stacks, cli_help_inject, cli_help_trace;
 
 /* The report engine (heapctl/report/, symbolize/, ptrace/, elf/) is
@@ -167,21 +167,21 @@ extern const cli_help_t cli_help_report, cli_help_serve, cli_help_stacks, cli_he
  * points, run with the arguments left after the global options: */
 #define HC_REPORT_LIB   "libheapctl-report.so"
 #define HC_REPORT_ENTRY "hc_report_main"
-#define HC_STACKS_ENTRY "hc_stacks_main"       /* heapctl stacks, in the engine */
-#define HC_INJECT_ENTRY "hc_inject_main"       /* heapctl inject, in the engine */
-#define HC_LEAKS_ENTRY  "hc_leaks_main"        /* heapctl watch PID --leaks */
-#define HC_REPORT_HELP  "hc_report_help"      /* void (FILE *): its options' help */
+#define HC_STACKS_ENTRY "hc_stacks_main" /* heapctl stacks, in the engine */
+#define HC_INJECT_ENTRY "hc_inject_main" /* heapctl inject, in the engine */
+#define HC_LEAKS_ENTRY  "hc_leaks_main"  /* heapctl watch PID --leaks */
+#define HC_REPORT_HELP  "hc_report_help" /* void (FILE *): its options' help */
 #define HC_INJECT_HELP  "hc_inject_help"
 typedef int hc_report_main_fn(cli_args_t *a);
 /* The daemon (heapctl/serve/) is libheapctl-serve.so, loaded by `heapctl
  * serve` alone (libmicrohttpd), the same way, with an entry of that type. */
 #define HC_SERVE_LIB   "libheapctl-serve.so"
 #define HC_SERVE_ENTRY "hc_serve_main"
-#define HC_SERVE_HELP  "hc_serve_help"       /* void (FILE *) */
+#define HC_SERVE_HELP  "hc_serve_help" /* void (FILE *) */
 /* heapctl trace (heapctl/trace/) is libheapctl-trace.so (libbpf), loaded
  * the same way. */
 #define HC_TRACE_LIB   "libheapctl-trace.so"
 #define HC_TRACE_ENTRY "hc_trace_main"
-#define HC_TRACE_HELP  "hc_trace_help"       /* void (FILE *) */
+#define HC_TRACE_HELP  "hc_trace_help" /* void (FILE *) */
 
 #endif

@@ -22,8 +22,8 @@ int cli_find_installed(const char *name, char *out, size_t len, bool quiet)
 	char exe[PATH_MAX], cand[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	if (n <= 0)
-		return quiet ? HC_EXIT_FAILED :
-		    cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
+		return quiet ? HC_EXIT_FAILED
+		             : cli_err(HC_EXIT_FAILED, "cannot tell where heapctl is installed: %s", strerror(errno));
 	exe[n] = 0;
 	char *slash = strrchr(exe, '/');
 	*slash = 0;
@@ -60,7 +60,10 @@ int cli_find_library(const char *name, char *out, size_t len)
  * why, unless quiet) when it cannot be. */
 static void *engine(const char *lib, bool quiet)
 {
-	static struct { const char *lib; void *h; } loaded[3];
+	static struct {
+		const char *lib;
+		void *h;
+	} loaded[3];
 	unsigned i = 0;
 	for (; i < 3 && loaded[i].lib; i++)
 		if (strcmp(loaded[i].lib, lib) == 0)
@@ -117,8 +120,9 @@ const cli_engine_t cli_engine_trace = { HC_TRACE_LIB, HC_TRACE_ENTRY, HC_TRACE_H
 static void report_more(FILE *f)
 {
 	fputs("\nPROFILE is a heap_v2 dump (heapctl's or jemalloc's) or a gperftools heap profile;\n"
-	    "its MAPPED_LIBRARIES section says which binaries to read symbols from, unless it\n"
-	    "is a symbolized profile (--symbolize), which carries its own.\n\n", f);
+	      "its MAPPED_LIBRARIES section says which binaries to read symbols from, unless it\n"
+	      "is a symbolized profile (--symbolize), which carries its own.\n\n",
+	    f);
 }
 
 /* inject's and trace's engines print their options without a heading */

@@ -91,7 +91,7 @@ void json_int(json_t *j, const char *key, double v)
 {
 	member(j, key);
 	if (isfinite(v))
-		fprintf(j->f, "%.0f", trunc(v) + 0.0);      /* +0.0: no "-0" */
+		fprintf(j->f, "%.0f", trunc(v) + 0.0); /* +0.0: no "-0" */
 	else
 		fputs("null", j->f);
 }

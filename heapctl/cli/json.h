@@ -31,20 +31,20 @@ typedef struct json_s {
 	FILE *f;
 	int style;
 	int depth;
-	bool any[JSON_DEPTH];        /* a member already written at this level */
+	bool any[JSON_DEPTH]; /* a member already written at this level */
 	bool array[JSON_DEPTH];
 } json_t;
 
 void json_begin(json_t *j, FILE *f, int style);
-void json_obj(json_t *j, const char *key);       /* key NULL: in an array, or the top */
+void json_obj(json_t *j, const char *key); /* key NULL: in an array, or the top */
 void json_arr(json_t *j, const char *key);
-void json_end(json_t *j);                        /* the innermost; the top ends the line */
-void json_str(json_t *j, const char *key, const char *v);       /* NULL: null */
+void json_end(json_t *j);                                 /* the innermost; the top ends the line */
+void json_str(json_t *j, const char *key, const char *v); /* NULL: null */
 void json_u64(json_t *j, const char *key, uint64_t v);
 void json_i64(json_t *j, const char *key, int64_t v);
-void json_int(json_t *j, const char *key, double v);             /* rounded toward zero */
+void json_int(json_t *j, const char *key, double v); /* rounded toward zero */
 void json_bool(json_t *j, const char *key, bool v);
 void json_null(json_t *j, const char *key);
-void json_raw(json_t *j, const char *key, const char *v);        /* v is JSON already */
+void json_raw(json_t *j, const char *key, const char *v); /* v is JSON already */
 
 #endif

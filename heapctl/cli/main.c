@@ -77,14 +77,16 @@ static const cli_cmd_t *command(const char *name)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: heapctl COMMAND [PID] [OPTIONS]\n\n"
+	fprintf(f,
+	    "usage: heapctl COMMAND [PID] [OPTIONS]\n\n"
 	    "Control and watch a running process that has libheapctl.so preloaded,\n"
 	    "and report on heap profiles (heapctl help report).\n"
 	    "PID may be left out when exactly one such process is visible; -p PID works too.\n\n"
 	    "commands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %-8s %-46s %s\n", commands[i].name, commands[i].help->usage, commands[i].help->line);
-	fprintf(f, "\noptions for every command:\n"
+	fprintf(f,
+	    "\noptions for every command:\n"
 	    "  -p, --pid PID     the target process\n"
 	    "  --timeout SECS    how long to wait for the target to answer (default 5)\n"
 	    "  --json            machine-readable output where data is printed\n"
@@ -116,23 +118,22 @@ static void usage_of(FILE *f, const cli_cmd_t *c)
 static const char *range_text(const hc_shm_setting_t *s, char *buf, size_t len)
 {
 	switch (s->type) {
-	case HC_SET_UINT: case HC_SET_LG: case HC_SET_SSIZE: case HC_SET_POW2:
-		snprintf(buf, len, "%lld to %lld", (long long)s->min, (long long)s->max);
-		return buf;
-	case HC_SET_BYTES:
-		return "bytes";
-	case HC_SET_STR:
-		snprintf(buf, len, "up to %lld bytes", (long long)s->max);
-		return buf;
-	default:
-		return "";
+	case HC_SET_UINT:
+	case HC_SET_LG:
+	case HC_SET_SSIZE:
+	case HC_SET_POW2: snprintf(buf, len, "%lld to %lld", (long long)s->min, (long long)s->max); return buf;
+	case HC_SET_BYTES: return "bytes";
+	case HC_SET_STR: snprintf(buf, len, "up to %lld bytes", (long long)s->max); return buf;
+	default: return "";
 	}
 }
 
 static void help_conf(FILE *f)
 {
-	fprintf(f, "configuration: MALLOC_CONF, then HEAPCTL_CONF (which wins), as name:value,name:value\n\n"
-	    "  %-24s %-10s %-16s %s\n", "option", "default", "range", "meaning");
+	fprintf(f,
+	    "configuration: MALLOC_CONF, then HEAPCTL_CONF (which wins), as name:value,name:value\n\n"
+	    "  %-24s %-10s %-16s %s\n",
+	    "option", "default", "range", "meaning");
 	for (unsigned i = 0; i < HC_NSETTINGS; i++) {
 		const hc_shm_setting_t *s = &hc_shm_settings[i];
 		char r[48];
@@ -190,7 +191,7 @@ static void help_roff(FILE *f, bool conf)
 			roff(f, s->name);
 			fputs(" .\n", f);
 		} else if (!conf && s->type != HC_SET_POW2 && s->type != HC_SET_BYTES &&
-		    *range_text(s, r, sizeof r)) {   /* those two: the help says */
+		    *range_text(s, r, sizeof r)) { /* those two: the help says */
 			fputs("(", f);
 			roff(f, range_text(s, r, sizeof r));
 			fputs(")\n", f);

@@ -63,7 +63,7 @@ int cli_scan_begin(cli_scan_t *s, const cli_args_t *a, const char *cmd, const cl
 	s->argv[0] = (char *)cmd;
 	memcpy(s->argv + 1, a->argv, sizeof(char *) * (size_t)a->argc);
 	s->argc = a->argc + 1;
-	optind = 0;                      /* a fresh scan (attach runs many) */
+	optind = 0; /* a fresh scan (attach runs many) */
 	opterr = 0;
 	return 0;
 }
@@ -84,7 +84,7 @@ int cli_scan_next(cli_scan_t *s, const char **val)
 	if (c == '?') {
 		char shortopt[3] = { '-', (char)optopt, 0 };
 		return -cli_err(HC_EXIT_USAGE, "%s: unknown option '%s' (try 'heapctl help %s')", s->cmd,
-		                optopt && arg[0] == '-' && arg[1] != '-' ? shortopt : arg, s->cmd);
+		    optopt && arg[0] == '-' && arg[1] != '-' ? shortopt : arg, s->cmd);
 	}
 	return c;
 }
@@ -137,11 +137,11 @@ void cli_opts_help(FILE *f, const cli_opt_t *opts)
 			continue;
 		}
 		if (o->help == NULL)
-			continue;                    /* another name of the one above */
+			continue; /* another name of the one above */
 		char head[64];
 		if (o->id > ' ' && o->id < 127)
 			snprintf(head, sizeof head, "-%c, --%s%s%s", o->id, o->name, o->arg ? " " : "",
-			         o->arg ? o->arg : "");
+			    o->arg ? o->arg : "");
 		else
 			snprintf(head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
 		/* the text wrapped at 78 columns, under a 20-column head */

@@ -56,11 +56,26 @@ void out_json_str(FILE *f, const char *s)
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p;) {
 		switch (*p) {
-		case '"': fputs("\\\"", f); p++; continue;
-		case '\\': fputs("\\\\", f); p++; continue;
-		case '\n': fputs("\\n", f); p++; continue;
-		case '\t': fputs("\\t", f); p++; continue;
-		case '\r': fputs("\\r", f); p++; continue;
+		case '"':
+			fputs("\\\"", f);
+			p++;
+			continue;
+		case '\\':
+			fputs("\\\\", f);
+			p++;
+			continue;
+		case '\n':
+			fputs("\\n", f);
+			p++;
+			continue;
+		case '\t':
+			fputs("\\t", f);
+			p++;
+			continue;
+		case '\r':
+			fputs("\\r", f);
+			p++;
+			continue;
 		}
 		if (*p < 0x20 || *p == 0x7f) {
 			fprintf(f, "\\u%04x", *p++);
@@ -172,7 +187,7 @@ void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
 		snprintf(buf, len, "%.*s", (int)sizeof seg->hdr.comm, seg->hdr.comm);
 		return;
 	}
-	if (n == 0) {              /* a kernel thread, or a zombie */
+	if (n == 0) { /* a kernel thread, or a zombie */
 		snprintf(path, sizeof path, "/proc/%d/comm", pid);
 		if (cli_read_file(path, buf, len) < 0)
 			buf[0] = 0;

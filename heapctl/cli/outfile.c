@@ -84,7 +84,8 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
 	struct stat st;
 	if (fstatat(o->dirfd, o->base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
 		if (!may_follow(o->dirfd, &st))
-			return out_fail(o, err, errlen, "a symlink owned by another user in a "
+			return out_fail(o, err, errlen,
+			    "a symlink owned by another user in a "
 			    "world-writable sticky directory (not followed)");
 		/* follow it once, then treat what it names with no more following;
 		 * a link to a file not made yet names the file to make */
@@ -119,8 +120,8 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
 		if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
 			o->fd = openat(o->dirfd, o->base, O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 			if (o->fd < 0)
-				return out_fail(o, err, errlen, errno == ENXIO ?
-				    "a FIFO that nobody reads" : strerror(errno));
+				return out_fail(o, err, errlen,
+				    errno == ENXIO ? "a FIFO that nobody reads" : strerror(errno));
 			int fl = fcntl(o->fd, F_GETFL);
 			if (fl >= 0)
 				fcntl(o->fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -139,8 +140,7 @@ int rp_out_open(rp_out_t *o, const char *path, char *err, size_t errlen)
 		return out_fail(o, err, errlen, strerror(ENOMEM));
 	for (int i = 0; o->fd < 0 && i < 100; i++) {
 		snprintf(o->tmp, tlen, ".%s.%ld.%d.tmp", o->base, (long)getpid(), i);
-		o->fd = openat(o->dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		    0666);
+		o->fd = openat(o->dirfd, o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
 		if (o->fd < 0 && errno != EEXIST)
 			break;
 	}
@@ -188,8 +188,7 @@ int rp_out_place_new(rp_out_t *o, const char *base)
 	return 0;
 }
 
-int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
-                  char *err, size_t errlen)
+int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg, char *err, size_t errlen)
 {
 	rp_out_t out;
 	if (rp_out_open(&out, path, err, errlen) != 0)

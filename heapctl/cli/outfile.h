@@ -22,11 +22,11 @@
  * (/tmp) when someone other than the caller or the directory's owner
  * owns the link; elsewhere it is followed to what it names. */
 typedef struct rp_out_s {
-	int fd;                 /* to write; the caller closes it            */
-	const char *path;       /* as given, for messages                    */
-	int dirfd;              /* the directory renamed in, or -1           */
-	char *base;             /* the name replaced in dirfd                */
-	char *tmp;              /* the temporary name in dirfd, NULL: in place */
+	int fd;           /* to write; the caller closes it            */
+	const char *path; /* as given, for messages                    */
+	int dirfd;        /* the directory renamed in, or -1           */
+	char *base;       /* the name replaced in dirfd                */
+	char *tmp;        /* the temporary name in dirfd, NULL: in place */
 } rp_out_t;
 
 /* Returns 0, or -1 with "cannot write PATH: why" in err. */
@@ -44,8 +44,7 @@ int rp_out_place_new(rp_out_t *o, const char *base);
 /* Open path as above, hand it to write as a stdio stream, and put it in
  * place when write returns 0 (else errno says why it failed).  Returns 0,
  * or -1 with "cannot write PATH: why" in err. */
-int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg,
-                  char *err, size_t errlen);
+int rp_out_stream(const char *path, int (*write)(FILE *f, const void *arg), const void *arg, char *err, size_t errlen);
 
 /* Copy what is left of in to out, retrying short writes and EINTR.
  * Returns 0 or the errno of the read or write that failed. */

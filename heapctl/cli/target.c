@@ -25,7 +25,8 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 		bool readable;
 		/* a fork child that is younger than its grace period: a moment */
 		for (int i = 0; i < 20 && code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent) &&
-		    cli_proc_state(a->pid) != 'T'; i++) {
+		     cli_proc_state(a->pid) != 'T';
+		     i++) {
 			struct timespec ts = { 0, 10000000 };
 			nanosleep(&ts, NULL);
 			code = hc_shm_open(a->pid, t, err, sizeof err);
@@ -33,21 +34,28 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 		/* "not running libheapctl.so" is wrong for a process that maps it
 		 * and has no segment: say what is known, doctor says the rest */
 		if (code == HC_EXIT_NOLIB && cli_proc_fork_pending(a->pid, &parent))
-			cli_err(code, "process %d, a child of fork (of %d), has published no segment: its "
+			cli_err(code,
+			    "process %d, a child of fork (of %d), has published no segment: its "
 			    "control thread does so 20 ms after the fork%s; 'heapctl doctor %d' says more",
 			    a->pid, parent, cli_proc_state(a->pid) == 'T' ? ", and the process is stopped" : "",
 			    a->pid);
 		else if (code == HC_EXIT_NOLIB && cli_proc_maps_library(a->pid, NULL, 0, &readable)) {
 			char when[64];
 			if (cli_proc_agent_inert(a->pid, when, sizeof when) == CLI_AGENT_EJECTED)
-				cli_err(code, "process %d has heapctl inject's agent loaded but inert: it was ejected "
-				    "at %s; 'heapctl inject %d' arms it again", a->pid, when, a->pid);
+				cli_err(code,
+				    "process %d has heapctl inject's agent loaded but inert: it was ejected "
+				    "at %s; 'heapctl inject %d' arms it again",
+				    a->pid, when, a->pid);
 			else if (cli_proc_conf_has(a->pid, "control:false"))
-				cli_err(code, "process %d runs libheapctl.so with control:false: it publishes "
-				    "no control segment, so heapctl cannot reach it", a->pid);
+				cli_err(code,
+				    "process %d runs libheapctl.so with control:false: it publishes "
+				    "no control segment, so heapctl cannot reach it",
+				    a->pid);
 			else
-				cli_err(code, "process %d runs libheapctl.so, but heapctl finds no control "
-				    "segment of it; 'heapctl doctor %d' says why", a->pid, a->pid);
+				cli_err(code,
+				    "process %d runs libheapctl.so, but heapctl finds no control "
+				    "segment of it; 'heapctl doctor %d' says why",
+				    a->pid, a->pid);
 		} else if (code)
 			cli_err(code, "%s", err);
 		return code;
@@ -68,12 +76,12 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 		char cmd[64];
 		out_cmdline(c.pid, c.seg, cmd, sizeof cmd);
 		if (found++ == 0)
-			*t = c;           /* kept open: the answer if it stays the only one */
+			*t = c; /* kept open: the answer if it stays the only one */
 		else
 			hc_shm_close(&c);
 		if (used + 80 < sizeof list)
-			used += (size_t)snprintf(list + used, sizeof list - used, "%s%d (%s)",
-			    used ? ", " : "", pids[i], cmd);
+			used += (size_t)snprintf(list + used, sizeof list - used, "%s%d (%s)", used ? ", " : "",
+			    pids[i], cmd);
 	}
 	free(pids);
 	if (found == 0)
@@ -81,8 +89,7 @@ int cli_target(cli_args_t *a, hc_shm_target_t *t)
 		    "no process running libheapctl.so is visible; start one with LD_PRELOAD=/path/to/libheapctl.so");
 	if (found > 1) {
 		hc_shm_close(t);
-		return cli_err(HC_EXIT_PICK, "%d processes run libheapctl.so: %s; say which with a PID",
-		    found, list);
+		return cli_err(HC_EXIT_PICK, "%d processes run libheapctl.so: %s; say which with a PID", found, list);
 	}
 	a->pid = t->pid;
 	return 0;
@@ -108,17 +115,13 @@ int cli_reply(const hc_shm_target_t *t, const hc_shm_rep_t *rep)
 	char text[4 * HC_SHM_PATH_MAX];
 	out_safe(rep->text, text, sizeof text);
 	switch (rep->code) {
-	case HC_REP_OK:
-		return 0;
-	case HC_REP_INVALID:
-		return cli_err(HC_EXIT_USAGE, "process %d: %s", t->pid, text);
+	case HC_REP_OK: return 0;
+	case HC_REP_INVALID: return cli_err(HC_EXIT_USAGE, "process %d: %s", t->pid, text);
 	case HC_REP_NOPROF:
-		return cli_err(HC_EXIT_FAILED, "process %d: nothing to dump: %s (run 'heapctl on %d' first)",
-		    t->pid, text, t->pid);
-	case HC_REP_BADREQ:
-		return cli_err(HC_EXIT_ABI, "process %d did not understand the request: %s", t->pid, text);
-	default:
-		return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, text);
+		return cli_err(HC_EXIT_FAILED, "process %d: nothing to dump: %s (run 'heapctl on %d' first)", t->pid,
+		    text, t->pid);
+	case HC_REP_BADREQ: return cli_err(HC_EXIT_ABI, "process %d did not understand the request: %s", t->pid, text);
+	default: return cli_err(HC_EXIT_FAILED, "process %d: %s", t->pid, text);
 	}
 }
 

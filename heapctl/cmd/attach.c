@@ -82,7 +82,7 @@ int cmd_attach(cli_args_t *a)
 	bool tty = isatty(STDIN_FILENO);
 	if (tty)
 		printf("attached to process %d (%s)\n"
-		    "commands: status, set NAME=VALUE, on, off, dump, reset, watch, list, help; quit to leave\n",
+		       "commands: status, set NAME=VALUE, on, off, dump, reset, watch, list, help; quit to leave\n",
 		    a->pid, cmd);
 	int first_failure = 0;
 	char *line = NULL;
@@ -121,7 +121,7 @@ int cmd_attach(cli_args_t *a)
 		if (code && !first_failure)
 			first_failure = code;
 		if (code == HC_EXIT_NOPROC)
-			break;          /* the process is gone: nothing more to do */
+			break; /* the process is gone: nothing more to do */
 	}
 	free(line);
 	if (tty)

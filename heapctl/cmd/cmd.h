@@ -8,22 +8,21 @@
 
 #include "cli/cli.h"
 
-int cmd_list(cli_args_t *a);               /* info.c */
+int cmd_list(cli_args_t *a); /* info.c */
 int cmd_status(cli_args_t *a);
-int cmd_set(cli_args_t *a);                /* ctl.c */
+int cmd_set(cli_args_t *a); /* ctl.c */
 int cmd_on(cli_args_t *a);
 int cmd_off(cli_args_t *a);
 int cmd_reset(cli_args_t *a);
 int cmd_eject(cli_args_t *a);
-int cmd_dump(cli_args_t *a);               /* dump.c */
-int cmd_watch(cli_args_t *a);              /* watch.c */
-int cmd_attach(cli_args_t *a);             /* attach.c */
-int cmd_run(cli_args_t *a);                /* run.c */
-int cmd_explain(cli_args_t *a);            /* explain.c */
+int cmd_dump(cli_args_t *a);    /* dump.c */
+int cmd_watch(cli_args_t *a);   /* watch.c */
+int cmd_attach(cli_args_t *a);  /* attach.c */
+int cmd_run(cli_args_t *a);     /* run.c */
+int cmd_explain(cli_args_t *a); /* explain.c */
 int cmd_purge(cli_args_t *a);
-extern const cli_help_t cmd_help_list, cmd_help_status, cmd_help_set, cmd_help_on, cmd_help_off,
-    cmd_help_reset, cmd_help_eject, cmd_help_dump, cmd_help_watch, cmd_help_attach, cmd_help_run,
-    cmd_help_explain, cmd_help_purge;
+extern const cli_help_t cmd_help_list, cmd_help_status, cmd_help_set, cmd_help_on, cmd_help_off, cmd_help_reset,
+    cmd_help_eject, cmd_help_dump, cmd_help_watch, cmd_help_attach, cmd_help_run, cmd_help_explain, cmd_help_purge;
 
 /* dump.c: a dump the target cannot write where heapctl reads (-o,
  * --fetch) is staged in its /dev/shm under this name, copied out and

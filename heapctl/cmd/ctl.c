@@ -53,7 +53,8 @@ static void set_more(FILE *f)
 	for (unsigned i = 0; i < HC_NSETTINGS; i++)
 		if (hc_shm_settings[i].name)
 			fprintf(f, "  %-24s %s\n", hc_shm_settings[i].name, hc_shm_settings[i].help);
-	fprintf(f, "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n"
+	fprintf(f,
+	    "\nbooleans: true/false (also on/off, 1/0); byte counts take K, M, G, T.\n"
 	    "Start-up values: heapctl help conf.\n");
 }
 
@@ -68,7 +69,7 @@ int cmd_set(cli_args_t *a)
 	if (a->argc == 0)
 		return cli_err(HC_EXIT_USAGE, "set: say what to set, as NAME=VALUE (see 'heapctl help set')");
 	/* every pair is checked before anything is sent */
-	char (*names)[HC_SHM_NAME_MAX] = calloc((size_t)a->argc, sizeof *names);
+	char(*names)[HC_SHM_NAME_MAX] = calloc((size_t)a->argc, sizeof *names);
 	const char **values = calloc((size_t)a->argc, sizeof *values);
 	int code = names && values ? 0 : cli_err(HC_EXIT_FAILED, "out of memory");
 	for (int i = 0; i < a->argc && code == 0; i++) {
@@ -85,9 +86,11 @@ int cmd_set(cli_args_t *a)
 		/* a relative prefix means our directory, as for dump --prefix */
 		if (!strcmp(names[i], "prof.prefix") && values[i][0] != '/') {
 			if (!cli_same_view(&t)) {
-				code = cli_err(HC_EXIT_USAGE, "set: prof.prefix '%s' is relative, and process %d "
+				code = cli_err(HC_EXIT_USAGE,
+				    "set: prof.prefix '%s' is relative, and process %d "
 				    "sees another file system (a container or a sandboxed service): give an "
-				    "absolute path as that process sees it", values[i], t.pid);
+				    "absolute path as that process sees it",
+				    values[i], t.pid);
 				break;
 			}
 			if ((code = cli_absolute("set: prof.prefix", values[i], prefix, 1024)) != 0)
@@ -152,8 +155,14 @@ const cli_help_t cmd_help_off = {
 	.line = "stop sampling (prof.active=false)",
 };
 
-int cmd_on(cli_args_t *a) { return on_off(a, true); }
-int cmd_off(cli_args_t *a) { return on_off(a, false); }
+int cmd_on(cli_args_t *a)
+{
+	return on_off(a, true);
+}
+int cmd_off(cli_args_t *a)
+{
+	return on_off(a, false);
+}
 
 /* heapctl eject: an injected agent (heapctl inject) puts the process's own
  * malloc back, forgets its samples and removes its segment. */
@@ -182,7 +191,8 @@ int cmd_eject(cli_args_t *a)
 			json_pid_flag(t.pid, "ejected", true);
 		else
 			printf("ejected from process %d: its own malloc is called directly again; the agent stays "
-			    "loaded, inert (heapctl inject %d arms it again)\n", t.pid, t.pid);
+			       "loaded, inert (heapctl inject %d arms it again)\n",
+			    t.pid, t.pid);
 	}
 	return code;
 }

@@ -47,8 +47,8 @@
 
 typedef struct {
 	bool peak, fetch;
-	const char *prefix, *file;      /* as given                          */
-	char dest[HC_SHM_PATH_MAX];     /* absolute: the file or the prefix  */
+	const char *prefix, *file;  /* as given                          */
+	char dest[HC_SHM_PATH_MAX]; /* absolute: the file or the prefix  */
 	bool dest_is_file;
 } dump_opts_t;
 
@@ -104,8 +104,8 @@ static bool process_uid(int pid, uid_t uid)
 {
 	char v[128];
 	unsigned r, e, sv, fs;
-	return cli_proc_status_field(pid, "Uid", v, sizeof v) &&
-	    sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) == 4 && (uid == e || uid == fs);
+	return cli_proc_status_field(pid, "Uid", v, sizeof v) && sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) == 4 &&
+	    (uid == e || uid == fs);
 }
 
 /* The next name of a dump heapctl names from a prefix: after the first
@@ -134,19 +134,17 @@ static bool next_name(char *path, size_t len, size_t fixed)
  * prefix of that length, which never replaces a file: a name that is
  * taken gives its place to the next number (next_name), and dest is
  * updated (len: its size). */
-static int copy_out(const hc_shm_target_t *t, const char *staged, char *dest, size_t len,
-    size_t fixed)
+static int copy_out(const hc_shm_target_t *t, const char *staged, char *dest, size_t len, size_t fixed)
 {
 	struct stat seg, st;
 	int in = open(staged, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0)
-		return cli_err(HC_EXIT_FAILED, "cannot read the profile process %d wrote, %s: %s",
-		    t->pid, staged, strerror(errno));
+		return cli_err(HC_EXIT_FAILED, "cannot read the profile process %d wrote, %s: %s", t->pid, staged,
+		    strerror(errno));
 	if (fstat(in, &st) != 0 || stat(t->path, &seg) != 0 || !S_ISREG(st.st_mode) ||
 	    (st.st_uid != seg.st_uid && !process_uid(t->pid, st.st_uid))) {
 		close(in);
-		return cli_err(HC_EXIT_FAILED, "%s is not the profile process %d wrote: not trusted",
-		    staged, t->pid);
+		return cli_err(HC_EXIT_FAILED, "%s is not the profile process %d wrote: not trusted", staged, t->pid);
 	}
 	rp_out_t out;
 	char err[PATH_MAX + 128];
@@ -182,16 +180,15 @@ static int chroot_stage_dir(const hc_shm_target_t *t, const char *rnd, char *nam
 	unsigned r, e = 0, sv, fs, gr, ge = 0;
 	snprintf(root, sizeof root, "/proc/%d/root", t->pid);
 	snprintf(name, len, ".%s%s", CLI_STAGE_BASE, rnd);
-	if (!cli_proc_status_field(t->pid, "Uid", v, sizeof v) ||
-	    sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) != 4 ||
-	    !cli_proc_status_field(t->pid, "Gid", v, sizeof v) ||
-	    sscanf(v, "%u %u %u %u", &gr, &ge, &sv, &fs) != 4) {
+	if (!cli_proc_status_field(t->pid, "Uid", v, sizeof v) || sscanf(v, "%u %u %u %u", &r, &e, &sv, &fs) != 4 ||
+	    !cli_proc_status_field(t->pid, "Gid", v, sizeof v) || sscanf(v, "%u %u %u %u", &gr, &ge, &sv, &fs) != 4) {
 		cli_err(HC_EXIT_NOPROC, "process %d exited", t->pid);
 		return -1;
 	}
 	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0 || mkdirat(rfd, name, 0700) != 0) {
-		cli_err(HC_EXIT_FAILED, "process %d has no /dev/shm in its root directory (a chroot), and "
+		cli_err(HC_EXIT_FAILED,
+		    "process %d has no /dev/shm in its root directory (a chroot), and "
 		    "heapctl cannot make a directory there to take its dump: %s (run heapctl as root)",
 		    t->pid, strerror(errno));
 		if (rfd >= 0)
@@ -200,8 +197,7 @@ static int chroot_stage_dir(const hc_shm_target_t *t, const char *rnd, char *nam
 	}
 	int dfd = openat(rfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0 || fchownat(dfd, "", e, ge, AT_EMPTY_PATH) != 0) {
-		cli_err(HC_EXIT_FAILED, "cannot prepare %s/%s for process %d: %s", root, name, t->pid,
-		    strerror(errno));
+		cli_err(HC_EXIT_FAILED, "cannot prepare %s/%s for process %d: %s", root, name, t->pid, strerror(errno));
 		if (dfd >= 0)
 			close(dfd);
 		unlinkat(rfd, name, AT_REMOVEDIR);
@@ -213,8 +209,8 @@ static int chroot_stage_dir(const hc_shm_target_t *t, const char *rnd, char *nam
 }
 
 /* The target writes into its /dev/shm; we move the file to o->dest. */
-static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, char *path,
-    size_t pathlen, uint64_t *bytes)
+static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, char *path, size_t pathlen,
+    uint64_t *bytes)
 {
 	unsigned char rnd[8];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
@@ -241,10 +237,9 @@ static int staged_dump(cli_args_t *a, hc_shm_target_t *t, const dump_opts_t *o, 
 	int code = cli_call(a, t, &req, &rep);
 	/* the reply names the staged file: believe it only inside our name */
 	const char *tail = rep.text + strlen(stage);
-	if (code == 0 && (strncmp(rep.text, stage, strlen(stage)) != 0 || strchr(tail, '/') ||
-	    strstr(tail, "..")))
-		code = cli_err(HC_EXIT_ABI, "process %d answered with a file heapctl did not ask for: %s",
-		    t->pid, rep.text);
+	if (code == 0 && (strncmp(rep.text, stage, strlen(stage)) != 0 || strchr(tail, '/') || strstr(tail, "..")))
+		code = cli_err(HC_EXIT_ABI, "process %d answered with a file heapctl did not ask for: %s", t->pid,
+		    rep.text);
 	char staged[PATH_MAX + 64];
 	const char *segdir_end = strrchr(t->path, '/');
 	if (cfd >= 0)
@@ -307,13 +302,15 @@ static int fallback_prefix(const hc_shm_target_t *t, const char *prefix, bool he
 	cli_path_under(root, dir, views[1], sizeof views[1]);
 	snprintf(views[2], sizeof views[2], "%s", dir);
 	for (unsigned i = 0; i < 3 && !here; i++) {
-		if (writable_dir(views[i]) && (size_t)snprintf(o->dest, 1024, "%s%s",
-		    strcmp(views[i], "/") ? views[i] : "", base) < 1024)
+		if (writable_dir(views[i]) &&
+		    (size_t)snprintf(o->dest, 1024, "%s%s", strcmp(views[i], "/") ? views[i] : "", base) < 1024)
 			return 0;
 	}
 	if (!here)
-		fprintf(stderr, "%s: process %d cannot write into its prof.prefix %s, nor can you: "
-		    "the dump goes into the current directory\n", cli_prog, t->pid, prefix);
+		fprintf(stderr,
+		    "%s: process %d cannot write into its prof.prefix %s, nor can you: "
+		    "the dump goes into the current directory\n",
+		    cli_prog, t->pid, prefix);
 	return cli_absolute("dump: prof.prefix", base + 1, o->dest, 1024);
 }
 
@@ -321,8 +318,9 @@ enum { D_PEAK = 256, D_FETCH, D_PREFIX };
 static const cli_opt_t dump_opts[] = {
 	{ "prefix", D_PREFIX, "P", "write the dump as P.<pid>.<seq>.m<n>.heap (the target writes it)" },
 	{ "output", 'o', "FILE", "write it to FILE (- standard output), fetched by heapctl" },
-	{ "fetch", D_FETCH, NULL, "fetch it into the current directory (a target that cannot write "
-	  "where you can read)" },
+	{ "fetch", D_FETCH, NULL,
+	    "fetch it into the current directory (a target that cannot write "
+	    "where you can read)" },
 	{ "peak", D_PEAK, NULL, "the samples of the high-water mark (prof.peak) instead of now" },
 	{ 0 },
 };
@@ -380,13 +378,14 @@ int cmd_dump(cli_args_t *a)
 	if (o.prefix == NULL && o.file == NULL) {
 		if (!hc_shm_state_read(&t.seg->state, &st)) {
 			hc_shm_close(&t);
-			return cli_err(HC_EXIT_ABI, "process %d: the settings in %s never held still "
-			    "(corrupt segment?)", t.pid, t.path);
+			return cli_err(HC_EXIT_ABI,
+			    "process %d: the settings in %s never held still "
+			    "(corrupt segment?)",
+			    t.pid, t.path);
 		}
 		/* jemalloc's default prefix is relative to the service's working
 		 * directory, where nobody would look: use ours instead */
-		if (st.prefix[0] != '/' && (code = cli_absolute("dump: prof.prefix", st.prefix, o.dest,
-		    1024)) != 0) {
+		if (st.prefix[0] != '/' && (code = cli_absolute("dump: prof.prefix", st.prefix, o.dest, 1024)) != 0) {
 			hc_shm_close(&t);
 			return code;
 		}
@@ -441,8 +440,10 @@ int cmd_dump(cli_args_t *a)
 	uint64_t since = t.seg ? __atomic_load_n(&t.seg->hdr.counts_since_ns, __ATOMIC_RELAXED) : 0;
 	if (code == 0 && since) {
 		char when[64];
-		fprintf(stderr, "%s: process %d was injected (heapctl inject): the profile counts what was allocated "
-		    "from %s on, not before\n", cli_prog, t.pid, out_time(since, when, sizeof when));
+		fprintf(stderr,
+		    "%s: process %d was injected (heapctl inject): the profile counts what was allocated "
+		    "from %s on, not before\n",
+		    cli_prog, t.pid, out_time(since, when, sizeof when));
 	}
 	if (code == 0 && strcmp(path, "-") != 0) {
 		if (a->json) {

@@ -37,15 +37,15 @@
 
 /* Resident bytes by where they are. */
 typedef struct {
-	uint64_t heap;             /* in the allocator's ranges                  */
-	uint64_t brk;              /* [heap]: brk, another allocator's           */
-	uint64_t anon;             /* other private anonymous mappings           */
-	uint64_t stacks;           /* [stack] and thread stacks                  */
-	uint64_t files;            /* mapped files: binaries, libraries, data    */
-	uint64_t shmem;            /* shared memory: /dev/shm, memfd, SysV       */
-	uint64_t segment;          /* of which heapctl's own segment             */
-	uint64_t other;            /* [vdso], [vvar] and the like                */
-	uint64_t total;            /* the sum of every mapping's Rss             */
+	uint64_t heap;    /* in the allocator's ranges                  */
+	uint64_t brk;     /* [heap]: brk, another allocator's           */
+	uint64_t anon;    /* other private anonymous mappings           */
+	uint64_t stacks;  /* [stack] and thread stacks                  */
+	uint64_t files;   /* mapped files: binaries, libraries, data    */
+	uint64_t shmem;   /* shared memory: /dev/shm, memfd, SysV       */
+	uint64_t segment; /* of which heapctl's own segment             */
+	uint64_t other;   /* [vdso], [vvar] and the like                */
+	uint64_t total;   /* the sum of every mapping's Rss             */
 	uint64_t swap;
 	unsigned nstacks;
 } os_parts_t;
@@ -58,8 +58,8 @@ typedef struct {
 typedef struct {
 	bool have;
 	uint64_t allocated, active, metadata, dirty, retained;
-	unsigned own;              /* 0 heapctl's; the process's own malloc
-	                              (injected agent): 1 glibc's, 2 jemalloc's */
+	unsigned own; /* 0 heapctl's; the process's own malloc
+	                 (injected agent): 1 glibc's, 2 jemalloc's */
 	uint64_t attributed, attributed_objs, samples, promoted;
 	unsigned lg_sample;
 	uint64_t large, huge, nhuge;
@@ -94,7 +94,8 @@ static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *
 		}
 		n = rep.value;
 		if (n > (1u << 20)) {
-			snprintf(err, len, "process %d answered %" PRIu64 " statistics records: not believed", t->pid, n);
+			snprintf(err, len, "process %d answered %" PRIu64 " statistics records: not believed", t->pid,
+			    n);
 			return HC_EXIT_FAILED;
 		}
 		size_t k = n - at < HC_SHM_STATS_PER_REPLY ? (size_t)(n - at) : HC_SHM_STATS_PER_REPLY;
@@ -122,9 +123,7 @@ static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *
 				if (v->ncls < NCLASSES_MAX)
 					v->cls[v->ncls++] = s;
 				break;
-			case HC_STAT_LARGE:
-				v->large = s.v[0];
-				break;
+			case HC_STAT_LARGE: v->large = s.v[0]; break;
 			case HC_STAT_HUGE:
 				v->huge = s.v[0];
 				v->nhuge = s.v[1];
@@ -135,8 +134,10 @@ static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *
 				/* the segment is the target's to write: a flood of
 				 * ranges would cost every mapping a long walk */
 				if (v->nranges == MAX_RANGES) {
-					snprintf(err, len, "process %d names more than %d mappings of its allocator: "
-					    "not believed", t->pid, MAX_RANGES);
+					snprintf(err, len,
+					    "process %d names more than %d mappings of its allocator: "
+					    "not believed",
+					    t->pid, MAX_RANGES);
 					return HC_EXIT_FAILED;
 				}
 				if (v->nranges == cap) {
@@ -150,8 +151,7 @@ static int fetch_stats(hc_shm_target_t *t, uint64_t tmo, alloc_view_t *v, char *
 				}
 				v->ranges[v->nranges++] = (range_t){ s.v[0], s.v[1] };
 				break;
-			default:   /* a newer library's record: skipped */
-				break;
+			default: /* a newer library's record: skipped */ break;
 			}
 		}
 		at += k;
@@ -305,10 +305,12 @@ static int os_read(int pid, const alloc_view_t *v, os_parts_t *o, char *err, siz
 		if (stack) {
 			o->stacks += rss;
 			o->nstacks++;
-		} else if (shared && (anon || strncmp(name, "/dev/shm/", 9) == 0 || strncmp(name, "/memfd:", 7) == 0 ||
-		    strncmp(name, "/SYSV", 5) == 0 || strncmp(name, "/dev/zero", 9) == 0)) {
+		} else if (shared &&
+		    (anon || strncmp(name, "/dev/shm/", 9) == 0 || strncmp(name, "/memfd:", 7) == 0 ||
+		        strncmp(name, "/SYSV", 5) == 0 || strncmp(name, "/dev/zero", 9) == 0)) {
 			o->shmem += rss;
-			if (strncmp(name, HC_SHM_DIR "/" HC_SHM_BASENAME, sizeof HC_SHM_DIR + sizeof HC_SHM_BASENAME - 1) == 0)
+			if (strncmp(name, HC_SHM_DIR "/" HC_SHM_BASENAME,
+			        sizeof HC_SHM_DIR + sizeof HC_SHM_BASENAME - 1) == 0)
 				o->segment += rss;
 		} else if (name[0] == '/') {
 			o->files += rss;
@@ -359,7 +361,7 @@ static void part(printer_t *p, int depth, const char *key, const char *label, in
 	if (p->j) {
 		json_obj(p->j, NULL);
 		json_str(p->j, "part", key);
-		json_u64(p->j, "level", (uint64_t)depth);   /* level 0 parts add up to the sum */
+		json_u64(p->j, "level", (uint64_t)depth); /* level 0 parts add up to the sum */
 		json_i64(p->j, "bytes", bytes);
 		json_end(p->j);
 		return;
@@ -372,7 +374,10 @@ static void part(printer_t *p, int depth, const char *key, const char *label, in
 	    note && *note ? "   " : "", note ? note : "");
 }
 
-static int64_t sub(uint64_t a, uint64_t b) { return (int64_t)a - (int64_t)b; }
+static int64_t sub(uint64_t a, uint64_t b)
+{
+	return (int64_t)a - (int64_t)b;
+}
 
 /* The classes worth a look: most free space in their pages first. */
 static int cls_cmp(const void *a, const void *b)
@@ -408,17 +413,17 @@ static void print_classes(json_t *j, alloc_view_t *v, unsigned limit)
 	if (v->ncls == 0)
 		return;
 	printf("\nfragmentation by size class (most free space first; a page is sparse when a quarter or\n"
-	    "less of its blocks are live, and those few keep all of it resident):\n");
-	printf("  %7s %7s %10s %10s %11s %10s %7s %12s\n", "size", "pages", "blocks", "live",
-	    "free space", "resident", "sparse", "sparse holds");
+	       "less of its blocks are live, and those few keep all of it resident):\n");
+	printf("  %7s %7s %10s %10s %11s %10s %7s %12s\n", "size", "pages", "blocks", "live", "free space", "resident",
+	    "sparse", "sparse holds");
 	for (unsigned i = 0; i < v->ncls && i < limit; i++) {
 		const hc_shm_stat_t *c = &v->cls[i];
 		char fb[32], rb[32], sb[32];
 		out_bytes(c->v[3] - c->v[2] * c->size, fb, sizeof fb);
 		out_bytes(c->v[3], rb, sizeof rb);
 		out_bytes(c->v[6], sb, sizeof sb);
-		printf("  %7u %7" PRIu64 " %10" PRIu64 " %10" PRIu64 " %11s %10s %7" PRIu64 " %12s\n", c->size,
-		    c->v[0], c->v[1], c->v[2], fb, rb, c->v[4], sb);
+		printf("  %7u %7" PRIu64 " %10" PRIu64 " %10" PRIu64 " %11s %10s %7" PRIu64 " %12s\n", c->size, c->v[0],
+		    c->v[1], c->v[2], fb, rb, c->v[4], sb);
 	}
 	if (v->ncls > limit)
 		printf("  (%u more classes: --classes 0 shows all)\n", v->ncls - limit);
@@ -471,7 +476,8 @@ int cli_explain(int pid, uint64_t tmo, cli_explain_t *x, char *why, size_t len)
 	x->kernel = o.other;
 	if (x->heapctl) {
 		x->live_attributed = v.attributed < v.allocated ? v.attributed : v.allocated;
-		x->sampling = v.promoted < v.allocated - x->live_attributed ? v.promoted : v.allocated - x->live_attributed;
+		x->sampling =
+		    v.promoted < v.allocated - x->live_attributed ? v.promoted : v.allocated - x->live_attributed;
 		x->live_other = v.allocated - x->live_attributed - x->sampling;
 		x->fragmentation = v.active > v.allocated ? v.active - v.allocated : 0;
 		x->free = v.dirty;
@@ -559,7 +565,8 @@ int cmd_explain(cli_args_t *a)
 			unsigned long n = strtoul(val, &end, 10);
 			if (errno || *end || end == val || n > 1000) {
 				cli_scan_end(&sc);
-				return cli_err(HC_EXIT_USAGE, "explain: --classes '%s' is not a count from 0 to 1000", val);
+				return cli_err(HC_EXIT_USAGE, "explain: --classes '%s' is not a count from 0 to 1000",
+				    val);
 			}
 			limit = n ? (unsigned)n : ~0u;
 		} else {
@@ -623,8 +630,10 @@ int cmd_explain(cli_args_t *a)
 	if (jp) {
 		json_end(jp);
 		if (v.have) {
-			json_str(jp, "allocator", v.own == 2 ? "the process's own malloc (jemalloc's mallctl)"
-			    : v.own ? "the process's own malloc (mallinfo2)" : "heapctl");
+			json_str(jp, "allocator",
+			    v.own == 2  ? "the process's own malloc (jemalloc's mallctl)"
+			        : v.own ? "the process's own malloc (mallinfo2)"
+			                : "heapctl");
 			json_u64(jp, "purge_would_return", v.dirty);
 			print_classes(jp, &v, limit);
 		} else {
@@ -635,7 +644,7 @@ int cmd_explain(cli_args_t *a)
 		print_classes(NULL, &v, limit);
 	} else {
 		printf("\nthe heap's own parts need heapctl in the process (%s):\n"
-		    "  heapctl inject %d loads it now; heapctl run or heapctl systemd enable at the next start\n",
+		       "  heapctl inject %d loads it now; heapctl run or heapctl systemd enable at the next start\n",
 		    why, pid);
 	}
 	free(v.ranges);
@@ -676,8 +685,7 @@ int cmd_purge(cli_args_t *a)
 		return 0;
 	}
 	char b1[32], b2[32], b3[32];
-	printf("process %d: free pages returned; resident %s -> %s (the allocator held %s of free pages)\n",
-	    pid, out_bytes(before, b1, sizeof b1), out_bytes(after, b2, sizeof b2),
-	    out_bytes(rep.value, b3, sizeof b3));
+	printf("process %d: free pages returned; resident %s -> %s (the allocator held %s of free pages)\n", pid,
+	    out_bytes(before, b1, sizeof b1), out_bytes(after, b2, sizeof b2), out_bytes(rep.value, b3, sizeof b3));
 	return 0;
 }

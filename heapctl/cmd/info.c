@@ -22,8 +22,7 @@ static int snapshot(const hc_shm_target_t *t, hc_shm_state_t *st)
 
 /* A setting's value for people: byte counts with units, 0 as "off" where
  * it means off, and the sampling rate spelt out. */
-static const char *setting_human(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *buf,
-    size_t len)
+static const char *setting_human(const hc_shm_setting_t *s, const hc_shm_value_t *v, char *buf, size_t len)
 {
 	char b[32];
 	switch (s->type) {
@@ -31,13 +30,9 @@ static const char *setting_human(const hc_shm_setting_t *s, const hc_shm_value_t
 		snprintf(buf, len, "%llu (a sample every %s on average)", (unsigned long long)v->u,
 		    out_bytes(v->u < 63 ? (uint64_t)1 << v->u : 0, b, sizeof b));
 		return buf;
-	case HC_SET_POW2:
-		return v->u >= 63 ? "off" : out_bytes((uint64_t)1 << v->u, buf, len);
-	case HC_SET_BYTES:
-		return v->u == 0 ? "off" : out_bytes(v->u, buf, len);
-	default:
-		hc_shm_setting_text(s, v, buf, len);
-		return buf;
+	case HC_SET_POW2: return v->u >= 63 ? "off" : out_bytes((uint64_t)1 << v->u, buf, len);
+	case HC_SET_BYTES: return v->u == 0 ? "off" : out_bytes(v->u, buf, len);
+	default: hc_shm_setting_text(s, v, buf, len); return buf;
 	}
 }
 
@@ -52,15 +47,15 @@ static void print_settings(const hc_shm_state_t *st, json_t *j)
 		char text[HC_SHM_VALUE_MAX + 64], safe[4 * HC_SHM_VALUE_MAX + 256];
 		hc_shm_setting_get(s, st, &v);
 		if (j == NULL) {
-			printf("%-24s %s\n", s->name, out_safe(setting_human(s, &v, text, sizeof text),
-			    safe, sizeof safe));
+			printf("%-24s %s\n", s->name,
+			    out_safe(setting_human(s, &v, text, sizeof text), safe, sizeof safe));
 			continue;
 		}
 		hc_shm_setting_text(s, &v, text, sizeof text);
 		if (s->type == HC_SET_STR || hc_shm_words(s->type) != NULL)
 			json_str(j, s->name, text);
 		else
-			json_raw(j, s->name, text);       /* a number or true/false */
+			json_raw(j, s->name, text); /* a number or true/false */
 	}
 }
 
@@ -81,8 +76,8 @@ int cmd_list(cli_args_t *a)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	int stale = hc_shm_clean_stale(true);
 	if (stale)
-		fprintf(stderr, "%s: removed %d stale segment%s of processes that are gone\n", cli_prog,
-		    stale, stale == 1 ? "" : "s");
+		fprintf(stderr, "%s: removed %d stale segment%s of processes that are gone\n", cli_prog, stale,
+		    stale == 1 ? "" : "s");
 	int n = hc_shm_scan(pids, MAX);
 	if (n < 0) {
 		free(pids);
@@ -93,8 +88,8 @@ int cmd_list(cli_args_t *a)
 	if (a->json)
 		json_arr(&j, NULL);
 	else
-		printf("%-8s %-6s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "NSPID", "PROF", "SAMPLE",
-		    "ALLOCATED", "MAPPED", "HIGH-WATER", "DUMPS", "COMMAND");
+		printf("%-8s %-6s %-5s %-8s %11s %11s %11s %6s  %s\n", "PID", "NSPID", "PROF", "SAMPLE", "ALLOCATED",
+		    "MAPPED", "HIGH-WATER", "DUMPS", "COMMAND");
 	int shown = 0, denied = 0;
 	for (int i = 0; i < n; i++) {
 		if (pids[i] == getpid())
@@ -107,7 +102,7 @@ int cmd_list(cli_args_t *a)
 			continue;
 		}
 		if (code)
-			continue;        /* gone, stale (now removed) or not ours */
+			continue; /* gone, stale (now removed) or not ours */
 		hc_shm_state_t st;
 		if (!hc_shm_state_read(&t.seg->state, &st)) {
 			hc_shm_close(&t);
@@ -133,8 +128,7 @@ int cmd_list(cli_args_t *a)
 			if (t.nspid != t.pid)
 				snprintf(nspid, sizeof nspid, "%d", t.nspid);
 			char safe[1024];
-			printf("%-8d %-6s %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, nspid,
-			    st.active ? "on" : "off",
+			printf("%-8d %-6s %-5s %-8s %11s %11s %11s %6llu  %s\n", t.pid, nspid, st.active ? "on" : "off",
 			    rate, out_bytes(st.allocated, b1, sizeof b1), out_bytes(st.mapped, b2, sizeof b2),
 			    out_bytes(st.highwater, b3, sizeof b3), (unsigned long long)st.dumps,
 			    out_safe(cmd, safe, sizeof safe));
@@ -146,8 +140,8 @@ int cmd_list(cli_args_t *a)
 	if (a->json)
 		json_end(&j);
 	if (denied)
-		fprintf(stderr, "%s: %d more process%s of other users not shown (permission denied)\n",
-		    cli_prog, denied, denied == 1 ? "" : "es");
+		fprintf(stderr, "%s: %d more process%s of other users not shown (permission denied)\n", cli_prog,
+		    denied, denied == 1 ? "" : "es");
 	return 0;
 }
 
@@ -235,11 +229,22 @@ int cmd_status(cli_args_t *a)
 			json_str(&j, "not_answering", why);
 		json_bool(&j, "opt.prof", st.prof);
 		print_settings(&st, &j);
-		const struct { const char *k; uint64_t v; } counters[] = {
-			{ "allocated", st.allocated }, { "active", st.active_bytes }, { "metadata", st.metadata },
-			{ "resident", st.resident }, { "mapped", st.mapped }, { "retained", st.retained },
-			{ "highwater", st.highwater }, { "samples", st.samples }, { "dumps", st.dumps },
-			{ "threads", st.threads }, { "commands", st.commands }, { "events", events },
+		const struct {
+			const char *k;
+			uint64_t v;
+		} counters[] = {
+			{ "allocated", st.allocated },
+			{ "active", st.active_bytes },
+			{ "metadata", st.metadata },
+			{ "resident", st.resident },
+			{ "mapped", st.mapped },
+			{ "retained", st.retained },
+			{ "highwater", st.highwater },
+			{ "samples", st.samples },
+			{ "dumps", st.dumps },
+			{ "threads", st.threads },
+			{ "commands", st.commands },
+			{ "events", events },
 		};
 		for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
 			json_u64(&j, counters[i].k, counters[i].v);
@@ -254,17 +259,18 @@ int cmd_status(cli_args_t *a)
 		if (t.nspid != t.pid)
 			printf(" (PID %d in its namespace)", t.nspid);
 		printf("\ncommand        %s\n", out_safe(cmd, safe, sizeof safe));
-		printf("library        heapctl %s, segment ABI %u, ", out_safe(version, safe, sizeof safe),
-		    HC_SHM_ABI);
+		printf("library        heapctl %s, segment ABI %u, ", out_safe(version, safe, sizeof safe), HC_SHM_ABI);
 		printf("%s\n", out_safe(t.path, safe, sizeof safe));
 		printf("since          %s\n", out_time(h->created_ns, when, sizeof when));
 		uint64_t since = __atomic_load_n(&h->counts_since_ns, __ATOMIC_RELAXED);
 		if (since)
 			printf("injected       heapctl inject, its own malloc wrapped: the profile counts what was "
-			    "allocated from %s on\n", out_time(since, when, sizeof when));
+			       "allocated from %s on\n",
+			    out_time(since, when, sizeof when));
 		if (terr && !__atomic_load_n(&h->control, __ATOMIC_ACQUIRE))
 			printf("control        no thread (pthread_create: %s): served while the program "
-			    "allocates%s%s, %llu commands served\n", strerror(terr),
+			       "allocates%s%s, %llu commands served\n",
+			    strerror(terr),
 			    answers ? "" : "; not answering: ", answers ? "" : out_safe(why, safe, sizeof safe),
 			    (unsigned long long)st.commands);
 		else if (control && !answers)
@@ -273,8 +279,7 @@ int cmd_status(cli_args_t *a)
 			printf("control        %s, %llu commands served\n", control ? "running" : "not running",
 			    (unsigned long long)st.commands);
 		printf("updated        %.1f s ago\n", age);
-		printf("profiling      %s%s\n", st.active ? "on" : "off",
-		    st.prof ? "" : " (started with prof:false)");
+		printf("profiling      %s%s\n", st.active ? "on" : "off", st.prof ? "" : " (started with prof:false)");
 		print_settings(&st, NULL);
 		printf("allocated      %s\n", out_bytes(st.allocated, b, sizeof b));
 		printf("active         %s\n", out_bytes(st.active_bytes, b, sizeof b));
@@ -286,9 +291,8 @@ int cmd_status(cli_args_t *a)
 		printf("samples        %llu\n", (unsigned long long)st.samples);
 		char last[HC_SHM_PATH_MAX + 64];
 		cli_local_path(&t, st.last_dump, last, sizeof last);
-		printf("dumps          %llu%s%s%s\n", (unsigned long long)st.dumps,
-		    st.last_dump[0] ? " (last: " : "", out_safe(last, safe, sizeof safe),
-		    st.last_dump[0] ? ")" : "");
+		printf("dumps          %llu%s%s%s\n", (unsigned long long)st.dumps, st.last_dump[0] ? " (last: " : "",
+		    out_safe(last, safe, sizeof safe), st.last_dump[0] ? ")" : "");
 		printf("threads        %llu\n", (unsigned long long)st.threads);
 		printf("events         %llu\n", (unsigned long long)events);
 	}

@@ -38,7 +38,7 @@ char *cli_preload_with(const char *lib, const char *old)
 	char *save = NULL;
 	for (char *t = copy ? strtok_r(copy, ": ", &save) : NULL; t; t = strtok_r(NULL, ": ", &save)) {
 		if (cli_is_library(t))
-			continue;          /* ours, perhaps another build: replaced */
+			continue; /* ours, perhaps another build: replaced */
 		strcat(v, ":");
 		strcat(v, t);
 	}
@@ -57,10 +57,11 @@ static const cli_opt_t run_opts[] = {
 static void run_more(FILE *f)
 {
 	fputs("\nLD_PRELOAD gets libheapctl.so first (a preload you have is kept after it);\n"
-	    "HEAPCTL_CONF gets prof:true,prof_active:true (--off: false) and then CONF, checked\n"
-	    "by the library before CMD starts.  --secure: libheapctl-secure.so, with the\n"
-	    "allocator's misuse checks.  Exit status: CMD's own (it is exec'd), or 126/127\n"
-	    "when it cannot be run.\n", f);
+	      "HEAPCTL_CONF gets prof:true,prof_active:true (--off: false) and then CONF, checked\n"
+	      "by the library before CMD starts.  --secure: libheapctl-secure.so, with the\n"
+	      "allocator's misuse checks.  Exit status: CMD's own (it is exec'd), or 126/127\n"
+	      "when it cannot be run.\n",
+	    f);
 }
 
 const cli_help_t cmd_help_run = {
@@ -88,7 +89,8 @@ int cmd_run(cli_args_t *a)
 	int ncmd = 0;
 	char **cmd = code ? NULL : cli_scan_rest(&sc, &ncmd);
 	if (code == 0 && ncmd == 0)
-		code = cli_err(HC_EXIT_USAGE, "run: say which program to run: heapctl run [--conf CONF] -- CMD [ARGS...]");
+		code =
+		    cli_err(HC_EXIT_USAGE, "run: say which program to run: heapctl run [--conf CONF] -- CMD [ARGS...]");
 	if (code == 0 && a->pid)
 		code = cli_err(HC_EXIT_USAGE, "run: starts a program; it takes no PID (put the command after --)");
 	/* the command stays in a's arguments; the scan's copy goes */
@@ -104,9 +106,8 @@ int cmd_run(cli_args_t *a)
 
 	char *hc = NULL;
 	const char *old_hc = getenv("HEAPCTL_CONF");
-	if (asprintf(&hc, "prof:true,prof_active:%s%s%s%s%s", off ? "false" : "true",
-	    old_hc && *old_hc ? "," : "", old_hc ? old_hc : "", conf && *conf ? "," : "",
-	    conf ? conf : "") < 0)
+	if (asprintf(&hc, "prof:true,prof_active:%s%s%s%s%s", off ? "false" : "true", old_hc && *old_hc ? "," : "",
+	        old_hc ? old_hc : "", conf && *conf ? "," : "", conf ? conf : "") < 0)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	if ((code = cli_check_conf(lib, hc)) != 0) {
 		free(hc);
@@ -131,14 +132,18 @@ int cmd_run(cli_args_t *a)
 	}
 	if (cli_elf_static(prog) == 1) {
 		free(hc);
-		return cli_err(HC_EXIT_FAILED, "run: %s is statically linked: no dynamic loader runs, so "
-		    "nothing can be preloaded into it", prog);
+		return cli_err(HC_EXIT_FAILED,
+		    "run: %s is statically linked: no dynamic loader runs, so "
+		    "nothing can be preloaded into it",
+		    prog);
 	}
 	const char *why = cli_program_secure(prog);
 	if (why && geteuid() != 0) {
 		free(hc);
-		return cli_err(HC_EXIT_FAILED, "run: %s is %s: the dynamic loader ignores LD_PRELOAD for it "
-		    "(secure execution)", prog, why);
+		return cli_err(HC_EXIT_FAILED,
+		    "run: %s is %s: the dynamic loader ignores LD_PRELOAD for it "
+		    "(secure execution)",
+		    prog, why);
 	}
 	char *pre = cli_preload_with(lib, getenv("LD_PRELOAD"));
 	if (pre == NULL || setenv("LD_PRELOAD", pre, 1) != 0 || setenv("HEAPCTL_CONF", hc, 1) != 0)

@@ -17,7 +17,11 @@
 #include "cli/json.h"
 
 static volatile sig_atomic_t stop;
-static void on_signal(int sig) { (void)sig; stop = 1; }
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 /* A dump's path as the caller can open it (the event has the target's). */
 static void local_path(const hc_shm_target_t *t, bool same, const char *in, char *out, size_t len)
@@ -75,15 +79,12 @@ void cli_event_json(FILE *f, const hc_shm_target_t *t, bool same, const hc_shm_e
 		json_str(&j, "value", e->path);
 		json_str(&j, "previous", e->text);
 		break;
-	case HC_EV_START:
-		json_u64(&j, "parent", e->value);
-		break;
+	case HC_EV_START: json_u64(&j, "parent", e->value); break;
 	}
 	json_end(&j);
 }
 
-static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same,
-    const hc_shm_event_t *e)
+static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same, const hc_shm_event_t *e)
 {
 	if (a->json) {
 		cli_event_json(stdout, t, same, e);
@@ -108,23 +109,12 @@ static void print_event(const cli_args_t *a, const hc_shm_target_t *t, bool same
 		printf("%s gdump high-water %s (was %s)%s%s\n", when, out_bytes(e->value, b1, sizeof b1),
 		    out_bytes(e->value2, b2, sizeof b2), e->path[0] ? ", dumped " : "", path);
 		break;
-	case HC_EV_DUMP:
-		printf("%s dump %s %s (%s)\n", when, kind, path, out_bytes(e->value, b1, sizeof b1));
-		break;
-	case HC_EV_DUMP_FAILED:
-		printf("%s dump_failed %s %s: %s\n", when, kind, path, text);
-		break;
-	case HC_EV_CONFIG:
-		printf("%s config %s=%s (was %s)\n", when, name, value, text);
-		break;
-	case HC_EV_EXIT:
-		printf("%s exit\n", when);
-		break;
-	case HC_EV_START:
-		printf("%s start\n", when);
-		break;
-	default:
-		printf("%s unknown event type %u\n", when, e->type);
+	case HC_EV_DUMP: printf("%s dump %s %s (%s)\n", when, kind, path, out_bytes(e->value, b1, sizeof b1)); break;
+	case HC_EV_DUMP_FAILED: printf("%s dump_failed %s %s: %s\n", when, kind, path, text); break;
+	case HC_EV_CONFIG: printf("%s config %s=%s (was %s)\n", when, name, value, text); break;
+	case HC_EV_EXIT: printf("%s exit\n", when); break;
+	case HC_EV_START: printf("%s start\n", when); break;
+	default: printf("%s unknown event type %u\n", when, e->type);
 	}
 }
 
@@ -145,8 +135,9 @@ static void print_missed(const cli_args_t *a, int pid, uint64_t n)
 static const cli_opt_t watch_opts[] = {
 	{ "count", 256, "N", "stop after N events (with --leaks: after N dumps)" },
 	{ NULL, 0, NULL, "leak suspects, live (the report engine does it):" },
-	{ "leaks", 257, NULL, "dump the process every --every seconds and print each site whose in-use bytes "
-	  "grew in each of the last --intervals intervals, once" },
+	{ "leaks", 257, NULL,
+	    "dump the process every --every seconds and print each site whose in-use bytes "
+	    "grew in each of the last --intervals intervals, once" },
 	{ "every", 258, "SECS", "seconds between those dumps (default 60)" },
 	{ "intervals", 259, "N", "intervals a site must grow in, in a row (default 5)" },
 	{ 0 },
@@ -205,7 +196,7 @@ int cmd_watch(cli_args_t *a)
 		uint32_t fut = __atomic_load_n(&ring->futex, __ATOMIC_ACQUIRE);
 		uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
 		if (head < next)
-			next = head;            /* the counter went back: garbage; resync */
+			next = head; /* the counter went back: garbage; resync */
 		if (head - next > HC_SHM_EVENTS) {
 			missed += head - HC_SHM_EVENTS - next;
 			next = head - HC_SHM_EVENTS;
@@ -214,7 +205,7 @@ int cmd_watch(cli_args_t *a)
 			hc_shm_event_t e;
 			int r = hc_shm_event_read(ring, next, &e);
 			if (r == 0)
-				break;              /* being written; the futex will tell */
+				break; /* being written; the futex will tell */
 			next++;
 			if (r < 0) {
 				missed++;

@@ -64,8 +64,7 @@ static int doctor_unit(cli_args_t *a, const char *name)
 		unit_d->n = 1;
 		unit_d->f[0] = (cli_finding_t){ .level = CLI_PROBLEM, .code = HC_EXIT_NOPROC };
 		snprintf(unit_d->f[0].topic, sizeof unit_d->f[0].topic, "unit");
-		snprintf(unit_d->f[0].text, sizeof unit_d->f[0].text, "%s is %s: it has no process", u.name,
-		    active);
+		snprintf(unit_d->f[0].text, sizeof unit_d->f[0].text, "%s is %s: it has no process", u.name, active);
 		snprintf(unit_d->f[0].fix, sizeof unit_d->f[0].fix, "systemctl start %s", u.name);
 	}
 	json_t j;
@@ -91,9 +90,10 @@ static int doctor_unit(cli_args_t *a, const char *name)
 			cli_finding_t *f = &d->f[d->n < CLI_DIAG_MAX ? d->n++ : d->n - 1];
 			*f = (cli_finding_t){ .level = CLI_PROBLEM, .code = HC_EXIT_NOLIB };
 			snprintf(f->topic, sizeof f->topic, "unit");
-			snprintf(f->text, sizeof f->text, "the heapctl drop-in %.600s was written after the %s "
-			    "started: the library loads at the next start", file,
-			    pids[i] == main_pid ? "main process" : "process");
+			snprintf(f->text, sizeof f->text,
+			    "the heapctl drop-in %.600s was written after the %s "
+			    "started: the library loads at the next start",
+			    file, pids[i] == main_pid ? "main process" : "process");
 			snprintf(f->fix, sizeof f->fix, "systemctl restart %s", u.name);
 		} else if (!dropin && d->code == HC_EXIT_NOLIB) {
 			cli_finding_t *f = &d->f[d->n < CLI_DIAG_MAX ? d->n++ : d->n - 1];

@@ -45,7 +45,8 @@ int cli_private_dir(const char *dir, char *why, size_t len)
 	int fd = -1;
 	if ((mkdir(dir, 0700) != 0 && errno != EEXIST) ||
 	    ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 && errno != ENOTDIR &&
-	     errno != ELOOP) || (fd >= 0 && fstat(fd, &st) != 0)) {
+	        errno != ELOOP) ||
+	    (fd >= 0 && fstat(fd, &st) != 0)) {
 		snprintf(why, len, "%s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -189,7 +190,7 @@ bool cli_proc_limit(int pid, const char *name, char *out, size_t len)
 	char v[128];
 	if (!proc_line(pid, "limits", name, ' ', v, sizeof v))
 		return false;
-	v[strcspn(v, " ")] = 0;        /* the soft limit, first of the columns */
+	v[strcspn(v, " ")] = 0; /* the soft limit, first of the columns */
 	snprintf(out, len, "%s", v);
 	return true;
 }
@@ -295,7 +296,8 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
 	if (hdr_vaddr == 0)
 		return true;
 	t->hdr = t->bias + hdr_vaddr;
-	if (pread(memfd, h, sizeof h, (off_t)t->hdr) == (ssize_t)sizeof h && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 && h[3] == 0x3b) {
+	if (pread(memfd, h, sizeof h, (off_t)t->hdr) == (ssize_t)sizeof h && h[0] == 1 && h[1] == 0x1b &&
+	    h[2] == 0x03 && h[3] == 0x3b) {
 		uint32_t n;
 		memcpy(&n, h + 8, sizeof n);
 		t->table = t->hdr + 12;
@@ -308,7 +310,7 @@ bool cli_proc_eh_table(int memfd, uint64_t base, cli_eh_table_t *t)
  * (shm/heapctl_shm.h), found by its magic in the agent's writable
  * mappings.  false: no agent mapped, or its memory may not be read. */
 typedef struct mark_find_s {
-	int mem;                   /* the process's /proc/PID/mem */
+	int mem; /* the process's /proc/PID/mem */
 	hc_inject_mark_t *mark;
 	bool found;
 } mark_find_t;
@@ -378,8 +380,7 @@ bool cli_proc_mount_opts(int pid, const char *path, char *opts, size_t len)
 			continue;
 		const char *mp = fld[4];
 		size_t ml = strlen(mp);
-		bool under = !strcmp(mp, "/") ||
-		    (strncmp(path, mp, ml) == 0 && (path[ml] == '/' || path[ml] == 0));
+		bool under = !strcmp(mp, "/") || (strncmp(path, mp, ml) == 0 && (path[ml] == '/' || path[ml] == 0));
 		/* the last of equal mount points is the one on top */
 		if (under && ml >= best) {
 			best = !strcmp(mp, "/") ? 1 : ml;
@@ -442,8 +443,8 @@ const char *cli_program_secure(const char *path)
  * stderr (each truncated to its buffer), wait at most timeout_ms.  Returns
  * the exit status (128+signal if killed), or -1 with errno if it could
  * not be run. */
-int cli_spawn(char *const argv[], char *const envp[], char *out, size_t outlen, char *err,
-    size_t errlen, int timeout_ms)
+int cli_spawn(char *const argv[], char *const envp[], char *out, size_t outlen, char *err, size_t errlen,
+    int timeout_ms)
 {
 	int po[2], pe[2];
 	if (pipe2(po, O_CLOEXEC) != 0)
@@ -533,8 +534,7 @@ int cli_check_conf(const char *lib, const char *conf)
 	 * its constructor, whatever the program then does */
 	const char *exe = access("/usr/bin/true", X_OK) == 0 ? "/usr/bin/true" : "/bin/true";
 	char *pre = NULL, *hc = NULL;
-	if (asprintf(&pre, "LD_PRELOAD=%s", lib) < 0 ||
-	    asprintf(&hc, "HEAPCTL_CONF=%s,control:false", conf) < 0)
+	if (asprintf(&pre, "LD_PRELOAD=%s", lib) < 0 || asprintf(&hc, "HEAPCTL_CONF=%s,control:false", conf) < 0)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
 	char *envp[] = { pre, hc, NULL };
 	char *argv[] = { (char *)exe, NULL };
@@ -543,8 +543,7 @@ int cli_check_conf(const char *lib, const char *conf)
 	free(pre);
 	free(hc);
 	if (st != 0)
-		return cli_err(HC_EXIT_FAILED, "%s could not be loaded to check the configuration (exit %d)",
-		    lib, st);
+		return cli_err(HC_EXIT_FAILED, "%s could not be loaded to check the configuration (exit %d)", lib, st);
 	if (err[0]) {
 		err[strcspn(err, "\n")] = 0;
 		const char *msg = strncmp(err, "<heapctl>: ", 11) ? err : err + 11;

@@ -84,24 +84,24 @@ typedef struct sc_call_s {
 	const char *name;
 	int nr;
 	int need;
-	const char *by;            /* who makes it, when                         */
+	const char *by; /* who makes it, when                         */
 	uint64_t arg[6];
 } sc_call_t;
 
 #if defined(__x86_64__)
-#define ARCH AUDIT_ARCH_X86_64
-#define P 0x7f0000001000ull        /* a pointer argument                     */
-#define FD 3ull
-#define CWD ((uint64_t)(int64_t)AT_FDCWD)
-#define RO (O_RDONLY | O_CLOEXEC)
-#define NEW (O_CREAT | O_EXCL | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+#define ARCH   AUDIT_ARCH_X86_64
+#define P      0x7f0000001000ull /* a pointer argument                     */
+#define FD     3ull
+#define CWD    ((uint64_t)(int64_t)AT_FDCWD)
+#define RO     (O_RDONLY | O_CLOEXEC)
+#define NEW    (O_CREAT | O_EXCL | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
 #define SETTID (CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID)
 /* glibc's pthread_create (clone_internal): clone3, and clone on ENOSYS */
-#define THREAD (CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | \
-                CLONE_SETTLS | SETTID)
+#define THREAD \
+	(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS | SETTID)
 static const char LOAD[] = "dlopen, loading the agent", ARM[] = "the agent's start",
-    CTL[] = "the agent's control thread", DUMP[] = "a dump", END[] = "eject and the thread's exit",
-    SAMPLE[] = "sampling in the program's threads";
+                  CTL[] = "the agent's control thread", DUMP[] = "a dump", END[] = "eject and the thread's exit",
+                  SAMPLE[] = "sampling in the program's threads";
 
 static const sc_call_t calls[] = {
 	/* a system call the stopped thread was in restarts after the calls */
@@ -110,12 +110,12 @@ static const sc_call_t calls[] = {
 	{ "read", SYS_read, REQUIRED, LOAD, { FD, P, 832 } },
 	{ "newfstatat", SYS_newfstatat, REQUIRED, LOAD, { FD, P, P, AT_EMPTY_PATH } },
 	{ "mmap", SYS_mmap, REQUIRED, LOAD, { 0, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_DENYWRITE, FD, 0 } },
-	{ "mmap", SYS_mmap, REQUIRED, LOAD, { P, 1 << 16, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED |
-	    MAP_DENYWRITE, FD, 1 << 14 } },
-	{ "mmap", SYS_mmap, REQUIRED, LOAD, { P, 1 << 14, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED |
-	    MAP_DENYWRITE, FD, 1 << 16 } },
-	{ "mmap", SYS_mmap, REQUIRED, LOAD, { P, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED |
-	    MAP_ANONYMOUS, (uint64_t)-1, 0 } },
+	{ "mmap", SYS_mmap, REQUIRED, LOAD,
+	    { P, 1 << 16, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED | MAP_DENYWRITE, FD, 1 << 14 } },
+	{ "mmap", SYS_mmap, REQUIRED, LOAD,
+	    { P, 1 << 14, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_DENYWRITE, FD, 1 << 16 } },
+	{ "mmap", SYS_mmap, REQUIRED, LOAD,
+	    { P, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_ANONYMOUS, (uint64_t)-1, 0 } },
 	{ "close", SYS_close, REQUIRED, LOAD, { FD } },
 	{ "mprotect", SYS_mprotect, REQUIRED, LOAD, { P, 8192, PROT_READ } },
 	{ "mprotect", SYS_mprotect, REQUIRED, LOAD, { P, 4096, PROT_READ | PROT_WRITE } },
@@ -137,8 +137,8 @@ static const sc_call_t calls[] = {
 	{ "rt_sigprocmask", SYS_rt_sigprocmask, REQUIRED, ARM, { SIG_BLOCK, P, P, 8 } },
 	{ "rt_sigprocmask", SYS_rt_sigprocmask, REQUIRED, ARM, { SIG_UNBLOCK, P, 0, 8 } },
 	{ "rt_sigaction", SYS_rt_sigaction, REQUIRED, ARM, { 33, P, 0, 8 } },
-	{ "mmap", SYS_mmap, REQUIRED, ARM, { 0, 266240, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
-	    (uint64_t)-1, 0 } },
+	{ "mmap", SYS_mmap, REQUIRED, ARM,
+	    { 0, 266240, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, (uint64_t)-1, 0 } },
 	{ "clone3", SYS_clone3, ENOSYS_ONLY, ARM, { P, 88 } },
 	{ "clone", SYS_clone, REQUIRED, ARM, { THREAD, P, P, P, P } },
 	/* the new thread: glibc registers these and goes on without them */
@@ -161,8 +161,8 @@ static const sc_call_t calls[] = {
 	{ "gettid", SYS_gettid, REQUIRED, SAMPLE, { 0 } },
 	{ "pipe2", SYS_pipe2, REQUIRED, SAMPLE, { P, O_NONBLOCK | O_CLOEXEC } },
 	{ "msync", SYS_msync, REQUIRED, SAMPLE, { P, 4096, MS_ASYNC } },
-	{ "mmap", SYS_mmap, REQUIRED, DUMP, { 0, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	    (uint64_t)-1, 0 } },
+	{ "mmap", SYS_mmap, REQUIRED, DUMP,
+	    { 0, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0 } },
 	{ "mremap", SYS_mremap, REQUIRED, DUMP, { P, 65536, 131072, MREMAP_MAYMOVE } },
 	{ "openat", SYS_openat, REQUIRED, DUMP, { CWD, P, O_WRONLY | NEW, 0644 } },
 	{ "write", SYS_write, REQUIRED, DUMP, { FD, P, 4096 } },
@@ -174,15 +174,15 @@ static const sc_call_t calls[] = {
 };
 #define NCALLS (sizeof calls / sizeof calls[0])
 #else
-#define ARCH 0
+#define ARCH   0
 static const sc_call_t calls[1];
 #define NCALLS 0
 #endif
 
 /* ---- the interpreter ------------------------------------------------------------------ */
 
-bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_data *d, uint32_t *ret,
-    char *why, size_t wlen)
+bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_data *d, uint32_t *ret, char *why,
+    size_t wlen)
 {
 	uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = { 0 };
 	const unsigned char *data = (const unsigned char *)d;
@@ -196,7 +196,8 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			if (i->code == (BPF_LD | BPF_W | BPF_ABS)) {
 				/* seccomp loads aligned 32-bit words of seccomp_data */
 				if (k >= sizeof *d || (k & 3)) {
-					snprintf(why, wlen, "instruction %u loads offset %u, outside seccomp_data", pc, k);
+					snprintf(why, wlen, "instruction %u loads offset %u, outside seccomp_data", pc,
+					    k);
 					return false;
 				}
 				memcpy(&v, data + k, 4);
@@ -230,7 +231,7 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			case BPF_SUB: a -= src; break;
 			case BPF_MUL: a *= src; break;
 			case BPF_DIV:
-				if (src == 0) {       /* the kernel returns 0: kill */
+				if (src == 0) { /* the kernel returns 0: kill */
 					*ret = 0;
 					return true;
 				}
@@ -242,7 +243,7 @@ bool cli_bpf_run(const struct sock_filter *f, unsigned n, const struct seccomp_d
 			case BPF_LSH: a = src >= 32 ? 0 : a << src; break;
 			case BPF_RSH: a = src >= 32 ? 0 : a >> src; break;
 			case BPF_NEG: a = -a; break;
-			default:              /* BPF_MOD among them: seccomp refuses it */
+			default: /* BPF_MOD among them: seccomp refuses it */
 				snprintf(why, wlen, "instruction %u (code %#x) is no ALU operation seccomp allows", pc,
 				    i->code);
 				return false;
@@ -342,13 +343,15 @@ static bool read_filters(int pid, filters_t *fl, char *why, size_t wlen)
 			break;
 		if (len <= 0 || len > BPF_MAXINSNS) {
 			if (errno == EACCES)
-				snprintf(why, wlen, "reading it needs CAP_SYS_ADMIN, and heapctl under no seccomp "
+				snprintf(why, wlen,
+				    "reading it needs CAP_SYS_ADMIN, and heapctl under no seccomp "
 				    "filter of its own");
 			else if (errno == EMEDIUMTYPE)
 				snprintf(why, wlen, "filter %d is not classic BPF", fl->n);
 			else
 				snprintf(why, wlen, "PTRACE_SECCOMP_GET_FILTER: %s%s", strerror(errno),
-				    errno == EINVAL || errno == EIO ? " (a kernel without CONFIG_CHECKPOINT_RESTORE?)" : "");
+				    errno == EINVAL || errno == EIO ? " (a kernel without CONFIG_CHECKPOINT_RESTORE?)"
+				                                    : "");
 			goto out;
 		}
 		fl->prog[fl->n] = calloc((size_t)len, sizeof *fl->prog[0]);
@@ -423,7 +426,8 @@ void cli_seccomp_check(int pid, cli_seccomp_t *s)
 	}
 	s->verdict = CLI_SC_UNKNOWN;
 	if (atoi(v) == 1) {
-		snprintf(s->why, sizeof s->why, "it runs in seccomp strict mode (read, write, exit and sigreturn "
+		snprintf(s->why, sizeof s->why,
+		    "it runs in seccomp strict mode (read, write, exit and sigreturn "
 		    "only)");
 		return;
 	}
@@ -434,8 +438,10 @@ void cli_seccomp_check(int pid, cli_seccomp_t *s)
 	}
 	int odd = 0;
 	if (s->filters > 0 && !threads_alike(pid, s->filters, &odd)) {
-		snprintf(s->why, sizeof s->why, "its threads run under different filters (thread %d has "
-		    "other than %d)", odd, s->filters);
+		snprintf(s->why, sizeof s->why,
+		    "its threads run under different filters (thread %d has "
+		    "other than %d)",
+		    odd, s->filters);
 		return;
 	}
 	filters_t fl = { .n = 0 };
@@ -465,7 +471,9 @@ void cli_seccomp_check(int pid, cli_seccomp_t *s)
 		if (act == SECCOMP_RET_ALLOW || act == SECCOMP_RET_LOG)
 			continue;
 		/* TRACE without a tracer (none after inject detaches) is ENOSYS */
-		int err = act == SECCOMP_RET_ERRNO ? (int)(ret & SECCOMP_RET_DATA) : act == SECCOMP_RET_TRACE ? ENOSYS : -1;
+		int err = act == SECCOMP_RET_ERRNO ? (int)(ret & SECCOMP_RET_DATA)
+		    : act == SECCOMP_RET_TRACE     ? ENOSYS
+		                                   : -1;
 		bool ok = err >= 0 && (calls[c].need == TOLERATED || (calls[c].need == ENOSYS_ONLY && err == ENOSYS));
 		if (ok) {
 			if (!strstr(s->tolerated, calls[c].name) && tl < sizeof s->tolerated)
@@ -488,11 +496,14 @@ out:
 void cli_seccomp_fix(const cli_seccomp_t *s, char *out, size_t len)
 {
 	if (s->verdict == CLI_SC_REFUSED)
-		snprintf(out, len, "run it under a seccomp profile that allows %s (podman, docker: --security-opt "
+		snprintf(out, len,
+		    "run it under a seccomp profile that allows %s (podman, docker: --security-opt "
 		    "seccomp=PROFILE.json with it added, or seccomp=unconfined; systemd: add it to "
-		    "SystemCallFilter=)", s->call);
+		    "SystemCallFilter=)",
+		    s->call);
 	else
-		snprintf(out, len, "run heapctl as root on the host (CAP_SYS_ADMIN, outside any filter) to have "
+		snprintf(out, len,
+		    "run heapctl as root on the host (CAP_SYS_ADMIN, outside any filter) to have "
 		    "the filter read, or run the process without one (podman, docker: --security-opt "
 		    "seccomp=unconfined)");
 }

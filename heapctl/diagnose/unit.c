@@ -17,8 +17,8 @@
 
 /* ---- systemctl ------------------------------------------------------------------ */
 
-int unit_systemctl(const unit_t *u, char *out, size_t outlen, const char *a1, const char *a2,
-    const char *a3, const char *a4)
+int unit_systemctl(const unit_t *u, char *out, size_t outlen, const char *a1, const char *a2, const char *a3,
+    const char *a4)
 {
 	char err[2048];
 	char *argv[8];
@@ -36,8 +36,8 @@ int unit_systemctl(const unit_t *u, char *out, size_t outlen, const char *a1, co
 		return cli_err(HC_EXIT_FAILED, "cannot run systemctl: %s", strerror(errno));
 	if (st != 0) {
 		err[strcspn(err, "\n")] = 0;
-		return cli_err(HC_EXIT_FAILED, "systemctl%s %s%s%s failed: %s", u->user ? " --user" : "",
-		    a1, a2 ? " " : "", a2 ? a2 : "", err[0] ? err : "(no message)");
+		return cli_err(HC_EXIT_FAILED, "systemctl%s %s%s%s failed: %s", u->user ? " --user" : "", a1,
+		    a2 ? " " : "", a2 ? a2 : "", err[0] ? err : "(no message)");
 	}
 	return 0;
 }

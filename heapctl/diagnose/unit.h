@@ -13,17 +13,17 @@
 #define MARK   "# Written by `heapctl systemd enable"
 
 typedef struct {
-	bool user;                  /* --user: the caller's service manager    */
-	char name[256];             /* foo.service, foo@.service, foo@x.service */
-	char probe[300];            /* a name systemctl show accepts            */
-	bool tmpl;                  /* foo@.service                             */
-	char *show;                 /* systemctl show output                    */
+	bool user;       /* --user: the caller's service manager    */
+	char name[256];  /* foo.service, foo@.service, foo@x.service */
+	char probe[300]; /* a name systemctl show accepts            */
+	bool tmpl;       /* foo@.service                             */
+	char *show;      /* systemctl show output                    */
 } unit_t;
 
 /* systemctl [--user] a1 a2 a3 a4 (NULLs left out), its output in out;
  * 0, or the failure printed and its exit code. */
-int unit_systemctl(const unit_t *u, char *out, size_t outlen, const char *a1, const char *a2,
-    const char *a3, const char *a4);
+int unit_systemctl(const unit_t *u, char *out, size_t outlen, const char *a1, const char *a2, const char *a3,
+    const char *a4);
 /* The value of one "Key=value" line of show (the n-th with that key), or NULL. */
 const char *unit_prop_nth(const char *show, const char *key, int n, char *out, size_t len);
 /* The unit's setting key ("" when it has none): out. */

@@ -21,14 +21,23 @@
 #include "elf/elf.h"
 
 enum {
-	PE_OMIT = 0xff, PE_ABSPTR = 0x00, PE_ULEB = 0x01, PE_UDATA2 = 0x02, PE_UDATA4 = 0x03,
-	PE_UDATA8 = 0x04, PE_SLEB = 0x09, PE_SDATA2 = 0x0a, PE_SDATA4 = 0x0b, PE_SDATA8 = 0x0c,
-	PE_PCREL = 0x10, PE_DATAREL = 0x30,
+	PE_OMIT = 0xff,
+	PE_ABSPTR = 0x00,
+	PE_ULEB = 0x01,
+	PE_UDATA2 = 0x02,
+	PE_UDATA4 = 0x03,
+	PE_UDATA8 = 0x04,
+	PE_SLEB = 0x09,
+	PE_SDATA2 = 0x0a,
+	PE_SDATA4 = 0x0b,
+	PE_SDATA8 = 0x0c,
+	PE_PCREL = 0x10,
+	PE_DATAREL = 0x30,
 };
 
 typedef struct cursor_s {
 	const unsigned char *p, *end;
-	uint64_t addr;             /* the address of p, for pc-relative values */
+	uint64_t addr; /* the address of p, for pc-relative values */
 	bool bad;
 } cursor_t;
 
@@ -40,7 +49,7 @@ static uint64_t take(cursor_t *c, size_t n)
 	}
 	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)c->p[i] << (8 * i);      /* little-endian: x86-64, aarch64 */
+		v |= (uint64_t)c->p[i] << (8 * i); /* little-endian: x86-64, aarch64 */
 	c->p += n;
 	c->addr += n;
 	return v;
@@ -171,11 +180,11 @@ static uint64_t fde_length(const el_ehtab_t *t, uint64_t addr, uint64_t *begin)
 	c.p += alen + 1;
 	c.addr += alen + 1;
 	if (strstr(aug, "eh"))
-		return 0;                   /* the old GCC 2 form */
-	uleb(&c);                       /* code alignment */
-	sleb(&c);                       /* data alignment */
+		return 0; /* the old GCC 2 form */
+	uleb(&c);         /* code alignment */
+	sleb(&c);         /* data alignment */
 	if (version == 1)
-		take(&c, 1);            /* return address register */
+		take(&c, 1); /* return address register */
 	else
 		uleb(&c);
 	unsigned enc = PE_ABSPTR;
@@ -203,7 +212,7 @@ static uint64_t fde_length(const el_ehtab_t *t, uint64_t addr, uint64_t *begin)
 
 bool el_eh_function(const el_ehtab_t *t, uint64_t pc, uint64_t *start)
 {
-	size_t lo = 0, hi = t->n;           /* the first entry starting after pc */
+	size_t lo = 0, hi = t->n; /* the first entry starting after pc */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (t->start[mid] <= pc)
@@ -228,7 +237,7 @@ void el_eh_fdes(const unsigned char *eh, size_t size, uint64_t addr, el_fde_fn *
 		cursor_t c = { eh + off, eh + size, addr + off, false };
 		uint64_t len = take(&c, 4);
 		if (len == 0 || len == 0xffffffff || len > size - off - 4)
-			break;                  /* the terminator, or 64-bit: stop */
+			break; /* the terminator, or 64-bit: stop */
 		uint64_t begin = 0, range;
 		if (take(&c, 4) != 0 && (range = fde_length(&t, addr + off, &begin)) != 0)
 			fn(begin, range, off, arg);

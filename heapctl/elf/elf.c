@@ -63,8 +63,8 @@ static const Elf64_Shdr *section_headers(const unsigned char *img, size_t size, 
 	const Elf64_Ehdr *eh = (const void *)img;
 	if (img == NULL || size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
 	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
-	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff == 0 || eh->e_shoff % 8 != 0 ||
-	    eh->e_shoff > size || size - eh->e_shoff < sizeof(Elf64_Shdr))
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff == 0 || eh->e_shoff % 8 != 0 || eh->e_shoff > size ||
+	    size - eh->e_shoff < sizeof(Elf64_Shdr))
 		return NULL;
 	const Elf64_Shdr *sh = (const void *)(img + eh->e_shoff);
 	*n = eh->e_shnum ? eh->e_shnum : sh[0].sh_size;
@@ -132,8 +132,7 @@ bool el_symbols(const void *image, size_t size, unsigned type, const char *const
 			unsigned t = ELF64_ST_TYPE(sym[k].st_info);
 			/* an undefined one's value is no function's: a PLT entry, in a
 			 * -no-pie program that takes the function's address */
-			if (sym[k].st_value == 0 || sym[k].st_shndx == SHN_UNDEF ||
-			    (t != STT_FUNC && t != ifunc))
+			if (sym[k].st_value == 0 || sym[k].st_shndx == SHN_UNDEF || (t != STT_FUNC && t != ifunc))
 				continue;
 			const char *nm = string_at(img, size, &sh[sh[i].sh_link], sym[k].st_name);
 			for (size_t w = 0; nm && w < n; w++) {

@@ -27,12 +27,12 @@
  * a line needs its range, permissions and offset; the rest may be absent. */
 typedef struct el_map_s {
 	uint64_t lo, hi, offset;
-	char perms[8];             /* "r-xp"                                     */
+	char perms[8]; /* "r-xp"                                     */
 	unsigned dev_major, dev_minor;
 	uint64_t ino;
-	bool has_ino;              /* the device and inode read as numbers       */
-	const char *path;          /* the rest of the line ("" for none; "[heap]"
-	                              and the like too): points into it          */
+	bool has_ino;     /* the device and inode read as numbers       */
+	const char *path; /* the rest of the line ("" for none; "[heap]"
+	                     and the like too): points into it          */
 } el_map_t;
 
 /* false: not a maps line (fewer fields, or an empty range) */
@@ -55,8 +55,8 @@ typedef struct el_file_s {
 	const unsigned char *p;
 	size_t size;
 } el_file_t;
-bool el_file_map(const char *path, el_file_t *f);      /* false with errno */
-bool el_fd_map(int fd, el_file_t *f);                  /* the same, fd stays open */
+bool el_file_map(const char *path, el_file_t *f); /* false with errno */
+bool el_fd_map(int fd, el_file_t *f);             /* the same, fd stays open */
 void el_file_unmap(el_file_t *f);
 
 /* The first section named name of the image [img, img + size): its header
@@ -98,9 +98,9 @@ int el_phdrs(int fd, uint64_t at, Elf64_Ehdr *eh, Elf64_Phdr *ph, int max);
  * which must outlive it); el_eh_function() gives the start of the function
  * holding pc; false when no entry covers it. */
 typedef struct el_ehtab_s {
-	uint64_t *start, *fde;      /* sorted by start */
+	uint64_t *start, *fde; /* sorted by start */
 	size_t n;
-	const unsigned char *eh;    /* .eh_frame */
+	const unsigned char *eh; /* .eh_frame */
 	size_t eh_size;
 	uint64_t eh_addr;
 	bool built;

@@ -20,8 +20,7 @@ bool el_map_parse(const char *s, el_map_t *m)
 	unsigned long long lo, hi, off;
 	int devpos = -1, pathpos = -1;
 	*m = (el_map_t){ .path = "" };
-	if (sscanf(s, "%llx-%llx %7s %llx %n%*s %*s %n", &lo, &hi, m->perms, &off, &devpos, &pathpos) < 4 ||
-	    hi <= lo)
+	if (sscanf(s, "%llx-%llx %7s %llx %n%*s %*s %n", &lo, &hi, m->perms, &off, &devpos, &pathpos) < 4 || hi <= lo)
 		return false;
 	m->lo = lo, m->hi = hi, m->offset = off;
 	if (devpos >= 0)

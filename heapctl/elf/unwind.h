@@ -23,7 +23,9 @@ static inline int cli_unw_search(unw_addr_space_t as, unw_word_t ip, uint64_t lo
     uint64_t table, uint64_t nfde, unw_proc_info_t *pi, int need, void *arg)
 {
 	unw_dyn_info_t di = {
-		.start_ip = lo, .end_ip = hi, .format = UNW_INFO_FORMAT_REMOTE_TABLE,
+		.start_ip = lo,
+		.end_ip = hi,
+		.format = UNW_INFO_FORMAT_REMOTE_TABLE,
 		.u.rti = { .segbase = hdr, .table_len = nfde * 8 / sizeof(unw_word_t), .table_data = table },
 	};
 	return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need, arg);

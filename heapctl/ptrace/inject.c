@@ -88,15 +88,15 @@ void hc_inject_help(FILE *f)
 
 typedef struct range_s {
 	uint64_t lo, hi;
-	const char *what;          /* "the dynamic loader", "malloc", ...        */
+	const char *what; /* "the dynamic loader", "malloc", ...        */
 } range_t;
 
 typedef struct proc_s {
 	int pid;
-	char root[64];             /* /proc/PID/root                             */
-	char libc[4096];           /* its path in the process                    */
+	char root[64];   /* /proc/PID/root                             */
+	char libc[4096]; /* its path in the process                    */
 	uint64_t libc_base;
-	char alloc_lib[4096];      /* jemalloc, tcmalloc or mimalloc, if one     */
+	char alloc_lib[4096]; /* jemalloc, tcmalloc or mimalloc, if one     */
 	bool musl, preloaded, agent;
 	range_t *unsafe;
 	size_t nunsafe, capunsafe;
@@ -158,11 +158,11 @@ static bool add_object(const el_map_t *m, void *arg)
 	if (path[0] != '/')
 		return true;
 	const char *b = strrchr(path, '/') + 1;
-	if (strstr(path, "musl"))       /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
+	if (strstr(path, "musl")) /* ld-musl-*.so.1, .../x86_64-linux-musl/libc.so */
 		p->musl = true;
 	if (strncmp(b, "libheapctl-agent.so", 19) == 0) {
 		p->agent = true;
-		if (m->perms[2] == 'x')  /* a thread in it may hold its locks */
+		if (m->perms[2] == 'x') /* a thread in it may hold its locks */
 			add_unsafe(p, m->lo, m->hi, "the agent (of an earlier inject)");
 	} else if (cli_is_library(path)) {
 		p->preloaded = true;
@@ -188,15 +188,16 @@ static int read_objects(proc_t *p)
 	if (el_maps_each(p->pid, add_object, p) == 0)
 		return 0;
 	return errno == ENOENT ? cli_err(HC_EXIT_NOPROC, "no process %d", p->pid)
-	    : cli_err(HC_EXIT_PERM, "cannot inject into process %d: %s reading its maps; run heapctl as its "
-	    "user or as root (CAP_SYS_PTRACE)", p->pid, strerror(errno));
+	                       : cli_err(HC_EXIT_PERM,
+	                             "cannot inject into process %d: %s reading its maps; run heapctl as its "
+	                             "user or as root (CAP_SYS_PTRACE)",
+	                             p->pid, strerror(errno));
 }
 
 /* Symbols of the ELF file at path (pid > 0: a file that process maps, as
  * its maps show it; else one of this side): for each name, its value and
  * size from .dynsym; 0 where absent.  False if the file cannot be read. */
-static bool elf_symbols(int pid, const char *path, const char *const *names, size_t n, uint64_t *value,
-    uint64_t *size)
+static bool elf_symbols(int pid, const char *path, const char *const *names, size_t n, uint64_t *value, uint64_t *size)
 {
 	char full[4200];
 	if (pid > 0)
@@ -213,29 +214,26 @@ static bool elf_symbols(int pid, const char *path, const char *const *names, siz
 
 /* glibc's functions that hold a lock the calls take (the allocator's, the
  * loader's, the thread stacks'), or that are on the way out. */
-static const char *const glibc_unsafe[] = {
-	"malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc",
+static const char *const glibc_unsafe[] = { "malloc", "free", "calloc", "realloc", "posix_memalign", "aligned_alloc",
 	"memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_free", "__libc_calloc", "__libc_realloc",
-	"__libc_memalign", "__libc_valloc", "__libc_pvalloc", "malloc_trim", "malloc_usable_size",
-	"mallinfo", "mallinfo2", "malloc_stats", "malloc_info", "mallopt",
-#define NMALLOC 23                      /* the names above: malloc.c's */
-	"reallocarray", "fork", "_Fork", "__libc_fork",
-	"dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dlmopen", "dl_iterate_phdr",
-	"__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose", "pthread_create", "pthread_exit",
-	"pthread_join", "pthread_detach", "exit", "_exit", "backtrace"
-};
+	"__libc_memalign", "__libc_valloc", "__libc_pvalloc", "malloc_trim", "malloc_usable_size", "mallinfo",
+	"mallinfo2", "malloc_stats", "malloc_info", "mallopt",
+#define NMALLOC 23 /* the names above: malloc.c's */
+	"reallocarray", "fork", "_Fork", "__libc_fork", "dlopen", "dlclose", "dlsym", "dlvsym", "dladdr", "dladdr1",
+	"dlinfo", "dlmopen", "dl_iterate_phdr", "__libc_dlopen_mode", "__libc_dlsym", "__libc_dlclose",
+	"pthread_create", "pthread_exit", "pthread_join", "pthread_detach", "exit", "_exit", "backtrace" };
 #define NUNSAFE (sizeof glibc_unsafe / sizeof glibc_unsafe[0])
 
 /* ---- the remote call ---------------------------------------------------- */
 
 typedef struct call_s {
-	int tid, mem;              /* the thread; /proc/PID/mem                  */
+	int tid, mem; /* the thread; /proc/PID/mem                  */
 	struct user_regs_struct regs;
 	unsigned char xstate[16384];
 	size_t xlen;
 	uint64_t sigmask;
-	int pending;               /* a signal that came during a call           */
-	uint64_t scratch;          /* strings, below the red zone                */
+	int pending;      /* a signal that came during a call           */
+	uint64_t scratch; /* strings, below the red zone                */
 } call_t;
 
 static bool put_mem(call_t *c, uint64_t at, const void *buf, size_t n)
@@ -279,11 +277,11 @@ static void *call_slow_arg;
 /* fn(a0, a1) in the thread; its result in *ret.  Returns 0, or an errno
  * (ETIMEDOUT: still running at the deadline; EFAULT: it faulted; ESRCH:
  * the process is gone) with why filled in. */
-static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t deadline, uint64_t *ret,
-    char *why, size_t wlen)
+static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_t deadline, uint64_t *ret, char *why,
+    size_t wlen)
 {
 	struct user_regs_struct r = c->regs;
-	uint64_t sp = c->scratch - 8;               /* 16-aligned minus the return address */
+	uint64_t sp = c->scratch - 8; /* 16-aligned minus the return address */
 	uint64_t zero = 0;
 	if (!put_mem(c, sp, &zero, sizeof zero)) {
 		snprintf(why, wlen, "cannot write to its stack: %s", strerror(errno));
@@ -294,8 +292,8 @@ static int remote_call(call_t *c, uint64_t fn, uint64_t a0, uint64_t a1, uint64_
 	r.rdi = a0;
 	r.rsi = a1;
 	r.rax = 0;
-	r.orig_rax = (uint64_t)-1;                  /* no system call to restart in the call */
-	r.eflags &= ~0x400ull;                      /* the direction flag clear, as the ABI says */
+	r.orig_rax = (uint64_t)-1; /* no system call to restart in the call */
+	r.eflags &= ~0x400ull;     /* the direction flag clear, as the ABI says */
 	if (ptrace(PTRACE_SETREGS, c->tid, 0, &r) != 0 || ptrace(PTRACE_CONT, c->tid, 0, 0) != 0) {
 		snprintf(why, wlen, "cannot start the call: %s", strerror(errno));
 		return EIO;
@@ -371,20 +369,26 @@ static int refuse_before(proc_t *p)
 		return cli_err(HC_EXIT_FAILED, "process %d runs libheapctl.so already: heapctl on %d, heapctl dump %d",
 		    pid, pid, pid);
 	if (p->musl)
-		return cli_err(HC_EXIT_FAILED, "process %d uses musl libc: heapctl inject needs glibc; use heapctl trace "
-		    "%d --malloc (eBPF)", pid, pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d uses musl libc: heapctl inject needs glibc; use heapctl trace "
+		    "%d --malloc (eBPF)",
+		    pid, pid);
 	if (p->libc[0] == 0) {
 		char exe[64], path[4096];
 		snprintf(exe, sizeof exe, "/proc/%d/exe", pid);
 		ssize_t n = readlink(exe, path, sizeof path - 1);
 		path[n > 0 ? n : 0] = 0;
-		return cli_err(HC_EXIT_FAILED, "process %d (%s) is statically linked: nothing can be loaded into it; use "
-		    "heapctl trace %d --malloc or --faults (eBPF)", pid, path, pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d (%s) is statically linked: nothing can be loaded into it; use "
+		    "heapctl trace %d --malloc or --faults (eBPF)",
+		    pid, path, pid);
 	}
 	char v[64];
 	if (cli_proc_status_field(pid, "State", v, sizeof v) && v[0] == 'T')
-		return cli_err(HC_EXIT_FAILED, "process %d is stopped (SIGSTOP): its control thread could not answer; "
-		    "continue it first (kill -CONT %d)", pid, pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d is stopped (SIGSTOP): its control thread could not answer; "
+		    "continue it first (kill -CONT %d)",
+		    pid, pid);
 	/* the filter is read and run for every call the agent makes; one
 	 * that cannot be read could kill the process for one of them */
 	cli_seccomp_t sc;
@@ -392,13 +396,16 @@ static int refuse_before(proc_t *p)
 	char fix[512];
 	cli_seccomp_fix(&sc, fix, sizeof fix);
 	if (sc.verdict == CLI_SC_REFUSED)
-		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter that %s, which %s makes: %s, "
-		    "or start it with the library (LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.what, sc.by,
-		    fix, pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d runs under a seccomp filter that %s, which %s makes: %s, "
+		    "or start it with the library (LD_PRELOAD), or use heapctl trace %d --malloc",
+		    pid, sc.what, sc.by, fix, pid);
 	if (sc.verdict == CLI_SC_UNKNOWN)
-		return cli_err(HC_EXIT_FAILED, "process %d runs under a seccomp filter, which could kill it for a call "
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d runs under a seccomp filter, which could kill it for a call "
 		    "the agent makes, and which heapctl could not check: %s; %s, or start it with the library "
-		    "(LD_PRELOAD), or use heapctl trace %d --malloc", pid, sc.why, fix, pid);
+		    "(LD_PRELOAD), or use heapctl trace %d --malloc",
+		    pid, sc.why, fix, pid);
 	return 0;
 }
 
@@ -425,8 +432,10 @@ static int agent_path(proc_t *p, char *path, size_t len)
 	if (cli_proc_same_mntns(p->pid) != 1 || n <= 0 || strcmp(jail, "/") == 0) {
 		if (agent)
 			return 0;
-		return cli_err(HC_EXIT_FAILED, "process %d runs in another mount namespace (a container) where %s is "
-		    "not: put it there at the same path, or use heapctl trace %d --malloc", p->pid, path, p->pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d runs in another mount namespace (a container) where %s is "
+		    "not: put it there at the same path, or use heapctl trace %d --malloc",
+		    p->pid, path, p->pid);
 	}
 	bool has_shm = access(shm, W_OK) == 0, has_proc = access(proc, R_OK) == 0;
 	if (agent && has_shm && has_proc)
@@ -443,14 +452,17 @@ static int agent_path(proc_t *p, char *path, size_t len)
 	}
 	if (!has_shm) {
 		w += (size_t)snprintf(what + w, sizeof what - w, "%s/dev/shm", w ? ", " : "");
-		h += (size_t)snprintf(how + h, sizeof how - h, "%smount --bind /dev/shm %s/dev/shm", h ? "; " : "", jail);
+		h += (size_t)snprintf(how + h, sizeof how - h, "%smount --bind /dev/shm %s/dev/shm", h ? "; " : "",
+		    jail);
 	}
 	if (!has_proc) {
 		snprintf(what + w, sizeof what - w, "%s/proc", w ? ", " : "");
 		snprintf(how + h, sizeof how - h, "%smount -t proc proc %s/proc", h ? "; " : "", jail);
 	}
-	return cli_err(HC_EXIT_FAILED, "process %d is in a chroot (its root directory is %s), which has no %s: "
-	    "%s, or use heapctl trace %d --malloc", p->pid, jail, what, how, p->pid);
+	return cli_err(HC_EXIT_FAILED,
+	    "process %d is in a chroot (its root directory is %s), which has no %s: "
+	    "%s, or use heapctl trace %d --malloc",
+	    p->pid, jail, what, how, p->pid);
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -472,7 +484,8 @@ static int parse_opts(cli_args_t *a, int *lg, bool *off, const char **conf)
 		case I_OFF: *off = true; break;
 		case I_CONF:
 			if (strchr(v, '\'') || strlen(v) > 1024)
-				code = cli_err(HC_EXIT_USAGE, "inject: --conf takes NAME:VALUE,... (at most 1024 bytes)");
+				code =
+				    cli_err(HC_EXIT_USAGE, "inject: --conf takes NAME:VALUE,... (at most 1024 bytes)");
 			*conf = v;
 			break;
 		case CLI_OPERAND:
@@ -500,8 +513,10 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 	static const char *const libc_fns[] = { "dlopen", "dlerror" };
 	uint64_t at[2];
 	if (!elf_symbols(p->pid, p->libc, libc_fns, 2, at, NULL) || at[0] == 0)
-		return cli_err(HC_EXIT_FAILED, "%s has no dlopen (glibc before 2.34?): heapctl inject needs glibc 2.34 or "
-		    "later", p->libc);
+		return cli_err(HC_EXIT_FAILED,
+		    "%s has no dlopen (glibc before 2.34?): heapctl inject needs glibc 2.34 or "
+		    "later",
+		    p->libc);
 	size_t la = strlen(agent) + 1, lc = strlen(conf) + 1;
 	if (la + lc > 4096)
 		return cli_err(HC_EXIT_USAGE, "inject: the agent's path and the settings are too long");
@@ -536,11 +551,15 @@ static int load_agent(proc_t *p, call_t *c, const char *agent, const char *conf,
 		return cli_err(HC_EXIT_FAILED, "inject: arming the agent in process %d: %s", p->pid, why);
 	switch ((int)r) {
 	case 0: return 0;
-	case 1: return cli_err(HC_EXIT_FAILED, "process %d has the agent armed already: heapctl status %d", p->pid,
+	case 1:
+		return cli_err(HC_EXIT_FAILED, "process %d has the agent armed already: heapctl status %d", p->pid,
 		    p->pid);
 	case 2: return cli_err(HC_EXIT_FAILED, "inject: the agent found no malloc family in process %d", p->pid);
-	default: return cli_err(HC_EXIT_FAILED, "inject: the agent in process %d could not publish its control "
-		    "segment (see the process's stderr)", p->pid);
+	default:
+		return cli_err(HC_EXIT_FAILED,
+		    "inject: the agent in process %d could not publish its control "
+		    "segment (see the process's stderr)",
+		    p->pid);
 	}
 }
 
@@ -564,23 +583,23 @@ static void release_others(void *arg)
 typedef struct inject_s {
 	int lg;
 	bool off;
-	const char *more;          /* --conf, checked                            */
+	const char *more; /* --conf, checked                            */
 	proc_t p;
-	char agent[4096];          /* the agent's file, on this side             */
-	char conf[1200];           /* what heapctl_inject_arm is given           */
+	char agent[4096]; /* the agent's file, on this side             */
+	char conf[1200];  /* what heapctl_inject_arm is given           */
 	pt_thr_t *th;
 	size_t nth;
 	unw_addr_space_t as;
-	bool *safe;                /* per thread: held at a safe place          */
-	uint64_t *last_pc;         /* per thread: where it was the last round   */
-	unsigned *stuck;           /* per thread: rounds it got nowhere         */
+	bool *safe;        /* per thread: held at a safe place          */
+	uint64_t *last_pc; /* per thread: where it was the last round   */
+	unsigned *stuck;   /* per thread: rounds it got nowhere         */
 	uint64_t t_start, deadline, strict_until;
-	uint64_t t0;               /* the first interrupt; 0: none held          */
+	uint64_t t0; /* the first interrupt; 0: none held          */
 	uint64_t rounds;
-	uint64_t all_ns;           /* every thread held                          */
-	uint64_t held_ns;          /* the thread that made the calls held        */
-	bool strict;               /* every thread held during the calls        */
-	bool json;                 /* --json                                     */
+	uint64_t all_ns;  /* every thread held                          */
+	uint64_t held_ns; /* the thread that made the calls held        */
+	bool strict;      /* every thread held during the calls        */
+	bool json;        /* --json                                     */
 	char last_why[256];
 } inject_t;
 
@@ -598,7 +617,8 @@ static int check_more(const char *more)
 	static const char *const thp[] = { "thp:always", "thp:never" };
 	for (unsigned i = 0; i < sizeof thp / sizeof thp[0]; i++)
 		if (cli_opt_has(more, thp[i]))
-			return cli_err(HC_EXIT_USAGE, "inject: --conf %s: the process keeps its own "
+			return cli_err(HC_EXIT_USAGE,
+			    "inject: --conf %s: the process keeps its own "
 			    "malloc, whose memory thp does not reach (it is an option of libheapctl.so's heap)",
 			    thp[i]);
 	return 0;
@@ -620,8 +640,10 @@ static int check_process(inject_t *in)
 	char shm[64];
 	snprintf(shm, sizeof shm, "/dev/shm/heapctl.%d", p->pid);
 	if (p->agent && access(shm, F_OK) == 0)
-		return cli_err(HC_EXIT_FAILED, "process %d has the agent already: heapctl status %d (heapctl eject %d "
-		    "takes it out)", p->pid, p->pid, p->pid);
+		return cli_err(HC_EXIT_FAILED,
+		    "process %d has the agent already: heapctl status %d (heapctl eject %d "
+		    "takes it out)",
+		    p->pid, p->pid, p->pid);
 	return agent_path(p, in->agent, sizeof in->agent);
 }
 
@@ -646,9 +668,10 @@ static void add_glibc_unsafe(proc_t *p)
 	for (size_t i = 0; i < NUNSAFE; i++)
 		if (val[i] && size[i])
 			add_unsafe(p, p->libc_base + val[i], p->libc_base + val[i] + size[i],
-			    i < NMALLOC ? "glibc's malloc" : strncmp(glibc_unsafe[i], "dl", 2) == 0 ||
-			    strstr(glibc_unsafe[i], "_dl") ? "the dynamic loader" :
-			    "glibc's fork, thread or exit functions");
+			    i < NMALLOC ? "glibc's malloc"
+			        : strncmp(glibc_unsafe[i], "dl", 2) == 0 || strstr(glibc_unsafe[i], "_dl")
+			        ? "the dynamic loader"
+			        : "glibc's fork, thread or exit functions");
 }
 
 /* One round's look at the held threads: each stopped one not yet at a
@@ -761,12 +784,13 @@ static int hold_safe(inject_t *in)
 				return 0;
 			}
 			if (pt_now_ns() < in->deadline) {
-				start_afresh(in);     /* none: all held again, afresh */
+				start_afresh(in); /* none: all held again, afresh */
 				continue;
 			}
 		}
 		if (pt_now_ns() >= in->deadline)
-			return cli_err(HC_EXIT_TIMEOUT, "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
+			return cli_err(HC_EXIT_TIMEOUT,
+			    "inject: no safe moment in %.1f s (%llu rounds; last: %s); "
 			    "nothing was changed, try again or raise --timeout",
 			    (double)(pt_now_ns() - in->t_start) / 1e9, (unsigned long long)in->rounds,
 			    unsafe ? in->last_why : "no thread could be stopped");
@@ -781,7 +805,8 @@ static int make_calls(inject_t *in)
 {
 	size_t pick = in->nth;
 	for (size_t i = 0; i < in->nth; i++)
-		if (in->safe[i] && in->th[i].stopped && !in->th[i].gone && (pick == in->nth || in->th[i].tid == in->p.pid))
+		if (in->safe[i] && in->th[i].stopped && !in->th[i].gone &&
+		    (pick == in->nth || in->th[i].tid == in->p.pid))
 			pick = i;
 	release_t others = { in->th, in->nth, pick };
 	if (!in->strict)
@@ -828,13 +853,14 @@ static int hold_and_call(inject_t *in, uint64_t timeout_ns)
 		free(in->th);
 		return cli_err(HC_EXIT_FAILED, "inject: out of memory");
 	}
-	unw_set_caching_policy(in->as, UNW_CACHE_GLOBAL);   /* a thread is unwound once a round */
+	unw_set_caching_policy(in->as, UNW_CACHE_GLOBAL); /* a thread is unwound once a round */
 	sigset_t old;
 	pt_hold_signals(&old);
 	in->t_start = pt_now_ns();
 	in->deadline = in->t_start + (timeout_ns ? timeout_ns : 5000000000u);
-	in->strict_until = in->t_start + (in->deadline - in->t_start) / 4 < in->t_start + STRICT_NS ?
-	    in->t_start + (in->deadline - in->t_start) / 4 : in->t_start + STRICT_NS;
+	in->strict_until = in->t_start + (in->deadline - in->t_start) / 4 < in->t_start + STRICT_NS
+	    ? in->t_start + (in->deadline - in->t_start) / 4
+	    : in->t_start + STRICT_NS;
 	in->strict = true;
 	in->safe = calloc(PT_MAX_THREADS, sizeof *in->safe);
 	in->last_pc = calloc(PT_MAX_THREADS, sizeof *in->last_pc);
@@ -887,12 +913,14 @@ static void print_result(const inject_t *in)
 	char when[32];
 	strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&now));
 	printf("injected into process %d: sampling %s at lg_sample %d; stopped %.1f ms%s, answering after "
-	    "%.1f ms\n", in->p.pid, in->off ? "off (heapctl on to start)" : "on", in->lg, all,
+	       "%.1f ms\n",
+	    in->p.pid, in->off ? "off (heapctl on to start)" : "on", in->lg, all,
 	    in->strict ? "" : " (then one thread for the calls, while the others ran)", total);
 	printf("the profile counts allocations from %s on, not those made before\n", when);
 	if (in->p.alloc_lib[0])
 		printf("its malloc is %s's: the agent wraps malloc/free; calls to prefixed functions (je_malloc, "
-		    "mallocx...) are not seen\n", in->p.alloc_lib);
+		       "mallocx...) are not seen\n",
+		    in->p.alloc_lib);
 }
 
 int hc_inject_main(cli_args_t *a)
@@ -922,7 +950,8 @@ int hc_inject_main(cli_args_t *a)
 	if (code == 0 && (code = cli_target(a, &t)) == 0 && (code = cli_call(a, &t, &req, &rep)) == 0) {
 		in->json = a->json;
 		print_result(in);
-		code = fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
+		code =
+		    fflush(stdout) == 0 ? 0 : cli_err(HC_EXIT_FAILED, "cannot write the output: %s", strerror(errno));
 	}
 	free(in);
 	return code;

@@ -11,25 +11,25 @@
 #include <stdint.h>
 
 #define PT_MAX_THREADS 4096
-#define PT_MAX_FRAMES 256
+#define PT_MAX_FRAMES  256
 
 /* One thread of the process: seized means ours until pt_release_all();
  * stopped means it is in a ptrace stop now, so its registers may be read. */
 typedef struct pt_thr_s {
 	int tid;
 	char name[64];
-	char state;                /* from /proc/TID/status, before we came      */
-	char state_name[24];       /* the kernel's name for it                   */
+	char state;          /* from /proc/TID/status, before we came      */
+	char state_name[24]; /* the kernel's name for it                   */
 	bool seized, stopped, gone;
-	int deliver;               /* a signal to pass on at detach              */
+	int deliver; /* a signal to pass on at detach              */
 	uint64_t ip[PT_MAX_FRAMES];
 	bool exact[PT_MAX_FRAMES]; /* ip is where it is, not a return address    */
 	bool signal_frame;         /* a frame of it is a signal handler's        */
 	int n;
-	const char *why;           /* no stack: why                              */
+	const char *why; /* no stack: why                              */
 } pt_thr_t;
 
-uint64_t pt_now_ns(void);                      /* CLOCK_MONOTONIC */
+uint64_t pt_now_ns(void); /* CLOCK_MONOTONIC */
 /* Signals that would end heapctl held (old: the mask before). */
 void pt_hold_signals(sigset_t *old);
 /* Seize and stop every thread of pid into th (at most PT_MAX_THREADS),

@@ -53,7 +53,7 @@ static void thread_info(int pid, pt_thr_t *t)
 	char st[64];
 	t->state = '?';
 	snprintf(t->state_name, sizeof t->state_name, "unknown");
-	if (cli_proc_status_field(t->tid, "State", st, sizeof st) && st[0]) {   /* "S (sleeping)" */
+	if (cli_proc_status_field(t->tid, "State", st, sizeof st) && st[0]) { /* "S (sleeping)" */
 		t->state = st[0];
 		char *o = strchr(st, '('), *c = o ? strchr(o, ')') : NULL;
 		if (c)
@@ -74,17 +74,24 @@ static int refused(int pid, int err)
 	cli_read_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
 	int sc = scope[0] ? atoi(scope) : 0;
 	if (sc >= 3)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is 3 (no process may "
-		    "be traced until reboot)", pid);
+		return cli_err(HC_EXIT_PERM,
+		    "cannot trace process %d: kernel.yama.ptrace_scope is 3 (no process may "
+		    "be traced until reboot)",
+		    pid);
 	if (geteuid() != 0 && sc >= 1)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: kernel.yama.ptrace_scope is %d; run it as root "
-		    "(CAP_SYS_PTRACE)%s", pid, sc, sc == 1 ? ", or set kernel.yama.ptrace_scope=0" : "");
+		return cli_err(HC_EXIT_PERM,
+		    "cannot trace process %d: kernel.yama.ptrace_scope is %d; run it as root "
+		    "(CAP_SYS_PTRACE)%s",
+		    pid, sc, sc == 1 ? ", or set kernel.yama.ptrace_scope=0" : "");
 	if (geteuid() == 0 || pid == 1)
-		return cli_err(HC_EXIT_PERM, "cannot trace process %d: the kernel refused (%s): init, kernel threads "
-		    "and processes a security module protects (SELinux, AppArmor, lockdown) cannot be traced", pid,
-		    strerror(err));
-	return cli_err(HC_EXIT_PERM, "cannot trace process %d: %s; run it as the process's user or as root "
-	    "(CAP_SYS_PTRACE)", pid, strerror(err));
+		return cli_err(HC_EXIT_PERM,
+		    "cannot trace process %d: the kernel refused (%s): init, kernel threads "
+		    "and processes a security module protects (SELinux, AppArmor, lockdown) cannot be traced",
+		    pid, strerror(err));
+	return cli_err(HC_EXIT_PERM,
+	    "cannot trace process %d: %s; run it as the process's user or as root "
+	    "(CAP_SYS_PTRACE)",
+	    pid, strerror(err));
 }
 
 /* Seize and interrupt every thread of pid not seized yet (*added: there
@@ -195,14 +202,14 @@ void pt_unwind_thread(struct unw_addr_space *as, pt_thr_t *t)
 			_UPT_destroy(ui);
 		return;
 	}
-	bool exact = true;              /* the innermost frame's pc */
+	bool exact = true; /* the innermost frame's pc */
 	do {
 		unw_word_t ip = 0;
 		if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
 			break;
 		t->ip[t->n] = ip;
 		t->exact[t->n++] = exact;
-		exact = unw_is_signal_frame(&c) > 0;   /* the next one was interrupted */
+		exact = unw_is_signal_frame(&c) > 0; /* the next one was interrupted */
 		t->signal_frame |= exact;
 	} while (t->n < PT_MAX_FRAMES && unw_step(&c) > 0);
 	_UPT_destroy(ui);

@@ -57,8 +57,8 @@ typedef struct maps_read_s {
 	rp_profile_t *p;
 	int memfd;
 	size_t cap, ehcap;
-	uint64_t base;                /* the last mapping at file offset 0 ... */
-	const char *base_path;        /* ... and its file, interned           */
+	uint64_t base;         /* the last mapping at file offset 0 ... */
+	const char *base_path; /* ... and its file, interned           */
 } maps_read_t;
 
 static bool add_map(const el_map_t *em, void *arg)
@@ -92,7 +92,7 @@ static void read_maps(int pid, int memfd, rp_profile_t *p)
 	if (el_maps_each(pid, add_map, &r) != 0)
 		return;
 	if (rp_maps_sort(p) != 0)
-		p->nmaps = 0;            /* /proc never overlaps; if it did, no names */
+		p->nmaps = 0; /* /proc never overlaps; if it did, no names */
 }
 
 /* find_proc_info: the table in memory, else libunwind's file reader. */
@@ -150,8 +150,8 @@ static void print_text(int pid, const char *cmd, const pt_thr_t *th, size_t nth,
 	size_t ok = 0;
 	for (size_t i = 0; i < nth; i++)
 		ok += th[i].n > 0;
-	printf("process %d: %s\n%zu thread%s, %zu stack%s read; the process was stopped for %.2f ms\n", pid, cmd,
-	    nth, nth == 1 ? "" : "s", ok, ok == 1 ? "" : "s", stopped_ms);
+	printf("process %d: %s\n%zu thread%s, %zu stack%s read; the process was stopped for %.2f ms\n", pid, cmd, nth,
+	    nth == 1 ? "" : "s", ok, ok == 1 ? "" : "s", stopped_ms);
 	char safe[1024];
 	for (size_t i = 0; i < nth; i++) {
 		const pt_thr_t *t = &th[i];
@@ -307,7 +307,7 @@ int hc_stacks_main(cli_args_t *a)
 	char root[64], err[512];
 	cli_proc_maps_root(pid, root, sizeof root);
 	if (root[0] && access(root, X_OK) != 0)
-		root[0] = 0;               /* exited since: the paths as they are */
+		root[0] = 0; /* exited since: the paths as they are */
 	if (rp_symbolize(&prof, root[0] ? root : NULL, err, sizeof err) != 0)
 		fprintf(stderr, "%s: %s; addresses only\n", cli_prog, err);
 	if (a->json)

@@ -44,8 +44,12 @@ static bool parse_age(const char *s, uint64_t *ns)
 	double v = strtod(s, &e);
 	if (errno || e == s || !(v > 0) || *s == '-' || *s == '+')
 		return false;
-	double unit = !strcmp(e, "") || !strcmp(e, "s") ? 1e9 : !strcmp(e, "ms") ? 1e6 : !strcmp(e, "m") ? 60e9
-	    : !strcmp(e, "h") ? 3600e9 : !strcmp(e, "d") ? 86400e9 : 0;
+	double unit = !strcmp(e, "") || !strcmp(e, "s") ? 1e9
+	    : !strcmp(e, "ms")                          ? 1e6
+	    : !strcmp(e, "m")                           ? 60e9
+	    : !strcmp(e, "h")                           ? 3600e9
+	    : !strcmp(e, "d")                           ? 86400e9
+	                                                : 0;
 	if (unit == 0 || v * unit > 1e19)
 		return false;
 	*ns = (uint64_t)(v * unit);
@@ -67,9 +71,33 @@ static int parse_re(const char *opt, const char *s, regex_t *re)
  * `heapctl help report` are both made from this table.  A name with "_"
  * is taken with "-" too (--inuse_space, --inuse-space), as jeprof's are. */
 enum {
-	O_INUSE_SPACE = 256, O_INUSE_OBJECTS, O_ALLOC_SPACE, O_ALLOC_OBJECTS, O_BASE, O_THREAD, O_FOCUS,
-	O_IGNORE, O_DROP, O_KEEP, O_SERIES, O_TOP, O_CUM, O_LINES, O_BYTES, O_COLLAPSED, O_SVG, O_PPROF,
-	O_SYMBOLIZE, O_OUT = 'o', O_TEXT = 300, O_SYSROOT, O_SYMCACHE, O_MAPPED, O_AS_USER, O_TITLE, O_OLDER,
+	O_INUSE_SPACE = 256,
+	O_INUSE_OBJECTS,
+	O_ALLOC_SPACE,
+	O_ALLOC_OBJECTS,
+	O_BASE,
+	O_THREAD,
+	O_FOCUS,
+	O_IGNORE,
+	O_DROP,
+	O_KEEP,
+	O_SERIES,
+	O_TOP,
+	O_CUM,
+	O_LINES,
+	O_BYTES,
+	O_COLLAPSED,
+	O_SVG,
+	O_PPROF,
+	O_SYMBOLIZE,
+	O_OUT = 'o',
+	O_TEXT = 300,
+	O_SYSROOT,
+	O_SYMCACHE,
+	O_MAPPED,
+	O_AS_USER,
+	O_TITLE,
+	O_OLDER,
 	O_LIFETIME,
 };
 
@@ -82,22 +110,27 @@ static const cli_opt_t report_opts[] = {
 	{ NULL, 0, NULL, "which stacks:" },
 	{ "base", O_BASE, "PROFILE", "subtract this earlier profile (growth since then)" },
 	{ "thread", O_THREAD, "N", "only thread N's allocations" },
-	{ "older-than", O_OLDER, "AGE", "only objects live for at least AGE (30s, 10m, 2h): leak suspects in a "
-	  "running process" },
+	{ "older-than", O_OLDER, "AGE",
+	    "only objects live for at least AGE (30s, 10m, 2h): leak suspects in a "
+	    "running process" },
 	{ "focus", O_FOCUS, "RE", "only stacks through a function, file:line matching RE" },
 	{ "ignore", O_IGNORE, "RE", "leave out stacks through a match" },
-	{ "drop", O_DROP, "RE", "frames whose function matches RE are allocator frames: the site is "
-	  "their caller (pprof's -drop_frames; also --drop_frames)" },
+	{ "drop", O_DROP, "RE",
+	    "frames whose function matches RE are allocator frames: the site is "
+	    "their caller (pprof's -drop_frames; also --drop_frames)" },
 	{ "drop_frames", O_DROP, "RE", NULL },
-	{ "keep-wrappers", O_KEEP, NULL, "show the common allocation wrappers as sites (by default zmalloc, "
-	  "palloc, g_malloc, xmalloc, PyMem_Malloc, strdup and their kin count as the allocator)" },
-	{ "series", O_SERIES, NULL, "PROFILE... (or a PREFIX of their names, or a directory): how each "
-	  "site changed from dump to dump: first, last, growth, intervals it grew and shrank; sites that "
-	  "only grew (leak suspects) first, marked *; --svg FILE draws the top 10 over time" },
+	{ "keep-wrappers", O_KEEP, NULL,
+	    "show the common allocation wrappers as sites (by default zmalloc, "
+	    "palloc, g_malloc, xmalloc, PyMem_Malloc, strdup and their kin count as the allocator)" },
+	{ "series", O_SERIES, NULL,
+	    "PROFILE... (or a PREFIX of their names, or a directory): how each "
+	    "site changed from dump to dump: first, last, growth, intervals it grew and shrank; sites that "
+	    "only grew (leak suspects) first, marked *; --svg FILE draws the top 10 over time" },
 	{ NULL, 0, NULL, "output (text top by default):" },
 	{ "top", O_TOP, "N", "rows of the text view (default 50, 0: all)" },
-	{ "lifetime", O_LIFETIME, NULL, "per site, how long its sampled objects lived: frees, median, p99, "
-	  "share freed within 1 ms, 1 s, 1 min, and those still live" },
+	{ "lifetime", O_LIFETIME, NULL,
+	    "per site, how long its sampled objects lived: frees, median, p99, "
+	    "share freed within 1 ms, 1 s, 1 min, and those still live" },
 	{ "cum", O_CUM, NULL, "sort by cumulative instead of flat" },
 	{ "lines", O_LINES, NULL, "one row per function and file:line" },
 	{ "bytes", O_BYTES, NULL, "bytes instead of MB (also --show_bytes)" },
@@ -105,21 +138,26 @@ static const cli_opt_t report_opts[] = {
 	{ "collapsed", O_COLLAPSED, NULL, "folded stacks (flamegraph.pl, speedscope, inferno)" },
 	{ "svg", O_SVG, "FILE", "write a flame graph a browser opens" },
 	{ "pprof", O_PPROF, "FILE", "write a gzipped pprof profile (go tool pprof, Pyroscope)" },
-	{ "symbolize", O_SYMBOLIZE, NULL, "with -o FILE: write PROFILE with its function names in it "
-	  "(jeprof's '--- symbol' format): jeprof and heapctl read FILE on a machine without the binaries" },
+	{ "symbolize", O_SYMBOLIZE, NULL,
+	    "with -o FILE: write PROFILE with its function names in it "
+	    "(jeprof's '--- symbol' format): jeprof and heapctl read FILE on a machine without the binaries" },
 	{ "output", O_OUT, "FILE", "the file --symbolize writes" },
 	{ "text", O_TEXT, NULL, "the text view as well as --svg/--pprof/--symbolize" },
-	{ "title", O_TITLE, "NAME", "call the profile NAME (in the flame graph's title, the pprof's comment "
-	  "and the messages) instead of by its file's path" },
+	{ "title", O_TITLE, "NAME",
+	    "call the profile NAME (in the flame graph's title, the pprof's comment "
+	    "and the messages) instead of by its file's path" },
 	{ NULL, 0, NULL, "binaries:" },
 	{ "sysroot", O_SYSROOT, "DIR", "look binaries and debug files up under DIR" },
-	{ "symcache", O_SYMCACHE, "DIR", "keep what each module's addresses came to in DIR, per build id, "
-	  "and read it from there the next time (made if missing; yours, writable by you alone)" },
-	{ "mapped", O_MAPPED, NULL, "with -p PID: read each binary as the process maps it now "
-	  "(/proc/PID/map_files, else its path if still that file), never by the dump's paths, and every "
-	  "other file with the rights of the process's user; addresses it does not map get no names" },
-	{ "as-user", O_AS_USER, "USER", "open binaries and debug files with USER's rights (name or uid; "
-	  "as root: what a report made for USER may read); with --mapped the process must be USER's" },
+	{ "symcache", O_SYMCACHE, "DIR",
+	    "keep what each module's addresses came to in DIR, per build id, "
+	    "and read it from there the next time (made if missing; yours, writable by you alone)" },
+	{ "mapped", O_MAPPED, NULL,
+	    "with -p PID: read each binary as the process maps it now "
+	    "(/proc/PID/map_files, else its path if still that file), never by the dump's paths, and every "
+	    "other file with the rights of the process's user; addresses it does not map get no names" },
+	{ "as-user", O_AS_USER, "USER",
+	    "open binaries and debug files with USER's rights (name or uid; "
+	    "as root: what a report made for USER may read); with --mapped the process must be USER's" },
 	{ 0 },
 };
 
@@ -130,10 +168,11 @@ void hc_report_help(FILE *f)
 {
 	cli_opts_help(f, report_opts);
 	fputs("  -p PID            look binaries up under /proc/PID/root (a container's files), and one\n"
-	    "                    whose build id is not the dump's in /proc/PID/map_files\n"
-	    "  (FILE - is standard output)\n"
-	    "  A file whose build id differs from the one the dump records is never used for names;\n"
-	    "  each module left unnamed is said on stderr.\n", f);
+	      "                    whose build id is not the dump's in /proc/PID/map_files\n"
+	      "  (FILE - is standard output)\n"
+	      "  A file whose build id differs from the one the dump records is never used for names;\n"
+	      "  each module left unnamed is said on stderr.\n",
+	    f);
 }
 
 /* The real ids of process pid and its groups, as the kernel has them. */
@@ -169,7 +208,7 @@ static int confine(const ropts_t *o, int pid)
 		if (pw == NULL)
 			pw = getpwuid((uid_t)x);
 		uid = pw ? pw->pw_uid : (uid_t)x;
-		gid = pw ? pw->pw_gid : (gid_t)x;   /* a uid of no user (a container's): its own group */
+		gid = pw ? pw->pw_gid : (gid_t)x; /* a uid of no user (a container's): its own group */
 		n = sizeof groups / sizeof groups[0];
 		if (pw == NULL || getgrouplist(pw->pw_name, gid, groups, &n) < 0)
 			groups[0] = gid, n = 1;
@@ -249,8 +288,7 @@ static int parse_opt(ropts_t *o, int c, const char *v, int *ntypes)
 		else if (!(rc = parse_re("--drop", v, &o->drop[o->ndrop])))
 			o->ndrop++;
 		break;
-	default:
-		rc = -c;
+	default: rc = -c;
 	}
 	return rc;
 }
@@ -265,8 +303,10 @@ static int parse_operands(ropts_t *o, const char **pos, size_t npos)
 			o->files[o->nfiles++] = pos[i];
 		}
 	} else if (npos > 1) {
-		return cli_err(HC_EXIT_USAGE, "one profile at a time ('%s' and '%s'); use --base for a "
-		               "difference, --series for a trend", pos[0], pos[1]);
+		return cli_err(HC_EXIT_USAGE,
+		    "one profile at a time ('%s' and '%s'); use --base for a "
+		    "difference, --series for a trend",
+		    pos[0], pos[1]);
 	} else if (npos == 1) {
 		o->profile = pos[0];
 	}
@@ -274,8 +314,9 @@ static int parse_operands(ropts_t *o, const char **pos, size_t npos)
 		if (o->nfiles == 0)
 			return cli_err(HC_EXIT_USAGE, "--series needs profiles, or a prefix they start with");
 		if (o->base || o->pprof || o->collapsed || o->symbolize)
-			return cli_err(HC_EXIT_USAGE, "--series shows text, --json or --svg FILE; not --base, --pprof, "
-			               "--collapsed or --symbolize");
+			return cli_err(HC_EXIT_USAGE,
+			    "--series shows text, --json or --svg FILE; not --base, --pprof, "
+			    "--collapsed or --symbolize");
 		o->profile = o->files[0];
 	}
 	if (o->profile == NULL)
@@ -290,9 +331,11 @@ static int check_outputs(const ropts_t *o)
 		return cli_err(HC_EXIT_USAGE, "--svg needs a file name");
 	if (o->pprof && !*o->pprof)
 		return cli_err(HC_EXIT_USAGE, "--pprof needs a file name");
-	int to_stdout = (o->svg && !strcmp(o->svg, "-")) + (o->pprof && !strcmp(o->pprof, "-")) + o->collapsed + o->text;
+	int to_stdout =
+	    (o->svg && !strcmp(o->svg, "-")) + (o->pprof && !strcmp(o->pprof, "-")) + o->collapsed + o->text;
 	if (to_stdout > 1)
-		return cli_err(HC_EXIT_USAGE, "only one of --text, --collapsed, --svg - and --pprof - can write to standard output");
+		return cli_err(HC_EXIT_USAGE,
+		    "only one of --text, --collapsed, --svg - and --pprof - can write to standard output");
 	if (o->symbolize && (o->out == NULL || !*o->out))
 		return cli_err(HC_EXIT_USAGE, "--symbolize needs -o FILE, the symbolized profile to write");
 	if (o->out && !o->symbolize)
@@ -318,7 +361,8 @@ static int check_binaries(const cli_args_t *a, ropts_t *o)
 		char buf[64];
 		hc_shm_proc_root(a->pid, buf, sizeof buf);
 		if (access(buf, R_OK | X_OK) != 0)
-			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf, strerror(errno));
+			return cli_err(errno == ENOENT ? HC_EXIT_NOPROC : HC_EXIT_PERM, "cannot read %s: %s", buf,
+			    strerror(errno));
 		o->root = rp_intern(buf);
 		rp_symbolize_pid((int)a->pid);
 	}
@@ -350,7 +394,8 @@ static int parse_opts(cli_args_t *a, ropts_t *o)
 	if ((rc = parse_operands(o, pos, npos)) != 0)
 		return rc;
 	if (ntypes > 1)
-		return cli_err(HC_EXIT_USAGE, "choose one of --inuse_space, --inuse_objects, --alloc_space, --alloc_objects");
+		return cli_err(HC_EXIT_USAGE,
+		    "choose one of --inuse_space, --inuse_objects, --alloc_space, --alloc_objects");
 	if ((rc = check_outputs(o)) != 0)
 		return rc;
 	return check_binaries(a, o);
@@ -373,8 +418,10 @@ int hc_report_main(cli_args_t *a)
 	if (o.lifetime)
 		return rp_print_lifetime(&raw, &o, a->json);
 	if (o.older_ns && !raw.has_ages)
-		return cli_err(HC_EXIT_USAGE, "%s has no ages of its live objects: it was written by jemalloc or an "
-		    "older heapctl, or is a peak dump", o.profile);
+		return cli_err(HC_EXIT_USAGE,
+		    "%s has no ages of its live objects: it was written by jemalloc or an "
+		    "older heapctl, or is a peak dump",
+		    o.profile);
 	if (o.base && (rc = rp_load(o.base, &o, &braw)) != 0)
 		return rc;
 
@@ -417,9 +464,9 @@ int hc_report_main(cli_args_t *a)
 		if (o.base)
 			rp_build(&braw, &o, !o.has_thread, -1, &tb);
 		rp_profile_t q = rp_merge(&raw, &ta, o.base ? &braw : NULL, &tb);
-		rp_filter(&q, ln, &o);    /* merge lays out the locations the same way each time */
+		rp_filter(&q, ln, &o); /* merge lays out the locations the same way each time */
 		if (o.title)
-			q.path = o.title;  /* the comment names it so */
+			q.path = o.title; /* the comment names it so */
 		char err[512];
 		if (rp_pprof_write(&q, o.type, o.pprof, err, sizeof err) != 0)
 			return cli_err(HC_EXIT_FAILED, "%s", err);

@@ -27,27 +27,27 @@
 
 typedef struct ropts_s {
 	const char *profile, *base;
-	int type;                  /* RP_INUSE_SPACE, ... */
-	long top;                  /* rows; 0: all */
+	int type; /* RP_INUSE_SPACE, ... */
+	long top; /* rows; 0: all */
 	bool cum, lines, bytes, collapsed, text;
 	bool has_thread;
 	int64_t thread;
 	regex_t focus, ignore;
 	bool has_focus, has_ignore;
 	const char *svg, *pprof, *root;
-	bool symbolize;            /* --symbolize: write a symbolized profile */
-	const char *out;           /* -o FILE, for it */
-	bool keep_wrappers;        /* --keep-wrappers: zmalloc, palloc... are sites */
-	regex_t drop[8];           /* --drop RE: more allocator frames */
+	bool symbolize;     /* --symbolize: write a symbolized profile */
+	const char *out;    /* -o FILE, for it */
+	bool keep_wrappers; /* --keep-wrappers: zmalloc, palloc... are sites */
+	regex_t drop[8];    /* --drop RE: more allocator frames */
 	int ndrop;
-	bool series;               /* --series: trends over several profiles */
-	const char **files;        /* its profiles (or prefixes), as given */
+	bool series;        /* --series: trends over several profiles */
+	const char **files; /* its profiles (or prefixes), as given */
 	size_t nfiles;
-	bool mapped;               /* --mapped: binaries as -p PID maps them */
-	const char *as_user;       /* --as-user USER: files with USER's rights */
-	const char *title;         /* --title NAME: the profile's name, not its file's */
-	uint64_t older_ns;         /* --older-than: only live objects this old */
-	bool lifetime;             /* --lifetime: the lifetimes view */
+	bool mapped;         /* --mapped: binaries as -p PID maps them */
+	const char *as_user; /* --as-user USER: files with USER's rights */
+	const char *title;   /* --title NAME: the profile's name, not its file's */
+	uint64_t older_ns;   /* --older-than: only live objects this old */
+	bool lifetime;       /* --lifetime: the lifetimes view */
 } ropts_t;
 
 /* command.c: a whole number from lo to hi, or the usage error naming opt. */
@@ -61,7 +61,7 @@ typedef struct sbuild_s {
 /* PATH read and symbolized as o asks (what is unnamed said on stderr);
  * 0 or the exit code of the message printed. */
 int rp_load(const char *path, const ropts_t *o, rp_raw_t *raw);
-int rp_write_symbolized(const rp_raw_t *raw, const ropts_t *o);    /* --symbolize -o FILE */
+int rp_write_symbolized(const rp_raw_t *raw, const ropts_t *o); /* --symbolize -o FILE */
 /* Drop the allocator's frames inlined into a location of the program. */
 void rp_trim_inlined(rp_profile_t *p, const ropts_t *o);
 /* A location in the allocator (its mapping, or a frame of its functions). */
@@ -80,8 +80,8 @@ typedef struct lnames_s {
 	int n;
 	const char **name;
 } lnames_t;
-lnames_t *rp_loc_names(const rp_profile_t *p, const ropts_t *o);     /* per location */
-void rp_filter(rp_profile_t *p, const lnames_t *ln, const ropts_t *o);  /* --focus, --ignore */
+lnames_t *rp_loc_names(const rp_profile_t *p, const ropts_t *o);       /* per location */
+void rp_filter(rp_profile_t *p, const lnames_t *ln, const ropts_t *o); /* --focus, --ignore */
 void rp_coalesce(rp_profile_t *p, const lnames_t *ln);                 /* after --base */
 
 /* view_text.c: rows by interned name, and numbers in o's unit. */
@@ -93,7 +93,7 @@ typedef struct row_s {
 typedef struct rows_s {
 	row_t *v;
 	size_t n, cap;
-	rp_index_t ix;           /* by the interned name's pointer */
+	rp_index_t ix; /* by the interned name's pointer */
 } rows_t;
 row_t *rp_row_of(rows_t *r, const char *name);
 const char *rp_unparse(const ropts_t *o, double v, char *buf, size_t len);
@@ -102,7 +102,7 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 
 /* view_folded.c: stacks root first, identical ones merged, sorted. */
 typedef struct folded_s {
-	const char **names;       /* root first */
+	const char **names; /* root first */
 	uint32_t n;
 	double value;
 } folded_t;

@@ -26,7 +26,7 @@ lnames_t *rp_loc_names(const rp_profile_t *p, const ropts_t *o)
 				const rp_map_t *m = &p->maps[l->map];
 				const char *b = strrchr(m->path, '/');
 				snprintf(buf, sizeof buf, "%s+0x%llx", b ? b + 1 : m->path,
-				         (unsigned long long)(l->addr - m->start + m->offset));
+				    (unsigned long long)(l->addr - m->start + m->offset));
 			} else {
 				snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)l->addr);
 			}
@@ -41,7 +41,8 @@ lnames_t *rp_loc_names(const rp_profile_t *p, const ropts_t *o)
 			const rp_frame_t *fr = &l->frames[f];
 			int len = snprintf(buf, sizeof buf, "%s%s", fr->func, f < l->nframes - 1 ? " (inline)" : "");
 			if (o->lines && len >= 0 && (size_t)len < sizeof buf)
-				snprintf(buf + len, sizeof buf - (size_t)len, " %s:%d", fr->file ? fr->file : "??", fr->line);
+				snprintf(buf + len, sizeof buf - (size_t)len, " %s:%d", fr->file ? fr->file : "??",
+				    fr->line);
 			ln[i].name[f] = rp_intern(buf);
 		}
 	}
@@ -122,7 +123,7 @@ void rp_coalesce(rp_profile_t *p, const lnames_t *ln)
 	cmp_ln = ln;
 	qsort(p->samples, p->nsamples, sizeof *p->samples, cmp_by_names);
 	size_t w = 0;
-	double mag[RP_NTYPES] = { 0 };    /* sum of |terms| of the sample at w-1 */
+	double mag[RP_NTYPES] = { 0 }; /* sum of |terms| of the sample at w-1 */
 	for (size_t i = 0; i <= p->nsamples; i++) {
 		if (i < p->nsamples && w && cmp_by_names(&p->samples[w - 1], &p->samples[i]) == 0) {
 			for (int k = 0; k < RP_NTYPES; k++) {

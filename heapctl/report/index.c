@@ -21,7 +21,7 @@
 uint64_t rp_hash_bytes(const void *p, size_t n)
 {
 	const unsigned char *s = p;
-	uint64_t h = 1469598103934665603ull;          /* FNV-1a */
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ s[i]) * 1099511628211ull;
 	return h ^ (h >> 32);

@@ -17,7 +17,11 @@
 #include "report/command.h"
 
 static volatile sig_atomic_t leaks_stop;
-static void leaks_signal(int sig) { (void)sig; leaks_stop = 1; }
+static void leaks_signal(int sig)
+{
+	(void)sig;
+	leaks_stop = 1;
+}
 
 static const cli_opt_t leaks_opts[] = {
 	{ "leaks", 'L', NULL, NULL },
@@ -73,11 +77,12 @@ int hc_leaks_main(cli_args_t *a)
 	o.type = RP_INUSE_SPACE;
 	size_t keep = (size_t)n + 1, have = 0;
 	char **paths = rp_alloc(sizeof *paths * keep);
-	const char **told = NULL;      /* suspects printed so far */
+	const char **told = NULL; /* suspects printed so far */
 	size_t ntold = 0, toldcap = 0;
 	if (!a->json)
 		printf("watching process %d: a dump every %ld s; a site whose in-use bytes grow in each of %ld "
-		    "intervals in a row is a leak suspect (the first after %ld s)\n", (int)a->pid, every, n, every * n);
+		       "intervals in a row is a leak suspect (the first after %ld s)\n",
+		    (int)a->pid, every, n, every * n);
 	fflush(stdout);
 	rc = 0;
 	for (long round = 0; !leaks_stop && (rounds == 0 || round < rounds); round++) {
@@ -136,8 +141,10 @@ int hc_leaks_main(cli_args_t *a)
 				json_i64(&j, "every_s", every);
 				json_end(&j);
 			} else {
-				printf("leak suspect in %d: %s grew in each of the last %ld intervals: +%.1f MB (%.1f MB/h), "
-				    "now %.1f MB\n", (int)a->pid, out_safe(site, safe, sizeof safe), n, t[i].growth / 1048576.0,
+				printf(
+				    "leak suspect in %d: %s grew in each of the last %ld intervals: +%.1f MB (%.1f MB/h), "
+				    "now %.1f MB\n",
+				    (int)a->pid, out_safe(site, safe, sizeof safe), n, t[i].growth / 1048576.0,
 				    t[i].growth / 1048576.0 / hours, t[i].last / 1048576.0);
 			}
 			fflush(stdout);

@@ -177,12 +177,12 @@ static bool same_fn(const void *a, const void *b)
 typedef struct {
 	int fd;
 	z_stream z;
-	buf_t out;              /* encoded, not yet deflated */
-	buf_t msg, sub;         /* a message being built, and one inside it */
-	htab_t str;             /* str_t: the string table */
-	htab_t fn;              /* uint32_t[3]: name, system name, file */
-	int err;                /* errno of the first failure */
-	const char *why;        /* or what was wrong with the profile */
+	buf_t out;       /* encoded, not yet deflated */
+	buf_t msg, sub;  /* a message being built, and one inside it */
+	htab_t str;      /* str_t: the string table */
+	htab_t fn;       /* uint32_t[3]: name, system name, file */
+	int err;         /* errno of the first failure */
+	const char *why; /* or what was wrong with the profile */
 } writer_t;
 
 /* The index of s in the string table; NULL reads as "". */
@@ -254,7 +254,7 @@ static int64_t round_value(double v)
 	if (v <= -0x1p63)
 		return INT64_MIN;
 	int64_t i = (int64_t)v;
-	double frac = v - (double)i;    /* exact: nonzero only below 2^52 */
+	double frac = v - (double)i; /* exact: nonzero only below 2^52 */
 	return frac >= 0.5 ? i + 1 : frac <= -0.5 ? i - 1 : i;
 }
 
@@ -343,7 +343,7 @@ static bool write_mappings(writer_t *w, const rp_profile_t *p)
 		none.has_functions |= l->nframes > 0;
 		if (l->addr < none.start)
 			none.start = l->addr;
-		if (l->addr >= none.limit)      /* limit is exclusive */
+		if (l->addr >= none.limit) /* limit is exclusive */
 			none.limit = l->addr == UINT64_MAX ? l->addr : l->addr + 1;
 	}
 	for (size_t i = 0; i < p->nmaps + unmapped && !w->err; i++) {
@@ -381,7 +381,7 @@ static bool write_locations(writer_t *w, const rp_profile_t *p)
 		}
 		emit(w, 4);
 	}
-	const uint32_t (*fn)[3] = (const void *)w->fn.keys;
+	const uint32_t(*fn)[3] = (const void *)w->fn.keys;
 	for (size_t i = 0; i < w->fn.ix.n && !w->err; i++) {
 		put_uint(&w->msg, 1, i + 1);
 		for (int k = 0; k < 3; k++)
@@ -397,7 +397,7 @@ static bool write_locations(writer_t *w, const rp_profile_t *p)
  *           default_sample_type = 14 } */
 static void encode(writer_t *w, const rp_profile_t *p, int type)
 {
-	intern(w, "");          /* string_table[0] must be "" */
+	intern(w, ""); /* string_table[0] must be "" */
 	for (int i = 0; i < RP_NTYPES; i++)
 		put_value_type(w, 1, sample_types[i].type, sample_types[i].unit);
 	if (!write_samples(w, p) || !write_mappings(w, p) || !write_locations(w, p))

@@ -155,7 +155,10 @@ void rp_reset(void)
 	rp_index_free(&iix);
 }
 
-typedef struct { const char *s; size_t n; } strkey_t;
+typedef struct {
+	const char *s;
+	size_t n;
+} strkey_t;
 
 static bool same_str(const void *ctx, uint32_t id)
 {
@@ -202,10 +205,10 @@ typedef struct reader_s {
 	unsigned lineno;
 	char *err;
 	size_t errlen;
-	bool ended_nl;          /* the last line read ended with a newline    */
-	bool maps_seen;         /* a MAPPED_LIBRARIES section was found       */
+	bool ended_nl;  /* the last line read ended with a newline    */
+	bool maps_seen; /* a MAPPED_LIBRARIES section was found       */
 	rp_raw_t *raw;
-	rp_index_t addrs;       /* address -> location index */
+	rp_index_t addrs; /* address -> location index */
 	size_t loccap, stackcap;
 } reader_t;
 
@@ -285,7 +288,10 @@ static bool take_counts(const char **sp, double c[RP_NTYPES])
 	return true;
 }
 
-typedef struct { const rp_profile_t *p; uint64_t a; } addrkey_t;
+typedef struct {
+	const rp_profile_t *p;
+	uint64_t a;
+} addrkey_t;
 
 static bool same_addr(const void *ctx, uint32_t id)
 {
@@ -359,7 +365,10 @@ bool rp_map_from(const struct el_map_s *em, rp_map_t *m)
 	if (!el_map_exec_file(em))
 		return false;
 	const char *path = rp_intern(em->path);
-	*m = (rp_map_t){ .start = em->lo, .limit = em->hi, .offset = em->offset, .path = path,
+	*m = (rp_map_t){ .start = em->lo,
+		.limit = em->hi,
+		.offset = em->offset,
+		.path = path,
 		.allocator = is_allocator(path) };
 	return true;
 }
@@ -406,7 +415,10 @@ static int take_maps(reader_t *r)
 {
 	rp_profile_t *p = &r->raw->prof;
 	size_t cap = 0, idcap = 0, nids = 0;
-	struct { uint64_t start; const char *id; } *ids = NULL;
+	struct {
+		uint64_t start;
+		const char *id;
+	} *ids = NULL;
 	char *s;
 	while ((s = next_line(r)) != NULL) {
 		if (*skip_sp(s) == 0)
@@ -479,8 +491,8 @@ static int take_age(reader_t *r, rp_rawstack_t *st, const char *q, size_t *cap)
 	uint64_t ns, size, w, th;
 	if (st->all.thread == -2 || !take_u64(&q, &ns) || !take_u64(&q, &size) || !take_u64(&q, &w) ||
 	    !take_u64(&q, &th) || th > INT64_MAX || *skip_sp(q))
-		return bad(r, "expected 'a: <age ns> <size> <weight> <thread>' after a stack's 't' lines, found '%.60s'",
-		    q - 2);
+		return bad(r,
+		    "expected 'a: <age ns> <size> <weight> <thread>' after a stack's 't' lines, found '%.60s'", q - 2);
 	st->ages = rp_grow(st->ages, cap, st->nages + 1, sizeof *st->ages);
 	st->ages[st->nages++] = (rp_age_t){ ns, size, (double)w / 1000.0, (int64_t)th };
 	r->raw->has_ages = true;
@@ -495,8 +507,10 @@ static int take_life(reader_t *r, rp_rawstack_t *st, const char *q)
 	memset(l, 0, sizeof *l);
 	if (st->life || !take_u64(&q, &l->frees) || !take_u64(&q, &l->lt_1ms) || !take_u64(&q, &l->lt_1s) ||
 	    !take_u64(&q, &l->lt_1min) || l->lt_1ms > l->lt_1s || l->lt_1s > l->lt_1min || l->lt_1min > l->frees)
-		return bad(r, "expected one 'l: <frees> <in 1 ms> <in 1 s> <in 1 min> <bits>:<count>...' per stack, "
-		    "found '%.60s'", line);
+		return bad(r,
+		    "expected one 'l: <frees> <in 1 ms> <in 1 s> <in 1 min> <bits>:<count>...' per stack, "
+		    "found '%.60s'",
+		    line);
 	uint64_t sum = 0;
 	while (*skip_sp(q)) {
 		uint64_t b, n;
@@ -507,8 +521,8 @@ static int take_life(reader_t *r, rp_rawstack_t *st, const char *q)
 		sum += n;
 	}
 	if (sum != l->frees)
-		return bad(r, "lifetime buckets add up to %llu, not %llu frees, in '%.60s'",
-		    (unsigned long long)sum, (unsigned long long)l->frees, line);
+		return bad(r, "lifetime buckets add up to %llu, not %llu frees, in '%.60s'", (unsigned long long)sum,
+		    (unsigned long long)l->frees, line);
 	st->life = l;
 	return 0;
 }
@@ -536,7 +550,7 @@ static int read_heap_v2(reader_t *r, const char *first)
 			if (take_stack(r, t + 1))
 				return -1;
 			cur = &raw->stacks[raw->nstacks - 1];
-			cur->all.thread = -2;      /* no t* line yet */
+			cur->all.thread = -2; /* no t* line yet */
 			thrcap = 0;
 			agecap = 0;
 			continue;
@@ -567,7 +581,7 @@ static int read_heap_v2(reader_t *r, const char *first)
 		    (*q && *q != ' ' && *q != '\t'))
 			return bad(r, "expected 't<thread>: objects: bytes [objects: bytes]', found '%.60s'", t);
 		if (cur == NULL)
-			continue;                  /* the profile-wide totals */
+			continue; /* the profile-wide totals */
 		if (thread == -1) {
 			if (cur->all.thread != -2)
 				return bad(r, "second 't*' line for one stack");
@@ -678,7 +692,8 @@ static int read_symbols(reader_t *r)
 			if (!strncmp(s, "binary=", 7))
 				raw->binary = rp_strdup(s + 7);
 			else if (!(s[0] >= 'a' && s[0] <= 'z' && strchr(s, '=')) && s[0] != '#')
-				return bad(r, "expected '0x<address> <function>' in the symbol section, found '%.40s'", s);
+				return bad(r, "expected '0x<address> <function>' in the symbol section, found '%.40s'",
+				    s);
 			continue;
 		}
 		const char *q = lines ? s + 9 : s + 2;
@@ -796,18 +811,21 @@ static int check_whole(reader_t *r, rp_raw_t *raw, const char *first, size_t got
 	 * newline, and jemalloc and heapctl always end heap_v2 with the memory
 	 * map, so a cut between stacks shows as a missing MAPPED_LIBRARIES. */
 	if (got > 0 && !r->ended_nl) {
-		snprintf(r->err, r->errlen, "%s:%u: truncated: the file ends in the middle of a line", r->path, r->lineno);
+		snprintf(r->err, r->errlen, "%s:%u: truncated: the file ends in the middle of a line", r->path,
+		    r->lineno);
 		return -1;
 	}
 	if (first && !strncmp(first, "heap_v2/", 8) && !r->maps_seen) {
-		snprintf(r->err, r->errlen, "%s:%u: truncated: no MAPPED_LIBRARIES section after the last stack "
-		    "(a whole heap_v2 profile ends with one)", r->path, r->lineno);
+		snprintf(r->err, r->errlen,
+		    "%s:%u: truncated: no MAPPED_LIBRARIES section after the last stack "
+		    "(a whole heap_v2 profile ends with one)",
+		    r->path, r->lineno);
 		return -1;
 	}
 	for (size_t i = 0; i < raw->nstacks; i++) {
 		rp_rawstack_t *rs = &raw->stacks[i];
 		if (rs->all.thread == -2 && rs->life) {
-			rs->all.thread = -1;    /* its objects were all freed */
+			rs->all.thread = -1; /* its objects were all freed */
 			memset(rs->all.c, 0, sizeof rs->all.c);
 		} else if (rs->all.thread == -2) {
 			snprintf(r->err, r->errlen, "%s:%u: stack without a 't*' line", r->path, rs->line);
@@ -850,12 +868,13 @@ int rp_read(const char *path, rp_raw_t *raw, unsigned flags, char *err, size_t e
 	else if (first && !strncmp(first, "heap profile:", 13))
 		rc = read_gperftools(&r, first);
 	else {
-		snprintf(err, errlen, "%s is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)", path);
+		snprintf(err, errlen, "%s is not a heap profile (expected 'heap_v2/' or 'heap profile:' on line 1)",
+		    path);
 		rc = -1;
 	}
 	rp_index_free(&r.addrs);
 	if (rc == 0)
 		rc = check_whole(&r, raw, first, got);
-	rp_free(r.buf);           /* everything read from it was copied */
+	rp_free(r.buf); /* everything read from it was copied */
 	return rc;
 }

@@ -30,54 +30,48 @@
 #include <stdio.h>
 
 /* Sample types, in jeprof's index order (HeapProfileIndex). */
-enum {
-	RP_INUSE_OBJECTS = 0,
-	RP_INUSE_SPACE = 1,
-	RP_ALLOC_OBJECTS = 2,
-	RP_ALLOC_SPACE = 3,
-	RP_NTYPES = 4
-};
-extern const char *const rp_type_name[RP_NTYPES];   /* "inuse_objects", ... */
-extern const char *const rp_type_unit[RP_NTYPES];   /* "count" or "bytes"   */
+enum { RP_INUSE_OBJECTS = 0, RP_INUSE_SPACE = 1, RP_ALLOC_OBJECTS = 2, RP_ALLOC_SPACE = 3, RP_NTYPES = 4 };
+extern const char *const rp_type_name[RP_NTYPES]; /* "inuse_objects", ... */
+extern const char *const rp_type_unit[RP_NTYPES]; /* "count" or "bytes"   */
 
 /* One frame of a location.  A location with inlined calls has several,
  * innermost (the inlined callee) first, the real function last. */
 typedef struct rp_frame_s {
-	const char *func;      /* short name: demangled, no arguments/templates */
-	const char *full;      /* demangled name with arguments                 */
-	const char *sys;       /* the symbol as in the ELF file (mangled)       */
-	const char *file;      /* source file, NULL when unknown                */
-	int line;              /* 0 when unknown                                */
+	const char *func; /* short name: demangled, no arguments/templates */
+	const char *full; /* demangled name with arguments                 */
+	const char *sys;  /* the symbol as in the ELF file (mangled)       */
+	const char *file; /* source file, NULL when unknown                */
+	int line;         /* 0 when unknown                                */
 } rp_frame_t;
 
 /* One mapped object from MAPPED_LIBRARIES (executable mappings only). */
 typedef struct rp_map_s {
-	uint64_t start, limit, offset;  /* the mapping: [start, limit) at offset */
-	const char *path;               /* as in the dump                        */
-	const char *build_id;           /* lowercase hex, NULL when none found   */
-	const char *dump_build_id;      /* the one the dump records, or NULL     */
-	bool has_functions;             /* symbols were found for it             */
-	bool has_lines;                 /* DWARF line info was found             */
-	bool has_inlines;               /* DWARF inline info was found           */
-	bool allocator;                 /* libheapctl, libjemalloc, libtcmalloc  */
+	uint64_t start, limit, offset; /* the mapping: [start, limit) at offset */
+	const char *path;              /* as in the dump                        */
+	const char *build_id;          /* lowercase hex, NULL when none found   */
+	const char *dump_build_id;     /* the one the dump records, or NULL     */
+	bool has_functions;            /* symbols were found for it             */
+	bool has_lines;                /* DWARF line info was found             */
+	bool has_inlines;              /* DWARF inline info was found           */
+	bool allocator;                /* libheapctl, libjemalloc, libtcmalloc  */
 } rp_map_t;
 
 /* One distinct address from the dump. */
 typedef struct rp_loc_s {
-	uint64_t addr;          /* as written in the dump (a return address)  */
-	int map;                /* index into rp_profile_t.maps, -1: none     */
-	int nframes;            /* 0 only when nothing at all is known        */
-	rp_frame_t *frames;     /* innermost first; frames[nframes-1] is the
-	                         * function the address is in                 */
+	uint64_t addr;      /* as written in the dump (a return address)  */
+	int map;            /* index into rp_profile_t.maps, -1: none     */
+	int nframes;        /* 0 only when nothing at all is known        */
+	rp_frame_t *frames; /* innermost first; frames[nframes-1] is the
+	                     * function the address is in                 */
 } rp_loc_t;
 
 /* One stack with its values (already scaled for sampling).  Values may be
  * negative after --base. */
 typedef struct rp_sample_s {
 	uint32_t nloc;
-	uint32_t *loc;          /* indexes into locs; leaf (allocation site) first */
+	uint32_t *loc; /* indexes into locs; leaf (allocation site) first */
 	double v[RP_NTYPES];
-	int64_t thread;         /* jemalloc thread id, -1: all threads / unknown */
+	int64_t thread; /* jemalloc thread id, -1: all threads / unknown */
 } rp_sample_t;
 
 typedef struct rp_profile_s {
@@ -87,12 +81,12 @@ typedef struct rp_profile_s {
 	size_t nlocs;
 	rp_map_t *maps;
 	size_t nmaps;
-	uint64_t period;        /* mean bytes between samples; 0: not sampled */
-	const char *path;       /* the profile file                           */
-	int64_t time_ns;        /* the file's mtime, for pprof's time_nanos   */
-	const char *note;       /* what symbolizing could not get, or NULL    */
-	const char *unnamed;    /* modules left unnamed and why: one line each
-	                         * ("path: cause\n"), or NULL                 */
+	uint64_t period;     /* mean bytes between samples; 0: not sampled */
+	const char *path;    /* the profile file                           */
+	int64_t time_ns;     /* the file's mtime, for pprof's time_nanos   */
+	const char *note;    /* what symbolizing could not get, or NULL    */
+	const char *unnamed; /* modules left unnamed and why: one line each
+	                      * ("path: cause\n"), or NULL                 */
 } rp_profile_t;
 
 /* A folded stack for the flame graph: names root first. */
@@ -102,7 +96,7 @@ typedef struct rp_stack_s {
 	double value;
 } rp_stack_t;
 
-#include "cli/outfile.h"     /* rp_out_*: writing a file (heapctl/cli/outfile.c) */
+#include "cli/outfile.h" /* rp_out_*: writing a file (heapctl/cli/outfile.c) */
 
 /* pprof.c: write p as a gzipped profile.proto with all four sample types
  * (alloc_objects, alloc_space, inuse_objects, inuse_space; the default

@@ -15,14 +15,14 @@
 
 /* read.c: memory and strings for the life of the process.  Out of memory is fatal
  * (one line on stderr, exit 1): a report has nothing to save. */
-void *rp_alloc(size_t n);                       /* zeroed */
-void rp_free(void *p);                          /* one block, early */
-void rp_reset(void);                            /* every block, interned strings too */
-unsigned rp_generation(void);                   /* how many rp_reset()s so far */
+void *rp_alloc(size_t n);     /* zeroed */
+void rp_free(void *p);        /* one block, early */
+void rp_reset(void);          /* every block, interned strings too */
+unsigned rp_generation(void); /* how many rp_reset()s so far */
 void *rp_grow(void *p, size_t *cap, size_t need, size_t elem);
 char *rp_strdup(const char *s);
-const char *rp_intern(const char *s);           /* same string, same pointer:
-                                                 * compare and hash the pointer */
+const char *rp_intern(const char *s); /* same string, same pointer:
+                                       * compare and hash the pointer */
 const char *rp_intern_n(const char *s, size_t n);
 const char *rp_strcat3(const char *a, const char *b, const char *c);
 
@@ -30,8 +30,8 @@ const char *rp_strcat3(const char *a, const char *b, const char *c);
  * the position of its entry in the caller's own array; the caller gives
  * the key's hash and says whether entry id is the key. */
 typedef struct rp_index_s {
-	uint32_t *slot;            /* id + 1, 0: empty */
-	uint64_t *hash;            /* per id */
+	uint32_t *slot; /* id + 1, 0: empty */
+	uint64_t *hash; /* per id */
 	size_t nslot, n, cap;
 } rp_index_t;
 typedef bool rp_index_eq(const void *ctx, uint32_t id);
@@ -51,7 +51,7 @@ static inline uint64_t rp_hash_u64(uint64_t v)
 /* One stack as read: addresses as in the file, and the four raw numbers
  * of each "t" line: inuse objects, inuse bytes, alloc objects, alloc bytes. */
 typedef struct rp_rawthr_s {
-	int64_t thread;            /* -1: the "t*" line (all threads) */
+	int64_t thread; /* -1: the "t*" line (all threads) */
 	double c[RP_NTYPES];
 } rp_rawthr_t;
 
@@ -75,14 +75,14 @@ typedef struct rp_life_s {
 
 typedef struct rp_rawstack_s {
 	uint32_t n;
-	uint32_t *loc;             /* indexes into the profile's locs */
+	uint32_t *loc; /* indexes into the profile's locs */
 	rp_rawthr_t all;
 	rp_rawthr_t *thr;
 	uint32_t nthr;
-	uint32_t line;             /* where it starts in the file */
-	rp_age_t *ages;            /* NULL: the dump has none for it */
+	uint32_t line;  /* where it starts in the file */
+	rp_age_t *ages; /* NULL: the dump has none for it */
 	uint32_t nages;
-	rp_life_t *life;           /* NULL: no sampled object of it was freed */
+	rp_life_t *life; /* NULL: no sampled object of it was freed */
 } rp_rawstack_t;
 
 /* One address of a symbolized profile's "--- symbol" section (jeprof's
@@ -98,18 +98,18 @@ typedef struct rp_embsym_s {
 } rp_embsym_t;
 
 typedef struct rp_raw_s {
-	rp_profile_t prof;         /* locs and maps filled; samples empty  */
+	rp_profile_t prof; /* locs and maps filled; samples empty  */
 	rp_rawstack_t *stacks;
 	size_t nstacks;
-	int algorithm;             /* 0: not sampled, 1: heap/N, 2: heap_v2/N */
-	double adjust;             /* jeprof's sample_adjustment for unsampling */
-	bool symbolized;           /* it began with a "--- symbol" section */
-	rp_embsym_t *syms;         /* that section, sorted by key */
+	int algorithm;     /* 0: not sampled, 1: heap/N, 2: heap_v2/N */
+	double adjust;     /* jeprof's sample_adjustment for unsampling */
+	bool symbolized;   /* it began with a "--- symbol" section */
+	rp_embsym_t *syms; /* that section, sorted by key */
 	size_t nsyms;
-	const char *binary;        /* its "binary=" line, or NULL */
-	const char *text;          /* RP_READ_TEXT: the profile as written, from */
-	size_t textlen;            /* its header line on (after any symbols) */
-	bool has_ages;             /* it has "a:" lines (heapctl's, not a peak) */
+	const char *binary; /* its "binary=" line, or NULL */
+	const char *text;   /* RP_READ_TEXT: the profile as written, from */
+	size_t textlen;     /* its header line on (after any symbols) */
+	bool has_ages;      /* it has "a:" lines (heapctl's, not a peak) */
 } rp_raw_t;
 
 /* read.c: parse PATH.  Returns 0, or -1 with "PATH:LINE: what" in err.
@@ -128,14 +128,14 @@ void rp_symbolize_lines(bool on);
 /* The live process the dump is of (report -p PID), 0: none.  A file whose
  * build id is not the dump's is then also looked for in its mappings. */
 void rp_symbolize_pid(int pid);
-int rp_map_of(const rp_profile_t *p, uint64_t addr);   /* index of the map holding addr, or -1 */
+int rp_map_of(const rp_profile_t *p, uint64_t addr); /* index of the map holding addr, or -1 */
 /* Reports on behalf of someone else (symbolize/symbolize.c's opening comment):
  * with as_user, every file rp_symbolize opens is opened with uid's rights
  * (gid and groups too; only as root, where they are fewer than ours); with
  * pid > 0, objects only as the live process pid maps them.  0, or -1 with
  * err. */
-int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-    char *err, size_t errlen);
+int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups, char *err,
+    size_t errlen);
 
 /* svg.c: at most max characters of str as XML character data (safe in
  * attributes); control characters and bytes that are not UTF-8 become
@@ -146,10 +146,10 @@ void rp_xml_esc(FILE *f, const char *str, size_t max);
  * v[site * ndumps + dump]: the site's flat value in that dump. */
 typedef struct rp_series_s {
 	size_t ndumps, nsites;
-	const char **path;          /* per dump */
-	int64_t *time_ns;           /* per dump: when it was written (mtime) */
-	double *total;              /* per dump */
-	const char **site;          /* per site */
+	const char **path; /* per dump */
+	int64_t *time_ns;  /* per dump: when it was written (mtime) */
+	double *total;     /* per dump */
+	const char **site; /* per site */
 	double *v;
 } rp_series_t;
 
@@ -157,8 +157,8 @@ typedef struct rp_series_s {
 typedef struct rp_trend_s {
 	size_t site;
 	double first, last, growth, peak;
-	unsigned grew, shrank;      /* intervals in which it went up, down */
-	bool only_grew;             /* grew, and never shrank: a leak suspect */
+	unsigned grew, shrank; /* intervals in which it went up, down */
+	bool only_grew;        /* grew, and never shrank: a leak suspect */
 } rp_trend_t;
 
 /* The sites that were ever non-zero, leak suspects first (by growth),
@@ -166,8 +166,8 @@ typedef struct rp_trend_s {
 rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n);
 /* A self-contained SVG line chart of the first top trends over time.
  * Returns 0, or -1 with errno set by the failed write. */
-int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
-                  const char *title, bool bytes);
+int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top, const char *title,
+    bool bytes);
 
 /* symbolize/inflate.c: for each debug file open at fds[i] (or -1), a copy in
  * memory in out[i], with the DWARF sections a report reads inflated (and
@@ -246,8 +246,8 @@ bool rp_debug_link_path(const char *file, const char *link, int k, char *path, s
  * for its --symcache key: its debug file with size and time, "no debug
  * file", or false when a server may still send one. */
 bool rp_debug_source(struct Elf *e, const char *file, const char *hex, char *what, size_t len);
-bool rp_debuginfod_asking(void);               /* DEBUGINFOD_URLS is set */
-double rp_debuginfod_now(void);                /* seconds, CLOCK_MONOTONIC */
+bool rp_debuginfod_asking(void); /* DEBUGINFOD_URLS is set */
+double rp_debuginfod_now(void);  /* seconds, CLOCK_MONOTONIC */
 /* A server asked since t0 gave nothing for mod: said in the note. */
 void rp_debuginfod_missed(struct Dwfl_Module *mod, const char *modname, double t0);
 /* The executable of a build id (hex), else its debug file, from a server:

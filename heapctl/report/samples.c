@@ -26,7 +26,7 @@ static void unsample(const rp_raw_t *raw, double c[RP_NTYPES])
 	for (int i = 0; i < RP_NTYPES; i += 2) {
 		double *n = &c[i], *s = &c[i + 1];
 		if (*n == 0 || *s == 0)
-			continue;         /* objects of no bytes: nothing to scale by */
+			continue; /* objects of no bytes: nothing to scale by */
 		double ratio = (*s / *n) / period;
 		if (raw->algorithm == 2) {
 			double scale = 1 / (1 - exp(-ratio));
@@ -40,20 +40,16 @@ static void unsample(const rp_raw_t *raw, double c[RP_NTYPES])
 }
 
 /* jeprof's list of allocator entry points (RemoveUninterestingFrames). */
-static const char *const skip_names[] = {
-	"calloc", "cfree", "malloc", "newImpl", "void* newImpl", "free", "memalign",
-	"posix_memalign", "aligned_alloc", "pvalloc", "valloc", "realloc", "reallocarray",
-	"mallocx", "rallocx", "xallocx", "dallocx", "sdallocx", "sdallocx_noflags",
-	"tc_calloc", "tc_cfree", "tc_malloc", "tc_free", "tc_memalign", "tc_posix_memalign",
-	"tc_pvalloc", "tc_valloc", "tc_realloc", "tc_new", "tc_delete", "tc_newarray",
-	"tc_deletearray", "tc_new_nothrow", "tc_newarray_nothrow", "do_malloc", "::do_malloc",
+static const char *const skip_names[] = { "calloc", "cfree", "malloc", "newImpl", "void* newImpl", "free", "memalign",
+	"posix_memalign", "aligned_alloc", "pvalloc", "valloc", "realloc", "reallocarray", "mallocx", "rallocx",
+	"xallocx", "dallocx", "sdallocx", "sdallocx_noflags", "tc_calloc", "tc_cfree", "tc_malloc", "tc_free",
+	"tc_memalign", "tc_posix_memalign", "tc_pvalloc", "tc_valloc", "tc_realloc", "tc_new", "tc_delete",
+	"tc_newarray", "tc_deletearray", "tc_new_nothrow", "tc_newarray_nothrow", "do_malloc", "::do_malloc",
 	"::do_malloc_or_cpp_alloc", "DoSampledAllocation", "simple_alloc::allocate",
-	"__malloc_alloc_template::allocate", "__builtin_delete", "__builtin_new",
-	"__builtin_vec_delete", "__builtin_vec_new", "operator new", "operator new[]",
-	"malloc_zone_malloc", "malloc_zone_calloc", "malloc_zone_valloc", "malloc_zone_realloc",
-	"malloc_zone_memalign", "malloc_zone_free", "__start_google_malloc",
-	"__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook"
-};
+	"__malloc_alloc_template::allocate", "__builtin_delete", "__builtin_new", "__builtin_vec_delete",
+	"__builtin_vec_new", "operator new", "operator new[]", "malloc_zone_malloc", "malloc_zone_calloc",
+	"malloc_zone_valloc", "malloc_zone_realloc", "malloc_zone_memalign", "malloc_zone_free",
+	"__start_google_malloc", "__stop_google_malloc", "__start_malloc_hook", "__stop_malloc_hook" };
 
 /* Programs' own allocation functions, which only pass a request on to
  * malloc: the site is their caller.  Only names that are nothing else (a
@@ -61,43 +57,39 @@ static const char *const skip_names[] = {
  * them as sites. */
 static const char *const wrapper_names[] = {
 	/* glibc */
-	"strdup", "__strdup", "__GI___strdup", "strndup", "__strndup", "__GI___strndup",
-	"__libc_malloc", "__libc_calloc", "__libc_realloc", "__libc_memalign", "__GI___libc_malloc",
-	"__GI___libc_realloc", "__libc_reallocarray", "__posix_memalign",
+	"strdup", "__strdup", "__GI___strdup", "strndup", "__strndup", "__GI___strndup", "__libc_malloc",
+	"__libc_calloc", "__libc_realloc", "__libc_memalign", "__GI___libc_malloc", "__GI___libc_realloc",
+	"__libc_reallocarray", "__posix_memalign",
 	/* redis (zmalloc.c) */
-	"zmalloc", "zcalloc", "zrealloc", "zstrdup", "ztrymalloc", "ztrycalloc", "ztryrealloc",
-	"zmalloc_usable", "zcalloc_usable", "zrealloc_usable", "ztrymalloc_usable", "ztrycalloc_usable",
-	"ztryrealloc_usable", "ztrymalloc_usable_internal", "ztrycalloc_usable_internal",
-	"ztryrealloc_usable_internal", "zmalloc_no_tcache", "zcalloc_num", "zrealloc_usable_internal",
+	"zmalloc", "zcalloc", "zrealloc", "zstrdup", "ztrymalloc", "ztrycalloc", "ztryrealloc", "zmalloc_usable",
+	"zcalloc_usable", "zrealloc_usable", "ztrymalloc_usable", "ztrycalloc_usable", "ztryrealloc_usable",
+	"ztrymalloc_usable_internal", "ztrycalloc_usable_internal", "ztryrealloc_usable_internal", "zmalloc_no_tcache",
+	"zcalloc_num", "zrealloc_usable_internal",
 	/* PostgreSQL (mcxt.c, aset.c, generation.c, slab.c) */
-	"palloc", "palloc0", "palloc_extended", "palloc_aligned", "repalloc", "repalloc0",
-	"repalloc_extended", "repalloc_huge", "pstrdup", "pnstrdup", "MemoryContextAlloc",
-	"MemoryContextAllocZero", "MemoryContextAllocZeroAligned", "MemoryContextAllocExtended",
-	"MemoryContextAllocHuge", "MemoryContextAllocAligned", "MemoryContextStrdup",
-	"AllocSetAlloc", "AllocSetAllocLarge", "AllocSetAllocFromNewBlock", "AllocSetRealloc",
-	"GenerationAlloc", "GenerationAllocLarge", "GenerationAllocFromNewBlock", "SlabAlloc",
-	"BumpAlloc",
+	"palloc", "palloc0", "palloc_extended", "palloc_aligned", "repalloc", "repalloc0", "repalloc_extended",
+	"repalloc_huge", "pstrdup", "pnstrdup", "MemoryContextAlloc", "MemoryContextAllocZero",
+	"MemoryContextAllocZeroAligned", "MemoryContextAllocExtended", "MemoryContextAllocHuge",
+	"MemoryContextAllocAligned", "MemoryContextStrdup", "AllocSetAlloc", "AllocSetAllocLarge",
+	"AllocSetAllocFromNewBlock", "AllocSetRealloc", "GenerationAlloc", "GenerationAllocLarge",
+	"GenerationAllocFromNewBlock", "SlabAlloc", "BumpAlloc",
 	/* GLib */
-	"g_malloc", "g_malloc0", "g_realloc", "g_try_malloc", "g_try_malloc0", "g_try_realloc",
-	"g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_try_malloc_n", "g_try_malloc0_n",
-	"g_try_realloc_n", "g_strdup", "g_strndup", "g_memdup", "g_memdup2", "g_slice_alloc",
-	"g_slice_alloc0", "g_aligned_alloc", "g_aligned_alloc0",
+	"g_malloc", "g_malloc0", "g_realloc", "g_try_malloc", "g_try_malloc0", "g_try_realloc", "g_malloc_n",
+	"g_malloc0_n", "g_realloc_n", "g_try_malloc_n", "g_try_malloc0_n", "g_try_realloc_n", "g_strdup", "g_strndup",
+	"g_memdup", "g_memdup2", "g_slice_alloc", "g_slice_alloc0", "g_aligned_alloc", "g_aligned_alloc0",
 	/* gnulib, libiberty */
-	"xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup", "xmemdup", "xnmalloc",
-	"xnrealloc", "xcharalloc", "x2realloc", "x2nrealloc", "ximalloc", "xirealloc", "xicalloc",
-	"xreallocarray", "xireallocarray",
+	"xmalloc", "xcalloc", "xrealloc", "xzalloc", "xstrdup", "xstrndup", "xmemdup", "xnmalloc", "xnrealloc",
+	"xcharalloc", "x2realloc", "x2nrealloc", "ximalloc", "xirealloc", "xicalloc", "xreallocarray", "xireallocarray",
 	/* CPython (obmalloc.c) */
-	"PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc",
-	"PyMem_RawRealloc", "_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc",
-	"PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "_PyObject_Malloc",
-	"_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_alloc", "pymalloc_realloc",
-	"_PyMem_DebugRawAlloc", "_PyMem_DebugRawMalloc", "_PyMem_DebugRawCalloc",
+	"PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc", "PyMem_RawRealloc",
+	"_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc", "PyObject_Malloc", "PyObject_Calloc",
+	"PyObject_Realloc", "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_alloc",
+	"pymalloc_realloc", "_PyMem_DebugRawAlloc", "_PyMem_DebugRawMalloc", "_PyMem_DebugRawCalloc",
 	"_PyMem_DebugRawRealloc", "_PyMem_DebugMalloc", "_PyMem_DebugCalloc", "_PyMem_DebugRealloc",
 	/* Perl */
 	"Perl_safesysmalloc", "Perl_safesyscalloc", "Perl_safesysrealloc",
 	/* libstdc++ */
-	"__gnu_cxx::new_allocator::allocate", "std::__new_allocator::allocate",
-	"std::allocator_traits::allocate", "std::allocator::allocate"
+	"__gnu_cxx::new_allocator::allocate", "std::__new_allocator::allocate", "std::allocator_traits::allocate",
+	"std::allocator::allocate"
 };
 
 static bool in_list(const char *fn, const char *const *list, size_t n)
@@ -199,7 +191,7 @@ void rp_build(const rp_raw_t *raw, const ropts_t *o, bool by_thread, double sign
 			continue;
 		}
 		if (st->all.c[0] == 0 && st->all.c[1] == 0 && st->all.c[2] == 0 && st->all.c[3] == 0)
-			continue;           /* a stack with only lifetimes */
+			continue; /* a stack with only lifetimes */
 		if (o->has_thread) {
 			for (uint32_t t = 0; t < st->nthr; t++) {
 				if (st->thr[t].thread != o->thread)
@@ -258,7 +250,7 @@ int rp_load(const char *path, const ropts_t *o, rp_raw_t *raw)
 	if (rp_read(path, raw, o->symbolize ? RP_READ_TEXT : 0, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_USAGE, "%s", err);
 	if (raw->symbolized)
-		rp_symbols_apply(raw);          /* its own names; no binaries read */
+		rp_symbols_apply(raw); /* its own names; no binaries read */
 	else if (rp_symbolize(&raw->prof, o->root, err, sizeof err) != 0)
 		return cli_err(HC_EXIT_FAILED, "%s", err);
 	if (raw->prof.note) {
@@ -273,7 +265,8 @@ int rp_load(const char *path, const ropts_t *o, rp_raw_t *raw)
 		if (strstr(said, line))
 			continue;
 		said = rp_strcat3(said, line, "");
-		fprintf(stderr, "%s: report: %s\n", cli_prog, out_safe(rp_intern_n(l, (size_t)(nl - l)), safe, sizeof safe));
+		fprintf(stderr, "%s: report: %s\n", cli_prog,
+		    out_safe(rp_intern_n(l, (size_t)(nl - l)), safe, sizeof safe));
 	}
 	return 0;
 }

@@ -68,10 +68,8 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n)
 
 enum { W = 1200, LEFT = 96, RIGHT = 24, TOP = 64, PLOT_H = 380, LEGEND_ROW = 20 };
 
-static const char *const palette[] = {
-	"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd",
-	"#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"
-};
+static const char *const palette[] = { "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+	"#17becf", "#7f7f7f", "#bcbd22" };
 #define NCOLORS (sizeof palette / sizeof palette[0])
 
 /* A step of 1, 2 or 5 times a power of ten giving about five ticks up to max. */
@@ -102,8 +100,8 @@ static void fmt_secs(char *buf, size_t len, double s, double span)
 		snprintf(buf, len, "+%.1f h", s / 3600);
 }
 
-int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top,
-                  const char *title, bool bytes)
+int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, size_t top, const char *title,
+    bool bytes)
 {
 	size_t k = n < top ? n : top;
 	if (k > NCOLORS)
@@ -126,7 +124,8 @@ int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, 
 	double ymax = ceil(max / step) * step;
 	char buf[64];
 
-	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+	fprintf(f,
+	    "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
 	    "viewBox=\"0 0 %d %d\">\n"
 	    "<style type=\"text/css\"><![CDATA[\n"
@@ -141,23 +140,27 @@ int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, 
 	    ".site:hover polyline { stroke-width: 4; }\n"
 	    "]]></style>\n"
 	    "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f7f5ee\"/>\n"
-	    "<text class=\"h1\" x=\"%d\" y=\"24\">", W, height, W, height, W, height, W / 2);
+	    "<text class=\"h1\" x=\"%d\" y=\"24\">",
+	    W, height, W, height, W, height, W / 2);
 	rp_xml_esc(f, title, SIZE_MAX);
-	fprintf(f, "</text>\n<text class=\"sub\" x=\"%d\" y=\"44\">%zu dumps; the %zu sites that grew most, "
-	    "leak suspects (only grew) first</text>\n", W / 2, s->ndumps, k);
+	fprintf(f,
+	    "</text>\n<text class=\"sub\" x=\"%d\" y=\"44\">%zu dumps; the %zu sites that grew most, "
+	    "leak suspects (only grew) first</text>\n",
+	    W / 2, s->ndumps, k);
 
 	/* the axes, the value grid and its labels */
 	fputs("<g id=\"axes\">\n", f);
 	for (double y = 0; y <= ymax * 1.0000001; y += step) {
 		double py = TOP + PLOT_H - y / ymax * PLOT_H;
 		fmt_val(buf, sizeof buf, y, bytes);
-		fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
+		fprintf(f,
+		    "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
 		    "<text class=\"ylab\" x=\"%d\" y=\"%.1f\">%s</text>\n",
 		    LEFT, py, W - RIGHT, py, LEFT - 6, py + 4, buf);
 	}
 	fprintf(f, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", LEFT, TOP, LEFT, TOP + PLOT_H);
-	fprintf(f, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", LEFT, TOP + PLOT_H,
-	    W - RIGHT, TOP + PLOT_H);
+	fprintf(f, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", LEFT, TOP + PLOT_H, W - RIGHT,
+	    TOP + PLOT_H);
 	/* time (or dump number) along the bottom: five labels */
 	for (int i = 0; i <= 4; i++) {
 		double frac = i / 4.0;
@@ -165,21 +168,22 @@ int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, 
 			fmt_secs(buf, sizeof buf, frac * (t1 - t0) / 1e9, (t1 - t0) / 1e9);
 		else
 			snprintf(buf, sizeof buf, "dump %.0f", 1 + frac * (double)(s->ndumps - 1));
-		fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%d\">%s</text>\n", LEFT + frac * pw,
-		    TOP + PLOT_H + 18, buf);
+		fprintf(f, "<text class=\"xlab\" x=\"%.1f\" y=\"%d\">%s</text>\n", LEFT + frac * pw, TOP + PLOT_H + 18,
+		    buf);
 	}
 	fputs("</g>\n<g id=\"lines\">\n", f);
 
 	/* one line per site, its value at each dump (a title on each point) */
-	for (size_t i = k; i-- > 0;) {          /* the top site drawn last, on top */
+	for (size_t i = k; i-- > 0;) { /* the top site drawn last, on top */
 		const rp_trend_t *r = &t[i];
 		const double *v = &s->v[r->site * s->ndumps];
 		fprintf(f, "<g class=\"site\" id=\"site%zu\"><title>", i + 1);
 		rp_xml_esc(f, s->site[r->site], 2000);
 		fprintf(f, "</title><polyline stroke=\"%s\" points=\"", palette[i]);
 		for (size_t d = 0; d < s->ndumps; d++) {
-			double frac = by_time ? ((double)s->time_ns[d] - t0) / (t1 - t0) :
-			    s->ndumps > 1 ? (double)d / (double)(s->ndumps - 1) : 0.5;
+			double frac = by_time ? ((double)s->time_ns[d] - t0) / (t1 - t0)
+			    : s->ndumps > 1   ? (double)d / (double)(s->ndumps - 1)
+			                      : 0.5;
 			fprintf(f, "%s%.1f,%.1f", d ? " " : "", LEFT + frac * pw, TOP + PLOT_H - v[d] / ymax * PLOT_H);
 		}
 		fputs("\"/></g>\n", f);
@@ -191,10 +195,11 @@ int rp_series_svg(FILE *f, const rp_series_t *s, const rp_trend_t *t, size_t n, 
 		char g[64], l[64];
 		fmt_val(g, sizeof g, fabs(r->growth), bytes);
 		fmt_val(l, sizeof l, r->last, bytes);
-		fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"10\" fill=\"%s\"/>"
+		fprintf(f,
+		    "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"10\" fill=\"%s\"/>"
 		    "<text x=\"%d\" y=\"%d\">%s%s (now %s, grew in %u of %zu intervals)%s ",
-		    LEFT, y - 9, palette[i], LEFT + 22, y, r->growth < 0 ? "-" : "+", g, l, r->grew,
-		    s->ndumps - 1, r->only_grew ? " *" : "");
+		    LEFT, y - 9, palette[i], LEFT + 22, y, r->growth < 0 ? "-" : "+", g, l, r->grew, s->ndumps - 1,
+		    r->only_grew ? " *" : "");
 		fprintf(f, "<tspan class=\"name\">");
 		rp_xml_esc(f, s->site[r->site], 160);
 		fputs("</tspan></text>\n", f);

@@ -26,8 +26,8 @@
 
 enum { WIDTH = 1200, PAD = 10, FRAME_H = 16, HEAD = 60, FOOT = 30 };
 #define FRAMES_W (WIDTH - 2 * PAD)
-#define MIN_FRAC 0.001          /* frames narrower than this are not drawn */
-#define CHAR_W 6.6              /* advance of the 11px monospace labels   */
+#define MIN_FRAC 0.001 /* frames narrower than this are not drawn */
+#define CHAR_W   6.6   /* advance of the 11px monospace labels   */
 
 /* A kept stack, its names as alphabetical ranks. */
 typedef struct {
@@ -38,10 +38,10 @@ typedef struct {
 
 /* A frame: built in pre-order, which is also the drawing order. */
 typedef struct {
-	uint32_t name;                  /* rank; ROOT for "all" */
+	uint32_t name; /* rank; ROOT for "all" */
 	uint32_t depth;
-	double x;                       /* offset from the left, in value units */
-	double value;                   /* inclusive */
+	double x;     /* offset from the left, in value units */
+	double value; /* inclusive */
 } node_t;
 #define ROOT UINT32_MAX
 
@@ -59,8 +59,11 @@ enum { PCACHE = 16384 };
 typedef struct {
 	name_t *v;
 	uint32_t len, cap;
-	rp_index_t ix;                  /* the engine's index (index.c) */
-	struct { const char *p; uint32_t id; } pc[PCACHE];
+	rp_index_t ix; /* the engine's index (index.c) */
+	struct {
+		const char *p;
+		uint32_t id;
+	} pc[PCACHE];
 } names_t;
 
 /* A word at a time: every input frame not in the address cache is hashed. */
@@ -222,7 +225,7 @@ static int u8_seq(const unsigned char *s)
 	else
 		return 0;
 	for (int i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)      /* also stops at the NUL */
+		if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
 			return 0;
 		cp = cp << 6 | (s[i] & 0x3f);
 	}
@@ -275,8 +278,7 @@ static void fmt_value(char *buf, size_t len, double v, bool bytes)
 		snprintf(buf, len, "%.0f objects", v);
 }
 
-static void put_frame(FILE *f, const node_t *c, const char *name, double total, int base_y,
-    bool bytes)
+static void put_frame(FILE *f, const node_t *c, const char *name, double total, int base_y, bool bytes)
 {
 	double scale = FRAMES_W / total;
 	double x = PAD + c->x * scale, w = c->value * scale;
@@ -288,9 +290,10 @@ static void put_frame(FILE *f, const node_t *c, const char *name, double total, 
 	fmt_value(v, sizeof v, c->value, bytes);
 	fputs("<g><title>", f);
 	rp_xml_esc(f, name, SIZE_MAX);
-	fprintf(f, ": %s (%.1f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-	    "fill=\"rgb(%u,%u,%u)\"/>", v, 100 * c->value / total, x, y, w, FRAME_H - 1,
-	    r, g, b);
+	fprintf(f,
+	    ": %s (%.1f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+	    "fill=\"rgb(%u,%u,%u)\"/>",
+	    v, 100 * c->value / total, x, y, w, FRAME_H - 1, r, g, b);
 	double fit = (w - 6) / CHAR_W;
 	if (fit >= 3) {
 		size_t n = (size_t)fit, len = u8_chars(name);
@@ -304,112 +307,115 @@ static void put_frame(FILE *f, const node_t *c, const char *name, double total, 
 /* The script runs last, when every element it looks up exists.  It must
  * agree with the C on PAD, FRAMES_W, CHAR_W and the label offsets. */
 static const char script[] =
-"(function () {\n"
-"'use strict';\n"
-"var PAD = 10, FW = 1180, CW = 6.6, EPS = 0.03, HI = 'rgb(220,40,220)';\n"
-"var doc = document, NS = doc.documentElement.namespaceURI;\n"
-"var box = doc.getElementById('frames'), details = doc.getElementById('details');\n"
-"var unzoom = doc.getElementById('unzoom'), search = doc.getElementById('search');\n"
-"var matched = doc.getElementById('matched');\n"
-"var frames = [], re = null, gs = box.getElementsByTagName('g');\n"
-"for (var i = 0; i < gs.length; i++) {\n"
-"  var g = gs[i], r = g.getElementsByTagName('rect')[0];\n"
-"  var tip = g.getElementsByTagName('title')[0].textContent;\n"
-"  g.hcFrame = i;\n"
-"  frames.push({ g: g, r: r, t: g.getElementsByTagName('text')[0], tip: tip,\n"
-"    name: tip.substring(0, tip.lastIndexOf(': ')), fill: r.getAttribute('fill'),\n"
-"    x: +r.getAttribute('x'), y: +r.getAttribute('y'), w: +r.getAttribute('width') });\n"
-"}\n"
-"search.removeAttribute('display');\n"
-"function label(fr, x, w) {\n"
-"  var n = Math.floor((w - 6) / CW), s = '', cs = Array.from(fr.name);\n"
-"  if (n >= 3) s = cs.length <= n ? fr.name : cs.slice(0, n - 2).join('') + '..';\n"
-"  if (!fr.t) {\n"
-"    if (!s) return;\n"
-"    fr.t = fr.g.appendChild(doc.createElementNS(NS, 'text'));\n"
-"    fr.t.setAttribute('y', fr.y + 11);\n"
-"  }\n"
-"  fr.t.setAttribute('x', (x + 3).toFixed(2));\n"
-"  fr.t.textContent = s;\n"
-"}\n"
-"function place(fr, x, w, fade) {\n"
-"  fr.g.removeAttribute('display');\n"
-"  if (fade) fr.g.setAttribute('opacity', '0.6'); else fr.g.removeAttribute('opacity');\n"
-"  fr.r.setAttribute('x', x.toFixed(2));\n"
-"  fr.r.setAttribute('width', w.toFixed(2));\n"
-"  label(fr, x, w);\n"
-"}\n"
-"function reset() {\n"
-"  for (var i = 0; i < frames.length; i++) place(frames[i], frames[i].x, frames[i].w, false);\n"
-"  unzoom.setAttribute('display', 'none');\n"
-"}\n"
-"/* Geometry tells kin: an ancestor is lower and spans z, a descendant is\n"
-"   higher (or z itself) and lies within it.  The clamp is for the file's\n"
-"   rounding, which grows with the zoom. */\n"
-"function zoom(z) {\n"
-"  var end = z.x + z.w, k = FW / z.w;\n"
-"  for (var i = 0; i < frames.length; i++) {\n"
-"    var fr = frames[i], fend = fr.x + fr.w;\n"
-"    if (fr.y > z.y && fr.x <= z.x + EPS && fend >= end - EPS) {\n"
-"      place(fr, PAD, FW, true);\n"
-"    } else if (fr.y <= z.y && fr.x >= z.x - EPS && fend <= end + EPS) {\n"
-"      var x0 = Math.max(PAD, PAD + (fr.x - z.x) * k), x1 = Math.min(PAD + FW, PAD + (fend - z.x) * k);\n"
-"      place(fr, x0, x1 - x0, false);\n"
-"    } else {\n"
-"      fr.g.setAttribute('display', 'none');\n"
-"    }\n"
-"  }\n"
-"  unzoom.removeAttribute('display');\n"
-"}\n"
-"function clearSearch() {\n"
-"  for (var i = 0; i < frames.length; i++) frames[i].r.setAttribute('fill', frames[i].fill);\n"
-"  re = null;\n"
-"  matched.textContent = '';\n"
-"  search.textContent = 'Search';\n"
-"}\n"
-"function find() {\n"
-"  var term = window.prompt('Highlight functions matching (regular expression):', '');\n"
-"  if (!term) return;\n"
-"  try { re = new RegExp(term); } catch (e) { window.alert(e.message); return; }\n"
-"  var hits = [], sum = 0, end = -1;\n"
-"  for (var i = 0; i < frames.length; i++)\n"
-"    if (re.test(frames[i].name)) { frames[i].r.setAttribute('fill', HI); hits.push(frames[i]); }\n"
-"  /* A match inside a counted match is already in its width. */\n"
-"  hits.sort(function (a, b) { return a.x - b.x || b.w - a.w; });\n"
-"  for (i = 0; i < hits.length; i++)\n"
-"    if (hits[i].x >= end - EPS) { sum += hits[i].w; end = hits[i].x + hits[i].w; }\n"
-"  matched.textContent = 'Matched: ' + (100 * sum / FW).toFixed(1) + '%';\n"
-"  search.textContent = 'Clear search';\n"
-"}\n"
-"function frameOf(e) {\n"
-"  var g = e.target.parentNode;\n"
-"  return g && g.hcFrame !== undefined ? frames[g.hcFrame] : null;\n"
-"}\n"
-"box.addEventListener('click', function (e) {\n"
-"  var fr = frameOf(e);\n"
-"  if (fr) { if (fr.w >= FW - EPS) reset(); else zoom(fr); }\n"
-"});\n"
-"box.addEventListener('mouseover', function (e) {\n"
-"  var fr = frameOf(e);\n"
-"  if (fr) details.textContent = fr.tip;\n"
-"});\n"
-"box.addEventListener('mouseout', function () { details.textContent = ''; });\n"
-"unzoom.addEventListener('click', reset);\n"
-"search.addEventListener('click', function () { if (re) clearSearch(); else find(); });\n"
-"doc.addEventListener('keydown', function (e) {\n"
-"  if (e.key === 'Escape') { reset(); clearSearch(); }\n"
-"  else if ((e.ctrlKey || e.metaKey) && e.key === 'f') { e.preventDefault(); clearSearch(); find(); }\n"
-"});\n"
-"})();\n";
+    "(function () {\n"
+    "'use strict';\n"
+    "var PAD = 10, FW = 1180, CW = 6.6, EPS = 0.03, HI = 'rgb(220,40,220)';\n"
+    "var doc = document, NS = doc.documentElement.namespaceURI;\n"
+    "var box = doc.getElementById('frames'), details = doc.getElementById('details');\n"
+    "var unzoom = doc.getElementById('unzoom'), search = doc.getElementById('search');\n"
+    "var matched = doc.getElementById('matched');\n"
+    "var frames = [], re = null, gs = box.getElementsByTagName('g');\n"
+    "for (var i = 0; i < gs.length; i++) {\n"
+    "  var g = gs[i], r = g.getElementsByTagName('rect')[0];\n"
+    "  var tip = g.getElementsByTagName('title')[0].textContent;\n"
+    "  g.hcFrame = i;\n"
+    "  frames.push({ g: g, r: r, t: g.getElementsByTagName('text')[0], tip: tip,\n"
+    "    name: tip.substring(0, tip.lastIndexOf(': ')), fill: r.getAttribute('fill'),\n"
+    "    x: +r.getAttribute('x'), y: +r.getAttribute('y'), w: +r.getAttribute('width') });\n"
+    "}\n"
+    "search.removeAttribute('display');\n"
+    "function label(fr, x, w) {\n"
+    "  var n = Math.floor((w - 6) / CW), s = '', cs = Array.from(fr.name);\n"
+    "  if (n >= 3) s = cs.length <= n ? fr.name : cs.slice(0, n - 2).join('') + '..';\n"
+    "  if (!fr.t) {\n"
+    "    if (!s) return;\n"
+    "    fr.t = fr.g.appendChild(doc.createElementNS(NS, 'text'));\n"
+    "    fr.t.setAttribute('y', fr.y + 11);\n"
+    "  }\n"
+    "  fr.t.setAttribute('x', (x + 3).toFixed(2));\n"
+    "  fr.t.textContent = s;\n"
+    "}\n"
+    "function place(fr, x, w, fade) {\n"
+    "  fr.g.removeAttribute('display');\n"
+    "  if (fade) fr.g.setAttribute('opacity', '0.6'); else fr.g.removeAttribute('opacity');\n"
+    "  fr.r.setAttribute('x', x.toFixed(2));\n"
+    "  fr.r.setAttribute('width', w.toFixed(2));\n"
+    "  label(fr, x, w);\n"
+    "}\n"
+    "function reset() {\n"
+    "  for (var i = 0; i < frames.length; i++) place(frames[i], frames[i].x, frames[i].w, false);\n"
+    "  unzoom.setAttribute('display', 'none');\n"
+    "}\n"
+    "/* Geometry tells kin: an ancestor is lower and spans z, a descendant is\n"
+    "   higher (or z itself) and lies within it.  The clamp is for the file's\n"
+    "   rounding, which grows with the zoom. */\n"
+    "function zoom(z) {\n"
+    "  var end = z.x + z.w, k = FW / z.w;\n"
+    "  for (var i = 0; i < frames.length; i++) {\n"
+    "    var fr = frames[i], fend = fr.x + fr.w;\n"
+    "    if (fr.y > z.y && fr.x <= z.x + EPS && fend >= end - EPS) {\n"
+    "      place(fr, PAD, FW, true);\n"
+    "    } else if (fr.y <= z.y && fr.x >= z.x - EPS && fend <= end + EPS) {\n"
+    "      var x0 = Math.max(PAD, PAD + (fr.x - z.x) * k), x1 = Math.min(PAD + FW, PAD + (fend - z.x) * k);\n"
+    "      place(fr, x0, x1 - x0, false);\n"
+    "    } else {\n"
+    "      fr.g.setAttribute('display', 'none');\n"
+    "    }\n"
+    "  }\n"
+    "  unzoom.removeAttribute('display');\n"
+    "}\n"
+    "function clearSearch() {\n"
+    "  for (var i = 0; i < frames.length; i++) frames[i].r.setAttribute('fill', frames[i].fill);\n"
+    "  re = null;\n"
+    "  matched.textContent = '';\n"
+    "  search.textContent = 'Search';\n"
+    "}\n"
+    "function find() {\n"
+    "  var term = window.prompt('Highlight functions matching (regular expression):', '');\n"
+    "  if (!term) return;\n"
+    "  try { re = new RegExp(term); } catch (e) { window.alert(e.message); return; }\n"
+    "  var hits = [], sum = 0, end = -1;\n"
+    "  for (var i = 0; i < frames.length; i++)\n"
+    "    if (re.test(frames[i].name)) { frames[i].r.setAttribute('fill', HI); hits.push(frames[i]); }\n"
+    "  /* A match inside a counted match is already in its width. */\n"
+    "  hits.sort(function (a, b) { return a.x - b.x || b.w - a.w; });\n"
+    "  for (i = 0; i < hits.length; i++)\n"
+    "    if (hits[i].x >= end - EPS) { sum += hits[i].w; end = hits[i].x + hits[i].w; }\n"
+    "  matched.textContent = 'Matched: ' + (100 * sum / FW).toFixed(1) + '%';\n"
+    "  search.textContent = 'Clear search';\n"
+    "}\n"
+    "function frameOf(e) {\n"
+    "  var g = e.target.parentNode;\n"
+    "  return g && g.hcFrame !== undefined ? frames[g.hcFrame] : null;\n"
+    "}\n"
+    "box.addEventListener('click', function (e) {\n"
+    "  var fr = frameOf(e);\n"
+    "  if (fr) { if (fr.w >= FW - EPS) reset(); else zoom(fr); }\n"
+    "});\n"
+    "box.addEventListener('mouseover', function (e) {\n"
+    "  var fr = frameOf(e);\n"
+    "  if (fr) details.textContent = fr.tip;\n"
+    "});\n"
+    "box.addEventListener('mouseout', function () { details.textContent = ''; });\n"
+    "unzoom.addEventListener('click', reset);\n"
+    "search.addEventListener('click', function () { if (re) clearSearch(); else find(); });\n"
+    "doc.addEventListener('keydown', function (e) {\n"
+    "  if (e.key === 'Escape') { reset(); clearSearch(); }\n"
+    "  else if ((e.ctrlKey || e.metaKey) && e.key === 'f') { e.preventDefault(); clearSearch(); find(); }\n"
+    "});\n"
+    "})();\n";
 
 static void put_head(FILE *f, int height, const char *title)
 {
 	title = title ? title : "Flame graph";
-	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+	fprintf(f,
+	    "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 	    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-	    "viewBox=\"0 0 %d %d\">\n<title>", WIDTH, height, WIDTH, height);
-	rp_xml_esc(f, title, SIZE_MAX);       /* a browser's tab, a file manager */
-	fprintf(f, "</title>\n<style type=\"text/css\"><![CDATA[\n"
+	    "viewBox=\"0 0 %d %d\">\n<title>",
+	    WIDTH, height, WIDTH, height);
+	rp_xml_esc(f, title, SIZE_MAX); /* a browser's tab, a file manager */
+	fprintf(f,
+	    "</title>\n<style type=\"text/css\"><![CDATA[\n"
 	    "text { font-family: monospace; font-size: 11px; fill: #000; }\n"
 	    "#frames text { pointer-events: none; }\n"
 	    "#frames rect { cursor: pointer; }\n"
@@ -419,7 +425,8 @@ static void put_head(FILE *f, int height, const char *title)
 	    ".ctl { font-size: 12px; fill: #1a55b0; cursor: pointer; }\n"
 	    "]]></style>\n"
 	    "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f7f5ee\"/>\n"
-	    "<text class=\"h1\" x=\"%d\" y=\"24\">", WIDTH, height, WIDTH / 2);
+	    "<text class=\"h1\" x=\"%d\" y=\"24\">",
+	    WIDTH, height, WIDTH / 2);
 	rp_xml_esc(f, title, SIZE_MAX);
 	fputs("</text>\n", f);
 }
@@ -442,8 +449,7 @@ static int finish(FILE *f, int err)
 /* The drawn frames of stacks (see sweep), with the names by rank in *names
  * and the total in *total.  Returns the frame count: 0 when no stack has a
  * positive value, (size_t)-1 when out of memory. */
-static size_t build(const rp_stack_t *stacks, size_t n, node_t **out, name_t **names,
-    double *total, size_t *used)
+static size_t build(const rp_stack_t *stacks, size_t n, node_t **out, name_t **names, double *total, size_t *used)
 {
 	size_t kept = 0, frames = 0, len = (size_t)-1;
 	uint32_t maxn = 0;
@@ -479,7 +485,7 @@ static size_t build(const rp_stack_t *stacks, size_t n, node_t **out, name_t **n
 	rank = malloc((nt->len + 1) * sizeof *rank);
 	if (rank == NULL)
 		goto out;
-	if (nt->len > 0)                /* qsort wants a valid pointer even for none */
+	if (nt->len > 0) /* qsort wants a valid pointer even for none */
 		qsort(nt->v, nt->len, sizeof *nt->v, by_name);
 	for (uint32_t r = 0; r < nt->len; r++)
 		rank[nt->v[r].id] = r;
@@ -517,7 +523,7 @@ int rp_svg_write(FILE *f, const rp_stack_t *stacks, size_t n, const char *title,
 	size_t used, len;
 	int err = 0;
 
-	errno = 0;                      /* so a failed write's errno is its own */
+	errno = 0; /* so a failed write's errno is its own */
 	len = build(stacks, n, &v, &names, &total, &used);
 	if (len == (size_t)-1) {
 		errno = ENOMEM;
@@ -525,8 +531,10 @@ int rp_svg_write(FILE *f, const rp_stack_t *stacks, size_t n, const char *title,
 	}
 	if (len == 0) {
 		put_head(f, 110, title);
-		fprintf(f, "<text class=\"sub\" x=\"%d\" y=\"70\">The profile is empty: no stack has a "
-		    "positive value.</text>\n</svg>\n", WIDTH / 2);
+		fprintf(f,
+		    "<text class=\"sub\" x=\"%d\" y=\"70\">The profile is empty: no stack has a "
+		    "positive value.</text>\n</svg>\n",
+		    WIDTH / 2);
 		return finish(f, 0);
 	}
 
@@ -539,12 +547,13 @@ int rp_svg_write(FILE *f, const rp_stack_t *stacks, size_t n, const char *title,
 	fmt_value(tot, sizeof tot, total, bytes);
 
 	put_head(f, height, title);
-	fprintf(f, "<text class=\"sub\" x=\"%d\" y=\"44\">Total: %s in %zu stack%s; frames under "
+	fprintf(f,
+	    "<text class=\"sub\" x=\"%d\" y=\"44\">Total: %s in %zu stack%s; frames under "
 	    "0.1%% are not drawn</text>\n"
 	    "<text id=\"unzoom\" class=\"ctl\" x=\"%d\" y=\"24\" display=\"none\">Reset zoom</text>\n"
 	    "<text id=\"search\" class=\"ctl\" x=\"%d\" y=\"24\" text-anchor=\"end\" "
-	    "display=\"none\">Search</text>\n<g id=\"frames\">\n", WIDTH / 2, tot, used,
-	    used == 1 ? "" : "s", PAD, WIDTH - PAD);
+	    "display=\"none\">Search</text>\n<g id=\"frames\">\n",
+	    WIDTH / 2, tot, used, used == 1 ? "" : "s", PAD, WIDTH - PAD);
 	for (size_t i = 0; i < len; i++) {
 		put_frame(f, &v[i], v[i].name == ROOT ? "all" : names[v[i].name].s, total, base_y, bytes);
 		if (ferror(f)) {
@@ -552,7 +561,8 @@ int rp_svg_write(FILE *f, const rp_stack_t *stacks, size_t n, const char *title,
 			break;
 		}
 	}
-	fprintf(f, "</g>\n<text id=\"details\" x=\"%d\" y=\"%d\"></text>\n"
+	fprintf(f,
+	    "</g>\n<text id=\"details\" x=\"%d\" y=\"%d\"></text>\n"
 	    "<text id=\"matched\" x=\"%d\" y=\"%d\" text-anchor=\"end\"></text>\n"
 	    "<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n</svg>\n",
 	    PAD, height - 10, WIDTH - PAD, height - 10, script);

@@ -62,7 +62,7 @@ int rp_print_collapsed(const folded_t *v, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		double val = round(v[i].value);
 		if (!(val > 0))
-			continue;              /* flame graph tools take no negatives */
+			continue; /* flame graph tools take no negatives */
 		for (uint32_t k = 0; k < v[i].n; k++) {
 			if (k)
 				putchar(';');
@@ -98,11 +98,11 @@ int rp_write_svg(const folded_t *v, size_t n, const rp_profile_t *p, const ropts
 	const char *b = strrchr(p->path, '/');
 	static const char *const said[RP_NTYPES] = { "in-use objects", "in-use space", "allocated objects",
 		"allocated space" };
-	if (o->title)              /* the caller's name for it, in words */
+	if (o->title) /* the caller's name for it, in words */
 		snprintf(title, sizeof title, "%s: %s", o->title, said[o->type]);
 	else
 		snprintf(title, sizeof title, "%s: %s%s%s", rp_type_name[o->type], b ? b + 1 : p->path,
-		         o->base ? " - " : "", o->base ? o->base : "");
+		    o->base ? " - " : "", o->base ? o->base : "");
 	bool objects = o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS;
 	svg_job_t j = { st, n, title, objects ? "objects" : "bytes" };
 	if (rp_out_stream(o->svg, svg_to, &j, err, sizeof err) != 0)

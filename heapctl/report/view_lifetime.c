@@ -15,8 +15,8 @@
 typedef struct lsite_s {
 	const char *name;
 	rp_life_t life;
-	uint64_t live;             /* sampled objects live at the dump */
-	double live_objs, live_bytes;   /* what they stand for */
+	uint64_t live;                /* sampled objects live at the dump */
+	double live_objs, live_bytes; /* what they stand for */
 	uint64_t oldest_ns;
 } lsite_t;
 
@@ -29,7 +29,7 @@ static void life_bucket_range(int i, double *lo, double *hi)
 		*hi = i + 1;
 		return;
 	}
-	int b = i / 4 + 2, m = i % 4 + 4;     /* i = 4 (b - 3) + m */
+	int b = i / 4 + 2, m = i % 4 + 4; /* i = 4 (b - 3) + m */
 	*lo = ldexp(m, b - 3);
 	*hi = ldexp(m + 1, b - 3);
 }
@@ -140,8 +140,10 @@ int rp_print_lifetime(const rp_raw_t *raw, const ropts_t *o, bool json)
 		}
 	}
 	if (!raw->has_ages && !any_life)
-		return cli_err(HC_EXIT_USAGE, "%s has no lifetimes: it was written by jemalloc or an older heapctl, "
-		    "or is a peak dump", o->profile);
+		return cli_err(HC_EXIT_USAGE,
+		    "%s has no lifetimes: it was written by jemalloc or an older heapctl, "
+		    "or is a peak dump",
+		    o->profile);
 	qsort(v, n, sizeof *v, cmp_lsite);
 	size_t rows = o->top > 0 && (size_t)o->top < n ? (size_t)o->top : n;
 	if (json) {
@@ -172,10 +174,10 @@ int rp_print_lifetime(const rp_raw_t *raw, const ropts_t *o, bool json)
 		return 0;
 	}
 	printf("lifetimes of sampled objects by site: %llu freed, median and p99 of their lifetimes, the share freed\n"
-	    "within 1 ms, 1 s and 1 min; then those still live at the dump and the oldest of them\n",
+	       "within 1 ms, 1 s and 1 min; then those still live at the dump and the oldest of them\n",
 	    (unsigned long long)frees);
-	printf("%-40s %9s %9s %9s %6s %6s %6s %8s %10s %9s\n", "site", "frees", "median", "p99", "<1ms", "<1s",
-	    "<1min", "live", "live MB", "oldest");
+	printf("%-40s %9s %9s %9s %6s %6s %6s %8s %10s %9s\n", "site", "frees", "median", "p99", "<1ms", "<1s", "<1min",
+	    "live", "live MB", "oldest");
 	for (size_t i = 0; i < rows; i++) {
 		const lsite_t *x = &v[i];
 		char m[32], q[32], old[32], a[16] = "-", b[16] = "-", c[16] = "-", safe[256];

@@ -22,8 +22,8 @@ typedef struct sdump_s {
 	const char *path;
 	int64_t mtime;
 	uint64_t pid, seq;
-	size_t plen;               /* the length of <prefix> */
-	bool named;                /* <prefix>.<pid>.<seq>.<kind>... */
+	size_t plen; /* the length of <prefix> */
+	bool named;  /* <prefix>.<pid>.<seq>.<kind>... */
 } sdump_t;
 
 /* The pid and sequence number of a dump's name, as jemalloc and heapctl
@@ -78,7 +78,8 @@ static int series_files(const ropts_t *o, sdump_t **out, size_t *n)
 			int gr = glob(pat, 0, NULL, &g);
 			if (gr != 0 || g.gl_pathc == 0) {
 				globfree(&g);
-				return cli_err(HC_EXIT_USAGE, "--series: '%s' is not a file, and no file matches %s", arg, pat);
+				return cli_err(HC_EXIT_USAGE, "--series: '%s' is not a file, and no file matches %s",
+				    arg, pat);
 			}
 			ng = g.gl_pathc;
 		}
@@ -90,7 +91,7 @@ static int series_files(const ropts_t *o, sdump_t **out, size_t *n)
 			}
 			v = rp_grow(v, &cap, k + 1, sizeof *v);
 			v[k] = (sdump_t){ .path = path,
-			    .mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec };
+				.mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec };
 			v[k].named = dump_seq(path, &v[k].pid, &v[k].seq, &v[k].plen);
 			k++;
 		}
@@ -110,10 +111,11 @@ static int series_files(const ropts_t *o, sdump_t **out, size_t *n)
 			while (later < k && v[later].pid != v[i].pid)
 				later++;
 			if (later < k)
-				return cli_err(HC_EXIT_USAGE, "--series: the dumps of pids %llu and %llu were written at the same "
-				               "time; give one process's dumps (for example %.*s.%llu.)",
-				               (unsigned long long)v[i].pid, (unsigned long long)v[j].pid,
-				               (int)v[j].plen, v[j].path, (unsigned long long)v[j].pid);
+				return cli_err(HC_EXIT_USAGE,
+				    "--series: the dumps of pids %llu and %llu were written at the same "
+				    "time; give one process's dumps (for example %.*s.%llu.)",
+				    (unsigned long long)v[i].pid, (unsigned long long)v[j].pid, (int)v[j].plen,
+				    v[j].path, (unsigned long long)v[j].pid);
 			break;
 		}
 	/* one file named twice (a file and a prefix that matches it) once */
@@ -194,22 +196,22 @@ static int series_text(const rp_series_t *se, const rp_trend_t *t, size_t nt, co
 	char safe[4096];
 	double secs = (double)(se->time_ns[nd - 1] - se->time_ns[0]) / 1e9;
 	printf("Series: %zu dumps of %s over %.0f s, %s to %s\n", nd, rp_type_name[o->type], secs,
-	       time_of(se->time_ns[0], b1, sizeof b1), time_of(se->time_ns[nd - 1], b2, sizeof b2));
+	    time_of(se->time_ns[0], b1, sizeof b1), time_of(se->time_ns[nd - 1], b2, sizeof b2));
 	printf("  first: %s\n", out_safe(se->path[0], safe, sizeof safe));
 	printf("  last:  %s\n", out_safe(se->path[nd - 1], safe, sizeof safe));
 	printf("Total: %s %s -> %s %s (%s %s)\n", rp_unparse(o, se->total[0], b1, sizeof b1), rp_units(o),
-	       rp_unparse(o, se->total[nd - 1], b2, sizeof b2), rp_units(o),
-	       signed_val(o, se->total[nd - 1] - se->total[0], b3, sizeof b3), rp_units(o));
+	    rp_unparse(o, se->total[nd - 1], b2, sizeof b2), rp_units(o),
+	    signed_val(o, se->total[nd - 1] - se->total[0], b3, sizeof b3), rp_units(o));
 	printf("%9s %9s %10s %6s %6s  %s\n", "first", "last", "growth", "grew", "shrank",
-	       "site (* only grew: a leak suspect)");
+	    "site (* only grew: a leak suspect)");
 	for (size_t i = 0; i < limit; i++) {
 		const rp_trend_t *r = &t[i];
 		char g[32], sh[32];
 		snprintf(g, sizeof g, "%u/%zu", r->grew, nd - 1);
 		snprintf(sh, sizeof sh, "%u", r->shrank);
-		printf("%9s %9s %10s %6s %6s  %s%s\n", rp_unparse(o, r->first, b1, sizeof b1), rp_unparse(o, r->last, b2, sizeof b2),
-		       signed_val(o, r->growth, b3, sizeof b3), g, sh, r->only_grew ? "* " : "  ",
-		       out_safe(se->site[r->site], safe, sizeof safe));
+		printf("%9s %9s %10s %6s %6s  %s%s\n", rp_unparse(o, r->first, b1, sizeof b1),
+		    rp_unparse(o, r->last, b2, sizeof b2), signed_val(o, r->growth, b3, sizeof b3), g, sh,
+		    r->only_grew ? "* " : "  ", out_safe(se->site[r->site], safe, sizeof safe));
 	}
 	if (nt > limit && isatty(1))
 		fprintf(stderr, "heapctl: %zu more sites (--top 0 shows all)\n", nt - limit);
@@ -239,7 +241,7 @@ int rp_series_load(const char *const *paths, size_t nd, const ropts_t *o, rp_ser
 	se->time_ns = rp_alloc(sizeof *se->time_ns * nd);
 	se->total = rp_alloc(sizeof *se->total * nd);
 	rows_t sites = { 0 };
-	double *v = NULL;          /* v[site * nd + dump], grown with the sites */
+	double *v = NULL; /* v[site * nd + dump], grown with the sites */
 	size_t vcap = 0;
 	for (size_t d = 0; d < nd; d++) {
 		rp_raw_t raw;
@@ -299,7 +301,8 @@ int rp_cmd_series(const cli_args_t *a, ropts_t *o)
 	if (o->svg) {
 		char title[4200], err[512];
 		const char *b = strrchr(se.path[0], '/');
-		snprintf(title, sizeof title, "%s over %zu dumps: %s ...", rp_type_name[o->type], nd, b ? b + 1 : se.path[0]);
+		snprintf(title, sizeof title, "%s over %zu dumps: %s ...", rp_type_name[o->type], nd,
+		    b ? b + 1 : se.path[0]);
 		bool bytes = o->type == RP_INUSE_SPACE || o->type == RP_ALLOC_SPACE;
 		chart_job_t j = { &se, t, nt, o->top > 0 && o->top < 10 ? (size_t)o->top : 10, title, bytes };
 		if (rp_out_stream(o->svg, chart_to, &j, err, sizeof err) != 0)

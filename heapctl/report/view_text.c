@@ -50,7 +50,7 @@ static int cmp_row(const void *a, const void *b)
 const char *rp_unparse(const ropts_t *o, double v, char *buf, size_t len)
 {
 	if (o->type == RP_INUSE_OBJECTS || o->type == RP_ALLOC_OBJECTS || o->bytes)
-		snprintf(buf, len, "%.0f", trunc(v) + 0.0);   /* Perl's %d truncates; +0.0: no "-0" */
+		snprintf(buf, len, "%.0f", trunc(v) + 0.0); /* Perl's %d truncates; +0.0: no "-0" */
 	else
 		snprintf(buf, len, "%.1f", v / 1048576.0);
 	return buf;
@@ -94,7 +94,7 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 			for (int f = 0; f < l->n; f++) {
 				row_t *row = rp_row_of(&r, l->name[f]);
 				if (row->stamp == i)
-					continue;      /* recursion: once per stack */
+					continue; /* recursion: once per stack */
 				row->stamp = i;
 				row->cum += v;
 				if (first)
@@ -106,7 +106,7 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 	sort_cum = o->cum;
 	if (r.n)
 		qsort(r.v, r.n, sizeof *r.v, cmp_row);
-	rp_index_free(&r.ix);        /* the rows are in another order now */
+	rp_index_free(&r.ix); /* the rows are in another order now */
 	size_t shown = 0, limit = o->top > 0 ? (size_t)o->top : (size_t)-1;
 	double running = 0;
 	char b1[64], b2[32], b3[32], b4[64], b5[32];
@@ -118,7 +118,7 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 		json_str(&j, "type", rp_type_name[o->type]);
 		json_str(&j, "unit", rp_type_unit[o->type]);
 		json_int(&j, "total", total);
-		if (p->unnamed) {     /* also said on stderr: "path: build id ..." */
+		if (p->unnamed) { /* also said on stderr: "path: build id ..." */
 			json_arr(&j, "unnamed");
 			for (const char *l = p->unnamed, *nl; (nl = strchr(l, '\n')) != NULL; l = nl + 1) {
 				const char *why = strstr(l, ": build id ");
@@ -138,12 +138,13 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 		    o->base ? "no difference in" : "no", rp_type_name[o->type]);
 	} else if (total != 0) {
 		if (o->has_thread)
-			printf("Total (t%lld): %s %s\n", (long long)o->thread, rp_unparse(o, total, b1, sizeof b1), rp_units(o));
+			printf("Total (t%lld): %s %s\n", (long long)o->thread, rp_unparse(o, total, b1, sizeof b1),
+			    rp_units(o));
 		else
 			printf("Total: %s %s\n", rp_unparse(o, total, b1, sizeof b1), rp_units(o));
 		/* the columns pprof's -top names, over the rows' own widths */
-		printf("%8s %6s %6s %8s %6s %s\n", "flat", "flat%", "sum%", "cum", "cum%", o->lines ?
-		    "function file:line" : "function");
+		printf("%8s %6s %6s %8s %6s %s\n", "flat", "flat%", "sum%", "cum", "cum%",
+		    o->lines ? "function file:line" : "function");
 	}
 	for (size_t i = 0; i < r.n && shown < limit; i++) {
 		const row_t *w = &r.v[i];
@@ -161,9 +162,9 @@ int rp_print_text(const rp_profile_t *p, const lnames_t *ln, double total, const
 		}
 		char safe[4096];
 		printf("%8s %6s %6s %8s %6s %s\n", rp_unparse(o, w->flat, b1, sizeof b1),
-		       percent(w->flat, shown_total, b2, sizeof b2), percent(running, shown_total, b3, sizeof b3),
-		       rp_unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5),
-		       out_safe(w->name, safe, sizeof safe));
+		    percent(w->flat, shown_total, b2, sizeof b2), percent(running, shown_total, b3, sizeof b3),
+		    rp_unparse(o, w->cum, b4, sizeof b4), percent(w->cum, shown_total, b5, sizeof b5),
+		    out_safe(w->name, safe, sizeof safe));
 	}
 	if (json) {
 		json_end(&j);

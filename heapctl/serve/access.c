@@ -71,7 +71,8 @@ uid_t access_owner(int pid)
 {
 	char v[128];
 	unsigned r, e, s;
-	if (!cli_proc_status_field(pid, "Uid", v, sizeof v) || sscanf(v, "%u %u %u", &r, &e, &s) != 3 || r != e || e != s)
+	if (!cli_proc_status_field(pid, "Uid", v, sizeof v) || sscanf(v, "%u %u %u", &r, &e, &s) != 3 || r != e ||
+	    e != s)
 		return ACCESS_NOBODY;
 	/* a process that is not dumpable has its /proc/PID files owned by
 	 * root (the kernel's task_dump_owner): the test the kernel applies
@@ -126,8 +127,8 @@ static bool tcp_peer_proc(const struct sockaddr *peer, const struct sockaddr *us
 		char la[40], ra[40];
 		unsigned lp, rp, u;
 		unsigned long ino;
-		if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %39[0-9A-Fa-f]:%x %*x %*x:%*x %*x:%*x %*x %u %*u %lu", la, &lp,
-		    ra, &rp, &u, &ino) != 6)
+		if (sscanf(line, " %*u: %39[0-9A-Fa-f]:%x %39[0-9A-Fa-f]:%x %*x %*x:%*x %*x:%*x %*x %u %*u %lu", la,
+		        &lp, ra, &rp, &u, &ino) != 6)
 			continue;
 		if (lp == pport && rp == uport && strcasecmp(la, pa) == 0 && strcasecmp(ra, ua) == 0) {
 			*uid = u;
@@ -154,8 +155,10 @@ bool access_tcp_peer(int fd, const struct sockaddr *peer, uid_t *uid, unsigned l
 		struct inet_diag_req_v2 r;
 	} req = {
 		.nlh = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST },
-		.r = { .sdiag_family = (uint8_t)us.ss_family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u,
-			.id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
+		.r = { .sdiag_family = (uint8_t)us.ss_family,
+		    .sdiag_protocol = IPPROTO_TCP,
+		    .idiag_states = ~0u,
+		    .id.idiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } },
 	};
 	if (us.ss_family == AF_INET) {
 		const struct sockaddr_in *a = (const void *)peer, *b = (const void *)&us;
@@ -174,14 +177,17 @@ bool access_tcp_peer(int fd, const struct sockaddr *peer, uid_t *uid, unsigned l
 	if (nl < 0)
 		return tcp_peer_proc(peer, (struct sockaddr *)&us, uid, inode);
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	union { struct nlmsghdr h; char b[1024]; } ans;
+	union {
+		struct nlmsghdr h;
+		char b[1024];
+	} ans;
 	ssize_t n = -1;
 	if (sendto(nl, &req, sizeof req, 0, (struct sockaddr *)&kernel, sizeof kernel) == (ssize_t)sizeof req)
 		n = recv(nl, &ans, sizeof ans, 0);
 	close(nl);
 	if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) || !NLMSG_OK(&ans.h, (size_t)n) ||
 	    ans.h.nlmsg_type != SOCK_DIAG_BY_FAMILY)
-		return false;      /* NLMSG_ERROR: no such socket */
+		return false; /* NLMSG_ERROR: no such socket */
 	const struct inet_diag_msg *m = NLMSG_DATA(&ans.h);
 	*uid = m->idiag_uid;
 	*inode = m->idiag_inode;
@@ -285,7 +291,8 @@ void access_peer(serve_peer_t *p, int fd, const struct sockaddr *remote)
 	/* a socket no process holds (inode 0: its owner closed it) is no
 	 * one's to look up, and a time-wait one reads as root's */
 	if (remote == NULL || !access_tcp_peer(fd, remote, &p->uid, &p->inode) || p->inode == 0) {
-		snprintf(p->why, sizeof p->why, "the peer's socket is not in this host's socket table: not a local process");
+		snprintf(p->why, sizeof p->why,
+		    "the peer's socket is not in this host's socket table: not a local process");
 		return;
 	}
 	p->known = true;
@@ -299,7 +306,7 @@ bool access_owner_ok(serve_peer_t *p, uid_t owner)
 		return false;
 	if (owner != ACCESS_NOBODY && owner == p->uid)
 		return true;
-	if (!p->cap_known) {       /* a TCP peer: its processes, once */
+	if (!p->cap_known) { /* a TCP peer: its processes, once */
 		p->cap_known = true;
 		p->all = holders_have_cap(p->inode, p->uid);
 	}
@@ -316,7 +323,7 @@ bool access_may(serve_peer_t *p, int pid, char *why, size_t len)
 	if (!p->known)
 		snprintf(why, len, "process %d: who is asking cannot be told (%s): give the bearer token", pid, p->why);
 	else
-		snprintf(why, len, "process %d is not yours: uid %u cannot read its /proc/%d/maps", pid, (unsigned)p->uid,
-		    pid);
+		snprintf(why, len, "process %d is not yours: uid %u cannot read its /proc/%d/maps", pid,
+		    (unsigned)p->uid, pid);
 	return false;
 }

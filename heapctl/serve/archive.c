@@ -67,15 +67,19 @@
 #define OWNER_XATTR "user.heapctl.owner"
 
 static struct {
-	char dir[PATH_MAX];        /* "" when there is no archive                */
-	char skip[PATH_MAX + 1];   /* dumps under this are the daemon's own     */
-	unsigned keep;             /* per group, 0: no limit                     */
-	uint64_t max_bytes;        /* per user, 0: no limit                      */
-	uint64_t max_dump;         /* one dump's bytes at most                   */
-	uint64_t max_age_s;        /* 0: no limit                                */
-	pthread_mutex_t lock;      /* the queue below and retention              */
+	char dir[PATH_MAX];      /* "" when there is no archive                */
+	char skip[PATH_MAX + 1]; /* dumps under this are the daemon's own     */
+	unsigned keep;           /* per group, 0: no limit                     */
+	uint64_t max_bytes;      /* per user, 0: no limit                      */
+	uint64_t max_dump;       /* one dump's bytes at most                   */
+	uint64_t max_age_s;      /* 0: no limit                                */
+	pthread_mutex_t lock;    /* the queue below and retention              */
 	pthread_cond_t cond;
-	struct job { char heap[PATH_MAX + 400]; int pid; unsigned uid; } queue[64];
+	struct job {
+		char heap[PATH_MAX + 400];
+		int pid;
+		unsigned uid;
+	} queue[64];
 	unsigned head, tail;       /* pprof jobs: tail - head of them            */
 	uint64_t archived, failed; /* for the log and /metrics                   */
 } A = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -92,8 +96,8 @@ const char *arch_dir(void)
 
 static bool name_char(char ch)
 {
-	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-	    ch == '.' || ch == '_' || ch == '@' || ch == '-';
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+	    ch == '_' || ch == '@' || ch == '-';
 }
 
 /* A file name part: letters, digits and ._@- kept, anything else '_', at
@@ -170,7 +174,7 @@ uid_t arch_owner(const char *group, const char *name)
 static int by_time(const void *a, const void *b)
 {
 	const arch_entry_t *x = a, *y = b;
-	int c = strcmp(x->name, y->name);   /* names begin with the UTC time */
+	int c = strcmp(x->name, y->name); /* names begin with the UTC time */
 	return c ? c : strcmp(x->group, y->group);
 }
 
@@ -293,7 +297,7 @@ static void retention_owner(const arch_entry_t *v, size_t n, bool *gone, time_t 
 			total += v[i].bytes;
 	}
 	for (size_t i = 0; A.max_bytes && total > A.max_bytes && i + 1 < n; i++)
-		if (!gone[i]) {       /* the user's newest dump always stays */
+		if (!gone[i]) { /* the user's newest dump always stays */
 			gone[i] = true;
 			total -= v[i].bytes;
 		}
@@ -341,19 +345,20 @@ static bool where_told(const char *prefix, const char *path)
 	const char *base = strrchr(path, '/') + 1, *pbase = strrchr(prefix, '/');
 	size_t dlen = (size_t)(base - 1 - path), plen = pbase ? (size_t)(pbase - prefix) : 0;
 	pbase = pbase ? pbase + 1 : prefix;
-	bool dir_ok = prefix[0] == '/' ? dlen == plen && memcmp(path, prefix, dlen) == 0 :
-	    plen == 0 || (dlen > plen && path[dlen - plen - 1] == '/' && memcmp(path + dlen - plen, prefix, plen) == 0);
+	bool dir_ok = prefix[0] == '/' ? dlen == plen && memcmp(path, prefix, dlen) == 0
+	                               : plen == 0 ||
+	        (dlen > plen && path[dlen - plen - 1] == '/' && memcmp(path + dlen - plen, prefix, plen) == 0);
 	return dir_ok && strncmp(base, pbase, strlen(pbase)) == 0 && base[strlen(pbase)] == '.';
 }
 
 /* Opening a target's file with its user's rights, on a thread of its own. */
 typedef struct opener_s {
 	const serve_target_t *x;
-	const char *path;          /* as the target names it                    */
+	const char *path; /* as the target names it                    */
 	unsigned uid, gid;
 	gid_t groups[64];
 	int ngroups;
-	int fd, err;               /* the file, or -1 and an errno             */
+	int fd, err; /* the file, or -1 and an errno             */
 	const char *why;
 } opener_t;
 
@@ -370,7 +375,7 @@ static void user_groups(opener_t *o)
 			for (char *t = strtok(v, " \t"); t && o->ngroups < 64; t = strtok(NULL, " \t"))
 				o->groups[o->ngroups++] = (gid_t)strtoul(t, NULL, 10);
 		if (hc_shm_alive(&o->x->t))
-			return;                    /* still the process that was read */
+			return; /* still the process that was read */
 		o->gid = 65534;
 		o->ngroups = 0;
 	}
@@ -401,7 +406,7 @@ static void *open_as_user(void *arg)
 		return NULL;
 	}
 	char local[PATH_MAX + 64];
-	if (o->x->same_view)       /* also after it exited (its final dump) */
+	if (o->x->same_view) /* also after it exited (its final dump) */
 		snprintf(local, sizeof local, "%s", o->path);
 	else
 		cli_local_path(&o->x->t, o->path, local, sizeof local);
@@ -423,7 +428,7 @@ static void *open_as_user(void *arg)
 	}
 	/* the file itself, beneath that directory: never through a symlink */
 	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
 	const char *base = strrchr(o->path, '/') + 1;
 	o->fd = (int)syscall(SYS_openat2, dfd, base, &how, sizeof how);
 	if (o->fd < 0 && errno == ENOSYS)
@@ -437,7 +442,7 @@ static void *open_as_user(void *arg)
  * with why set for a file that is not what it claims. */
 static int copy_text(int in, int out, uint64_t cap, const char **why)
 {
-	static char buf[1 << 16];   /* the scan thread's alone */
+	static char buf[1 << 16]; /* the scan thread's alone */
 	uint64_t total = 0;
 	for (;;) {
 		ssize_t r = read(in, buf, sizeof buf);
@@ -478,15 +483,15 @@ static void arch_dest(const arch_name_t *n, unsigned later_ms, char *out, size_t
 	time_t s = (time_t)(ns / 1000000000);
 	gmtime_r(&s, &tm);
 	snprintf(out, len, "%s/%04d%02d%02dT%02d%02d%02d.%03dZ.u%u.%d.%s.heap", n->dir, tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ns / 1000000 % 1000), n->uid,
-	    n->pid, n->kind);
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ns / 1000000 % 1000), n->uid, n->pid,
+	    n->kind);
 }
 
 /* Copy the target's file at path (its own view), where its prof.prefix
  * puts dumps, to a name of n's (arch_dest) that no file has, in dest.  0
  * or an errno, with why set for a file that is not what it claims. */
-static int copy_in(const serve_target_t *x, const char *path, const arch_name_t *n, char *dest,
-    size_t len, const char **why)
+static int copy_in(const serve_target_t *x, const char *path, const arch_name_t *n, char *dest, size_t len,
+    const char **why)
 {
 	static char size_why[128];
 	opener_t o = { .x = x, .path = path, .uid = x->t.uid, .fd = -1 };
@@ -558,7 +563,7 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 	 * staged by heapctl dump -o and already gone): a scrape is not kept */
 	char group[128], dir[PATH_MAX + 160], dest[PATH_MAX + 400], path[sizeof ev->path + 1];
 	memcpy(path, ev->path, sizeof ev->path);
-	path[sizeof ev->path] = 0;   /* the segment's bytes are not trusted */
+	path[sizeof ev->path] = 0; /* the segment's bytes are not trusted */
 	if ((A.skip[0] && strncmp(path, A.skip, strlen(A.skip)) == 0) || hc_shm_staged_path(path))
 		return;
 	/* nor is one written elsewhere on request (dump -o, --prefix): not
@@ -575,8 +580,11 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 		return;
 	}
 	const char *kind = hc_shm_dump_kind_name(ev->kind);
-	arch_name_t an = { .dir = dir, .kind = kind ? kind : "dump", .time_ns = ev->time_ns,
-	    .uid = x->t.uid, .pid = x->t.pid };
+	arch_name_t an = { .dir = dir,
+		.kind = kind ? kind : "dump",
+		.time_ns = ev->time_ns,
+		.uid = x->t.uid,
+		.pid = x->t.pid };
 	const char *why = NULL;
 	int e = copy_in(x, path, &an, dest, sizeof dest, &why);
 	if (e) {
@@ -587,11 +595,13 @@ void arch_dump(const serve_target_t *x, const hc_shm_event_t *ev, const char *pr
 	}
 	char owner[16];
 	snprintf(owner, sizeof owner, "%u", (unsigned)x->owner);
-	static bool said;          /* a file system without them: said once */
+	static bool said; /* a file system without them: said once */
 	if (x->owner != ACCESS_NOBODY && setxattr(dest, OWNER_XATTR, owner, strlen(owner), 0) != 0 && !said) {
 		said = true;
-		fprintf(stderr, "heapctl serve: archive: %s and the dumps after it are root's alone: cannot record "
-		    "their owner (%s): %s\n", dest, OWNER_XATTR, strerror(errno));
+		fprintf(stderr,
+		    "heapctl serve: archive: %s and the dumps after it are root's alone: cannot record "
+		    "their owner (%s): %s\n",
+		    dest, OWNER_XATTR, strerror(errno));
 	}
 	pthread_mutex_lock(&A.lock);
 	A.archived++;
@@ -629,7 +639,7 @@ static void *worker(void *arg)
 		snprintf(pid, sizeof pid, "%d", j.pid);
 		snprintf(uid, sizeof uid, "%u", j.uid);
 		if (access(j.heap, F_OK) != 0)
-			continue;          /* already gone to retention */
+			continue; /* already gone to retention */
 		char procdir[32];
 		snprintf(procdir, sizeof procdir, "/proc/%d", j.pid);
 		/* never the dump's paths with our rights (profiles.c, respond_report);
@@ -658,8 +668,10 @@ int arch_init(const char *dir, unsigned keep, uint64_t max_bytes, uint64_t max_a
 		return cli_err(HC_EXIT_FAILED, "serve: cannot make the archive %s: %s", abs, strerror(errno));
 	struct stat st;
 	if (lstat(abs, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0022))
-		return cli_err(HC_EXIT_USAGE, "serve: the archive %s must be a directory of ours that nobody else "
-		    "can write", abs);
+		return cli_err(HC_EXIT_USAGE,
+		    "serve: the archive %s must be a directory of ours that nobody else "
+		    "can write",
+		    abs);
 	snprintf(A.dir, sizeof A.dir, "%s", abs);
 	A.keep = keep;
 	A.max_bytes = max_bytes;
@@ -694,7 +706,7 @@ enum MHD_Result arch_serve_list(struct MHD_Connection *c, serve_peer_t *peer)
 	json_t j;
 	json_begin(&j, f, JSON_PRETTY);
 	json_arr(&j, NULL);
-	for (size_t i = n; i-- > 0;) {          /* newest first */
+	for (size_t i = n; i-- > 0;) { /* newest first */
 		const arch_entry_t *e = &v[i];
 		if (!access_owner_ok(peer, e->owner))
 			continue;
@@ -759,8 +771,8 @@ enum MHD_Result arch_serve_file(struct MHD_Connection *c, const char *rel, serve
 		close(fd);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, heap ? "text/plain; charset=utf-8" :
-	    "application/octet-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+	    heap ? "text/plain; charset=utf-8" : "application/octet-stream");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);

@@ -25,9 +25,9 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	char *line[EVLOG];
-	uid_t owner[EVLOG];        /* its process's access_owner: who reads it   */
-	int pid[EVLOG];            /* its process, for the process's page        */
-	uint64_t head;             /* lines ever added                           */
+	uid_t owner[EVLOG]; /* its process's access_owner: who reads it   */
+	int pid[EVLOG];     /* its process, for the process's page        */
+	uint64_t head;      /* lines ever added                           */
 	bool stopping;
 } E = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
@@ -96,10 +96,10 @@ char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n)
 	char **v = calloc(max ? max : 1, sizeof *v);
 	if (v == NULL)
 		return NULL;
-	access_owner_ok(peer, ACCESS_NOBODY);   /* its capability now, not under E.lock */
+	access_owner_ok(peer, ACCESS_NOBODY); /* its capability now, not under E.lock */
 	pthread_mutex_lock(&E.lock);
 	uint64_t first = E.head > EVLOG ? E.head - EVLOG : 0;
-	for (uint64_t at = E.head; at-- > first && *n < max;) {          /* newest first */
+	for (uint64_t at = E.head; at-- > first && *n < max;) { /* newest first */
 		if (E.pid[at % EVLOG] != pid || !access_owner_ok(peer, E.owner[at % EVLOG]))
 			continue;
 		if ((v[*n] = strdup(E.line[at % EVLOG])) == NULL)
@@ -107,7 +107,7 @@ char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n)
 		(*n)++;
 	}
 	pthread_mutex_unlock(&E.lock);
-	for (size_t i = 0; i < *n / 2; i++) {       /* oldest first */
+	for (size_t i = 0; i < *n / 2; i++) { /* oldest first */
 		char *t = v[i];
 		v[i] = v[*n - 1 - i];
 		v[*n - 1 - i] = t;
@@ -116,10 +116,10 @@ char **serve_events_of(int pid, serve_peer_t *peer, size_t max, size_t *n)
 }
 
 typedef struct reader_s {
-	serve_peer_t peer;         /* it reads only the lines of its processes   */
-	uint64_t next;             /* the next line of the log to send           */
-	bool sse;                  /* text/event-stream: "data: LINE" blocks      */
-	char *pending;             /* a line not yet sent in full                 */
+	serve_peer_t peer; /* it reads only the lines of its processes   */
+	uint64_t next;     /* the next line of the log to send           */
+	bool sse;          /* text/event-stream: "data: LINE" blocks      */
+	char *pending;     /* a line not yet sent in full                 */
 	size_t off, len;
 } reader_t;
 
@@ -136,7 +136,7 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 15;
 		uint64_t at;
-		do {                       /* the next line of a process it may see */
+		do { /* the next line of a process it may see */
 			while (r->next == E.head && !E.stopping)
 				if (pthread_cond_timedwait(&E.cond, &E.lock, &until) == ETIMEDOUT)
 					break;
@@ -147,13 +147,13 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 			if (r->next == E.head) {
 				pthread_mutex_unlock(&E.lock);
 				if (!r->sse)
-					return 0;        /* asked again */
+					return 0; /* asked again */
 				static const char keep[] = ": keepalive\n\n";
 				size_t n = sizeof keep - 1 < max ? sizeof keep - 1 : max;
 				memcpy(buf, keep, n);
 				return (ssize_t)n;
 			}
-			if (E.head - r->next > EVLOG)        /* fell a whole log behind */
+			if (E.head - r->next > EVLOG) /* fell a whole log behind */
 				r->next = E.head - EVLOG;
 			at = r->next++;
 		} while (!access_owner_ok(&r->peer, E.owner[at % EVLOG]));
@@ -161,7 +161,8 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 		size_t n = strlen(line);
 		r->pending = malloc(n + 16);
 		if (r->pending) {
-			r->len = (size_t)sprintf(r->pending, "%s%s%s", r->sse ? "data: " : "", line, r->sse ? "\n" : "");
+			r->len =
+			    (size_t)sprintf(r->pending, "%s%s%s", r->sse ? "data: " : "", line, r->sse ? "\n" : "");
 			r->off = 0;
 		}
 		pthread_mutex_unlock(&E.lock);
@@ -198,7 +199,7 @@ enum MHD_Result events_serve(struct MHD_Connection *c, const serve_peer_t *peer)
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	r->sse = accept && strstr(accept, "text/event-stream");
 	r->peer = *peer;
-	access_owner_ok(&r->peer, ACCESS_NOBODY);  /* its capability now, not under E.lock */
+	access_owner_ok(&r->peer, ACCESS_NOBODY); /* its capability now, not under E.lock */
 	/* ?since=0 gives what the log still holds, else only what comes next */
 	long since = query_num(c, "since", LONG_MAX);
 	pthread_mutex_lock(&E.lock);
@@ -206,14 +207,14 @@ enum MHD_Result events_serve(struct MHD_Connection *c, const serve_peer_t *peer)
 	if (r->next > E.head)
 		r->next = E.head;
 	pthread_mutex_unlock(&E.lock);
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_read, r,
-	    events_free);
+	struct MHD_Response *resp =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_read, r, events_free);
 	if (resp == NULL) {
 		free(r);
 		return MHD_NO;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? "text/event-stream" :
-	    "application/x-ndjson");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	    r->sse ? "text/event-stream" : "application/x-ndjson");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);

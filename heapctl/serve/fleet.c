@@ -44,7 +44,7 @@ static void program(int pid, const char *command, char *out, size_t len)
 	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
 	ssize_t n = cli_read_file(path, buf, sizeof buf);
 	if (n > 0 && buf[0]) {
-		buf[sizeof buf - 1] = 0;       /* argv[0] ends at its NUL */
+		buf[sizeof buf - 1] = 0; /* argv[0] ends at its NUL */
 		const char *b = strrchr(buf, '/');
 		b = b && b[1] ? b + 1 : buf;
 		copy_cut(out, len, b, strlen(b));
@@ -96,8 +96,8 @@ static bool host_addr(const char *h)
  * process without that label). */
 typedef struct sd_filter_s {
 	const char *user, *unit, *container, *command;
-	long pid;                  /* -1: any */
-	char bad[160];             /* the first bad parameter, for the 400 */
+	long pid;      /* -1: any */
+	char bad[160]; /* the first bad parameter, for the 400 */
 } sd_filter_t;
 
 static enum MHD_Result sd_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -112,8 +112,10 @@ static enum MHD_Result sd_arg(void *cls, enum MHD_ValueKind kind, const char *ke
 		i++;
 	if (i == sizeof names / sizeof names[0]) {
 		char safe[64];
-		snprintf(f->bad, sizeof f->bad, "unknown parameter '%s': /sd takes user, unit, container, command "
-		    "and pid", out_safe(key, safe, sizeof safe));
+		snprintf(f->bad, sizeof f->bad,
+		    "unknown parameter '%s': /sd takes user, unit, container, command "
+		    "and pid",
+		    out_safe(key, safe, sizeof safe));
 		return MHD_NO;
 	}
 	if (value == NULL || strlen(value) > 255) {
@@ -161,8 +163,10 @@ static unsigned fleet_sd(struct MHD_Connection *c, serve_peer_t *peer, char **bo
 	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
 	if (f.bad[0] == 0 && !host_addr(host)) {
 		char safe[64];
-		snprintf(f.bad, sizeof f.bad, host ? "the Host '%s' is no HOST:PORT to scrape" :
-		    "a Host header is needed: it is the targets' address", host ? out_safe(host, safe, 40) : "");
+		snprintf(f.bad, sizeof f.bad,
+		    host ? "the Host '%s' is no HOST:PORT to scrape"
+		         : "a Host header is needed: it is the targets' address",
+		    host ? out_safe(host, safe, 40) : "");
 	}
 	if (f.bad[0]) {
 		*body = strdup(f.bad);
@@ -223,8 +227,8 @@ enum MHD_Result fleet_serve(struct MHD_Connection *c, serve_peer_t *peer)
 	unsigned status = fleet_sd(c, peer, &body, &len);
 	if (body == NULL)
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-	enum MHD_Result ok = status == MHD_HTTP_OK ? respond_buf(c, status, "application/json", body, len) :
-	    respond_err(c, status, "%s", body);
+	enum MHD_Result ok = status == MHD_HTTP_OK ? respond_buf(c, status, "application/json", body, len)
+	                                           : respond_err(c, status, "%s", body);
 	free(body);
 	return ok;
 }

@@ -26,19 +26,19 @@
 #include "serve.h"
 
 #define LEAK_MAX_INTERVALS 30
-#define LEAK_MAX_SUSPECTS 20
+#define LEAK_MAX_SUSPECTS  20
 
 typedef struct lproc_s {
 	int pid;
-	unsigned round, have;              /* dumps taken; files kept        */
+	unsigned round, have; /* dumps taken; files kept        */
 	char files[LEAK_MAX_INTERVALS + 1][64];
 	leak_t sus[LEAK_MAX_SUSPECTS];
 	size_t nsus;
-	bool seen;                         /* still a target this round      */
+	bool seen; /* still a target this round      */
 } lproc_t;
 
 static struct {
-	pthread_mutex_t lock;              /* v, n and what they hold        */
+	pthread_mutex_t lock; /* v, n and what they hold        */
 	lproc_t *v;
 	size_t n;
 	unsigned every_s, intervals;
@@ -57,7 +57,10 @@ size_t leaks_of(int pid, leak_t *out, size_t max)
 	return k;
 }
 
-bool leaks_enabled(void) { return L.every_s != 0; }
+bool leaks_enabled(void)
+{
+	return L.every_s != 0;
+}
 
 /* The value after "key": in one site object of report's JSON (json.c's
  * layout: "key": value, ...), or -1 if it is not there. */
@@ -80,7 +83,7 @@ static size_t parse_suspects(const char *json, unsigned intervals, double hours,
 		size_t k = 0;
 		for (; *p && *p != '"' && k + 1 < sizeof s.site; p++) {
 			if (*p == '\\' && p[1])
-				p++;           /* the escaped character itself */
+				p++; /* the escaped character itself */
 			s.site[k++] = *p;
 		}
 		s.site[k] = 0;
@@ -119,7 +122,7 @@ static void one(lproc_t *x, uid_t uid)
 	snprintf(path, sizeof path, "%s/%s", L.dir, file);
 	char *dump[] = { "dump", pids, "-o", path, "--timeout", tmo, NULL };
 	if (serve_run_self(dump, NULL, 0, err, sizeof err, 30000) != 0)
-		return;                        /* gone, or not answering: next time */
+		return; /* gone, or not answering: next time */
 	if (x->have == L.intervals + 1) {
 		char old[PATH_MAX + 80];
 		snprintf(old, sizeof old, "%s/%s", L.dir, x->files[0]);

@@ -40,10 +40,10 @@
 
 #include "serve.h"
 
-#define LIM_CONNS 16
-#define LIM_PROFILES 3
-#define LIM_STREAMS 4
-#define LIM_HEADER_S 10
+#define LIM_CONNS     16
+#define LIM_PROFILES  3
+#define LIM_STREAMS   4
+#define LIM_HEADER_S  10
 #define LIM_REQUEST_S 60
 #define LIM_LOG_LINES 20
 
@@ -52,12 +52,12 @@
 typedef struct lim_conn_s {
 	struct lim_conn_s *prev, *next;
 	int fd;
-	uint64_t peer;             /* lim_peer()'s key                          */
-	bool counted;              /* not root's: the caps apply                */
-	bool busy;                 /* a request's headers are in, not yet over  */
-	bool shut;                 /* the sweep shut it                         */
-	int kind;                  /* LIM_PROFILE, LIM_STREAM or 0              */
-	time_t since;              /* accept, last request's start or end       */
+	uint64_t peer; /* lim_peer()'s key                          */
+	bool counted;  /* not root's: the caps apply                */
+	bool busy;     /* a request's headers are in, not yet over  */
+	bool shut;     /* the sweep shut it                         */
+	int kind;      /* LIM_PROFILE, LIM_STREAM or 0              */
+	time_t since;  /* accept, last request's start or end       */
 } lim_conn_t;
 
 static struct {
@@ -91,7 +91,7 @@ static uint64_t lim_peer(int fd, bool *root)
 	uid_t uid;
 	bool known = false;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.pid > 0) {
-		uid = cr.uid;          /* a Unix socket's client */
+		uid = cr.uid; /* a Unix socket's client */
 		known = true;
 	} else if (getpeername(fd, (struct sockaddr *)&them, &tl) == 0) {
 		unsigned long inode;
@@ -99,7 +99,7 @@ static uint64_t lim_peer(int fd, bool *root)
 		if (!known && them.ss_family == AF_INET)
 			return 2ull << 32 | ((struct sockaddr_in *)&them)->sin_addr.s_addr;
 		if (!known) {
-			uint64_t h = 1469598103934665603ull;     /* FNV-1a of the address */
+			uint64_t h = 1469598103934665603ull; /* FNV-1a of the address */
 			const unsigned char *a = (const unsigned char *)&((struct sockaddr_in6 *)&them)->sin6_addr;
 			for (unsigned i = 0; i < 16; i++)
 				h = (h ^ a[i]) * 1099511628211ull;
@@ -119,9 +119,10 @@ static uint64_t lim_peer(int fd, bool *root)
 static void refuse_raw(int fd)
 {
 	char body[96], msg[256];
-	int bl = snprintf(body, sizeof body, "heapctl: too many connections from you: at most %d at a time\n",
-	    LIM_CONNS);
-	int n = snprintf(msg, sizeof msg, "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d\r\n"
+	int bl =
+	    snprintf(body, sizeof body, "heapctl: too many connections from you: at most %d at a time\n", LIM_CONNS);
+	int n = snprintf(msg, sizeof msg,
+	    "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %d\r\n"
 	    "Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 	    LIM_HEADER_S, bl, body);
 	ssize_t sent = send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -196,7 +197,9 @@ void lim_request(struct MHD_Connection *c)
 
 void lim_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-	(void)cls; (void)con_cls; (void)toe;
+	(void)cls;
+	(void)con_cls;
+	(void)toe;
 	lim_conn_t *x = conn_of(c);
 	if (x == NULL)
 		return;
@@ -228,16 +231,16 @@ bool lim_take(struct MHD_Connection *c, int kind)
 enum MHD_Result lim_refuse(struct MHD_Connection *c, int kind)
 {
 	char body[160];
-	int n = snprintf(body, sizeof body, kind == LIM_PROFILE ?
-	    "heapctl: %d profiles of yours are in flight already: try again when one is done\n" :
-	    "heapctl: %d /events streams of yours are open already: close one\n",
+	int n = snprintf(body, sizeof body,
+	    kind == LIM_PROFILE ? "heapctl: %d profiles of yours are in flight already: try again when one is done\n"
+	                        : "heapctl: %d /events streams of yours are open already: close one\n",
 	    kind == LIM_PROFILE ? LIM_PROFILES : LIM_STREAMS);
 	struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, body, MHD_RESPMEM_MUST_COPY);
 	if (r == NULL)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, kind == LIM_PROFILE ? "5" : "30");
-	MHD_add_response_header(r, "X-Go-Pprof", "1");      /* go tool pprof prints the line */
+	MHD_add_response_header(r, "X-Go-Pprof", "1"); /* go tool pprof prints the line */
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, r);
 	MHD_destroy_response(r);
 	return ok;
@@ -347,8 +350,10 @@ static void log_minute_locked(time_t now)
 	if (now / 60 == L.log_minute)
 		return;
 	if (L.log_dropped)
-		fprintf(stderr, "heapctl serve: %lu more libmicrohttpd messages in the last minute were not logged "
-		    "(%d a minute at most)\n", L.log_dropped, LIM_LOG_LINES);
+		fprintf(stderr,
+		    "heapctl serve: %lu more libmicrohttpd messages in the last minute were not logged "
+		    "(%d a minute at most)\n",
+		    L.log_dropped, LIM_LOG_LINES);
 	L.log_minute = now / 60;
 	L.log_lines = 0;
 	L.log_dropped = 0;

@@ -23,10 +23,10 @@
 #include "serve.h"
 
 static struct {
-	char token[256];           /* "" when none is needed                     */
-	bool open_reads;           /* loopback: GETs need no token (POSTs do)    */
-	bool check_host;           /* loopback TCP: the Host must be loopback    */
-	bool unix_socket;          /* no browser reaches it: control by the peer */
+	char token[256];  /* "" when none is needed                     */
+	bool open_reads;  /* loopback: GETs need no token (POSTs do)    */
+	bool check_host;  /* loopback TCP: the Host must be loopback    */
+	bool unix_socket; /* no browser reaches it: control by the peer */
 } S;
 
 static bool token_ok(struct MHD_Connection *c)
@@ -39,7 +39,7 @@ static bool token_ok(struct MHD_Connection *c)
 	h += 7;
 	size_t n = strlen(S.token), m = strlen(h);
 	unsigned char diff = (unsigned char)(n != m);
-	for (size_t i = 0; i < n; i++)      /* the same time whatever matches */
+	for (size_t i = 0; i < n; i++) /* the same time whatever matches */
 		diff |= (unsigned char)(S.token[i] ^ (i < m ? h[i] : 0));
 	return diff == 0;
 }
@@ -67,7 +67,7 @@ enum MHD_Result listen_unauthorized(struct MHD_Connection *c)
 		return MHD_NO;
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
-	MHD_add_response_header(r, "X-Go-Pprof", "1");      /* go tool pprof prints the line */
+	MHD_add_response_header(r, "X-Go-Pprof", "1"); /* go tool pprof prints the line */
 	enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
 	MHD_destroy_response(r);
 	return ok;
@@ -82,7 +82,7 @@ bool listen_host_ok(struct MHD_Connection *c)
 		return true;
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
 	if (h == NULL)
-		return true;              /* HTTP/1.0 without one: not a browser */
+		return true; /* HTTP/1.0 without one: not a browser */
 	char name[256];
 	size_t n;
 	if (h[0] == '[') {
@@ -132,8 +132,10 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback)
 		const char *path = spec + 5;
 		struct sockaddr_un su = { .sun_family = AF_UNIX };
 		if (*path != '/' || strlen(path) >= sizeof su.sun_path)
-			return cli_err(HC_EXIT_USAGE, "serve: --listen unix:PATH needs an absolute path of at most %zu bytes",
-			    sizeof su.sun_path - 1), -1;
+			return cli_err(HC_EXIT_USAGE,
+			           "serve: --listen unix:PATH needs an absolute path of at most %zu bytes",
+			           sizeof su.sun_path - 1),
+			       -1;
 		strcpy(su.sun_path, path);
 		struct stat sb;
 		if (lstat(path, &sb) == 0) {
@@ -171,11 +173,13 @@ static int listen_on(const char *spec, char *shown, size_t len, bool *loopback)
 		host[strlen(host) - 1] = 0;
 	}
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
-		.ai_socktype = SOCK_STREAM }, *ai;
+		.ai_socktype = SOCK_STREAM },
+	                *ai;
 	int e = getaddrinfo(host, colon + 1, &hints, &ai);
 	if (e)
 		return cli_err(HC_EXIT_USAGE, "serve: --listen %s: %s (an IP address and a port number)", spec,
-		    gai_strerror(e)), -1;
+		           gai_strerror(e)),
+		       -1;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
 	if (fd >= 0)
@@ -232,8 +236,10 @@ int listen_token_file(const char *path)
 	}
 	if (!S_ISREG(sb.st_mode) || (sb.st_mode & 0077)) {
 		close(fd);
-		return cli_err(HC_EXIT_USAGE, "serve: --token-file %s must be a regular file only its owner can read "
-		    "(chmod 600)", path);
+		return cli_err(HC_EXIT_USAGE,
+		    "serve: --token-file %s must be a regular file only its owner can read "
+		    "(chmod 600)",
+		    path);
 	}
 	ssize_t n = read(fd, S.token, sizeof S.token - 1);
 	close(fd);
@@ -241,9 +247,10 @@ int listen_token_file(const char *path)
 	S.token[strcspn(S.token, "\r\n")] = 0;
 	if (strlen(S.token) < 16 || strspn(S.token, "\t ") || strchr(S.token, ' ')) {
 		S.token[0] = 0;
-		return cli_err(HC_EXIT_USAGE, "serve: the token in %s must be one line of at least 16 characters "
-		    "and no spaces", path);
+		return cli_err(HC_EXIT_USAGE,
+		    "serve: the token in %s must be one line of at least 16 characters "
+		    "and no spaces",
+		    path);
 	}
 	return 0;
 }
-

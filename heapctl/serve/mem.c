@@ -18,7 +18,7 @@
 #include "diagnose/proc.h"
 #include "serve.h"
 
-#define MEM_TTL_NS (10ull * 1000000000ull)
+#define MEM_TTL_NS     (10ull * 1000000000ull)
 #define MEM_TIMEOUT_NS (200ull * 1000000ull)
 static const char *const rss_parts[] = { "heap", "anonymous", "stacks", "files", "shared", "kernel" };
 static const char *const heap_parts[] = { "live_attributed", "live_other", "sampling", "fragmentation", "free",

@@ -57,9 +57,9 @@ static void put_target_labels(FILE *f, int pid, const char *command, const char 
 }
 
 typedef struct metric_s {
-	const char *name;          /* without _total                            */
+	const char *name; /* without _total                            */
 	bool counter;
-	const char *unit;          /* OpenMetrics UNIT, or NULL                  */
+	const char *unit; /* OpenMetrics UNIT, or NULL                  */
 	const char *help;
 } metric_t;
 
@@ -107,11 +107,13 @@ static void mem_families(FILE *f, bool om, const mem_t *mem, size_t nmem)
 {
 	for (int heap = 0; heap < 2; heap++) {
 		const char *name = heap ? "heapctl_heap_part_bytes" : "heapctl_rss_part_bytes";
-		fprintf(f, "# HELP %s %s\n", name, heap ? "The allocator's heap by its own count (heapctl explain): "
-		    "live objects the profile attributes, other live objects, sampled objects' pages, free space "
-		    "in pages in use, free pages not yet returned, metadata." :
-		    "Resident memory by where it is (heapctl explain): the allocator's heap, other anonymous memory, "
-		    "thread stacks, mapped files, shared memory, kernel mappings; they add up to the resident set.");
+		fprintf(f, "# HELP %s %s\n", name,
+		    heap
+		        ? "The allocator's heap by its own count (heapctl explain): "
+		          "live objects the profile attributes, other live objects, sampled objects' pages, free space "
+		          "in pages in use, free pages not yet returned, metadata."
+		        : "Resident memory by where it is (heapctl explain): the allocator's heap, other anonymous memory, "
+		          "thread stacks, mapped files, shared memory, kernel mappings; they add up to the resident set.");
 		fprintf(f, "# TYPE %s gauge\n", name);
 		if (om)
 			fprintf(f, "# UNIT %s bytes\n", name);
@@ -127,8 +129,8 @@ static void mem_families(FILE *f, bool om, const mem_t *mem, size_t nmem)
 				continue;
 			for (unsigned i = 0; i < 6; i++) {
 				fputs(name, f);
-				put_target_labels(f, x->t.pid, x->command, x->unit, x->container, "part", mem_part(heap, i),
-				    x->user);
+				put_target_labels(f, x->t.pid, x->command, x->unit, x->container, "part",
+				    mem_part(heap, i), x->user);
 				fprintf(f, " %llu\n", (unsigned long long)mem_value(&m->x, heap, i));
 			}
 		}
@@ -146,9 +148,11 @@ static void leak_families(FILE *f, bool om, struct MHD_Connection *c)
 	serve_row_t *rows = serve_rows(&n);
 	for (int growth = 0; growth < 2; growth++) {
 		const char *name = growth ? "heapctl_leak_growth_bytes_per_hour" : "heapctl_leak_suspect_bytes";
-		fprintf(f, "# HELP %s %s\n", name, growth ? "Growth per hour of a site that grew in each of the last "
-		    "--leak-intervals intervals (serve --leaks)." : "In-use bytes of a site that grew in each of the "
-		    "last --leak-intervals intervals (serve --leaks).");
+		fprintf(f, "# HELP %s %s\n", name,
+		    growth ? "Growth per hour of a site that grew in each of the last "
+		             "--leak-intervals intervals (serve --leaks)."
+		           : "In-use bytes of a site that grew in each of the "
+		             "last --leak-intervals intervals (serve --leaks).");
 		fprintf(f, "# TYPE %s gauge\n", name);
 		if (om)
 			fprintf(f, "# UNIT %s %s\n", name, growth ? "bytes_per_hour" : "bytes");
@@ -160,8 +164,8 @@ static void leak_families(FILE *f, bool om, struct MHD_Connection *c)
 				continue;
 			for (size_t j = 0; j < k; j++) {
 				fputs(name, f);
-				put_target_labels(f, rows[i].pid, rows[i].command, rows[i].unit, rows[i].container, "site",
-				    l[j].site, rows[i].user);
+				put_target_labels(f, rows[i].pid, rows[i].command, rows[i].unit, rows[i].container,
+				    "site", l[j].site, rows[i].user);
 				fprintf(f, " %.17g\n", growth ? l[j].per_hour : l[j].bytes);
 			}
 		}
@@ -172,15 +176,19 @@ static void leak_families(FILE *f, bool om, struct MHD_Connection *c)
 /* The daemon's own: how many targets it sees (n), the archive's counts. */
 static void own_families(FILE *f, bool om, size_t n)
 {
-	fprintf(f, "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
-	    "# TYPE heapctl_targets gauge\nheapctl_targets %zu\n", n);
+	fprintf(f,
+	    "# HELP heapctl_targets Processes running the library that this daemon sees.\n"
+	    "# TYPE heapctl_targets gauge\nheapctl_targets %zu\n",
+	    n);
 	if (arch_enabled()) {
 		uint64_t archived, failed;
 		arch_counts(&archived, &failed);
-		fprintf(f, "# HELP heapctl_archived_dumps%s Dumps copied into the archive.\n"
+		fprintf(f,
+		    "# HELP heapctl_archived_dumps%s Dumps copied into the archive.\n"
 		    "# TYPE heapctl_archived_dumps%s counter\nheapctl_archived_dumps_total %llu\n",
 		    om ? "" : "_total", om ? "" : "_total", (unsigned long long)archived);
-		fprintf(f, "# HELP heapctl_archive_failures%s Dumps that could not be archived.\n"
+		fprintf(f,
+		    "# HELP heapctl_archive_failures%s Dumps that could not be archived.\n"
 		    "# TYPE heapctl_archive_failures%s counter\nheapctl_archive_failures_total %llu\n",
 		    om ? "" : "_total", om ? "" : "_total", (unsigned long long)failed);
 	}
@@ -244,8 +252,9 @@ enum MHD_Result metrics_serve(struct MHD_Connection *c, long pid)
 		free(mem);
 		fclose(f);
 		free(buf);
-		return oom ? respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory") :
-		    respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
+		return oom ? respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory")
+		           : respond_err(c, MHD_HTTP_NOT_FOUND,
+		                 "process %ld is not running libheapctl.so (see /targets)", pid);
 	}
 	if (mem)
 		mem_families(f, om, mem, np);
@@ -256,8 +265,10 @@ enum MHD_Result metrics_serve(struct MHD_Connection *c, long pid)
 		own_families(f, om, n);
 	if (om)
 		fputs("# EOF\n", f);
-	return respond_stream(c, om ? "application/openmetrics-text; version=1.0.0; charset=utf-8" :
-	    "text/plain; version=0.0.4; charset=utf-8", f, &buf, &len);
+	return respond_stream(c,
+	    om ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	       : "text/plain; version=0.0.4; charset=utf-8",
+	    f, &buf, &len);
 }
 
 enum MHD_Result metrics_targets(struct MHD_Connection *c)
@@ -303,4 +314,3 @@ enum MHD_Result metrics_targets(struct MHD_Connection *c)
 	json_end(&j);
 	return respond_stream(c, "application/json", f, &buf, &len);
 }
-

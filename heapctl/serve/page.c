@@ -36,15 +36,14 @@ static void esc(FILE *f, const char *s)
 		}
 }
 
-static const char style[] =
-    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
-    "h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.5em 0 .4em}"
-    "table{border-collapse:collapse;margin:.5em 0}th,td{padding:.25em .6em;text-align:left;"
-    "border-bottom:1px solid #ddd;vertical-align:top}th{background:#f3f3f3}"
-    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
-    "tr.plot td{border-bottom:2px solid #bbb}button{margin-right:.3em}"
-    "#status{margin-left:1em;color:#06c}.off{color:#a00}.on{color:#080}"
-    "code{font-size:.95em}";
+static const char style[] = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}"
+                            "h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.5em 0 .4em}"
+                            "table{border-collapse:collapse;margin:.5em 0}th,td{padding:.25em .6em;text-align:left;"
+                            "border-bottom:1px solid #ddd;vertical-align:top}th{background:#f3f3f3}"
+                            "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+                            "tr.plot td{border-bottom:2px solid #bbb}button{margin-right:.3em}"
+                            "#status{margin-left:1em;color:#06c}.off{color:#a00}.on{color:#080}"
+                            "code{font-size:.95em}";
 
 /* The script: the token kept for this tab, the buttons' POSTs, the
  * counters refreshed from /targets every 2 s and the plots every 30 s. */
@@ -78,7 +77,8 @@ static const char script[] =
 static void page_head(FILE *f, const char *title)
 {
 	fputs("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-	    "<meta name=\"viewport\" content=\"width=device-width\"><title>", f);
+	      "<meta name=\"viewport\" content=\"width=device-width\"><title>",
+	    f);
 	esc(f, title);
 	fprintf(f, "</title><style>%s</style></head><body>\n", style);
 }
@@ -86,8 +86,9 @@ static void page_head(FILE *f, const char *title)
 static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 {
 	fputs("<table id=\"targets\"><thead><tr><th>PID</th><th>Command</th><th>Unit</th><th>Sampling</th>"
-	    "<th>Allocated</th><th>Resident</th><th>High-water</th><th>Samples</th><th>Dumps</th>"
-	    "<th>Profile now</th><th>Control</th></tr></thead><tbody>\n", f);
+	      "<th>Allocated</th><th>Resident</th><th>High-water</th><th>Samples</th><th>Dumps</th>"
+	      "<th>Profile now</th><th>Control</th></tr></thead><tbody>\n",
+	    f);
 	for (size_t i = 0; i < n; i++) {
 		char b1[32], b2[32], b3[32];
 		const hc_shm_state_t *st = &r[i].st;
@@ -96,22 +97,25 @@ static void target_rows(FILE *f, const serve_row_t *r, size_t n)
 		esc(f, r[i].command);
 		fputs("</code></td><td>", f);
 		esc(f, r[i].unit[0] ? r[i].unit : r[i].container);
-		fprintf(f, "</td><td class=\"prof %s\">%s</td>"
+		fprintf(f,
+		    "</td><td class=\"prof %s\">%s</td>"
 		    "<td class=\"n allocated\">%s</td><td class=\"n resident\">%s</td><td class=\"n highwater\">%s</td>"
 		    "<td class=\"n samples\">%llu</td><td class=\"n dumps\">%llu</td>",
-		    st->active ? "on" : "off", st->active ? "on" : "off",
-		    out_bytes(st->allocated, b1, sizeof b1), out_bytes(st->resident, b2, sizeof b2),
-		    out_bytes(st->highwater, b3, sizeof b3), (unsigned long long)st->samples,
-		    (unsigned long long)st->dumps);
-		fprintf(f, "<td><a href=\"/debug/pprof/heap?pid=%d&amp;debug=1\">top</a> "
+		    st->active ? "on" : "off", st->active ? "on" : "off", out_bytes(st->allocated, b1, sizeof b1),
+		    out_bytes(st->resident, b2, sizeof b2), out_bytes(st->highwater, b3, sizeof b3),
+		    (unsigned long long)st->samples, (unsigned long long)st->dumps);
+		fprintf(f,
+		    "<td><a href=\"/debug/pprof/heap?pid=%d&amp;debug=1\">top</a> "
 		    "<a href=\"/flame?pid=%d\">flame graph</a> <a href=\"/debug/pprof/heap?pid=%d\">pprof</a> "
 		    "<a href=\"/debug/pprof/allocs?pid=%d\">allocs</a></td>"
 		    "<td><button data-act=\"on\" data-pid=\"%d\">on</button><button data-act=\"off\" data-pid=\"%d\">off"
 		    "</button><button data-act=\"dump\" data-pid=\"%d\">dump</button></td></tr>\n",
 		    r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid, r[i].pid);
-		fprintf(f, "<tr class=\"plot\"><td colspan=\"11\"><img class=\"plot\" src=\"/plot?pid=%d&amp;t=0\" "
+		fprintf(f,
+		    "<tr class=\"plot\"><td colspan=\"11\"><img class=\"plot\" src=\"/plot?pid=%d&amp;t=0\" "
 		    "width=\"720\" height=\"150\" alt=\"allocated, resident and high-water of process %d over the "
-		    "last hour\"></td></tr>\n", r[i].pid, r[i].pid);
+		    "last hour\"></td></tr>\n",
+		    r[i].pid, r[i].pid);
 	}
 	fputs("</tbody></table>\n", f);
 }
@@ -127,21 +131,22 @@ static void archive_rows(FILE *f, serve_peer_t *peer, int pid, uid_t uid)
 	}
 	size_t n;
 	arch_entry_t *v = arch_scan(&n);
-	size_t kept = 0;           /* the dumps of processes the reader may see */
+	size_t kept = 0; /* the dumps of processes the reader may see */
 	for (size_t i = 0; i < n; i++) {
 		long long u;
 		int p = 0;
 		char kind[32];
-		if (pid > 0 && (!arch_name_parse(v[i].name, &u, &p, kind, sizeof kind) || p != pid ||
-		    u != (long long)uid))
+		if (pid > 0 &&
+		    (!arch_name_parse(v[i].name, &u, &p, kind, sizeof kind) || p != pid || u != (long long)uid))
 			continue;
 		if (access_owner_ok(peer, v[i].owner))
 			v[kept++] = v[i];
 	}
 	if (kept == 0) {
-		fputs(pid > 0 ? "<p id=\"no-archive\">The archive holds no dump of this process.</p>\n" :
-		    n ? "<p>The archive holds no dump of a process you may read.</p>\n" :
-		    "<p>The archive is empty.</p>\n", f);
+		fputs(pid > 0 ? "<p id=\"no-archive\">The archive holds no dump of this process.</p>\n"
+		        : n   ? "<p>The archive holds no dump of a process you may read.</p>\n"
+		              : "<p>The archive is empty.</p>\n",
+		    f);
 		free(v);
 		return;
 	}
@@ -165,7 +170,8 @@ static void archive_rows(FILE *f, serve_peer_t *peer, int pid, uid_t uid)
 	}
 	fputs("</select> <button type=\"submit\">show</button></form>\n", f);
 	fputs("<table id=\"archive\"><thead><tr><th>Dump</th><th>Group</th><th>Size</th><th>Read it</th></tr>"
-	    "</thead><tbody>\n", f);
+	      "</thead><tbody>\n",
+	    f);
 	size_t shown = 0;
 	for (size_t i = n; i-- > 0 && shown < 200; shown++) {
 		char b[32], rel[600];
@@ -176,7 +182,8 @@ static void archive_rows(FILE *f, serve_peer_t *peer, int pid, uid_t uid)
 		esc(f, v[i].group);
 		fprintf(f, "</td><td class=\"n\">%s</td><td>", out_bytes(v[i].bytes, b, sizeof b));
 		/* names are [A-Za-z0-9._@-] (arch_name_ok): safe in a URL and in HTML */
-		fprintf(f, "<a href=\"/top?file=%s\">top</a> <a href=\"/flame?file=%s\">flame graph</a> "
+		fprintf(f,
+		    "<a href=\"/top?file=%s\">top</a> <a href=\"/flame?file=%s\">flame graph</a> "
 		    "<a href=\"/archive/%s\">heap</a> <a href=\"/archive/%s/%s.pb.gz\">pprof</a></td></tr>\n",
 		    rel, rel, rel, v[i].group, v[i].name);
 	}
@@ -195,11 +202,14 @@ char *page_html(size_t *len, serve_peer_t *peer)
 	serve_row_t *r = serve_rows(&n);
 	page_head(f, "heapctl serve");
 	fputs("<h1>heapctl serve</h1>\n", f);
-	fprintf(f, "<p id=\"summary\">%zu process%s run%s libheapctl.so. "
+	fprintf(f,
+	    "<p id=\"summary\">%zu process%s run%s libheapctl.so. "
 	    "<a href=\"/metrics\">metrics</a> · <a href=\"/targets\">targets</a> · <a href=\"/events\">events</a> · "
-	    "<a href=\"/archive\">archive</a> (JSON)</p>\n", n, n == 1 ? "" : "es", n == 1 ? "s" : "");
+	    "<a href=\"/archive\">archive</a> (JSON)</p>\n",
+	    n, n == 1 ? "" : "es", n == 1 ? "s" : "");
 	fputs("<p><label>Token for the buttons <input type=\"password\" id=\"token\" autocomplete=\"off\" "
-	    "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n", f);
+	      "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n",
+	    f);
 	target_rows(f, r, n);
 	free(r);
 	fputs("<h2>Archive</h2>\n", f);
@@ -253,15 +263,18 @@ char *page_process(int pid, size_t *len, serve_peer_t *peer, bool *found)
 		esc(f, x->container);
 		fputs("</b>", f);
 	}
-	fprintf(f, " · sampling every %s on average</p>\n", x->st.lg_sample < 63 ? out_bytes((uint64_t)1 <<
-	    x->st.lg_sample, pwbuf, sizeof pwbuf) : "?");
+	fprintf(f, " · sampling every %s on average</p>\n",
+	    x->st.lg_sample < 63 ? out_bytes((uint64_t)1 << x->st.lg_sample, pwbuf, sizeof pwbuf) : "?");
 	fputs("<p><label>Token for the buttons <input type=\"password\" id=\"token\" autocomplete=\"off\" "
-	    "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n", f);
+	      "size=\"24\"></label><span id=\"status\" role=\"status\"></span></p>\n",
+	    f);
 	target_rows(f, x, 1);
-	fprintf(f, "<h2>Where its memory goes</h2>\n<p>Its resident memory in parts, a point a minute, as "
+	fprintf(f,
+	    "<h2>Where its memory goes</h2>\n<p>Its resident memory in parts, a point a minute, as "
 	    "<code>heapctl explain %d</code> gives them now.</p>\n<img class=\"plot\" id=\"parts\" "
 	    "src=\"/plot?pid=%d&amp;parts=1&amp;t=0\" width=\"720\" height=\"170\" alt=\"the parts of the resident "
-	    "memory of process %d over the last hour\">\n", pid, pid, pid);
+	    "memory of process %d over the last hour\">\n",
+	    pid, pid, pid);
 	fputs("<h2>Archived dumps</h2>\n", f);
 	archive_rows(f, peer, pid, x->uid);
 	fputs("<h2>Recent events</h2>\n", f);
@@ -333,9 +346,11 @@ static bool plot_begin(plot_t *p, size_t *len, int pid, const char *what, bool a
 	p->t0 = time(NULL) - 3600;
 	FILE *f = p->f;
 	char b[32];
-	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+	fprintf(f,
+	    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
 	    "font-family=\"sans-serif\" font-size=\"11\"><title>process %d%s</title>"
-	    "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>", p->w, p->h, p->w, p->h, pid, what, p->w, p->h);
+	    "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>",
+	    p->w, p->h, p->w, p->h, pid, what, p->w, p->h);
 	if (axes) {
 		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>", p->l, p->h - p->b,
 		    p->w - p->r, p->h - p->b);
@@ -391,8 +406,8 @@ static char *plot_counters(const serve_hist_t *h, int pid, size_t *len)
 	static const char *const name[3] = { "allocated", "resident", "high-water" };
 	static const char *const color[3] = { "#1f77b4", "#2ca02c", "#d62728" };
 	for (int j = 0; j < 3; j++) {
-		fprintf(p.f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", name[j],
-		    color[j]);
+		fprintf(p.f, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+		    name[j], color[j]);
 		for (unsigned i = 0; i < n; i++) {
 			unsigned k = (h->head + HIST_N - n + i) % HIST_N;
 			uint64_t v = j == 0 ? h->p[k].allocated : j == 1 ? h->p[k].resident : h->p[k].highwater;
@@ -458,7 +473,7 @@ enum MHD_Result page_serve(struct MHD_Connection *c, serve_peer_t *peer)
 	else {
 		int pid = targets_request_pid(c, peer, &status, why, sizeof why);
 		html = pid < 0 ? NULL : page_process(pid, &len, peer, &found);
-		if (pid > 0 && !found) {               /* gone since */
+		if (pid > 0 && !found) { /* gone since */
 			status = MHD_HTTP_NOT_FOUND;
 			snprintf(why, sizeof why, "process %d is not running libheapctl.so (see /targets)", pid);
 		}
@@ -487,7 +502,8 @@ enum MHD_Result page_serve_plot(struct MHD_Connection *c)
 	if (found && parts)
 		svg = plot_parts((int)pid, &len);
 	if (!found)
-		return respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)", pid);
+		return respond_err(c, MHD_HTTP_NOT_FOUND, "process %ld is not running libheapctl.so (see /targets)",
+		    pid);
 	if (svg == NULL)
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
 	enum MHD_Result ok = respond_buf(c, MHD_HTTP_OK, "image/svg+xml", svg, len);

@@ -21,9 +21,9 @@
 #include "cli/cli.h"
 #include "serve.h"
 
-#define MAX_SECONDS 600          /* ?seconds= at most, as a delta          */
+#define MAX_SECONDS 600 /* ?seconds= at most, as a delta          */
 
-static unsigned requests;        /* for unique work directory names        */
+static unsigned requests; /* for unique work directory names        */
 
 static void remove_work(const char *dir)
 {
@@ -63,15 +63,15 @@ static bool work_dir(struct MHD_Connection *c, char *dir, size_t len, enum MHD_R
  * requester's terms (the flame graph's title, the pprof's comment, every
  * message), never by the daemon's paths.  dir is the request's work
  * directory, removed here. */
-static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file,
-    const char *base, int pid, int out_kind, bool allocs, const char *title)
+static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir, const char *file, const char *base,
+    int pid, int out_kind, bool allocs, const char *title)
 {
 	char out[PATH_MAX + 96], pids[16], err[1024], uid[16];
 	snprintf(out, sizeof out, "%s/%s", dir, out_kind == OUT_SVG ? "out.svg" : "out.pb.gz");
 	snprintf(pids, sizeof pids, "%d", pid);
 	struct stat fs;
 	unsigned owner = lstat(file, &fs) == 0 ? (unsigned)fs.st_uid : 65534u;
-	if (pid > 0)               /* its user's process, not one that has its pid since */
+	if (pid > 0) /* its user's process, not one that has its pid since */
 		owner = targets_uid(pid);
 	snprintf(uid, sizeof uid, "%u", owner);
 	char *rep[20];
@@ -110,8 +110,8 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 			serve_scrub(err, title, text, TEXT_MAX);
 		if (rc == 0 && text[0] && text[strlen(text) - 1] != '\n' && strlen(text) + 1 < TEXT_MAX)
 			strcat(text, "\n");
-		res = rc == 0 ? respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text)) :
-		    respond_child(c, rc, err, title, "heapctl report failed");
+		res = rc == 0 ? respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", text, strlen(text))
+		              : respond_child(c, rc, err, title, "heapctl report failed");
 		free(text);
 		remove_work(dir);
 		return res;
@@ -132,7 +132,7 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 		remove_work(dir);
 		return respond_err(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
 	}
-	remove_work(dir);          /* the open fd keeps the file */
+	remove_work(dir); /* the open fd keeps the file */
 	struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)sb.st_size, fd);
 	if (r == NULL) {
 		close(fd);
@@ -141,7 +141,8 @@ static enum MHD_Result respond_report(struct MHD_Connection *c, const char *dir,
 	if (out_kind == OUT_SVG) {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "image/svg+xml");
 		/* the flame graph's own script, and nothing from elsewhere */
-		MHD_add_response_header(r, "Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+		MHD_add_response_header(r, "Content-Security-Policy",
+		    "default-src 'none'; script-src 'unsafe-inline'; "
 		    "style-src 'unsafe-inline'");
 	} else {
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
@@ -165,7 +166,7 @@ static bool has_alloc_counts(const char *file)
 	ssize_t got = cli_read_file(file, head, sizeof head);
 	const char *t = got > 0 ? strstr(head, "\n  t*: ") : NULL;
 	if (t == NULL || sscanf(t, "\n  t*: %llu: %llu [%llu: %llu]", &n, &b, &an, &ab) != 4)
-		return true;               /* not ours to judge: report says what it finds */
+		return true; /* not ours to judge: report says what it finds */
 	return !(n > 0 && an == 0);
 }
 
@@ -180,8 +181,7 @@ enum MHD_Result profiles_live(struct MHD_Connection *c, bool allocs, bool svg, s
 	long seconds = query_num(c, "seconds", MAX_SECONDS);
 	long debug = query_num(c, "debug", 9);
 	if (seconds == -2)
-		return respond_err(c, MHD_HTTP_BAD_REQUEST, "seconds must be a whole number from 0 to %d",
-		    MAX_SECONDS);
+		return respond_err(c, MHD_HTTP_BAD_REQUEST, "seconds must be a whole number from 0 to %d", MAX_SECONDS);
 	if (debug == -2)
 		return respond_err(c, MHD_HTTP_BAD_REQUEST, "debug must be a small number");
 	char dir[PATH_MAX + 64];
@@ -202,10 +202,10 @@ enum MHD_Result profiles_live(struct MHD_Connection *c, bool allocs, bool svg, s
 		if ((rc = serve_run_self(d1, NULL, 0, err, sizeof err, dump_ms)) != 0)
 			goto failed;
 		int why_not = lim_wait(c, seconds);
-		if (why_not) {              /* no one to answer, or no time to */
+		if (why_not) { /* no one to answer, or no time to */
 			remove_work(dir);
-			return why_not == 1 ? MHD_NO : respond_err(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-			    "the daemon is stopping");
+			return why_not == 1 ? MHD_NO
+			                    : respond_err(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the daemon is stopping");
 		}
 	}
 	char *d2[] = { "dump", pids, "-o", b, "--timeout", tmo, NULL };
@@ -213,14 +213,19 @@ enum MHD_Result profiles_live(struct MHD_Connection *c, bool allocs, bool svg, s
 		goto failed;
 	if (allocs && !has_alloc_counts(b)) {
 		remove_work(dir);
-		return respond_err(c, MHD_HTTP_NOT_FOUND, "%s keeps no allocation counts (allocs): it was started without "
+		return respond_err(c, MHD_HTTP_NOT_FOUND,
+		    "%s keeps no allocation counts (allocs): it was started without "
 		    "prof_accum:true, which cannot be turned on while it runs; start it with HEAPCTL_CONF=prof_accum:true "
 		    "(heapctl run --conf prof_accum:true, heapctl enable UNIT --conf prof_accum:true, heapctl inject "
-		    "--conf prof_accum:true); /debug/pprof/heap?pid=%d has what it holds now", title, pid);
+		    "--conf prof_accum:true); /debug/pprof/heap?pid=%d has what it holds now",
+		    title, pid);
 	}
 	if (seconds > 0)
 		snprintf(title + strlen(title), sizeof title - strlen(title), ", growth over %ld s", seconds);
-	return respond_report(c, dir, b, seconds > 0 ? a : NULL, pid, svg ? OUT_SVG : debug > 0 ? OUT_TEXT : OUT_PPROF,
+	return respond_report(c, dir, b, seconds > 0 ? a : NULL, pid,
+	    svg             ? OUT_SVG
+	        : debug > 0 ? OUT_TEXT
+	                    : OUT_PPROF,
 	    allocs, title);
 failed:
 	remove_work(dir);
@@ -263,9 +268,13 @@ enum MHD_Result profiles_archived(struct MHD_Connection *c, bool svg, serve_peer
 	char file[PATH_MAX + 600], base[PATH_MAX + 600];
 	bool given, base_given, refused, base_refused;
 	if (!archived_arg(c, "file", file, sizeof file, &given, peer, &refused))
-		return respond_err(c, refused ? MHD_HTTP_FORBIDDEN : given ? MHD_HTTP_NOT_FOUND : MHD_HTTP_BAD_REQUEST,
-		    refused ? "archived dump: of a process you may not read" : given ? "no such archived dump" :
-		    "file=GROUP/NAME.heap (see /archive)");
+		return respond_err(c,
+		    refused     ? MHD_HTTP_FORBIDDEN
+		        : given ? MHD_HTTP_NOT_FOUND
+		                : MHD_HTTP_BAD_REQUEST,
+		    refused     ? "archived dump: of a process you may not read"
+		        : given ? "no such archived dump"
+		                : "file=GROUP/NAME.heap (see /archive)");
 	bool has_base = archived_arg(c, "base", base, sizeof base, &base_given, peer, &base_refused);
 	if (base_refused)
 		return respond_err(c, MHD_HTTP_FORBIDDEN, "archived dump (base): of a process you may not read");
@@ -282,4 +291,3 @@ enum MHD_Result profiles_archived(struct MHD_Connection *c, bool svg, serve_peer
 	    has_base ? " - " : "", has_base ? MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "base") : "");
 	return respond_report(c, dir, file, has_base ? base : NULL, 0, svg ? OUT_SVG : OUT_TEXT, false, title);
 }
-

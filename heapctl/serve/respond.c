@@ -14,8 +14,7 @@
 #include "cli/cli.h"
 #include "serve.h"
 
-enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type,
-    const void *body, size_t len)
+enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
 	if (r == NULL)
@@ -62,8 +61,7 @@ static unsigned child_status(int code)
 
 /* A failed `heapctl` child's answer: its status, and its message (err)
  * in the requester's terms (serve_scrub with what), or fallback. */
-enum MHD_Result respond_child(struct MHD_Connection *c, int rc, const char *err, const char *what,
-    const char *fallback)
+enum MHD_Result respond_child(struct MHD_Connection *c, int rc, const char *err, const char *what, const char *fallback)
 {
 	char msg[1024];
 	serve_scrub(err[0] ? err : fallback, what, msg, sizeof msg);
@@ -72,8 +70,7 @@ enum MHD_Result respond_child(struct MHD_Connection *c, int rc, const char *err,
 
 /* Respond with what a memstream built (and free it): buf and len are the
  * ones given to open_memstream, set when f is closed. */
-enum MHD_Result respond_stream(struct MHD_Connection *c, const char *type, FILE *f, char **buf,
-    size_t *len)
+enum MHD_Result respond_stream(struct MHD_Connection *c, const char *type, FILE *f, char **buf, size_t *len)
 {
 	if (fclose(f) != 0 || *buf == NULL) {
 		free(*buf);
@@ -93,7 +90,8 @@ enum MHD_Result respond_html(struct MHD_Connection *c, unsigned status, char *ht
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
 	/* the page's own style and script, requests to this daemon, nothing else */
-	MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; "
+	MHD_add_response_header(r, "Content-Security-Policy",
+	    "default-src 'self'; script-src 'unsafe-inline'; "
 	    "style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	enum MHD_Result ok = MHD_queue_response(c, status, r);
@@ -112,4 +110,3 @@ long query_num(struct MHD_Connection *c, const char *name, long max)
 	long n = strtol(v, NULL, 10);
 	return n > max ? -2 : n;
 }
-

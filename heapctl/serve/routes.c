@@ -58,17 +58,22 @@ static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *text, c
 enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
     const char *version, const char *upload, size_t *upload_size, void **state)
 {
-	(void)cls; (void)version; (void)upload;
+	(void)cls;
+	(void)version;
+	(void)upload;
 	lim_request(c);
 	if (!listen_host_ok(c))
-		return respond_err(c, MHD_HTTP_FORBIDDEN, "this daemon answers to a loopback Host only (127.0.0.1, "
+		return respond_err(c, MHD_HTTP_FORBIDDEN,
+		    "this daemon answers to a loopback Host only (127.0.0.1, "
 		    "localhost, [::1])");
 	bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 	bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
 	const char *control = strncmp(url, "/control/", 9) == 0 ? url + 9 : NULL;
-	if (control && (strcmp(control, "on") == 0 || strcmp(control, "off") == 0 || strcmp(control, "set") == 0 ||
-	    strcmp(control, "dump") == 0) && post) {
-		if (*upload_size) {          /* a body is not read: arguments are in the query */
+	if (control &&
+	    (strcmp(control, "on") == 0 || strcmp(control, "off") == 0 || strcmp(control, "set") == 0 ||
+	        strcmp(control, "dump") == 0) &&
+	    post) {
+		if (*upload_size) { /* a body is not read: arguments are in the query */
 			*upload_size = 0;
 			return MHD_YES;
 		}
@@ -83,7 +88,8 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 		listen_peer(c, &peer);
 		if (!listen_control_ok(&peer)) {
 			if (!listen_has_token())
-				return respond_err(c, MHD_HTTP_FORBIDDEN, "control over HTTP needs serve --token-file FILE");
+				return respond_err(c, MHD_HTTP_FORBIDDEN,
+				    "control over HTTP needs serve --token-file FILE");
 			return listen_unauthorized(c);
 		}
 		return control_serve(c, control, &peer);
@@ -91,13 +97,13 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 	if (control)
 		return not_allowed(c, "control is POST only\n", "POST");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && !head) {
-		if (*upload_size) {          /* take the body; answer at its end */
+		if (*upload_size) { /* take the body; answer at its end */
 			*upload_size = 0;
 			return MHD_YES;
 		}
 		return not_allowed(c, "only GET\n", "GET, HEAD");
 	}
-	if (*state == NULL) {            /* headers only so far */
+	if (*state == NULL) { /* headers only so far */
 		*state = (void *)1;
 		return MHD_YES;
 	}
@@ -118,8 +124,8 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 		return respond_buf(c, MHD_HTTP_OK, "text/plain; charset=utf-8", index_text, sizeof index_text - 1);
 	/* what carries an address, a path or a profile: the requester's own
 	 * (looked up for these only: a bad path costs no look-up) */
-	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top",
-		"/", "/archive", "/sd" };
+	static const char *const own[] = { "/events", "/debug/pprof/heap", "/debug/pprof/allocs", "/flame", "/top", "/",
+		"/archive", "/sd" };
 	bool routed = strncmp(url, "/archive/", 9) == 0;
 	for (size_t i = 0; !routed && i < sizeof own / sizeof own[0]; i++)
 		routed = strcmp(url, own[i]) == 0;
@@ -134,8 +140,9 @@ enum MHD_Result routes_handle(void *cls, struct MHD_Connection *c, const char *u
 	if (strcmp(url, "/debug/pprof/allocs") == 0)
 		return profiles_live(c, true, false, &peer);
 	if (strcmp(url, "/flame") == 0)
-		return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file") ? profiles_archived(c, true, &peer) :
-		    profiles_live(c, false, true, &peer);
+		return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "file")
+		    ? profiles_archived(c, true, &peer)
+		    : profiles_live(c, false, true, &peer);
 	if (strcmp(url, "/top") == 0)
 		return profiles_archived(c, false, &peer);
 	if (strcmp(url, "/") == 0)

@@ -37,8 +37,7 @@ int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errl
 	argv[n] = NULL;
 	char junk[256];
 	err[0] = 0;
-	int rc = cli_spawn(argv, NULL, out ? out : junk, out ? outlen : sizeof junk, err, errlen,
-	    (int)timeout_ms);
+	int rc = cli_spawn(argv, NULL, out ? out : junk, out ? outlen : sizeof junk, err, errlen, (int)timeout_ms);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot run heapctl %s: %s", argv[1], strerror(errno));
 		return HC_EXIT_FAILED;
@@ -47,8 +46,7 @@ int serve_run_self(char **args, char *out, size_t outlen, char *err, size_t errl
 	if (nl)
 		*nl = 0;
 	if (rc >= 128 && err[0] == 0)
-		snprintf(err, errlen, "heapctl %s did not finish in %llu ms", argv[1],
-		    (unsigned long long)timeout_ms);
+		snprintf(err, errlen, "heapctl %s did not finish in %llu ms", argv[1], (unsigned long long)timeout_ms);
 	return rc;
 }
 
@@ -60,8 +58,8 @@ void serve_scrub(const char *s, const char *what, char *out, size_t len)
 		size_t dl = 0;
 		int k = -1;
 		for (int i = 0; i < 3 && k < 0; i++)
-			if ((dl = strlen(dirs[i])) > 0 && strncmp(s, dirs[i], dl) == 0 && (s[dl] == 0 || s[dl] == '/' ||
-			    strchr(SCRUB_END, s[dl])))
+			if ((dl = strlen(dirs[i])) > 0 && strncmp(s, dirs[i], dl) == 0 &&
+			    (s[dl] == 0 || s[dl] == '/' || strchr(SCRUB_END, s[dl])))
 				k = i;
 		if (k < 0) {
 			out[o++] = *s++;
@@ -101,7 +99,7 @@ bool serve_tmp_file(int dfd, const char *name, time_t age)
 void serve_program(const char *command, char *out, size_t len)
 {
 	char safe[1024];
-	command = out_safe(command, safe, sizeof safe);   /* valid UTF-8 in a title */
+	command = out_safe(command, safe, sizeof safe); /* valid UTF-8 in a title */
 	size_t n = strcspn(command, " ");
 	const char *slash = memrchr(command, '/', n);
 	const char *p = slash ? slash + 1 : command;

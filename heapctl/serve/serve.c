@@ -57,9 +57,9 @@
 
 #define POLL_MS 500
 
-static unsigned parts_every_ms;  /* --parts-every: memory parts for the page  */
-static bool own_symcache;        /* the symbol cache is in the work directory:
-                                  * removed at exit                          */
+static unsigned parts_every_ms; /* --parts-every: memory parts for the page  */
+static bool own_symcache;       /* the symbol cache is in the work directory:
+                                 * removed at exit                          */
 
 /* ---- the symbol cache ----------------------------------------------------
  * Every report the daemon runs is given --symcache DIR: a module's frames
@@ -69,7 +69,11 @@ static bool own_symcache;        /* the symbol cache is in the work directory:
  * recently written going first (a file is written when it gains addresses). */
 #define SYMCACHE_MAX ((uint64_t)256 << 20)
 
-typedef struct { char name[200]; uint64_t bytes; struct timespec mtime; } cfile_t;
+typedef struct {
+	char name[200];
+	uint64_t bytes;
+	struct timespec mtime;
+} cfile_t;
 
 static int cfile_older(const void *a, const void *b)
 {
@@ -168,37 +172,57 @@ static bool parse_age(const char *v, uint64_t *out)
 	unsigned long long n = strtoull(v, &end, 10);
 	if (*v < '0' || *v > '9' || errno || (end[0] && end[1]))
 		return false;
-	unsigned long long unit = *end == 0 || *end == 's' ? 1 : *end == 'm' ? 60 : *end == 'h' ? 3600 :
-	    *end == 'd' ? 86400 : 0;
+	unsigned long long unit = *end == 0 || *end == 's' ? 1
+	    : *end == 'm'                                  ? 60
+	    : *end == 'h'                                  ? 3600
+	    : *end == 'd'                                  ? 86400
+	                                                   : 0;
 	if (unit == 0 || n > UINT64_MAX / unit)
 		return false;
 	*out = n * unit;
 	return true;
 }
 
-enum { O_LISTEN = 256, O_TOKEN, O_ARCHIVE, O_KEEP, O_MAX_BYTES, O_MAX_AGE, O_MAX_DUMP, O_SYMCACHE, O_PARTS, O_LEAKS,
-	O_LEAK_N };
+enum {
+	O_LISTEN = 256,
+	O_TOKEN,
+	O_ARCHIVE,
+	O_KEEP,
+	O_MAX_BYTES,
+	O_MAX_AGE,
+	O_MAX_DUMP,
+	O_SYMCACHE,
+	O_PARTS,
+	O_LEAKS,
+	O_LEAK_N
+};
 static const cli_opt_t serve_opts[] = {
 	{ "listen", O_LISTEN, "ADDR", "HOST:PORT, [IPV6]:PORT or unix:PATH (default 127.0.0.1:9447; port 0: any)" },
-	{ "token-file", O_TOKEN, "FILE", "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
-	  "line); needed to listen beyond loopback" },
+	{ "token-file", O_TOKEN, "FILE",
+	    "requests must carry 'Authorization: Bearer TOKEN' (FILE's first "
+	    "line); needed to listen beyond loopback" },
 	{ NULL, 0, NULL, "the archive:" },
-	{ "archive", O_ARCHIVE, "DIR", "copy every dump of every process into DIR/GROUP/ (GROUP: its systemd unit, "
-	  "else its program), with a symbolized pprof beside it" },
+	{ "archive", O_ARCHIVE, "DIR",
+	    "copy every dump of every process into DIR/GROUP/ (GROUP: its systemd unit, "
+	    "else its program), with a symbolized pprof beside it" },
 	{ "keep", O_KEEP, "N", "keep the newest N dumps of each group and user (default 50, 0: all)" },
-	{ "max-bytes", O_MAX_BYTES, "SIZE", "keep each user's dumps under SIZE, oldest out first (default 1G, "
-	  "0: no limit)" },
+	{ "max-bytes", O_MAX_BYTES, "SIZE",
+	    "keep each user's dumps under SIZE, oldest out first (default 1G, "
+	    "0: no limit)" },
 	{ "max-dump", O_MAX_DUMP, "SIZE", "archive no dump over SIZE (default 256M)" },
 	{ "max-age", O_MAX_AGE, "AGE", "remove dumps older than AGE: 90s, 30m, 12h, 7d (default: none)" },
 	{ NULL, 0, NULL, "symbols:" },
-	{ "symcache", O_SYMCACHE, "DIR", "keep each module's symbols in DIR by build id between scrapes, "
-	  "256 MiB at most (default: in the work directory, gone at exit; 'off': none)" },
+	{ "symcache", O_SYMCACHE, "DIR",
+	    "keep each module's symbols in DIR by build id between scrapes, "
+	    "256 MiB at most (default: in the work directory, gone at exit; 'off': none)" },
 	{ NULL, 0, NULL, "the page:" },
-	{ "parts-every", O_PARTS, "SECS", "measure where each process's memory goes (its page's stacked plot) "
-	  "every SECS seconds (default 60; the plot holds 60 points)" },
+	{ "parts-every", O_PARTS, "SECS",
+	    "measure where each process's memory goes (its page's stacked plot) "
+	    "every SECS seconds (default 60; the plot holds 60 points)" },
 	{ NULL, 0, NULL, "leak suspects:" },
-	{ "leaks", O_LEAKS, "SECS", "dump each process every SECS seconds and export the sites that grew in "
-	  "each of the last --leak-intervals intervals in /metrics (default: off)" },
+	{ "leaks", O_LEAKS, "SECS",
+	    "dump each process every SECS seconds and export the sites that grew in "
+	    "each of the last --leak-intervals intervals in /metrics (default: off)" },
 	{ "leak-intervals", O_LEAK_N, "N", "intervals a site must grow in, in a row (default 5)" },
 	{ NULL, 0, NULL, NULL }
 };
@@ -232,7 +256,10 @@ typedef struct serve_args_s {
  * read as --keep is */
 static int num_option(serve_args_t *o, int id, const char *v)
 {
-	static const struct { const char *name, *what; unsigned lo, hi; } num[] = {
+	static const struct {
+		const char *name, *what;
+		unsigned lo, hi;
+	} num[] = {
 		{ "parts-every", "seconds", 1, 3600 },
 		{ "leaks", "a whole number", 1, 86400 },
 		{ "leak-intervals", "a whole number", 2, 30 },
@@ -253,23 +280,34 @@ static int num_option(serve_args_t *o, int id, const char *v)
 static int archive_option(serve_args_t *o, int id, const char *v)
 {
 	bool size = id == O_MAX_BYTES || id == O_MAX_DUMP;
-	uint64_t *dst = id == O_KEEP ? &o->keep : id == O_MAX_BYTES ? &o->max_bytes : id == O_MAX_DUMP ?
-	    &o->max_dump : &o->max_age;
-	bool ok = id == O_KEEP ? parse_count(v, dst) : size ? hc_shm_parse_bytes(v, dst) &&
-	    (id != O_MAX_DUMP || *dst > 0) : parse_age(v, dst);
+	uint64_t *dst = id == O_KEEP ? &o->keep
+	    : id == O_MAX_BYTES      ? &o->max_bytes
+	    : id == O_MAX_DUMP       ? &o->max_dump
+	                             : &o->max_age;
+	bool ok = id == O_KEEP ? parse_count(v, dst)
+	    : size             ? hc_shm_parse_bytes(v, dst) && (id != O_MAX_DUMP || *dst > 0)
+	                       : parse_age(v, dst);
 	if (!ok)
-		return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want %s", id == O_KEEP ? "keep" :
-		    id == O_MAX_BYTES ? "max-bytes" : id == O_MAX_DUMP ? "max-dump" : "max-age", v,
-		    id == O_KEEP ? "a whole number" : size ? "a size like 500M or 2G" :
-		    "an age like 90s, 30m, 12h or 7d");
+		return cli_err(HC_EXIT_USAGE, "serve: --%s %s: want %s",
+		    id == O_KEEP            ? "keep"
+		        : id == O_MAX_BYTES ? "max-bytes"
+		        : id == O_MAX_DUMP  ? "max-dump"
+		                            : "max-age",
+		    v,
+		    id == O_KEEP ? "a whole number"
+		        : size   ? "a size like 500M or 2G"
+		                 : "an age like 90s, 30m, 12h or 7d");
 	return 0;
 }
 
 /* The command line into o: 0, or the exit code after its message. */
 static int serve_args(cli_args_t *a, serve_args_t *o)
 {
-	*o = (serve_args_t){ .listen = "127.0.0.1:9447", .keep = 50, .max_bytes = (uint64_t)1 << 30,
-		.max_dump = (uint64_t)256 << 20, .leak_n = 5 };
+	*o = (serve_args_t){ .listen = "127.0.0.1:9447",
+		.keep = 50,
+		.max_bytes = (uint64_t)1 << 30,
+		.max_dump = (uint64_t)256 << 20,
+		.leak_n = 5 };
 	cli_scan_t sc;
 	int code = cli_scan_begin(&sc, a, "serve", serve_opts, false);
 	if (code)
@@ -290,8 +328,9 @@ static int serve_args(cli_args_t *a, serve_args_t *o)
 		else if (id == O_KEEP || id == O_MAX_BYTES || id == O_MAX_AGE || id == O_MAX_DUMP)
 			code = archive_option(o, id, v);
 		else
-			code = cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'%s", v, strspn(v, "0123456789") ==
-			    strlen(v) ? " (it serves every process; ask for one with ?pid=N)" : "");
+			code = cli_err(HC_EXIT_USAGE, "serve: unexpected argument '%s'%s", v,
+			    strspn(v, "0123456789") == strlen(v) ? " (it serves every process; ask for one with ?pid=N)"
+			                                         : "");
 	}
 	cli_scan_end(&sc);
 	if (code)
@@ -302,9 +341,10 @@ static int serve_args(cli_args_t *a, serve_args_t *o)
 		return cli_err(HC_EXIT_USAGE, "serve: it serves every process; ask for one with ?pid=N");
 	if (o->token_file && (code = listen_token_file(o->token_file)) != 0)
 		return code;
-	if (!o->archive && (o->keep != 50 || o->max_bytes != (uint64_t)1 << 30 || o->max_age ||
-	    o->max_dump != (uint64_t)256 << 20))
-		return cli_err(HC_EXIT_USAGE, "serve: --keep, --max-bytes, --max-age and --max-dump are for --archive DIR");
+	if (!o->archive &&
+	    (o->keep != 50 || o->max_bytes != (uint64_t)1 << 30 || o->max_age || o->max_dump != (uint64_t)256 << 20))
+		return cli_err(HC_EXIT_USAGE,
+		    "serve: --keep, --max-bytes, --max-age and --max-dump are for --archive DIR");
 	return 0;
 }
 
@@ -312,7 +352,7 @@ static int serve_args(cli_args_t *a, serve_args_t *o)
  * cache: in it unless symcache names one ("off": none). */
 static int work_make(const char *symcache)
 {
-	const char *rt = getenv("RUNTIME_DIRECTORY");     /* systemd's, else /tmp */
+	const char *rt = getenv("RUNTIME_DIRECTORY"); /* systemd's, else /tmp */
 	snprintf(serve_conf.work, sizeof serve_conf.work, "%s/heapctl-serve.XXXXXX", rt && *rt == '/' ? rt : "/tmp");
 	if (mkdtemp(serve_conf.work) == NULL)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot make a work directory: %s", strerror(errno));
@@ -353,14 +393,11 @@ static struct MHD_Daemon *http_start(int fd)
 		nf.rlim_cur = nf.rlim_max < 4096 ? nf.rlim_max : 4096;
 		setrlimit(RLIMIT_NOFILE, &nf);
 	}
-	return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-	    MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, routes_handle, NULL,
-	    MHD_OPTION_EXTERNAL_LOGGER, lim_log, NULL,      /* first: it logs the others */
-	    MHD_OPTION_LISTEN_SOCKET, fd,
-	    MHD_OPTION_CONNECTION_LIMIT, 1000u,
-	    MHD_OPTION_CONNECTION_TIMEOUT, 10u,
-	    MHD_OPTION_NOTIFY_CONNECTION, lim_connection, NULL,
-	    MHD_OPTION_NOTIFY_COMPLETED, lim_completed, NULL,
+	return MHD_start_daemon(
+	    MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG, 0, NULL,
+	    NULL, routes_handle, NULL, MHD_OPTION_EXTERNAL_LOGGER, lim_log, NULL, /* first: it logs the others */
+	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 1000u, MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+	    MHD_OPTION_NOTIFY_CONNECTION, lim_connection, NULL, MHD_OPTION_NOTIFY_COMPLETED, lim_completed, NULL,
 	    MHD_OPTION_END);
 }
 
@@ -378,10 +415,11 @@ int hc_serve_main(cli_args_t *a)
 	if (n <= 0)
 		return cli_err(HC_EXIT_FAILED, "serve: cannot tell where heapctl is: %s", strerror(errno));
 	serve_conf.exe[n] = 0;
-	if (o.archive && (code = arch_init(o.archive, o.keep > UINT_MAX ? UINT_MAX : (unsigned)o.keep, o.max_bytes,
-	    o.max_age, o.max_dump)) != 0)
+	if (o.archive &&
+	    (code = arch_init(o.archive, o.keep > UINT_MAX ? UINT_MAX : (unsigned)o.keep, o.max_bytes, o.max_age,
+	         o.max_dump)) != 0)
 		return code;
-	if (arch_enabled())                 /* scrubbed from answers as the daemon's own */
+	if (arch_enabled()) /* scrubbed from answers as the daemon's own */
 		snprintf(serve_conf.archive, sizeof serve_conf.archive, "%s", arch_dir());
 	if ((code = work_make(o.symcache)) != 0)
 		return code;
@@ -429,7 +467,7 @@ int hc_serve_main(cli_args_t *a)
 	fflush(stdout);
 	int sig = 0;
 	sigwait(&sigs, &sig);
-	events_stop();                /* /events readers end their streams */
+	events_stop(); /* /events readers end their streams */
 	/* within systemd's stop timeout whatever is in flight: the children
 	 * are killed, and a thread that still will not end is left to exit() */
 	if (!lim_stop(d, 3000))

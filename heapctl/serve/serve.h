@@ -22,38 +22,41 @@
 typedef struct serve_target_s {
 	hc_shm_target_t t;
 	char command[256];
-	char unit[128];            /* systemd unit from /proc/PID/cgroup, or "" */
-	char container[128];       /* machine, docker or podman id, or ""       */
-	char user[64];             /* its real uid's name, else the number      */
-	uint64_t next_ev;          /* the next ring event to read               */
-	uint64_t gdumps, dumps_failed;   /* events seen since it was found     */
-	bool seen;                 /* in this round's scan                      */
-	uid_t owner;               /* who may see it (access_owner), this round */
-	bool same_view;            /* it sees our files at our paths (its mount
-	                            * namespace and root are ours): known while
-	                            * it lived, for the final dump after it     */
-	struct serve_hist_s *hist;  /* the last hour, for the page's plot      */
+	char unit[128];                /* systemd unit from /proc/PID/cgroup, or "" */
+	char container[128];           /* machine, docker or podman id, or ""       */
+	char user[64];                 /* its real uid's name, else the number      */
+	uint64_t next_ev;              /* the next ring event to read               */
+	uint64_t gdumps, dumps_failed; /* events seen since it was found     */
+	bool seen;                     /* in this round's scan                      */
+	uid_t owner;                   /* who may see it (access_owner), this round */
+	bool same_view;                /* it sees our files at our paths (its mount
+	                                * namespace and root are ours): known while
+	                                * it lived, for the final dump after it     */
+	struct serve_hist_s *hist;     /* the last hour, for the page's plot      */
 } serve_target_t;
 
 /* A target's counters every HIST_STEP_S seconds over the last hour. */
 #define HIST_STEP_S 5
-#define HIST_N (3600 / HIST_STEP_S)
+#define HIST_N      (3600 / HIST_STEP_S)
 typedef struct serve_hist_s {
-	unsigned n, head;          /* points kept; the next to write           */
-	int64_t last;              /* time of the newest                        */
-	struct { int64_t t; uint64_t allocated, resident, highwater; } p[HIST_N];
+	unsigned n, head; /* points kept; the next to write           */
+	int64_t last;     /* time of the newest                        */
+	struct {
+		int64_t t;
+		uint64_t allocated, resident, highwater;
+	} p[HIST_N];
 } serve_hist_t;
 
 /* access.c: who is asking (see its opening comment). */
-#define ACCESS_NOBODY ((uid_t)-1)  /* an owner only CAP_SYS_PTRACE may see  */
+#define ACCESS_NOBODY ((uid_t)-1) /* an owner only CAP_SYS_PTRACE may see  */
 typedef struct serve_peer_s {
-	bool all;                  /* the token, or CAP_SYS_PTRACE: everything  */
-	bool known;                /* uid is the requester's                    */
-	bool cap_known;            /* all is settled (else: looked up if needed) */
+	bool all;       /* the token, or CAP_SYS_PTRACE: everything  */
+	bool known;     /* uid is the requester's                    */
+	bool cap_known; /* all is settled (else: looked up if needed) */
 	uid_t uid;
-	int pid;                   /* on the Unix socket, else 0                */
-	unsigned long inode;       /* on TCP: the peer's socket                 */
-	char why[96];              /* when not known: why not                   */
+	int pid;             /* on the Unix socket, else 0                */
+	unsigned long inode; /* on TCP: the peer's socket                 */
+	char why[96];        /* when not known: why not                   */
 } serve_peer_t;
 
 /* The client's end of TCP connection fd, whose remote address is peer,
@@ -77,7 +80,7 @@ bool access_may(serve_peer_t *p, int pid, char *why, size_t len);
 typedef struct serve_row_s {
 	int pid;
 	char command[256], unit[128], container[128], user[64];
-	uid_t uid, owner;          /* its real uid; who may see it (access_owner) */
+	uid_t uid, owner; /* its real uid; who may see it (access_owner) */
 	hc_shm_state_t st;
 } serve_row_t;
 
@@ -93,17 +96,20 @@ typedef struct mem_s {
 typedef struct memh_s {
 	int pid;
 	unsigned n, head;
-	struct { int64_t t; uint64_t v[6]; } p[MEMH_N];
+	struct {
+		int64_t t;
+		uint64_t v[6];
+	} p[MEMH_N];
 } memh_t;
 
 /* self.c: the daemon's own paths and settings, set by hc_serve_main at
  * start (before the poller and the server start), read-only after. */
 typedef struct serve_conf_s {
-	char exe[PATH_MAX];        /* this heapctl, for dump and report          */
-	char work[PATH_MAX];       /* private directory for profiles in flight   */
-	char symcache[PATH_MAX];   /* report --symcache for every report, or ""  */
-	char archive[PATH_MAX];    /* arch_dir() when there is one, else ""      */
-	uint64_t timeout_ns;       /* for the target's answers                   */
+	char exe[PATH_MAX];      /* this heapctl, for dump and report          */
+	char work[PATH_MAX];     /* private directory for profiles in flight   */
+	char symcache[PATH_MAX]; /* report --symcache for every report, or ""  */
+	char archive[PATH_MAX];  /* arch_dir() when there is one, else ""      */
+	uint64_t timeout_ns;     /* for the target's answers                   */
 } serve_conf_t;
 extern serve_conf_t serve_conf;
 /* Run this heapctl with args (NULL-terminated, without argv[0]); its
@@ -179,8 +185,7 @@ void listen_peer(struct MHD_Connection *c, serve_peer_t *p);
  * message err in the requester's terms (serve_scrub with what) or
  * fallback; what a memstream built (f closed here, *buf freed: the
  * pointers given to open_memstream); an HTML page (html taken over). */
-enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type, const void *body,
-    size_t len);
+enum MHD_Result respond_buf(struct MHD_Connection *c, unsigned status, const char *type, const void *body, size_t len);
 enum MHD_Result respond_err(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 enum MHD_Result respond_child(struct MHD_Connection *c, int rc, const char *err, const char *what,
@@ -192,11 +197,11 @@ long query_num(struct MHD_Connection *c, const char *name, long max);
 
 /* archive.c */
 typedef struct arch_entry_s {
-	char group[256], name[256];     /* name: without .heap                  */
-	long long uid;                  /* its process's user, -1 if not named  */
-	uint64_t bytes;                 /* .heap and .pb.gz                     */
+	char group[256], name[256]; /* name: without .heap                  */
+	long long uid;              /* its process's user, -1 if not named  */
+	uint64_t bytes;             /* .heap and .pb.gz                     */
 	int64_t time_s;
-	uid_t owner;                    /* the dumped process's access_owner     */
+	uid_t owner; /* the dumped process's access_owner     */
 } arch_entry_t;
 
 /* keep: per group and user; max_bytes: per user; max_dump: one dump */

@@ -22,7 +22,7 @@
 typedef serve_target_t target_t;
 
 static struct {
-	pthread_mutex_t lock;      /* targets, ntargets                          */
+	pthread_mutex_t lock; /* targets, ntargets                          */
 	target_t *targets;
 	size_t ntargets;
 } S = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -52,12 +52,12 @@ static void cgroup_labels(int pid, char *unit, size_t ulen, char *cont, size_t c
 			c[n - 6] = 0;
 			id = c + 8;
 		} else if ((strncmp(c, "docker-", 7) == 0 || strncmp(c, "libpod-", 7) == 0) && n > 19) {
-			c[19] = 0;         /* the short id: 12 hex digits */
+			c[19] = 0; /* the short id: 12 hex digits */
 			id = c + 7;
 		}
 		if (id) {
 			snprintf(cont, clen, "%s", id);
-			unit[0] = 0;       /* a unit inside the container is its own */
+			unit[0] = 0; /* a unit inside the container is its own */
 			continue;
 		}
 		if ((n > 8 && strcmp(c + n - 8, ".service") == 0) || (n > 6 && strcmp(c + n - 6, ".scope") == 0))
@@ -140,7 +140,7 @@ static void hist_add_locked(target_t *x, int64_t now)
 typedef struct pending_s {
 	target_t x;
 	hc_shm_event_t ev;
-	char prefix[HC_SHM_PATH_MAX];   /* its prof.prefix: where dumps may be */
+	char prefix[HC_SHM_PATH_MAX]; /* its prof.prefix: where dumps may be */
 } pending_t;
 
 /* Read a target's new events: counted for the metrics, dumps kept in p
@@ -150,7 +150,7 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 	const hc_shm_ring_t *r = &x->t.seg->ring;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 	size_t kept = 0;
-	if (head - x->next_ev > HC_SHM_EVENTS)       /* more than the ring holds */
+	if (head - x->next_ev > HC_SHM_EVENTS) /* more than the ring holds */
 		x->next_ev = head - HC_SHM_EVENTS;
 	for (; x->next_ev < head; x->next_ev++) {
 		hc_shm_event_t e;
@@ -169,7 +169,7 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
 			hc_shm_state_t st;
 			p[kept].x = *x;
 			p[kept].ev = e;
-			p[kept].prefix[0] = 0;     /* none: not archived */
+			p[kept].prefix[0] = 0; /* none: not archived */
 			if (hc_shm_state_read(&x->t.seg->state, &st) && hc_shm_strvalid(st.prefix, sizeof st.prefix))
 				memcpy(p[kept].prefix, st.prefix, sizeof st.prefix);
 			kept++;
@@ -182,7 +182,11 @@ static size_t read_events_locked(target_t *x, pending_t *p, size_t max)
  * user's, stale, not finished): tried again after NOPE_S seconds, not at
  * every round. */
 #define NOPE_S 2
-static struct { int pid; uint64_t start; time_t until; } nope[256];
+static struct {
+	int pid;
+	uint64_t start;
+	time_t until;
+} nope[256];
 
 static bool nope_skip(int pid, time_t now)
 {
@@ -239,7 +243,7 @@ void targets_scan(void)
 		memset(nt, 0, sizeof *nt);
 		char err[512];
 		if (hc_shm_open(pids[i], &nt->t, err, sizeof err) != 0) {
-			nope_add(pids[i], now);   /* gone, stale, another user's, not a segment */
+			nope_add(pids[i], now); /* gone, stale, another user's, not a segment */
 			continue;
 		}
 		out_cmdline(nt->t.pid, nt->t.seg, nt->command, sizeof nt->command);
@@ -249,8 +253,9 @@ void targets_scan(void)
 			snprintf(nt->container, sizeof nt->container, "pid %d in its namespace", nt->t.nspid);
 		nt->same_view = cli_same_view(&nt->t);
 		nt->owner = access_owner(nt->t.pid);
-		nt->hist = calloc(1, sizeof *nt->hist);     /* no plot if NULL */
-		nt->next_ev = nt->t.start_time >= self_start ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
+		nt->hist = calloc(1, sizeof *nt->hist); /* no plot if NULL */
+		nt->next_ev =
+		    nt->t.start_time >= self_start ? 0 : __atomic_load_n(&nt->t.seg->ring.head, __ATOMIC_ACQUIRE);
 		nfresh++;
 	}
 	pthread_mutex_lock(&S.lock);
@@ -345,8 +350,10 @@ int targets_request_pid(struct MHD_Connection *c, serve_peer_t *peer, unsigned *
 	if (pid > 0)
 		return (int)pid;
 	*status = n ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_NOT_FOUND;
-	snprintf(why, len, n ? "%zu processes run libheapctl.so: say which with ?pid=N (see /targets)" :
-	    "no process runs libheapctl.so", n);
+	snprintf(why, len,
+	    n ? "%zu processes run libheapctl.so: say which with ?pid=N (see /targets)"
+	      : "no process runs libheapctl.so",
+	    n);
 	return -1;
 }
 
@@ -361,4 +368,3 @@ void targets_title(int pid, char *out, size_t len)
 	pthread_mutex_unlock(&S.lock);
 	snprintf(out, len, "%s (pid %d)", prog, pid);
 }
-

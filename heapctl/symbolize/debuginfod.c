@@ -64,7 +64,7 @@ static void debuginfod_env(bool stop)
 	if (getenv("DEBUGINFOD_TIMEOUT") == NULL)
 		setenv("DEBUGINFOD_TIMEOUT", DEBUGINFOD_DEFAULT_TIMEOUT, 1);
 	if (getenv("DEBUGINFOD_RETRY_LIMIT") == NULL)
-		setenv("DEBUGINFOD_RETRY_LIMIT", "0", 1);    /* its default: two more tries */
+		setenv("DEBUGINFOD_RETRY_LIMIT", "0", 1); /* its default: two more tries */
 }
 
 void rp_debug_begin(const char *root)
@@ -89,9 +89,9 @@ bool rp_debug_link_path(const char *file, const char *link, int k, char *path, s
 	if (link == NULL || *link == 0 || strchr(link, '/') || slash == NULL)
 		return false;
 	int dl = (int)(slash - file);
-	int n = k == 0 ? snprintf(path, len, "%.*s/%s", dl, file, link) :
-	    k == 1 ? snprintf(path, len, "%.*s/.debug/%s", dl, file, link) :
-	    snprintf(path, len, "%s%.*s/%s", debug_root, dl, file, link);
+	int n = k == 0 ? snprintf(path, len, "%.*s/%s", dl, file, link)
+	    : k == 1   ? snprintf(path, len, "%.*s/.debug/%s", dl, file, link)
+	               : snprintf(path, len, "%s%.*s/%s", debug_root, dl, file, link);
 	return n > 0 && (size_t)n < len && strcmp(path, file) != 0;
 }
 
@@ -121,7 +121,7 @@ void rp_debuginfod_missed(Dwfl_Module *mod, const char *modname, double t0)
 	char one[1024];
 	snprintf(one, sizeof one, "%s (build id %s)", b ? b + 1 : modname, len > 0 ? hex : "none");
 	if (missing && strstr(missing, one))
-		return;                         /* libdwfl asks once for each kind of data */
+		return; /* libdwfl asks once for each kind of data */
 	missing = (char *)rp_strcat3(missing ? missing : "", missing ? ", " : "", one);
 }
 
@@ -164,8 +164,10 @@ const char *rp_debuginfod_note(void)
 	const char *to = getenv("DEBUGINFOD_TIMEOUT");
 	char head[1024];
 	if (server_silent)
-		snprintf(head, sizeof head, "debuginfod (%s) did not answer within %s s, and was not asked again; "
-		         "no debug info for: ", urls, to ? to : "?");
+		snprintf(head, sizeof head,
+		    "debuginfod (%s) did not answer within %s s, and was not asked again; "
+		    "no debug info for: ",
+		    urls, to ? to : "?");
 	else
 		snprintf(head, sizeof head, "debuginfod (%s) gave no debug info for: ", urls);
 	return rp_strcat3(head, missing, "");
@@ -212,5 +214,5 @@ bool rp_debug_source(Elf *e, const char *file, const char *hex, char *what, size
 		    (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 		return true;
 	}
-	return false;       /* a server may still send one: not cached */
+	return false; /* a server may still send one: not cached */
 }

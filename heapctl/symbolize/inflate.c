@@ -34,11 +34,11 @@
 #include "report/rp_internal.h"
 
 typedef struct isec_s {
-	const unsigned char *src;     /* the section's bytes in the file */
+	const unsigned char *src; /* the section's bytes in the file */
 	size_t src_size;
-	size_t out_off, out_size;     /* where it goes in the copy */
+	size_t out_off, out_size; /* where it goes in the copy */
 	bool inflate, drop;
-	rp_split_t *split;            /* inflated in two parts (pinflate.c) */
+	rp_split_t *split; /* inflated in two parts (pinflate.c) */
 	GElf_Shdr sh;
 } isec_t;
 
@@ -50,15 +50,17 @@ typedef struct ifile_s {
 	isec_t *s;
 	int out_fd;
 	unsigned char *out;
-	int failed;                   /* set by a worker (atomic) */
+	int failed; /* set by a worker (atomic) */
 } ifile_t;
 
 /* The sections of all the files, largest first, for two workers. */
 typedef struct job_s {
 	ifile_t *f;
-	struct { uint32_t file, sec, part; } *order;    /* part: 0 whole, else split part + 1 */
+	struct {
+		uint32_t file, sec, part;
+	} * order; /* part: 0 whole, else split part + 1 */
 	size_t n;
-	size_t next;                  /* the next in order (atomic) */
+	size_t next; /* the next in order (atomic) */
 } job_t;
 
 /* Sections that big are inflated by two threads at once. */
@@ -70,10 +72,8 @@ static bool unneeded(const char *name, bool lines)
 {
 	if (!lines && !strcmp(name, ".debug_line"))
 		return true;
-	static const char *const names[] = {
-		".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo", ".debug_pubnames",
-		".debug_pubtypes", ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names"
-	};
+	static const char *const names[] = { ".debug_loc", ".debug_loclists", ".debug_macro", ".debug_macinfo",
+		".debug_pubnames", ".debug_pubtypes", ".debug_gnu_pubnames", ".debug_gnu_pubtypes", ".debug_names" };
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
 		if (!strcmp(name, names[i]))
 			return true;
@@ -113,7 +113,7 @@ static void *worker(void *arg)
 			continue;
 		int rc = 0;
 		if (j->order[k].part)
-			rp_split_run(s->split, (int)j->order[k].part - 1);     /* checked in rp_inflated_wait */
+			rp_split_run(s->split, (int)j->order[k].part - 1); /* checked in rp_inflated_wait */
 		else if (s->inflate)
 			rc = inflate_one(s, f->out + s->out_off);
 		else if (!s->drop && s->sh.sh_type != SHT_NOBITS && s->out_size)
@@ -173,8 +173,8 @@ static bool plan(ifile_t *f, int fd, bool lines)
 	GElf_Ehdr *eh = &f->eh;
 	if (e == NULL || gelf_getclass(e) != ELFCLASS64 || gelf_getehdr(e, eh) == NULL ||
 	    eh->e_ident[EI_DATA] != ELFDATA2LSB || elf_getshdrnum(e, &f->nsec) != 0 ||
-	    elf_getshdrstrndx(e, &f->shstrndx) != 0 || f->nsec < 2 || f->nsec > 65000 ||
-	    eh->e_shnum != f->nsec || (eh->e_phnum && eh->e_phoff != sizeof(Elf64_Ehdr)))
+	    elf_getshdrstrndx(e, &f->shstrndx) != 0 || f->nsec < 2 || f->nsec > 65000 || eh->e_shnum != f->nsec ||
+	    (eh->e_phnum && eh->e_phoff != sizeof(Elf64_Ehdr)))
 		return false;
 	isec_t *s = f->s = calloc(f->nsec, sizeof *s);
 	if (s == NULL)
@@ -228,7 +228,7 @@ static bool plan(ifile_t *f, int fd, bool lines)
 		}
 	}
 	if (!any)
-		return false;                  /* nothing to gain: the file as it is */
+		return false; /* nothing to gain: the file as it is */
 	f->shoff = align_up(off, 8);
 	f->total = f->shoff + f->nsec * sizeof(Elf64_Shdr);
 	f->out_fd = memfd_create("heapctl-debug", MFD_CLOEXEC);
@@ -262,8 +262,8 @@ static bool finish(ifile_t *f)
 		GElf_Phdr ph;
 		if (gelf_getphdr(f->e, (int)i, &ph) == NULL)
 			return false;
-		Elf64_Phdr p = { (Elf64_Word)ph.p_type, (Elf64_Word)ph.p_flags, ph.p_offset, ph.p_vaddr,
-		    ph.p_paddr, ph.p_filesz, ph.p_memsz, ph.p_align };
+		Elf64_Phdr p = { (Elf64_Word)ph.p_type, (Elf64_Word)ph.p_flags, ph.p_offset, ph.p_vaddr, ph.p_paddr,
+			ph.p_filesz, ph.p_memsz, ph.p_align };
 		memcpy(f->out + sizeof neh + i * sizeof p, &p, sizeof p);
 	}
 	Elf64_Shdr *sh = (Elf64_Shdr *)(f->out + f->shoff);
@@ -271,8 +271,8 @@ static bool finish(ifile_t *f)
 	for (size_t i = 1; i < f->nsec; i++) {
 		const GElf_Shdr *g = &f->s[i].sh;
 		sh[i] = (Elf64_Shdr){ (Elf64_Word)g->sh_name, (Elf64_Word)g->sh_type, g->sh_flags, g->sh_addr,
-		    f->s[i].out_off, g->sh_size, (Elf64_Word)g->sh_link, (Elf64_Word)g->sh_info,
-		    g->sh_addralign, g->sh_entsize };
+			f->s[i].out_off, g->sh_size, (Elf64_Word)g->sh_link, (Elf64_Word)g->sh_info, g->sh_addralign,
+			g->sh_entsize };
 	}
 	return true;
 }
@@ -310,7 +310,7 @@ rp_inflating_t *rp_inflated_start(const int *fds, size_t n, int threads, bool li
 	in->n = n;
 	in->j = (job_t){ .f = f, .order = nsec ? calloc(2 * nsec, sizeof *in->j.order) : NULL };
 	if (in->j.order == NULL)
-		return in;                      /* nothing to do, or no memory: no copies */
+		return in; /* nothing to do, or no memory: no copies */
 	/* a big section on a machine of two cores or more: two jobs */
 	bool cores = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
 	for (size_t i = 0; i < n; i++)
@@ -337,7 +337,7 @@ void rp_inflated_wait(rp_inflating_t *in, int *out)
 	if (in == NULL)
 		return;
 	if (in->j.order) {
-		worker(&in->j);                 /* what no worker has taken yet */
+		worker(&in->j); /* what no worker has taken yet */
 		for (int k = 0; k < in->nthreads; k++)
 			pthread_join(in->t[k], NULL);
 	}

@@ -55,9 +55,9 @@ static char *short_name(const char *full)
 		anon[10] = '\x03';
 		anon[20] = '\x02';
 	}
-	while (strip_group(s, '(', ')'))           /* argument lists, innermost first */
+	while (strip_group(s, '(', ')')) /* argument lists, innermost first */
 		;
-	while (strip_group(s, '<', '>'))           /* template arguments */
+	while (strip_group(s, '<', '>')) /* template arguments */
 		;
 	/* a leading return type: "void* ns::f" -> "ns::f" */
 	char *last_space = NULL;

@@ -36,34 +36,34 @@
 #include "report/report.h"
 #include "report/rp_internal.h"
 
-#define WINDOW 32768
+#define WINDOW    32768
 #define FAST_BITS 11
 
-enum { SPLIT_UNSET = 0, SPLIT_ABORTED = 1 };   /* else: the boundary, in bits, + 2 */
+enum { SPLIT_UNSET = 0, SPLIT_ABORTED = 1 }; /* else: the boundary, in bits, + 2 */
 
 struct rp_split_s {
-	const unsigned char *in;      /* the deflate data (after the zlib header) */
-	size_t inlen;                 /* up to the Adler-32 */
-	uint32_t adler;               /* the stream's */
+	const unsigned char *in; /* the deflate data (after the zlib header) */
+	size_t inlen;            /* up to the Adler-32 */
+	uint32_t adler;          /* the stream's */
 	unsigned char *out;
-	size_t size;                  /* what the stream must inflate to */
+	size_t size; /* what the stream must inflate to */
 
-	uint64_t state;               /* SPLIT_* or boundary + 2 (atomic) */
-	int done;                     /* parts finished (atomic) */
-	int result;                   /* 0, or -1 */
+	uint64_t state; /* SPLIT_* or boundary + 2 (atomic) */
+	int done;       /* parts finished (atomic) */
+	int result;     /* 0, or -1 */
 
 	/* part 0 */
 	z_stream zs;
 	bool zs_live;
-	int zrc;                      /* inflate's last return */
-	bool stopped;                 /* at the boundary */
-	size_t a_len;                 /* its output */
+	int zrc;      /* inflate's last return */
+	bool stopped; /* at the boundary */
+	size_t a_len; /* its output */
 	uint32_t a_adler;
 
 	/* part 1: nsym symbols, then nbytes bytes */
-	uint16_t *sym;                /* as symbols, while any may be unknown */
+	uint16_t *sym; /* as symbols, while any may be unknown */
 	size_t sym_cap, nsym;
-	unsigned char *bytes;         /* then from zlib (in sym's mapping) */
+	unsigned char *bytes; /* then from zlib (in sym's mapping) */
 	size_t nbytes;
 	bool b_ok;
 };
@@ -72,9 +72,9 @@ struct rp_split_s {
 
 typedef struct {
 	const unsigned char *start, *p, *end;
-	uint64_t bits;                /* LSB first */
-	int n;                        /* valid bits in bits */
-	size_t pad;                   /* zero bytes fed in past the end */
+	uint64_t bits; /* LSB first */
+	int n;         /* valid bits in bits */
+	size_t pad;    /* zero bytes fed in past the end */
 } bitrd_t;
 
 static void rd_at(bitrd_t *b, const unsigned char *in, size_t len, uint64_t bitpos)
@@ -134,7 +134,7 @@ static bool rd_overrun(const bitrd_t *b)
 /* A canonical Huffman code: a table of the codes up to FAST_BITS long,
  * and counts and symbols for the longer ones. */
 typedef struct {
-	uint32_t fast[1 << FAST_BITS];   /* sym << 4 | length; 0: longer */
+	uint32_t fast[1 << FAST_BITS]; /* sym << 4 | length; 0: longer */
 	uint16_t count[16];
 	uint16_t sym[320];
 } huff_t;
@@ -157,7 +157,7 @@ static int huff_build(huff_t *h, const uint8_t *len, int n)
 			max = l;
 	}
 	if (left > 0 && ncodes > 0 && !(ncodes == 1 && max == 1))
-		return -1;                        /* (none at all: a block without matches) */
+		return -1; /* (none at all: a block without matches) */
 	uint16_t offs[17];
 	offs[1] = 0;
 	for (int l = 1; l < 16; l++)
@@ -215,7 +215,7 @@ static const uint8_t dist_extra[30] = { 0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5
 typedef struct {
 	huff_t lit, dist;
 	uint16_t *out;
-	size_t cap, n;                /* out's room and what is in it */
+	size_t cap, n; /* out's room and what is in it */
 } dec_t;
 
 /* A dynamic block's header into d->lit and d->dist (BFINAL and BTYPE
@@ -233,7 +233,7 @@ static int dynamic_header(bitrd_t *b, dec_t *d)
 			refill(b);
 		cl[order[i]] = (uint8_t)take(b, 3);
 	}
-	if (huff_build(&d->lit, cl, 19) != 0)          /* the code-length code, for now */
+	if (huff_build(&d->lit, cl, 19) != 0) /* the code-length code, for now */
 		return -1;
 	uint8_t len[320];
 	int i = 0;
@@ -273,7 +273,7 @@ static void fixed_codes(dec_t *d)
 	for (int i = 0; i < 288; i++)
 		len[i] = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
 	for (int i = 0; i < 32; i++)
-		len[288 + i] = 5;                     /* 30 and 31 complete it; they decode as errors */
+		len[288 + i] = 5; /* 30 and 31 complete it; they decode as errors */
 	huff_build(&d->lit, len, 288);
 	huff_build(&d->dist, len + 288, 32);
 }
@@ -312,7 +312,7 @@ static int codes(bitrd_t *rd, dec_t *d)
 		if (dist >= len && dist <= n) {
 			memcpy(o, o - dist, len * sizeof *o);
 		} else if (dist <= n) {
-			const uint16_t *from = o - dist;      /* overlapping: a run */
+			const uint16_t *from = o - dist; /* overlapping: a run */
 			for (size_t k = 0; k < len; k++)
 				o[k] = from[k];
 		} else {
@@ -382,7 +382,7 @@ static uint64_t split_from(const rp_split_t *sp)
 static uint64_t find_boundary(const rp_split_t *sp, uint64_t from, dec_t *d)
 {
 	uint64_t end = (uint64_t)sp->inlen * 8;
-	uint64_t limit = from + ((uint64_t)1 << 21);       /* 256 KiB of input: blocks are smaller */
+	uint64_t limit = from + ((uint64_t)1 << 21); /* 256 KiB of input: blocks are smaller */
 	for (uint64_t q = from; q < end && q < limit; q++) {
 		const unsigned char *p = sp->in + q / 8;
 		/* BFINAL 0, BTYPE 2: three bits 0,0,1 from bit q */
@@ -396,7 +396,7 @@ static uint64_t find_boundary(const rp_split_t *sp, uint64_t from, dec_t *d)
 		d->n = 0;
 		if (block(&b, d) != 0 || d->n < 256)
 			continue;
-		if (block(&b, d) >= 0)                /* and the next one too */
+		if (block(&b, d) >= 0) /* and the next one too */
 			return q;
 	}
 	return UINT64_MAX;
@@ -408,7 +408,7 @@ static bool window_known(const dec_t *d)
 {
 	if (d->n < WINDOW)
 		return false;
-	for (size_t i = d->n; i-- > d->n - WINDOW;)     /* from the end: most often one is close */
+	for (size_t i = d->n; i-- > d->n - WINDOW;) /* from the end: most often one is close */
 		if (d->out[i] >= 256)
 			return false;
 	return true;
@@ -445,17 +445,18 @@ static bool zlib_rest(rp_split_t *sp, const dec_t *d, uint64_t pos)
 static void part1(rp_split_t *sp)
 {
 	dec_t *d = calloc(1, sizeof *d);
-	size_t cap = sp->size;                /* it makes less than all of it */
+	size_t cap = sp->size; /* it makes less than all of it */
 	void *m = mmap(NULL, cap * sizeof(uint16_t) + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (d == NULL || m == MAP_FAILED) {
 		free(d);
 		if (m != MAP_FAILED)
 			munmap(m, cap * sizeof(uint16_t) + cap);
 		uint64_t unset = SPLIT_UNSET;
-		__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL,
+		    __ATOMIC_ACQUIRE);
 		return;
 	}
-	(void)madvise(m, cap * sizeof(uint16_t), MADV_HUGEPAGE);   /* fewer faults, where it is on */
+	(void)madvise(m, cap * sizeof(uint16_t), MADV_HUGEPAGE); /* fewer faults, where it is on */
 	sp->sym = m;
 	sp->sym_cap = cap;
 	sp->bytes = (unsigned char *)(sp->sym + cap);
@@ -463,8 +464,8 @@ static void part1(rp_split_t *sp)
 	d->cap = cap;
 	uint64_t q = find_boundary(sp, split_from(sp), d);
 	uint64_t unset = SPLIT_UNSET;
-	if (q == UINT64_MAX || !__atomic_compare_exchange_n(&sp->state, &unset, q + 2, false, __ATOMIC_ACQ_REL,
-	                                                     __ATOMIC_ACQUIRE)) {
+	if (q == UINT64_MAX ||
+	    !__atomic_compare_exchange_n(&sp->state, &unset, q + 2, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		if (q == UINT64_MAX)
 			__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL,
 			    __ATOMIC_ACQUIRE);
@@ -491,7 +492,8 @@ static void part0(rp_split_t *sp)
 	if (inflateInit2(zs, -15) != Z_OK) {
 		sp->zrc = Z_MEM_ERROR;
 		uint64_t unset = SPLIT_UNSET;
-		__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		__atomic_compare_exchange_n(&sp->state, &unset, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL,
+		    __ATOMIC_ACQUIRE);
 		return;
 	}
 	sp->zs_live = true;
@@ -514,17 +516,18 @@ static void part0(rp_split_t *sp)
 		/* there before part 1 chose a boundary: it is too late for one
 		 * (if the exchange fails, part 1 chose one just now: st has it) */
 		if (st == SPLIT_UNSET && pos >= from &&
-		    __atomic_compare_exchange_n(&sp->state, &st, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		    __atomic_compare_exchange_n(&sp->state, &st, SPLIT_ABORTED, false, __ATOMIC_ACQ_REL,
+		        __ATOMIC_ACQUIRE))
 			st = SPLIT_ABORTED;
 		if (st == SPLIT_UNSET)
 			continue;
 		if (st == SPLIT_ABORTED) {
-			alone = true;                     /* (or part 1 found none) */
+			alone = true; /* (or part 1 found none) */
 		} else if (pos == st - 2) {
 			sp->stopped = true;
 			break;
 		} else {
-			alone = pos > st - 2;             /* not a boundary after all */
+			alone = pos > st - 2; /* not a boundary after all */
 		}
 	}
 	sp->a_len = zs->total_out;

@@ -60,41 +60,41 @@
  * (libdwfl's dwfl_module_addrinfo scans the whole table for each address,
  * which is most of a report's time on a big binary without DWARF). */
 typedef struct sym_s {
-	GElf_Addr start, end;    /* end == start: a symbol without a size */
+	GElf_Addr start, end; /* end == start: a symbol without a size */
 	const char *name;
-	int binding;             /* GLOBAL 3, UNIQUE 2, WEAK 1, LOCAL 0 */
-	int index;               /* in the module's table: first wins a tie */
+	int binding; /* GLOBAL 3, UNIQUE 2, WEAK 1, LOCAL 0 */
+	int index;   /* in the module's table: first wins a tie */
 } sym_t;
 
 typedef struct symtab_s {
 	sym_t *s;
 	size_t n;
-	GElf_Addr *max_end;      /* the largest end of a sized symbol in s[0..i] */
-	int *sizeless;           /* the last sizeless symbol in s[0..i], or -1 */
+	GElf_Addr *max_end; /* the largest end of a sized symbol in s[0..i] */
+	int *sizeless;      /* the last sizeless symbol in s[0..i], or -1 */
 	bool built;
 } symtab_t;
 
 /* One distinct file among the mappings. */
 typedef struct object_s {
-	const char *path;        /* as in the dump */
-	Dwfl_Module *mod;        /* NULL: not found or not ELF */
+	const char *path; /* as in the dump */
+	Dwfl_Module *mod; /* NULL: not found or not ELF */
 	int first_map;
 	symtab_t syms;
-	el_ehtab_t eh;           /* built when an address has no symbol */
-	const char *file;        /* the file opened for it */
-	int pre_fd;              /* its debug file, found up front: the inflated
-	                          * copy, or the file itself (or -1) */
+	el_ehtab_t eh;    /* built when an address has no symbol */
+	const char *file; /* the file opened for it */
+	int pre_fd;       /* its debug file, found up front: the inflated
+	                   * copy, or the file itself (or -1) */
 	char *pre_name;
-	bool pre_pending;        /* pre_fd is being made (prepare_finish) */
-	bool late;               /* named after the others (pre_fd was made) */
-	int fd;                  /* the file, until libdwfl is given it */
-	GElf_Addr bias;          /* where its addresses are (0 for ET_EXEC) */
-	const char *build_id;    /* read with --symcache, lowercase hex */
-	rp_symcache_t *cache;    /* --symcache: its frames kept on disk */
-	const char *unnamed;     /* why no file is used for it (build ids) */
+	bool pre_pending;     /* pre_fd is being made (prepare_finish) */
+	bool late;            /* named after the others (pre_fd was made) */
+	int fd;               /* the file, until libdwfl is given it */
+	GElf_Addr bias;       /* where its addresses are (0 for ET_EXEC) */
+	const char *build_id; /* read with --symcache, lowercase hex */
+	rp_symcache_t *cache; /* --symcache: its frames kept on disk */
+	const char *unnamed;  /* why no file is used for it (build ids) */
 } object_t;
 
-static char *debug_path;     /* libdwfl reads it through the callbacks */
+static char *debug_path;       /* libdwfl reads it through the callbacks */
 static bool lines_off;         /* rp_symbolize_lines(false) */
 static bool want_lines = true; /* this call's: file:line in the frames */
 
@@ -109,26 +109,26 @@ typedef struct live_s {
 	uint64_t start, end, offset;
 	unsigned dev_major, dev_minor;
 	uint64_t ino;
-	char *path;                /* as the kernel lists it, or NULL */
+	char *path; /* as the kernel lists it, or NULL */
 } live_t;
 
 static struct {
-	int pid;                   /* > 0: objects only as PID maps them */
-	bool as_user;              /* files opened with these rights: */
+	int pid;      /* > 0: objects only as PID maps them */
+	bool as_user; /* files opened with these rights: */
 	uid_t uid;
 	gid_t gid;
-	gid_t *groups, *own;       /* its groups; ours, to go back to */
+	gid_t *groups, *own; /* its groups; ours, to go back to */
 	int ngroups, nown;
-	bool on;                   /* the user's rights are in force */
-	live_t *live;              /* /proc/PID/maps, read for each report */
+	bool on;      /* the user's rights are in force */
+	live_t *live; /* /proc/PID/maps, read for each report */
 	size_t nlive;
 } conf;
 
-int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups,
-    char *err, size_t errlen)
+int rp_symbolize_confine(int pid, bool as_user, uid_t uid, gid_t gid, const gid_t *groups, int ngroups, char *err,
+    size_t errlen)
 {
 	conf.pid = pid;
-	conf.as_user = as_user && geteuid() == 0;    /* else our own rights are no more */
+	conf.as_user = as_user && geteuid() == 0; /* else our own rights are no more */
 	conf.uid = uid;
 	conf.gid = gid;
 	conf.ngroups = ngroups > 0 ? ngroups : 0;
@@ -173,8 +173,13 @@ static bool add_live(const el_map_t *m, void *cap)
 {
 	if (!m->has_ino)
 		return true;
-	live_t l = { .start = m->lo, .end = m->hi, .offset = m->offset, .dev_major = m->dev_major,
-		.dev_minor = m->dev_minor, .ino = m->ino, .path = m->path[0] == '/' ? rp_strdup(m->path) : NULL };
+	live_t l = { .start = m->lo,
+		.end = m->hi,
+		.offset = m->offset,
+		.dev_major = m->dev_major,
+		.dev_minor = m->dev_minor,
+		.ino = m->ino,
+		.path = m->path[0] == '/' ? rp_strdup(m->path) : NULL };
 	conf.live = rp_grow(conf.live, cap, conf.nlive + 1, sizeof *conf.live);
 	conf.live[conf.nlive++] = l;
 	return true;
@@ -253,19 +258,19 @@ static int by_debuglink(const char *file, const char *link, GElf_Word crc, char 
 	return -1;
 }
 
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-                          const char *file, const char *debuglink, GElf_Word crc, char **name)
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base, const char *file,
+    const char *debuglink, GElf_Word crc, char **name)
 {
 	bool asking = rp_debuginfod_asking();
 	double t0 = rp_debuginfod_now();
 	/* the debug file by build id, as libdwfl would find it first; but
 	 * libdwfl opens what it finds that way itself, so it is looked up
 	 * here to be given inflated (inflate.c) */
-	bool alt = debuglink && crc == 0;       /* a dwz file: libdwfl's lookup */
+	bool alt = debuglink && crc == 0; /* a dwz file: libdwfl's lookup */
 	object_t *o = userdata ? *userdata : NULL;
 	if (!alt && o && o->pre_pending)
 		prepare_finish();
-	if (!alt && o && o->pre_fd >= 0) {      /* found up front (prepare_debug) */
+	if (!alt && o && o->pre_fd >= 0) { /* found up front (prepare_debug) */
 		int fd = o->pre_fd;
 		o->pre_fd = -1;
 		*name = o->pre_name;
@@ -321,8 +326,8 @@ static int open_mapped(const rp_map_t *m, const char *root, const char **file)
 {
 	const live_t *l = NULL;
 	for (size_t i = 0; i < conf.nlive && l == NULL; i++)
-		if (conf.live[i].start == m->start && conf.live[i].end == m->limit && conf.live[i].offset == m->offset &&
-		    conf.live[i].ino != 0)
+		if (conf.live[i].start == m->start && conf.live[i].end == m->limit &&
+		    conf.live[i].offset == m->offset && conf.live[i].ino != 0)
 			l = &conf.live[i];
 	if (l == NULL)
 		return -1;
@@ -366,7 +371,7 @@ static bool load_bias(int fd, const rp_map_t *m, GElf_Addr *bias, bool *is_exec)
 			continue;
 		uint64_t page = ph->p_align > 1 ? ph->p_align : 4096;
 		if (page > 65536)
-			page = 4096;      /* mappings are page-granular, not p_align-granular */
+			page = 4096; /* mappings are page-granular, not p_align-granular */
 		uint64_t off0 = ph->p_offset & ~(page - 1);
 		if (m->offset < off0 || m->offset >= ph->p_offset + ph->p_filesz)
 			continue;
@@ -416,7 +421,7 @@ static void set_build_id(Dwfl_Module *mod, rp_map_t *m)
  * what an earlier report kept of that build id (cache_by_id).  Otherwise
  * its addresses stay addresses, and rp_profile_t.unnamed says why. */
 
-static int alive_pid;          /* rp_symbolize_pid() */
+static int alive_pid; /* rp_symbolize_pid() */
 
 void rp_symbolize_pid(int pid)
 {
@@ -487,8 +492,10 @@ static int by_dump_build_id(int fd, const rp_map_t *m, const char *want, const c
 		snprintf(line, sizeof line, "build id %s in the dump, %s on this host: not used for names (%s)", want,
 		    have, ask);
 	else
-		snprintf(line, sizeof line, "build id %s in the dump, none in the file on this host: not used for "
-		    "names (%s)", want, ask);
+		snprintf(line, sizeof line,
+		    "build id %s in the dump, none in the file on this host: not used for "
+		    "names (%s)",
+		    want, ask);
 	*why = rp_strdup(line);
 	return -1;
 }
@@ -538,8 +545,7 @@ static int scopes_walk(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n, 
 				return m;
 			break;
 		}
-		default:
-			break;
+		default: break;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return n;
@@ -548,7 +554,7 @@ static int scopes_walk(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int n, 
 static int scopes_at(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out, int max)
 {
 	int n = scopes_walk(cu, pc, out, 0, max, 0);
-	for (int i = 0; i < n / 2; i++) {     /* outermost first -> innermost first */
+	for (int i = 0; i < n / 2; i++) { /* outermost first -> innermost first */
 		Dwarf_Die t = out[i];
 		out[i] = out[n - 1 - i];
 		out[n - 1 - i] = t;
@@ -585,7 +591,7 @@ static int sym_cmp(const void *a, const void *b)
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
 	if (x->binding != y->binding)
-		return y->binding - x->binding;      /* the stronger first */
+		return y->binding - x->binding; /* the stronger first */
 	return x->index - y->index;
 }
 
@@ -604,8 +610,8 @@ static void symtab_build(Dwfl_Module *mod, symtab_t *t)
 		GElf_Word shndx;
 		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
 		int type = GELF_ST_TYPE(sym.st_info);
-		if (name == NULL || name[0] == 0 || shndx == SHN_UNDEF || type == STT_SECTION ||
-		    type == STT_FILE || type == STT_TLS)
+		if (name == NULL || name[0] == 0 || shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE ||
+		    type == STT_TLS)
 			continue;
 		t->s[t->n++] = (sym_t){ addr, addr + sym.st_size, name, binding_rank(&sym), i };
 	}
@@ -637,7 +643,7 @@ static const char *symtab_lookup(Dwfl_Module *mod, symtab_t *t, GElf_Addr pc)
 {
 	if (!t->built)
 		symtab_build(mod, t);
-	size_t lo = 0, hi = t->n;          /* first symbol starting after pc */
+	size_t lo = 0, hi = t->n; /* first symbol starting after pc */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (t->s[mid].start <= pc)
@@ -694,21 +700,18 @@ static bool c_unit(Dwarf_Die *cu)
 	case DW_LANG_C89:
 	case DW_LANG_C:
 	case DW_LANG_C99:
-	case DW_LANG_C11:
-		return true;
-	default:
-		return false;
+	case DW_LANG_C11: return true;
+	default: return false;
 	}
 }
 
-static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, el_ehtab_t *eh, rp_map_t *m, GElf_Addr pc,
-                          rp_loc_t *loc)
+static unsigned frames_of(Dwfl_Module *mod, symtab_t *syms, el_ehtab_t *eh, rp_map_t *m, GElf_Addr pc, rp_loc_t *loc)
 {
 	rp_frame_t fr[64];
 	int n = 0;
 	const char *file = NULL;
 	int line = 0;
-	unsigned found = 0;      /* RP_SC_*: what this address had */
+	unsigned found = 0; /* RP_SC_*: what this address had */
 
 	Dwfl_Line *l = want_lines ? dwfl_module_getsrc(mod, pc) : NULL;
 	if (l) {
@@ -787,7 +790,7 @@ static void map_found(rp_map_t *m, unsigned found)
 
 int rp_map_of(const rp_profile_t *p, uint64_t a)
 {
-	size_t lo = 0, hi = p->nmaps;      /* maps are sorted by start */
+	size_t lo = 0, hi = p->nmaps; /* maps are sorted by start */
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		if (a < p->maps[mid].start)
@@ -819,7 +822,7 @@ typedef struct copy_s {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
-	bool lines;                /* made with the line tables */
+	bool lines; /* made with the line tables */
 	int fd;
 } copy_t;
 static copy_t copies[64];
@@ -881,7 +884,7 @@ static void inflate_wait(rp_inflating_t *in, const int *todo, int *out, size_t n
 static void inflated(const int *fds, int *out, size_t n)
 {
 	int *todo = rp_alloc(sizeof(int) * (n + 1));
-	inflate_wait(inflate_start(fds, out, todo, n, 1), todo, out, n);   /* the caller is the second */
+	inflate_wait(inflate_start(fds, out, todo, n, 1), todo, out, n); /* the caller is the second */
 	rp_free(todo);
 }
 
@@ -896,7 +899,7 @@ static struct {
 	rp_inflating_t *in;
 	object_t *obj;
 	size_t nobj;
-	int *fd, *todo, *out;      /* per object: see inflate_start */
+	int *fd, *todo, *out; /* per object: see inflate_start */
 	char **name;
 } pending;
 
@@ -966,9 +969,9 @@ typedef struct modules_s {
  * same mappings (a series of one process's dumps) uses them again: the same
  * Dwfl, symbol tables and debug files, not one more of each per dump. */
 static struct {
-	modules_t mods;            /* mods.dwfl NULL: none yet */
-	unsigned gen;              /* rp_generation() when made */
-	bool lines;                /* made with want_lines */
+	modules_t mods; /* mods.dwfl NULL: none yet */
+	unsigned gen;   /* rp_generation() when made */
+	bool lines;     /* made with want_lines */
 	const char *root;
 	rp_map_t *maps;
 	size_t nmaps;
@@ -1025,8 +1028,9 @@ static void cache_open(object_t *o, const rp_map_t *m, bool is_exec)
 			if (is_exec)
 				snprintf(what + n, sizeof what - n, "\nload: exec");
 			else
-				snprintf(what + n, sizeof what - n, "\nload: vaddr-offset %" PRIx64, m->start - m->offset - o->bias);
-			user_rights(false);        /* the cache is the reporter's */
+				snprintf(what + n, sizeof what - n, "\nload: vaddr-offset %" PRIx64,
+				    m->start - m->offset - o->bias);
+			user_rights(false); /* the cache is the reporter's */
 			o->cache = rp_symcache_load(hex, what);
 			user_rights(true);
 		}
@@ -1106,8 +1110,7 @@ static void object_open(object_t *o, rp_map_t *m, int i, const char *root, bool 
 	const char *unnamed = NULL;
 	if (m->dump_build_id)
 		fd = by_dump_build_id(fd, m, m->dump_build_id, &file, &unnamed);
-	*o = (object_t){ .path = m->path, .first_map = i, .file = file, .pre_fd = -1, .fd = -1,
-		.unnamed = unnamed };
+	*o = (object_t){ .path = m->path, .first_map = i, .file = file, .pre_fd = -1, .fd = -1, .unnamed = unnamed };
 	GElf_Addr bias = 0;
 	bool is_exec = false;
 	if (fd < 0 && unnamed && cached)
@@ -1138,7 +1141,7 @@ static int modules_open(rp_profile_t *p, const char *root, bool cached, modules_
 	for (size_t i = 0; i < p->nmaps; i++) {
 		size_t j;
 		for (j = 0; j < ms->nobj; j++)
-			if (ms->obj[j].path == p->maps[i].path)     /* interned */
+			if (ms->obj[j].path == p->maps[i].path) /* interned */
 				break;
 		ms->obj_of_map[i] = (int)j;
 		if (j == ms->nobj)
@@ -1165,7 +1168,7 @@ static bool *modules_used(rp_profile_t *p, const modules_t *ms, bool *from_cache
 			continue;
 		}
 		used[ms->obj_of_map[loc->map]] = true;
-		if (o->unnamed) {          /* said once, for a module the profile uses */
+		if (o->unnamed) { /* said once, for a module the profile uses */
 			p->unnamed = rp_strcat3(p->unnamed ? p->unnamed : "", file_of(o->path), ": ");
 			p->unnamed = rp_strcat3(p->unnamed, o->unnamed, "\n");
 			o->unnamed = NULL;
@@ -1213,7 +1216,7 @@ static void maps_build_ids(rp_profile_t *p, const modules_t *ms)
 			set_build_id(o->mod, &p->maps[i]);
 		else if (o->build_id)
 			p->maps[i].build_id = o->build_id;
-		if (p->maps[i].build_id == NULL)     /* no file: the one the dump records */
+		if (p->maps[i].build_id == NULL) /* no file: the one the dump records */
 			p->maps[i].build_id = p->maps[i].dump_build_id;
 	}
 }
@@ -1229,14 +1232,14 @@ static void name_locations(rp_profile_t *p, modules_t *ms, bool reused, const bo
 		bool late_pass = k >= p->nlocs;
 		rp_loc_t *loc = &p->locs[i];
 		if (reused && !late_pass)
-			loc->map = rp_map_of(p, loc->addr);     /* new modules set it in modules_used */
+			loc->map = rp_map_of(p, loc->addr); /* new modules set it in modules_used */
 		if (loc->map < 0 || (from_cache && from_cache[i]))
 			continue;
 		object_t *o = &ms->obj[ms->obj_of_map[loc->map]];
 		if (o->mod == NULL || o->late != late_pass)
 			continue;
-		unsigned found = frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0,
-		    loc);
+		unsigned found =
+		    frames_of(o->mod, &o->syms, &o->eh, &p->maps[loc->map], loc->addr ? loc->addr - 1 : 0, loc);
 		map_found(&p->maps[loc->map], found);
 		rp_symcache_put(o->cache, cache_key(o, loc), loc, found);
 	}
@@ -1266,9 +1269,9 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 	debug_path = (char *)rp_strcat3("+:.debug:", root && *root ? root : "", "/usr/lib/debug");
 	rp_debug_begin(root);
 	bool cached = rp_symcache_on();
-	want_lines = !lines_off || cached;      /* the cache keeps whole frames */
+	want_lines = !lines_off || cached; /* the cache keeps whole frames */
 	bool reused = !cached && same_maps(p, root);
-	bool *from_cache = NULL;   /* locations the cache named */
+	bool *from_cache = NULL; /* locations the cache named */
 	modules_t ms;
 	if (reused) {
 		ms = last.mods;
@@ -1282,8 +1285,8 @@ static int symbolize(rp_profile_t *p, const char *root, char *err, size_t errlen
 	}
 	maps_build_ids(p, &ms);
 	name_locations(p, &ms, reused, from_cache);
-	prepare_finish();          /* when no address needed one after all */
-	user_rights(false);        /* the cache is the reporter's */
+	prepare_finish();   /* when no address needed one after all */
+	user_rights(false); /* the cache is the reporter's */
 	for (size_t j = 0; cached && j < ms.nobj; j++)
 		rp_symcache_save(ms.obj[j].cache);
 	maps_flags(p, &ms);

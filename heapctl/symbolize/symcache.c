@@ -46,21 +46,21 @@
 #include "diagnose/proc.h"
 #include "report/rp_internal.h"
 
-#define SC_MAGIC "HCSYMC\0\1"
-#define SC_MAX_FILE (32u << 20)      /* a module's file stops growing here */
+#define SC_MAGIC      "HCSYMC\0\1"
+#define SC_MAX_FILE   (32u << 20) /* a module's file stops growing here */
 #define SC_MAX_FRAMES 64
 /* Bump when symbolize.c changes the frames an address comes to. */
 #define SC_RULES "2"
 
 struct rp_symcache_s {
-	char name[160];               /* <build id>.sym                     */
-	const char *key;              /* what the frames came from          */
-	const unsigned char *buf;     /* the file as read (valid entries)   */
-	size_t len;                   /* bytes of buf that are entries      */
+	char name[160];           /* <build id>.sym                     */
+	const char *key;          /* what the frames came from          */
+	const unsigned char *buf; /* the file as read (valid entries)   */
+	size_t len;               /* bytes of buf that are entries      */
 	uint32_t nold;
-	uint64_t *okey;               /* sorted, with the offsets into buf  */
+	uint64_t *okey; /* sorted, with the offsets into buf  */
 	uint32_t *ooff;
-	unsigned char *add;           /* new entries, encoded               */
+	unsigned char *add; /* new entries, encoded               */
 	size_t nadd_bytes, add_cap;
 	uint32_t nadd;
 };
@@ -119,7 +119,7 @@ static const unsigned char *entry_end(const unsigned char *p, const unsigned cha
 				return NULL;
 			unsigned n = (unsigned)p[0] | (unsigned)p[1] << 8;
 			if (s == 0 && n == 0)
-				return NULL;          /* a frame has a name */
+				return NULL; /* a frame has a name */
 			if ((size_t)(e - p - 2) < n)
 				return NULL;
 			p += 2 + n;
@@ -131,7 +131,10 @@ static const unsigned char *entry_end(const unsigned char *p, const unsigned cha
 	return p;
 }
 
-typedef struct { uint64_t key; uint32_t off; } pos_t;
+typedef struct {
+	uint64_t key;
+	uint32_t off;
+} pos_t;
 
 static int pos_cmp(const void *a, const void *b)
 {
@@ -147,7 +150,7 @@ static bool parse(rp_symcache_t *c, unsigned char *buf, size_t n)
 	uint32_t hl = get32(buf + 8);
 	size_t klen = strlen(c->key);
 	if (hl != klen || n - 12 < (size_t)hl + 4 || memcmp(buf + 12, c->key, klen) != 0)
-		return false;                 /* another version or debug file */
+		return false; /* another version or debug file */
 	const unsigned char *p = buf + 12 + hl, *e = buf + n;
 	uint32_t count = get32(p);
 	p += 4;
@@ -176,7 +179,7 @@ static bool parse(rp_symcache_t *c, unsigned char *buf, size_t n)
 		c->ooff[i] = pos[i].off;
 	}
 	rp_free(pos);
-	c->buf = first;            /* the entries, written back as they are */
+	c->buf = first; /* the entries, written back as they are */
 	c->len = (size_t)(e - first);
 	c->nold = count;
 	return true;

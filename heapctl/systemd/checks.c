@@ -38,7 +38,6 @@ static bool exec_start(const unit_t *u, int n, char *path, size_t plen, char *ar
 }
 
 
-
 int sd_refuse(const unit_t *u, const char *why, const char *fix)
 {
 	return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s; %s", u->name, why, fix);
@@ -61,26 +60,34 @@ int sd_check_exec(const unit_t *u, plan_t *pl)
 			continue;
 		}
 		if (cli_elf_static(full) == 1) {
-			snprintf(why, sizeof why, "ExecStart %s is statically linked: no dynamic loader runs, "
-			    "so nothing is preloaded", path);
+			snprintf(why, sizeof why,
+			    "ExecStart %s is statically linked: no dynamic loader runs, "
+			    "so nothing is preloaded",
+			    path);
 			return sd_refuse(u, why, "a static program cannot be profiled with the library");
 		}
 		const char *sec = cli_program_secure(full);
 		if (sec && as_user) {
-			snprintf(why, sizeof why, "ExecStart %s is %s and the unit runs it as another user: "
-			    "the dynamic loader ignores LD_PRELOAD in secure execution", path, sec);
+			snprintf(why, sizeof why,
+			    "ExecStart %s is %s and the unit runs it as another user: "
+			    "the dynamic loader ignores LD_PRELOAD in secure execution",
+			    path, sec);
 			return sd_refuse(u, why, "run it without that privilege, or as its owner");
 		}
 		/* programs that start their child with an environment of their own */
 		char first[256] = "";
 		sscanf(argv, "%255s", first);
-		if ((!strcmp(base, "env") && (strstr(argv, " -i") || strstr(argv, " --ignore-environment") ||
-		    strstr(argv, " - "))) || !strcmp(base, "sudo") || !strcmp(base, "su") ||
-		    (!strcmp(base, "runuser") && (strstr(argv, " -l") || strstr(argv, " --login") ||
-		    strstr(argv, " - ")))) {
-			snprintf(why, sizeof why, "ExecStart (%s) starts the service with an environment of "
-			    "its own, so LD_PRELOAD would not reach it", argv);
-			return sd_refuse(u, why, "set LD_PRELOAD and HEAPCTL_CONF in the command line itself "
+		if ((!strcmp(base, "env") &&
+		        (strstr(argv, " -i") || strstr(argv, " --ignore-environment") || strstr(argv, " - "))) ||
+		    !strcmp(base, "sudo") || !strcmp(base, "su") ||
+		    (!strcmp(base, "runuser") &&
+		        (strstr(argv, " -l") || strstr(argv, " --login") || strstr(argv, " - ")))) {
+			snprintf(why, sizeof why,
+			    "ExecStart (%s) starts the service with an environment of "
+			    "its own, so LD_PRELOAD would not reach it",
+			    argv);
+			return sd_refuse(u, why,
+			    "set LD_PRELOAD and HEAPCTL_CONF in the command line itself "
 			    "(for env -i: env -i LD_PRELOAD=... HEAPCTL_CONF=... PROGRAM), or run the program "
 			    "directly from ExecStart=");
 		}
@@ -123,8 +130,10 @@ int sd_check_umbrella(const unit_t *u)
 	unit_prop(u, "Type", type, sizeof type);
 	unit_prop(u, "RemainAfterExit", remain, sizeof remain);
 	if (ran[0])
-		snprintf(why, sizeof why, "its ExecStart runs %s, no program of its own (Type=%s, "
-		    "RemainAfterExit=%s): a preload there would load into nothing", ran, type, remain);
+		snprintf(why, sizeof why,
+		    "its ExecStart runs %s, no program of its own (Type=%s, "
+		    "RemainAfterExit=%s): a preload there would load into nothing",
+		    ran, type, remain);
 	else
 		snprintf(why, sizeof why, "it has no ExecStart, so no program of its own to preload into");
 	if (members[0]) {
@@ -142,8 +151,10 @@ int sd_check_hardening(const unit_t *u, plan_t *pl)
 	char v[4096], hit[PATH_MAX], why[4 * PATH_MAX], fix[3 * PATH_MAX];
 	if (sd_list_covers(unit_prop(u, "InaccessiblePaths", v, sizeof v), pl->lib, hit, sizeof hit)) {
 		snprintf(why, sizeof why, "InaccessiblePaths=%s hides %s from it", hit, pl->lib);
-		snprintf(fix, sizeof fix, "install the library outside %s (make install PREFIX=...) and "
-		    "give it with HEAPCTL_LIB", hit);
+		snprintf(fix, sizeof fix,
+		    "install the library outside %s (make install PREFIX=...) and "
+		    "give it with HEAPCTL_LIB",
+		    hit);
 		return sd_refuse(u, why, fix);
 	}
 	if (sd_list_covers(unit_prop(u, "TemporaryFileSystem", v, sizeof v), pl->lib, hit, sizeof hit)) {
@@ -151,10 +162,11 @@ int sd_check_hardening(const unit_t *u, plan_t *pl)
 		return sd_refuse(u, why, "install the library elsewhere and give it with HEAPCTL_LIB");
 	}
 	unit_prop(u, "ProtectHome", v, sizeof v);
-	if ((!strcmp(v, "yes") || !strcmp(v, "tmpfs")) && (sd_under(pl->lib, "/home") ||
-	    sd_under(pl->lib, "/root") || sd_under(pl->lib, "/run/user"))) {
+	if ((!strcmp(v, "yes") || !strcmp(v, "tmpfs")) &&
+	    (sd_under(pl->lib, "/home") || sd_under(pl->lib, "/root") || sd_under(pl->lib, "/run/user"))) {
 		snprintf(why, sizeof why, "ProtectHome=%s hides %s from it", v, pl->lib);
-		return sd_refuse(u, why, "install the library outside /home and /root (make install) and "
+		return sd_refuse(u, why,
+		    "install the library outside /home and /root (make install) and "
 		    "give it with HEAPCTL_LIB");
 	}
 	char root[PATH_MAX], img[PATH_MAX];
@@ -195,8 +207,10 @@ int sd_check_hardening(const unit_t *u, plan_t *pl)
 			if (!strncmp(l, "export ", 7))
 				l += 7;
 			if (!strncmp(l, "LD_PRELOAD=", 11) || !strncmp(l, "HEAPCTL_CONF=", 13)) {
-				snprintf(why, sizeof why, "its EnvironmentFile %s sets %.*s, which would override "
-				    "the drop-in", f, (int)strcspn(l, "="), l);
+				snprintf(why, sizeof why,
+				    "its EnvironmentFile %s sets %.*s, which would override "
+				    "the drop-in",
+				    f, (int)strcspn(l, "="), l);
 				snprintf(fix, sizeof fix, "add %s to the LD_PRELOAD in %s yourself", pl->lib, f);
 				return sd_refuse(u, why, fix);
 			}

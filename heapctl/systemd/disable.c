@@ -15,13 +15,12 @@
 
 /* Remove the drop-in enable wrote and what it lists (lines in a cluster's
  * environment file), and reload systemd; where dumps went in dumps. */
-int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file,
-    char *dumps, size_t dlen)
+int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file, char *dumps, size_t dlen)
 {
 	char text[16384];
 	if (cli_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
-		return cli_err(HC_EXIT_FAILED, "systemd %s %s: not enabled (no %s written by heapctl)", verb,
-		    u->name, file);
+		return cli_err(HC_EXIT_FAILED, "systemd %s %s: not enabled (no %s written by heapctl)", verb, u->name,
+		    file);
 	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char path[PATH_MAX];
 		if (sscanf(l, "# heapctl-envfile: %4095[^\n]", path) == 1) {
@@ -36,7 +35,7 @@ int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const c
 	if (unlink(file) != 0)
 		return cli_err(HC_EXIT_FAILED, "systemd %s %s: cannot remove %s: %s", verb, u->name, file,
 		    strerror(errno));
-	rmdir(dir);               /* only if nothing else is in it */
+	rmdir(dir); /* only if nothing else is in it */
 	return unit_systemctl(u, NULL, 0, "daemon-reload", NULL, NULL, NULL);
 }
 

@@ -42,7 +42,8 @@ int sd_plan_dump_dir(const unit_t *u, const plan_t *pl, dumpdir_t *dd)
 		bool existed = access(d, F_OK) == 0;
 		int e = sd_mkdirs(d, 0700);
 		if (e)
-			return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot create %s: %s", u->name, d, strerror(e));
+			return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot create %s: %s", u->name, d,
+			    strerror(e));
 		if (!existed)
 			snprintf(dd->created, sizeof dd->created, "%s", d);
 		char esc[2 * PMAX];
@@ -68,13 +69,18 @@ int sd_plan_dump_dir(const unit_t *u, const plan_t *pl, dumpdir_t *dd)
 	snprintf(dd->prefix, sizeof dd->prefix, "%s/%%N", esc);
 	snprintf(dd->shown, sizeof dd->shown, "%s", d);
 	if (!strcmp(ptmp, "yes") && (sd_under(d, "/tmp") || sd_under(d, "/var/tmp"))) {
-		snprintf(why, sizeof why, "--dump-dir %s is in the unit's PrivateTmp=, which the host cannot "
-		    "see at that path and which systemd deletes when the unit stops, final dumps with it", d);
+		snprintf(why, sizeof why,
+		    "--dump-dir %s is in the unit's PrivateTmp=, which the host cannot "
+		    "see at that path and which systemd deletes when the unit stops, final dumps with it",
+		    d);
 		return sd_refuse(u, why, "choose a directory under /var/lib (or leave --dump-dir out)");
 	}
 	/* systemd creates these, with the service's owner, also for a dynamic user */
-	static const struct { const char *base, *setting; } managed[] = {
-		{ "/var/lib/", "StateDirectory" }, { "/var/cache/", "CacheDirectory" },
+	static const struct {
+		const char *base, *setting;
+	} managed[] = {
+		{ "/var/lib/", "StateDirectory" },
+		{ "/var/cache/", "CacheDirectory" },
 		{ "/var/log/", "LogsDirectory" },
 	};
 	for (unsigned i = 0; i < 3; i++) {
@@ -85,9 +91,12 @@ int sd_plan_dump_dir(const unit_t *u, const plan_t *pl, dumpdir_t *dd)
 		}
 	}
 	if (!strcmp(dyn, "yes")) {
-		snprintf(why, sizeof why, "it runs as a dynamic user (DynamicUser=yes), which cannot own "
-		    "%s", d);
-		return sd_refuse(u, why, "choose a directory under /var/lib, /var/cache or /var/log: systemd "
+		snprintf(why, sizeof why,
+		    "it runs as a dynamic user (DynamicUser=yes), which cannot own "
+		    "%s",
+		    d);
+		return sd_refuse(u, why,
+		    "choose a directory under /var/lib, /var/cache or /var/log: systemd "
 		    "creates those for the dynamic user");
 	}
 	/* an ordinary directory: made for the service's user, and writable under

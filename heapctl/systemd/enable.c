@@ -41,7 +41,7 @@ static bool already_loaded(cli_args_t *a, const unit_t *u, const plan_t *pl, con
 	    !cli_proc_maps_library(s.main_pid, lib, sizeof lib, &readable) || strcmp(lib, pl->lib) != 0)
 		return false;
 	int64_t written = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-	    started = cli_proc_started_ns(s.main_pid);
+	        started = cli_proc_started_ns(s.main_pid);
 	/* the start time is in clock ticks: 10 ms either way */
 	if (started == 0 || started + 10000000 < written)
 		return false;
@@ -57,8 +57,8 @@ static bool already_loaded(cli_args_t *a, const unit_t *u, const plan_t *pl, con
 		json_end(&j);
 	} else {
 		printf("%s: already loaded: main process %d started with %s, and runs %s (%d of the unit's "
-		    "%d processes); nothing written, nothing to restart\n", u->name, s.main_pid, file, pl->lib,
-		    with, n);
+		       "%d processes); nothing written, nothing to restart\n",
+		    u->name, s.main_pid, file, pl->lib, with, n);
 	}
 	return true;
 }
@@ -88,18 +88,21 @@ static bool same_dropin(const char *a, const char *b)
 static int enable_check(unit_t *u, plan_t *pl)
 {
 	int code;
-	if ((code = cli_find_library(pl->secure ? "libheapctl-secure.so" : "libheapctl.so", pl->lib,
-	    sizeof pl->lib)) != 0)
+	if ((code = cli_find_library(pl->secure ? "libheapctl-secure.so" : "libheapctl.so", pl->lib, sizeof pl->lib)) !=
+	    0)
 		return code;
 	snprintf(pl->libdir, sizeof pl->libdir, "%s", pl->lib);
 	*strrchr(pl->libdir, '/') = 0;
 	/* every user must be able to read it: the service's may be a dynamic one */
 	struct stat st;
 	if (stat(pl->lib, &st) != 0 || !(st.st_mode & S_IROTH))
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s is not readable by every user, so "
-		    "the service's user could not load it (chmod a+r)", u->name, pl->lib);
+		return cli_err(HC_EXIT_FAILED,
+		    "systemd enable %s: %s is not readable by every user, so "
+		    "the service's user could not load it (chmod a+r)",
+		    u->name, pl->lib);
 	if (strstr(pl->conf, "prof_prefix"))
-		return cli_err(HC_EXIT_USAGE, "systemd enable: give the dump directory with --dump-dir, "
+		return cli_err(HC_EXIT_USAGE,
+		    "systemd enable: give the dump directory with --dump-dir, "
 		    "not prof_prefix in --conf");
 	if (pl->dump_dir[0] && pl->dump_dir[0] != '/')
 		return cli_err(HC_EXIT_USAGE, "systemd enable: --dump-dir must be an absolute path");
@@ -132,8 +135,8 @@ static int enable_preload(unit_t *u, plan_t *pl)
 
 /* The [Service] settings of the drop-in, appended at lines + *n; what
  * else enable wrote or made is appended to record (# heapctl-... lines). */
-static int enable_settings(const unit_t *u, const plan_t *pl, char *lines, size_t len, size_t *n,
-    char *record, size_t reclen)
+static int enable_settings(const unit_t *u, const plan_t *pl, char *lines, size_t len, size_t *n, char *record,
+    size_t reclen)
 {
 	int code;
 	if (pl->pg) {
@@ -146,7 +149,8 @@ static int enable_settings(const unit_t *u, const plan_t *pl, char *lines, size_
 		globfree(&g);
 		if (code)
 			return code;
-		*n += (size_t)snprintf(lines + *n, len - *n, "# ExecStart is pg_ctlcluster, which "
+		*n += (size_t)snprintf(lines + *n, len - *n,
+		    "# ExecStart is pg_ctlcluster, which "
 		    "gives postgres the environment of\n# /etc/postgresql/VERSION/CLUSTER/environment "
 		    "only: LD_PRELOAD and HEAPCTL_CONF are there.\n");
 		return 0;
@@ -155,8 +159,7 @@ static int enable_settings(const unit_t *u, const plan_t *pl, char *lines, size_
 	if ((code = sd_plan_dump_dir(u, pl, &dd)) != 0)
 		return code;
 	char conf[2 * PMAX + 256], esc_pre[8192], esc_conf[8192];
-	snprintf(conf, sizeof conf, "prof:true,prof_active:%s,prof_prefix:%s", pl->off ? "false" : "true",
-	    dd.prefix);
+	snprintf(conf, sizeof conf, "prof:true,prof_active:%s,prof_prefix:%s", pl->off ? "false" : "true", dd.prefix);
 	sd_escape_pct(pl->preload, esc_pre, sizeof esc_pre);
 	sd_escape_pct(pl->conf, esc_conf, sizeof esc_conf);
 	*n += (size_t)snprintf(lines + *n, len - *n,
@@ -164,25 +167,30 @@ static int enable_settings(const unit_t *u, const plan_t *pl, char *lines, size_
 	    "Environment=\"LD_PRELOAD=%s\"\n"
 	    "# Sampling from the start: what is allocated before profiling is\n"
 	    "# switched on is in no profile.  heapctl off PID stops it.\n"
-	    "Environment=\"HEAPCTL_CONF=%s%s%s\"\n", esc_pre, conf, esc_conf[0] ? "," : "", esc_conf);
+	    "Environment=\"HEAPCTL_CONF=%s%s%s\"\n",
+	    esc_pre, conf, esc_conf[0] ? "," : "", esc_conf);
 	if (dd.setting[0])
-		*n += (size_t)snprintf(lines + *n, len - *n, "# Dumps: a directory that "
-		    "survives the unit, writable under its sandbox.\n%s\n", dd.setting);
+		*n += (size_t)snprintf(lines + *n, len - *n,
+		    "# Dumps: a directory that "
+		    "survives the unit, writable under its sandbox.\n%s\n",
+		    dd.setting);
 	if (pl->add_execpaths) {
 		char esc[PATH_MAX * 2];
 		sd_escape_pct(pl->libdir, esc, sizeof esc);
-		*n += (size_t)snprintf(lines + *n, len - *n, "# The unit's NoExecPaths= covers "
-		    "the library's directory.\nExecPaths=%s\n", esc);
+		*n += (size_t)snprintf(lines + *n, len - *n,
+		    "# The unit's NoExecPaths= covers "
+		    "the library's directory.\nExecPaths=%s\n",
+		    esc);
 	}
-	snprintf(record + strlen(record), reclen - strlen(record), "# heapctl-dumps: %s%s\n",
-	    dd.shown, dd.created[0] ? " (created)" : "");
+	snprintf(record + strlen(record), reclen - strlen(record), "# heapctl-dumps: %s%s\n", dd.shown,
+	    dd.created[0] ? " (created)" : "");
 	return 0;
 }
 
 /* What enable did: the drop-in (written, or the same already), where dumps
  * go (the one directory, or each cluster's, from record), and what next. */
-static void enable_print(cli_args_t *a, const unit_t *u, const plan_t *pl, const char *file,
-    const char *record, bool same, bool restart_it)
+static void enable_print(cli_args_t *a, const unit_t *u, const plan_t *pl, const char *file, const char *record,
+    bool same, bool restart_it)
 {
 	char shown[8192] = "";
 	for (const char *l = record; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
@@ -209,13 +217,13 @@ static void enable_print(cli_args_t *a, const unit_t *u, const plan_t *pl, const
 	printf(same ? "%s is already this, unchanged\n" : "wrote %s\n", file);
 	if (pl->pg)
 		printf("and LD_PRELOAD, HEAPCTL_CONF in the cluster's environment file (pg_ctlcluster "
-		    "resets the environment)\n");
+		       "resets the environment)\n");
 	printf("dumps go to %s\n", shown);
 	if (pl->add_execpaths)
 		printf("added ExecPaths=%s (the unit's NoExecPaths= covers it)\n", pl->libdir);
 	if (!restart_it)
-		printf("restart the service to load the library: systemctl%s restart %s\n",
-		    u->user ? " --user" : "", u->tmpl ? "INSTANCE" : u->name);
+		printf("restart the service to load the library: systemctl%s restart %s\n", u->user ? " --user" : "",
+		    u->tmpl ? "INSTANCE" : u->name);
 }
 
 int sd_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool keep)
@@ -231,8 +239,9 @@ int sd_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool keep)
 
 	char lines[32768], record[8192] = "";
 	size_t n = 0;
-	n += (size_t)snprintf(lines + n, sizeof lines - n, MARK " %s` (heapctl %s);\n"
-	    "# `heapctl systemd disable %s` removes it and what it lists below.\n[Service]\n",
+	n += (size_t)snprintf(lines + n, sizeof lines - n,
+	    MARK " %s` (heapctl %s);\n"
+	         "# `heapctl systemd disable %s` removes it and what it lists below.\n[Service]\n",
 	    u->name, HEAPCTL_VERSION, u->name);
 	if ((code = enable_settings(u, pl, lines, sizeof lines, &n, record, sizeof record)) != 0)
 		return code;

@@ -19,19 +19,19 @@
 
 typedef struct {
 	char lib[PATH_MAX], libdir[PATH_MAX];
-	bool pg;                            /* pg_ctlcluster: env file           */
+	bool pg; /* pg_ctlcluster: env file           */
 	bool add_execpaths;
-	char conf[2048];                    /* --conf                            */
-	bool off, secure;                   /* --off, --secure                  */
-	char dump_dir[PMAX];                /* --dump-dir, or empty              */
-	char preload[4096];                 /* LD_PRELOAD for the drop-in        */
+	char conf[2048];     /* --conf                            */
+	bool off, secure;    /* --off, --secure                  */
+	char dump_dir[PMAX]; /* --dump-dir, or empty              */
+	char preload[4096];  /* LD_PRELOAD for the drop-in        */
 } plan_t;
 
 typedef struct {
-	char setting[2 * PMAX + 64];        /* a drop-in line, or empty          */
-	char prefix[2 * PMAX + 64];         /* prof_prefix, with specifiers      */
-	char created[PMAX];                 /* a directory heapctl made, or empty */
-	char shown[PMAX + 64];              /* where to say dumps go             */
+	char setting[2 * PMAX + 64]; /* a drop-in line, or empty          */
+	char prefix[2 * PMAX + 64];  /* prof_prefix, with specifiers      */
+	char created[PMAX];          /* a directory heapctl made, or empty */
+	char shown[PMAX + 64];       /* where to say dumps go             */
 } dumpdir_t;
 
 /* What systemd says of a unit after a start: its main process, whether its
@@ -39,7 +39,7 @@ typedef struct {
 typedef struct {
 	int main_pid;
 	char active[32], sub[32], result[32], cond[8], status[16];
-	bool cond_checked;          /* systemd has this unit's ConditionResult */
+	bool cond_checked; /* systemd has this unit's ConditionResult */
 } unit_state_t;
 
 /* paths.c */
@@ -67,13 +67,12 @@ int sd_pg_unwrite_env(const char *file);
 int sd_unit_loaded(const unit_t *u, const char *name, int *n);
 int sd_unit_state(const unit_t *u, const char *name, unit_state_t *s);
 int sd_restart(cli_args_t *a, const unit_t *u, char *downed, size_t dlen, unit_state_t *s);
-int sd_not_started(const unit_t *u, const char *dir, const char *file, const char *name,
-    const unit_state_t *s, bool keep);
+int sd_not_started(const unit_t *u, const char *dir, const char *file, const char *name, const unit_state_t *s,
+    bool keep);
 
 /* enable.c, disable.c, status.c: the actions */
 int sd_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool keep);
-int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file,
-    char *dumps, size_t dlen);
+int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file, char *dumps, size_t dlen);
 int sd_disable(cli_args_t *a, unit_t *u, bool restart_it);
 int sd_status(cli_args_t *a, bool user);
 

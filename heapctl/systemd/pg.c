@@ -45,8 +45,7 @@ int sd_pg_clusters(const unit_t *u, glob_t *g)
 /* The settings go after PG_MARK at the end of the cluster's environment
  * file.  Enabled again: the same lines are left as they are (the file not
  * rewritten), other ones (a new --conf) replace them. */
-int sd_pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *record,
-    size_t reclen)
+int sd_pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *record, size_t reclen)
 {
 	char text[65536], dir[PMAX + 64], cl[PATH_MAX], data[PATH_MAX + 64], block[8192];
 	/* the cluster's owner writes the dumps: its own directory, not a
@@ -65,33 +64,40 @@ int sd_pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *r
 	else
 		snprintf(dir, sizeof dir, "/var/lib/heapctl/postgresql@%.200s-%.200s", version, cluster);
 	if (strchr(pl->lib, '\'') || strchr(dir, '\'') || strchr(pl->conf, '\''))
-		return cli_err(HC_EXIT_USAGE, "systemd enable %s: a quote in a path or --conf cannot go into "
-		    "%s", u->name, file);
-	snprintf(block, sizeof block, "%s\nLD_PRELOAD = '%s'\nHEAPCTL_CONF = 'prof:true,prof_active:%s,"
-	    "prof_prefix:%s/postgres%s%s'\n", PG_MARK, pl->lib, pl->off ? "false" : "true", dir,
-	    pl->conf[0] ? "," : "", pl->conf);
+		return cli_err(HC_EXIT_USAGE,
+		    "systemd enable %s: a quote in a path or --conf cannot go into "
+		    "%s",
+		    u->name, file);
+	snprintf(block, sizeof block,
+	    "%s\nLD_PRELOAD = '%s'\nHEAPCTL_CONF = 'prof:true,prof_active:%s,"
+	    "prof_prefix:%s/postgres%s%s'\n",
+	    PG_MARK, pl->lib, pl->off ? "false" : "true", dir, pl->conf[0] ? "," : "", pl->conf);
 	ssize_t n = cli_read_file(file, text, sizeof text);
 	if (n < 0)
 		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot read %s: %s", u->name, file, strerror(errno));
 	bool same = strstr(text, block) != NULL;
 	int e = 0;
-	if (!same && strstr(text, PG_MARK) && ((e = sd_pg_unwrite_env(file)) != 0 ||
-	    cli_read_file(file, text, sizeof text) < 0))
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot take the earlier settings out of "
-		    "%s: %s", u->name, file, strerror(e ? e : errno));
+	if (!same && strstr(text, PG_MARK) &&
+	    ((e = sd_pg_unwrite_env(file)) != 0 || cli_read_file(file, text, sizeof text) < 0))
+		return cli_err(HC_EXIT_FAILED,
+		    "systemd enable %s: cannot take the earlier settings out of "
+		    "%s: %s",
+		    u->name, file, strerror(e ? e : errno));
 	for (char *l = text; !same && l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		const char *t = l + strspn(l, " \t");
 		if (!strncmp(t, "LD_PRELOAD", 10) || !strncmp(t, "HEAPCTL_CONF", 12))
-			return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s already sets %.*s; add %s to it "
-			    "yourself", u->name, file, (int)strcspn(t, " ="), t, pl->lib);
+			return cli_err(HC_EXIT_FAILED,
+			    "systemd enable %s: %s already sets %.*s; add %s to it "
+			    "yourself",
+			    u->name, file, (int)strcspn(t, " ="), t, pl->lib);
 	}
 	bool existed = access(dir, F_OK) == 0;
 	e = sd_mkdirs(dir, 0750);
 	if (e == 0 && !existed && chown(dir, st.st_uid, st.st_gid) != 0)
 		e = errno;
 	if (e)
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot make %s for the cluster's owner: %s",
-		    u->name, dir, strerror(e));
+		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot make %s for the cluster's owner: %s", u->name,
+		    dir, strerror(e));
 	if (!same) {
 		size_t len = strlen(text);
 		snprintf(text + len, sizeof text - len, "%s%s", len && text[len - 1] != '\n' ? "\n" : "", block);

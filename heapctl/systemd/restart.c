@@ -48,8 +48,8 @@ int sd_unit_state(const unit_t *u, const char *name, unit_state_t *s)
 	unit_prop_nth(out, "ExecMainStatus", 0, s->status, sizeof s->status);
 	/* an inactive unit nothing refers to is unloaded; loaded again to
 	 * answer, it has ConditionResult=no and no time it was checked */
-	s->cond_checked = strtoull(unit_prop_nth(out, "ConditionTimestampMonotonic", 0, v, sizeof v) ? v : "0",
-	    NULL, 10) != 0;
+	s->cond_checked =
+	    strtoull(unit_prop_nth(out, "ConditionTimestampMonotonic", 0, v, sizeof v) ? v : "0", NULL, 10) != 0;
 	return 0;
 }
 
@@ -64,8 +64,8 @@ static bool wait_up(const unit_t *u, const char *name, unit_state_t *s)
 			return false;
 		if (s->main_pid)
 			return true;
-		if (!strcmp(s->active, "inactive") || !strcmp(s->active, "failed") ||
-		    !strcmp(s->sub, "auto-restart") || !strcmp(s->sub, "exited"))
+		if (!strcmp(s->active, "inactive") || !strcmp(s->active, "failed") || !strcmp(s->sub, "auto-restart") ||
+		    !strcmp(s->sub, "exited"))
 			return false;
 		usleep(100000);
 	}
@@ -110,8 +110,8 @@ static int verify(cli_args_t *a, const unit_t *u, const char *name, bool *down, 
 	}
 	if (mapped) {
 		int n, with = sd_unit_loaded(u, name, &n);
-		printf("%s: main process %d runs with libheapctl.so (%d of the unit's %d processes)\n",
-		    name, main_pid, with, n);
+		printf("%s: main process %d runs with libheapctl.so (%d of the unit's %d processes)\n", name, main_pid,
+		    with, n);
 		return 0;
 	}
 	cli_diag_t *d = malloc(sizeof *d);
@@ -127,7 +127,7 @@ static int verify(cli_args_t *a, const unit_t *u, const char *name, bool *down, 
 /* systemctl restart NAME, its failure not printed: a start that fails
  * (Type=notify, forking) fails the command, and what systemd says of the
  * unit afterwards tells why (not_started). */
-static time_t restarted_at;        /* the last restart_quiet's, for the journal */
+static time_t restarted_at; /* the last restart_quiet's, for the journal */
 
 static void restart_quiet(const unit_t *u, const char *name)
 {
@@ -178,8 +178,7 @@ int sd_restart(cli_args_t *a, const unit_t *u, char *downed, size_t dlen, unit_s
  * journal ("skipped because of an unmet condition check (X=Y)"); where
  * the journal cannot tell, the unit's Condition lines.  false: none did
  * (ConditionResult=no of a unit unloaded once inactive, never checked). */
-static bool unmet_condition(const unit_t *u, const char *name, const unit_state_t *s, char *out,
-    size_t len)
+static bool unmet_condition(const unit_t *u, const char *name, const unit_state_t *s, char *out, size_t len)
 {
 	char *text = malloc(1 << 16), err[256], since[32];
 	snprintf(out, len, "a Condition= of the unit");
@@ -187,8 +186,8 @@ static bool unmet_condition(const unit_t *u, const char *name, const unit_state_
 		return s->cond_checked;
 	/* since the restart (the second it began in): an older skip is not this one */
 	snprintf(since, sizeof since, "@%lld", (long long)restarted_at);
-	char *jargv[] = { "journalctl", u->user ? "--user-unit" : "--unit", (char *)name, "-o", "cat",
-		"--since", since, "--no-pager", NULL };
+	char *jargv[] = { "journalctl", u->user ? "--user-unit" : "--unit", (char *)name, "-o", "cat", "--since", since,
+		"--no-pager", NULL };
 	if (cli_spawn(jargv, NULL, text, 1 << 16, err, sizeof err, 10000) == 0) {
 		const char *key = "unmet condition check (", *hit = NULL;
 		for (const char *p = strstr(text, key); p; p = strstr(p + 1, key))
@@ -222,22 +221,26 @@ static bool unmet_condition(const unit_t *u, const char *name, const unit_state_
  * happens without the library too, which heapctl finds out by removing
  * the drop-in and starting it again.  The drop-in goes in every case,
  * with a reload (--keep: it stays, and nothing is tried without it). */
-int sd_not_started(const unit_t *u, const char *dir, const char *file, const char *name,
-    const unit_state_t *s, bool keep)
+int sd_not_started(const unit_t *u, const char *dir, const char *file, const char *name, const unit_state_t *s,
+    bool keep)
 {
 	char why[1536], cond[1024], dumps[PATH_MAX] = "", left[PATH_MAX + 128];
 	if (!strcmp(s->cond, "no") && unmet_condition(u, name, s, cond, sizeof cond)) {
-		snprintf(why, sizeof why, "%s did not start for a reason of its own, not the library: its "
-		    "condition %s is not met (ConditionResult=no; it is %s, without a process)", name, cond,
-		    s->active);
+		snprintf(why, sizeof why,
+		    "%s did not start for a reason of its own, not the library: its "
+		    "condition %s is not met (ConditionResult=no; it is %s, without a process)",
+		    name, cond, s->active);
 	} else if (!strcmp(s->result, "success") && strcmp(s->active, "active") != 0) {
-		snprintf(why, sizeof why, "%s did not stay up, for a reason of its own: it is %s (%s), its "
+		snprintf(why, sizeof why,
+		    "%s did not stay up, for a reason of its own: it is %s (%s), its "
 		    "main process exited with status %s and Result=success, so nothing is left to carry the "
-		    "library", name, s->active, s->sub, s->status[0] ? s->status : "?");
+		    "library",
+		    name, s->active, s->sub, s->status[0] ? s->status : "?");
 	} else if (keep) {
-		snprintf(why, sizeof why, "%s did not come back after the restart: it is %s (%s), "
-		    "Result=%s, exit status %s (journalctl -u %s)", name, s->active, s->sub, s->result,
-		    s->status[0] ? s->status : "?", name);
+		snprintf(why, sizeof why,
+		    "%s did not come back after the restart: it is %s (%s), "
+		    "Result=%s, exit status %s (journalctl -u %s)",
+		    name, s->active, s->sub, s->result, s->status[0] ? s->status : "?", name);
 	} else {
 		/* was it the library?  the same start without it tells */
 		unit_state_t w;
@@ -246,14 +249,17 @@ int sd_not_started(const unit_t *u, const char *dir, const char *file, const cha
 			return code;
 		restart_quiet(u, name);
 		if (stays_up(u, name, &w))
-			return cli_err(HC_EXIT_NOLIB, "systemd enable %s: %s failed with the library (it was %s, "
+			return cli_err(HC_EXIT_NOLIB,
+			    "systemd enable %s: %s failed with the library (it was %s, "
 			    "Result=%s, exit status %s) and runs without it (main process %d): removed %s, and "
-			    "it is restarted without the library; journalctl -u %s says why", u->name, name,
-			    s->sub, s->result, s->status[0] ? s->status : "?", w.main_pid, file, name);
-		return cli_err(HC_EXIT_FAILED, "systemd enable %s: %s did not start for a reason of its own, "
+			    "it is restarted without the library; journalctl -u %s says why",
+			    u->name, name, s->sub, s->result, s->status[0] ? s->status : "?", w.main_pid, file, name);
+		return cli_err(HC_EXIT_FAILED,
+		    "systemd enable %s: %s did not start for a reason of its own, "
 		    "not the library: it fails without it too (Result=%s, exit status %s; with the library "
-		    "Result=%s, status %s); removed %s (journalctl -u %s)", u->name, name, w.result,
-		    w.status[0] ? w.status : "?", s->result, s->status[0] ? s->status : "?", file, name);
+		    "Result=%s, status %s); removed %s (journalctl -u %s)",
+		    u->name, name, w.result, w.status[0] ? w.status : "?", s->result, s->status[0] ? s->status : "?",
+		    file, name);
 	}
 	if (keep)
 		snprintf(left, sizeof left, "kept %s (--keep)", file);

@@ -51,7 +51,11 @@ static void status_one(cli_args_t *a, bool user, const char *unit, const char *d
 		 * "loaded" as far as heapctl goes, and is named */
 		int pids[256], np = unit_procs(&u, names[i], main_pid, pids, 256), with = 0, answering = 0;
 		bool readable, main_has = false;
-		struct proc_row { int pid; bool loaded, answers; char who[64], cmd[256], why[512]; } *rows;
+		struct proc_row {
+			int pid;
+			bool loaded, answers;
+			char who[64], cmd[256], why[512];
+		} * rows;
 		rows = calloc((size_t)np + 1, sizeof *rows);
 		cli_diag_t *d = malloc(sizeof *d);
 		if (rows == NULL || d == NULL) {
@@ -127,7 +131,7 @@ int sd_status(cli_args_t *a, bool user)
 	int code = unit_dropin_path(&u, dir, sizeof dir, file, sizeof file);
 	if (code)
 		return code;
-	*strrchr(dir, '/') = 0;                 /* the directory of drop-in dirs */
+	*strrchr(dir, '/') = 0; /* the directory of drop-in dirs */
 	snprintf(base, sizeof base, "%s", dir);
 	DIR *d = opendir(base);
 	json_t j;

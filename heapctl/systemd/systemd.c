@@ -42,15 +42,17 @@
 
 enum { SD_OFF = 256, SD_SECURE, SD_CONF, SD_DUMP_DIR, SD_USER, SD_RESTART, SD_KEEP };
 static const cli_opt_t systemd_opts[] = {
-	{ "conf", SD_CONF, "CONF", "enable: settings for the library (HEAPCTL_CONF), checked before "
-	  "anything is written" },
+	{ "conf", SD_CONF, "CONF",
+	    "enable: settings for the library (HEAPCTL_CONF), checked before "
+	    "anything is written" },
 	{ "dump-dir", SD_DUMP_DIR, "DIR", "enable: where dumps go (made writable for the unit)" },
 	{ "off", SD_OFF, NULL, "enable: profiling compiled in but off (heapctl on PID later)" },
 	{ "secure", SD_SECURE, NULL, "enable: libheapctl-secure.so, with the allocator's misuse checks" },
 	{ "user", SD_USER, NULL, "a user unit (systemctl --user)" },
 	{ "restart", SD_RESTART, NULL, "restart the unit, and check the new process carries the library" },
-	{ "keep", SD_KEEP, NULL, "enable --restart: keep the drop-in when the unit does not come up "
-	  "(it is removed otherwise)" },
+	{ "keep", SD_KEEP, NULL,
+	    "enable --restart: keep the drop-in when the unit does not come up "
+	    "(it is removed otherwise)" },
 	{ 0 },
 };
 
@@ -58,22 +60,23 @@ static const cli_opt_t systemd_opts[] = {
 static void systemd_more(FILE *f)
 {
 	fputs("\n  enable UNIT [--conf CONF] [--dump-dir DIR] [--off] [--secure] [--user] [--restart [--keep]]\n"
-	    "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
-	    "      from the start, CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps in\n"
-	    "      /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
-	    "      forbids executing the library; refuses, with the fix, where the preload\n"
-	    "      cannot work (also a unit that runs no program of its own, /bin/true:\n"
-	    "      it names the units that do); \"already loaded\", exit 0, where the unit's\n"
-	    "      processes run the library from that drop-in.  A unit that does not come\n"
-	    "      up after --restart: says whether for its own reasons (a Condition= not\n"
-	    "      met, it fails without the library too) or the library's, and removes the\n"
-	    "      drop-in (--keep: not)\n"
-	    "  disable UNIT [--user] [--restart]\n"
-	    "      remove exactly what enable wrote\n"
-	    "  status [--user] [--json]\n"
-	    "      units with the drop-in: of their processes, how many carry the library\n"
-	    "      and answer; each one that carries it and does not answer, and why\n"
-	    "UNIT may be a template (foo@.service: every instance) or an instance.\n", f);
+	      "      write UNIT.d/50-heapctl.conf: LD_PRELOAD (libheapctl.so first), sampling on\n"
+	      "      from the start, CONF (MALLOC_CONF syntax) in HEAPCTL_CONF, dumps in\n"
+	      "      /var/lib/heapctl/UNIT (StateDirectory=) or DIR, ExecPaths= where the unit\n"
+	      "      forbids executing the library; refuses, with the fix, where the preload\n"
+	      "      cannot work (also a unit that runs no program of its own, /bin/true:\n"
+	      "      it names the units that do); \"already loaded\", exit 0, where the unit's\n"
+	      "      processes run the library from that drop-in.  A unit that does not come\n"
+	      "      up after --restart: says whether for its own reasons (a Condition= not\n"
+	      "      met, it fails without the library too) or the library's, and removes the\n"
+	      "      drop-in (--keep: not)\n"
+	      "  disable UNIT [--user] [--restart]\n"
+	      "      remove exactly what enable wrote\n"
+	      "  status [--user] [--json]\n"
+	      "      units with the drop-in: of their processes, how many carry the library\n"
+	      "      and answer; each one that carries it and does not answer, and why\n"
+	      "UNIT may be a template (foo@.service: every instance) or an instance.\n",
+	    f);
 }
 
 const cli_help_t cmd_help_systemd = {
@@ -86,12 +89,13 @@ const cli_help_t cmd_help_systemd = {
 int cmd_systemd(cli_args_t *a)
 {
 	if (a->argc == 0)
-		return cli_err(HC_EXIT_USAGE, "systemd: enable UNIT, disable UNIT or status (see 'heapctl help systemd')");
+		return cli_err(HC_EXIT_USAGE,
+		    "systemd: enable UNIT, disable UNIT or status (see 'heapctl help systemd')");
 	const char *verb = a->argv[0];
 	plan_t pl = { 0 };
 	bool user = false, restart_it = false, keep = false;
 	const char *unit = NULL;
-	cli_args_t rest = *a;            /* after the verb */
+	cli_args_t rest = *a; /* after the verb */
 	rest.argc--;
 	rest.argv++;
 	cli_scan_t sc;
@@ -125,8 +129,7 @@ int cmd_systemd(cli_args_t *a)
 			else
 				code = cli_err(HC_EXIT_USAGE, "systemd %s: one unit at a time ('%s')", verb, val);
 			break;
-		default:
-			code = -id;
+		default: code = -id;
 		}
 	}
 	cli_scan_end(&sc);

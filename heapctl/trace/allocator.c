@@ -14,20 +14,18 @@
 #include "elf/elf.h"
 #include "tr_internal.h"
 
-static const char *const role_names[R_NROLES] = {
-	"malloc", "calloc", "realloc", "free", "memalign", "posix_memalign"
-};
+static const char *const role_names[R_NROLES] = { "malloc", "calloc", "realloc", "free", "memalign", "posix_memalign" };
 
 /* The functions probed, by role: the standard ones and jemalloc's
  * non-standard API (mallocx and rallocx take the size where malloc and
  * realloc do; dallocx and sdallocx the pointer where free does). */
-static const struct { int role; const char *name; } family[] = {
-	{ R_MALLOC, "malloc" }, { R_CALLOC, "calloc" }, { R_REALLOC, "realloc" },
-	{ R_FREE, "free" }, { R_MEMALIGN, "memalign" }, { R_MEMALIGN, "aligned_alloc" },
-	{ R_POSIX, "posix_memalign" }, { R_MALLOC, "valloc" }, { R_MALLOC, "pvalloc" },
-	{ R_MALLOC, "mallocx" }, { R_REALLOC, "rallocx" }, { R_FREE, "dallocx" },
-	{ R_FREE, "sdallocx" }
-};
+static const struct {
+	int role;
+	const char *name;
+} family[] = { { R_MALLOC, "malloc" }, { R_CALLOC, "calloc" }, { R_REALLOC, "realloc" }, { R_FREE, "free" },
+	{ R_MEMALIGN, "memalign" }, { R_MEMALIGN, "aligned_alloc" }, { R_POSIX, "posix_memalign" },
+	{ R_MALLOC, "valloc" }, { R_MALLOC, "pvalloc" }, { R_MALLOC, "mallocx" }, { R_REALLOC, "rallocx" },
+	{ R_FREE, "dallocx" }, { R_FREE, "sdallocx" } };
 #define NFAMILY (sizeof family / sizeof family[0])
 
 /* The program headers find_functions reads, at most this many. */
@@ -59,18 +57,17 @@ static uint64_t past_null_check(int fd, uint64_t off)
 		return off;
 	unsigned i = 0;
 	if (b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa)
-		i = 4;                                     /* endbr64 */
+		i = 4; /* endbr64 */
 	if (!(b[i] == 0x48 && b[i + 1] == 0x85 && b[i + 2] == 0xff))
-		return off;                                /* test %rdi,%rdi */
+		return off; /* test %rdi,%rdi */
 	i += 3;
 	if (b[i] == 0x74)
-		i += 2;                                    /* je rel8 */
+		i += 2; /* je rel8 */
 	else if (b[i] == 0x0f && b[i + 1] == 0x84)
-		i += 6;                                    /* je rel32 */
+		i += 6; /* je rel32 */
 	else
 		return off;
-	bool push = (b[i] >= 0x50 && b[i] <= 0x57) ||
-	    (b[i] == 0x41 && b[i + 1] >= 0x50 && b[i + 1] <= 0x57);
+	bool push = (b[i] >= 0x50 && b[i] <= 0x57) || (b[i] == 0x41 && b[i + 1] >= 0x50 && b[i + 1] <= 0x57);
 	return push ? off + i : off;
 }
 
@@ -93,14 +90,14 @@ static bool add_probe(allocator_t *al, int fd, const char *name, int role, uint6
 /* The functions of want[] (by role), with prefix, that the file at
  * open_path defines (STT_FUNC: not an IFUNC's resolver): .dynsym's
  * first, then .symtab's (the order a linker writes them in); the count. */
-static unsigned find_functions(const char *open_path, const char *prefix, allocator_t *al,
-    const char *const *want, const int *roles, unsigned nwant)
+static unsigned find_functions(const char *open_path, const char *prefix, allocator_t *al, const char *const *want,
+    const int *roles, unsigned nwant)
 {
 	al->n = 0;
 	int fd = open(open_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	char buf[MAX_PROBES * 8 + 1024];       /* parse_symbols' list, prefixed */
+	char buf[MAX_PROBES * 8 + 1024]; /* parse_symbols' list, prefixed */
 	const char *names[MAX_PROBES];
 	size_t used = 0;
 	for (unsigned w = 0; w < nwant; w++) {
@@ -153,8 +150,10 @@ static int parse_symbols(const char *list, const char **want, int *roles, unsign
 					role = r;
 		}
 		if (role < 0 || eq[1] == 0)
-			return cli_err(HC_EXIT_USAGE, "trace: --symbols takes ROLE=NAME,... with ROLE one of "
-			    "malloc calloc realloc free memalign posix_memalign, not '%s'", tok);
+			return cli_err(HC_EXIT_USAGE,
+			    "trace: --symbols takes ROLE=NAME,... with ROLE one of "
+			    "malloc calloc realloc free memalign posix_memalign, not '%s'",
+			    tok);
 		if (*n == MAX_PROBES)
 			return cli_err(HC_EXIT_USAGE, "trace: --symbols names more than %d functions", MAX_PROBES);
 		want[*n] = eq + 1;
@@ -187,7 +186,7 @@ int tr_find_allocator(int pid, const char *symbols, allocator_t *al)
 	for (size_t i = 0; i < n; i++) {
 		const char *base = strrchr(objs[i], '/') + 1;
 		if (strncmp(base, "ld-linux", 8) == 0)
-			continue;                  /* the loader's minimal malloc */
+			continue; /* the loader's minimal malloc */
 		cli_proc_object_path(pid, objs[i], al->open_path, sizeof al->open_path);
 		for (unsigned p = 0; p < (symbols ? 1 : 3); p++) {
 			find_functions(al->open_path, prefixes[p], al, want, roles, nwant);
@@ -200,6 +199,8 @@ int tr_find_allocator(int pid, const char *symbols, allocator_t *al)
 	}
 	if (symbols)
 		return cli_err(HC_EXIT_FAILED, "trace: no object of process %d defines %s", pid, want[0]);
-	return cli_err(HC_EXIT_FAILED, "trace: no object of process %d defines malloc and free "
-	    "(a stripped static program?): name its allocator with --symbols, or use --faults", pid);
+	return cli_err(HC_EXIT_FAILED,
+	    "trace: no object of process %d defines malloc and free "
+	    "(a stripped static program?): name its allocator with --symbols, or use --faults",
+	    pid);
 }

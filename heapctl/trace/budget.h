@@ -9,20 +9,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TB_DEFAULT_PCT 5.0     /* --budget's default: % of one CPU          */
-#define TB_WINDOW      0.25    /* seconds the probes stay on at a time      */
-#define TB_BASELINE    0.2     /* seconds of the untraced process, at least */
+#define TB_DEFAULT_PCT 5.0  /* --budget's default: % of one CPU          */
+#define TB_WINDOW      0.25 /* seconds the probes stay on at a time      */
+#define TB_BASELINE    0.2  /* seconds of the untraced process, at least */
 
 /* Invariants: t_on <= t_traced; an estimate never goes below its hits at
  * TB_FLOOR_NS each; cycles counts the windows that ended in an off period. */
 typedef struct tb_budget_s {
-	double pct;                /* % of one CPU; 0: no budget                 */
-	double k;                  /* system per user seconds, untraced           */
-	double t_on, t_traced;     /* seconds observed (windows), seconds traced */
-	uint64_t hits, windows, cycles;  /* hits in windows; off periods           */
-	double cpu_pct;            /* the probes' share of a CPU, last window     */
-	double ns_hit;             /* their cost a hit, last window               */
-	double max_off;            /* the longest off period asked                */
+	double pct;                     /* % of one CPU; 0: no budget                 */
+	double k;                       /* system per user seconds, untraced           */
+	double t_on, t_traced;          /* seconds observed (windows), seconds traced */
+	uint64_t hits, windows, cycles; /* hits in windows; off periods           */
+	double cpu_pct;                 /* the probes' share of a CPU, last window     */
+	double ns_hit;                  /* their cost a hit, last window               */
+	double max_off;                 /* the longest off period asked                */
 } tb_budget_t;
 
 void tb_init(tb_budget_t *b, double pct);

@@ -39,19 +39,20 @@ static void cycle_say(double off)
 		json_end(&j);
 		fflush(stdout);
 	}
-	fprintf(stderr, "heapctl: the probes cost process %d about %.0f%% of a CPU (%.1f us a hit), over the "
+	fprintf(stderr,
+	    "heapctl: the probes cost process %d about %.0f%% of a CPU (%.1f us a hit), over the "
 	    "budget of %g%% (--budget): they are detached and come back for %g s at a time (now after %.1f s "
 	    "off), and the profile's totals are estimates scaled from what they saw; for a process this hot, "
-	    "heapctl inject %d profiles at a few ns a call\n", T.pid, b->cpu_pct, b->ns_hit / 1000, b->pct,
-	    TB_WINDOW, off, T.pid);
+	    "heapctl inject %d profiles at a few ns a call\n",
+	    T.pid, b->cpu_pct, b->ns_hit / 1000, b->pct, TB_WINDOW, off, T.pid);
 }
 
 /* The switch due now: the end of a window (the probes go off when over the
  * budget) or of an off period (they come back, and the samples of the
  * window that starts stand for the time unobserved too).  0, or an exit
  * code; *ended when the process is gone. */
-int tr_cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks,
-    struct ring_buffer *rb, double now, bool *ended)
+int tr_cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks, struct ring_buffer *rb,
+    double now, bool *ended)
 {
 	double user, sys;
 	uint64_t c[TR_NCOUNTERS];
@@ -63,7 +64,7 @@ int tr_cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, u
 	if (cy->on) {
 		bool over = tb_window_end(&T.B, c[TR_C_HITS] - cy->hits, now - cy->t0, user - cy->user, sys - cy->sys);
 		if (!over) {
-			ring_buffer__consume(rb);      /* this window's samples, at its scale */
+			ring_buffer__consume(rb); /* this window's samples, at its scale */
 			T.scale = 1;
 			tr_cycle_mark(cy, now);
 			cy->t_next = now + TB_WINDOW;

@@ -13,7 +13,7 @@
 #include "cli/outfile.h"
 #include "tr_internal.h"
 
-static uint64_t seq, seq_i;    /* the dumps' numbers: every one, --interval's */
+static uint64_t seq, seq_i; /* the dumps' numbers: every one, --interval's */
 
 /* The counts jeprof turns back into the unbiased sums (agent/dump.c says
  * why: it divides each line by 1 - exp(-mean size / period)). */
@@ -75,14 +75,16 @@ int tr_dump(char kind)
 		 * replaced (1000 in a row: someone fills the directory) */
 		struct stat st;
 		for (int i = 0;; i++, seq++) {
-			if ((size_t)snprintf(path, sizeof path, "%s.%d.%" PRIu64 ".%c%s.heap",
-			    T.o.prefix, T.pid, seq, kind, n) >= sizeof path)
+			if ((size_t)snprintf(path, sizeof path, "%s.%d.%" PRIu64 ".%c%s.heap", T.o.prefix, T.pid, seq,
+			        kind, n) >= sizeof path)
 				return cli_err(HC_EXIT_USAGE, "trace: --prefix is too long");
 			if (lstat(path, &st) != 0)
 				break;
 			if (i == 1000)
-				return cli_err(HC_EXIT_FAILED, "trace: %s and the 1000 names before it are taken: "
-				    "not replaced", path);
+				return cli_err(HC_EXIT_FAILED,
+				    "trace: %s and the 1000 names before it are taken: "
+				    "not replaced",
+				    path);
 		}
 	}
 	seq++;

@@ -101,7 +101,7 @@ static void on_ret(const struct tr_small *e)
 	stack_t_ *s = p->stack;
 	p->stack = NULL;
 	if (e->ptr == 0)
-		return;                 /* the allocation failed */
+		return; /* the allocation failed */
 	s->w_accumobjs += p->weight;
 	s->w_accumbytes += p->weight * (double)p->size;
 	s->w_curobjs += p->weight;

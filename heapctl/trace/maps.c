@@ -16,13 +16,13 @@
 #include "elf/elf.h"
 #include "tr_internal.h"
 
-static uint64_t made_next = MADE_BASE;   /* the next table eh_make makes */
-static uint64_t maps_gen = 1;  /* counts tr_read_maps' copies of the maps */
+static uint64_t made_next = MADE_BASE; /* the next table eh_make makes */
+static uint64_t maps_gen = 1;          /* counts tr_read_maps' copies of the maps */
 
 static struct {
 	eh_obj_t *o;
 	size_t n;
-	uint64_t gen;              /* the copy of the maps they came from      */
+	uint64_t gen; /* the copy of the maps they came from      */
 } EH;
 
 /* /proc/PID/maps, and the build ids of its objects while they can be read
@@ -109,7 +109,7 @@ static int by_pc(const void *a, const void *b)
 typedef struct made_s {
 	int32_t *t;
 	size_t n, cap;
-	uint64_t addr;             /* the section's address in the file          */
+	uint64_t addr; /* the section's address in the file          */
 	bool failed;
 } made_t;
 
@@ -118,12 +118,12 @@ static void made_add(uint64_t start, uint64_t len, uint64_t off, void *arg)
 	made_t *m = arg;
 	int64_t rel = (int64_t)(start - m->addr);
 	if (m->failed || rel < INT32_MIN || rel > INT32_MAX || off > INT32_MAX)
-		return;                    /* not in the table's form */
+		return; /* not in the table's form */
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? 2 * m->cap : 1024;
 		int32_t *nt = realloc(m->t, cap * 2 * sizeof *nt);
 		if (nt == NULL) {
-			m->failed = true;  /* keep what was read, as a short table */
+			m->failed = true; /* keep what was read, as a short table */
 			return;
 		}
 		m->t = nt;
@@ -164,7 +164,7 @@ static void eh_make(eh_obj_t *o, const char *path, uint64_t bias)
 	}
 	qsort(m.t, m.n, 2 * sizeof *m.t, by_pc);
 	o->made = m.t;
-	o->hdr = m.addr + bias;              /* the entries are relative to it */
+	o->hdr = m.addr + bias; /* the entries are relative to it */
 	o->table = made_next;
 	o->nfde = m.n;
 	made_next += (m.n * 8 + 4095) & ~4095ull;
@@ -198,7 +198,7 @@ static void eh_free(void)
 
 /* An object: the run of mappings of one path that begins at offset 0. */
 typedef struct run_s {
-	char path[PATH_MAX];       /* "" while no first page of it is seen       */
+	char path[PATH_MAX]; /* "" while no first page of it is seen       */
 	uint64_t base, lo, hi;
 } run_t;
 
@@ -213,7 +213,7 @@ static void run_line(const char *raw, size_t n, const el_map_t *m, void *arg)
 		snprintf(r->path, sizeof r->path, "%s", m->path);
 		r->base = r->lo = m->lo;
 		r->hi = m->hi;
-		if (m->offset != 0)       /* no first page of it here */
+		if (m->offset != 0) /* no first page of it here */
 			r->path[0] = 0;
 	} else {
 		r->hi = m->hi;
@@ -278,8 +278,8 @@ void tr_maps_close(void)
  * process maps, whatever is at its path now.  Kept per device and inode. */
 
 typedef struct {
-	unsigned long long dev_ino[3];    /* major, minor, inode */
-	char hex[129];                    /* "" when it has none */
+	unsigned long long dev_ino[3]; /* major, minor, inode */
+	char hex[129];                 /* "" when it has none */
 } bid_t;
 
 static bid_t *bids;
@@ -311,7 +311,7 @@ static const char *line_build_id(const el_map_t *m)
 	snprintf(mf, sizeof mf, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, T.pid, m->lo, m->hi);
 	int fd = open(mf, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
-		return NULL;          /* not kept: the next dump may read it */
+		return NULL; /* not kept: the next dump may read it */
 	if (nbids == bidcap) {
 		size_t cap = bidcap ? 2 * bidcap : 32;
 		bid_t *nb = realloc(bids, cap * sizeof *bids);
@@ -341,7 +341,7 @@ static void put_line(const char *raw, size_t n, const el_map_t *m, void *arg)
 	if (f) {
 		fwrite(raw, 1, n, f);
 		if (raw + n < T.maps + T.maps_len)
-			fputc('\n', f);      /* the newline it had */
+			fputc('\n', f); /* the newline it had */
 	}
 }
 

@@ -16,17 +16,20 @@ tr_state_t T;
 static const cli_opt_t trace_opts[] = {
 	{ "malloc", T_MALLOC, NULL, "sampled allocations: uprobes on the allocator the process uses" },
 	{ "faults", T_FAULTS, NULL, "page faults that bring in new pages: where resident memory grows" },
-	{ "lg-sample", T_LG, "N", "sample once per 2^N bytes on average (default 19 for --malloc, "
-	  "16 for --faults)" },
+	{ "lg-sample", T_LG, "N",
+	    "sample once per 2^N bytes on average (default 19 for --malloc, "
+	    "16 for --faults)" },
 	{ "duration", T_DURATION, "SECS", "stop after SECS (default: until Ctrl-C or the process ends)" },
 	{ "interval", T_INTERVAL, "SECS", "also write a dump every SECS" },
 	{ "prefix", T_PREFIX, "P", "write dumps as P.<pid>.<seq>.<kind><n>.heap (default: jeprof, here)" },
 	{ "output", 'o', "FILE", "write the final dump to FILE" },
-	{ "symbols", T_SYMBOLS, "LIST", "the allocator's functions as ROLE=NAME,... (roles: malloc calloc "
-	  "realloc free memalign posix_memalign), for one heapctl does not know" },
+	{ "symbols", T_SYMBOLS, "LIST",
+	    "the allocator's functions as ROLE=NAME,... (roles: malloc calloc "
+	    "realloc free memalign posix_memalign), for one heapctl does not know" },
 	{ "limit", T_LIMIT, "N", "at most N samples a second per CPU (default 10000; 0: no limit)" },
-	{ "budget", T_BUDGET, "PCT", "--malloc: the share of one CPU, in percent, the probes may take from the "
-	  "process (default 5; 0: none); past it they are detached for periods and the totals are estimates" },
+	{ "budget", T_BUDGET, "PCT",
+	    "--malloc: the share of one CPU, in percent, the probes may take from the "
+	    "process (default 5; 0: none); past it they are detached for periods and the totals are estimates" },
 	{ 0 },
 };
 
@@ -44,7 +47,8 @@ int tr_parse_opts(cli_args_t *a, opts_t *o)
 	char *end;
 	for (int id; code == 0 && (id = cli_scan_next(&sc, &v)) != 0;) {
 		switch (id) {
-		case T_MALLOC: case T_FAULTS:
+		case T_MALLOC:
+		case T_FAULTS:
 			if (o->mode && o->mode != id)
 				code = cli_err(HC_EXIT_USAGE, "trace: --malloc and --faults are two runs, not one");
 			o->mode = id;
@@ -55,7 +59,8 @@ int tr_parse_opts(cli_args_t *a, opts_t *o)
 			if (errno || *end || end == v || o->lg < 0 || o->lg > 40)
 				code = cli_err(HC_EXIT_USAGE, "trace: --lg-sample takes 0 to 40, not '%s'", v);
 			break;
-		case T_DURATION: case T_INTERVAL: {
+		case T_DURATION:
+		case T_INTERVAL: {
 			double d = strtod(v, &end);
 			if (*end || end == v || !(d > 0) || d > 1e9)
 				code = cli_err(HC_EXIT_USAGE, "trace: --%s takes seconds (> 0), not '%s'",
@@ -74,8 +79,10 @@ int tr_parse_opts(cli_args_t *a, opts_t *o)
 			if (end != v && *end == '%')
 				end++;
 			if (*end || end == v || !(d >= 0) || d > 100)
-				code = cli_err(HC_EXIT_USAGE, "trace: --budget takes a percent of one CPU, 0 (none) "
-				    "to 100, not '%s'", v);
+				code = cli_err(HC_EXIT_USAGE,
+				    "trace: --budget takes a percent of one CPU, 0 (none) "
+				    "to 100, not '%s'",
+				    v);
 			o->budget = d;
 			break;
 		}
@@ -101,7 +108,8 @@ int tr_parse_opts(cli_args_t *a, opts_t *o)
 	if (o->symbols && o->mode != T_MALLOC)
 		return cli_err(HC_EXIT_USAGE, "trace: --symbols is for --malloc");
 	if (o->budget >= 0 && o->mode != T_MALLOC)
-		return cli_err(HC_EXIT_USAGE, "trace: --budget is for --malloc (a page fault's program "
+		return cli_err(HC_EXIT_USAGE,
+		    "trace: --budget is for --malloc (a page fault's program "
 		    "costs the process nothing per malloc)");
 	if (o->budget < 0)
 		o->budget = o->mode == T_MALLOC ? TB_DEFAULT_PCT : 0;

@@ -20,18 +20,23 @@
 #include "trace.skel.h"
 
 static struct {
-	int fd[8];                 /* the uprobe_multi links (a role each, and
-	                              the returns)                                */
+	int fd[8]; /* the uprobe_multi links (a role each, and
+	              the returns)                                */
 	unsigned n;
 } M;
 
 bool tr_has_caps(void)
 {
-	struct { uint32_t version; int pid; } hdr = { 0x20080522, 0 };   /* _LINUX_CAPABILITY_VERSION_3 */
-	struct { uint32_t eff, perm, inh; } d[2];
+	struct {
+		uint32_t version;
+		int pid;
+	} hdr = { 0x20080522, 0 }; /* _LINUX_CAPABILITY_VERSION_3 */
+	struct {
+		uint32_t eff, perm, inh;
+	} d[2];
 	if (syscall(SYS_capget, &hdr, d) != 0)
 		return geteuid() == 0;
-	bool admin = d[0].eff & (1u << 21);                              /* CAP_SYS_ADMIN */
+	bool admin = d[0].eff & (1u << 21); /* CAP_SYS_ADMIN */
 	bool bpf = d[1].eff & (1u << (39 - 32)), perfmon = d[1].eff & (1u << (38 - 32));
 	return admin || (bpf && perfmon);
 }
@@ -96,7 +101,7 @@ void tr_counters(uint64_t *c)
  * directly with its ABI's numbers (include/uapi/linux/bpf.h); on a kernel
  * without them heapctl loads the program again for perf-event links.
  */
-#define HC_TRACE_UPROBE_MULTI 48          /* enum bpf_attach_type         */
+#define HC_TRACE_UPROBE_MULTI    48 /* enum bpf_attach_type         */
 #define HC_F_UPROBE_MULTI_RETURN 1u
 
 struct link_create_uprobe_multi {
@@ -136,10 +141,8 @@ int tr_attach(const allocator_t *al, struct bpf_link **links, unsigned *nlinks)
 		links[(*nlinks)++] = bpf_program__attach_raw_tracepoint(s->progs.fault_kernel, "page_fault_kernel");
 		return links[*nlinks - 1] ? 0 : -errno;
 	}
-	struct bpf_program *entry[R_NROLES] = {
-		s->progs.malloc_entry, s->progs.calloc_entry, s->progs.realloc_entry,
-		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry
-	};
+	struct bpf_program *entry[R_NROLES] = { s->progs.malloc_entry, s->progs.calloc_entry, s->progs.realloc_entry,
+		s->progs.free_entry, s->progs.memalign_entry, s->progs.posix_memalign_entry };
 	if (T.multi) {
 		/* a link for each role's program, one for the returns */
 		uint64_t offs[MAX_PROBES], rets[MAX_PROBES];
@@ -241,7 +244,7 @@ int tr_load(bool multi)
 	T.skel->rodata->cfg_limit = T.o.limit;
 	bool faults = T.o.mode == T_FAULTS;
 	struct bpf_program *p;
-	bpf_object__for_each_program(p, T.skel->obj) {
+	bpf_object__for_each_program (p, T.skel->obj) {
 		bool is_fault = p == T.skel->progs.fault_user || p == T.skel->progs.fault_kernel;
 		bpf_program__set_autoload(p, is_fault == faults);
 		if (multi && !is_fault)

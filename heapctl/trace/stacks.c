@@ -10,7 +10,7 @@
 #include "tr_internal.h"
 
 typedef struct obj_s {
-	uint64_t ptr;              /* 0: empty, 1: deleted                       */
+	uint64_t ptr; /* 0: empty, 1: deleted                       */
 	stack_t_ *stack;
 	double weight;
 	uint64_t size;

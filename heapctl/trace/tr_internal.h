@@ -44,12 +44,12 @@
 enum { T_MALLOC = 256, T_FAULTS, T_LG, T_DURATION, T_PREFIX, T_INTERVAL, T_SYMBOLS, T_LIMIT, T_BUDGET };
 
 typedef struct opts_s {
-	int mode;                  /* T_MALLOC or T_FAULTS                       */
+	int mode; /* T_MALLOC or T_FAULTS                       */
 	int lg;
 	double duration, interval;
 	const char *prefix, *output, *symbols;
 	uint64_t limit;
-	double budget;             /* % of one CPU; 0: no budget                 */
+	double budget; /* % of one CPU; 0: no budget                 */
 } opts_t;
 
 /* The run: set up by trace.c, read by every file.  What one file alone
@@ -59,19 +59,19 @@ typedef struct tr_state_s {
 	opts_t o;
 	int pid;
 	double period;
-	int memfd;                 /* /proc/PID/mem                             */
-	char *maps;                /* the last copy of /proc/PID/maps           */
+	int memfd;  /* /proc/PID/mem                             */
+	char *maps; /* the last copy of /proc/PID/maps           */
 	size_t maps_len;
 	uint64_t samples, unwound_short, frees;
 	struct trace_bpf *skel;
 	bool json;
-	bool multi;                /* the uprobes go on as uprobe_multi links     */
+	bool multi; /* the uprobes go on as uprobe_multi links     */
 	tb_budget_t B;
-	double scale;              /* --malloc: weight multiplier of the samples
-	                              of this window (budget.c)                   */
+	double scale; /* --malloc: weight multiplier of the samples
+	                 of this window (budget.c)                   */
 } tr_state_t;
 
-extern tr_state_t T;           /* opts.c */
+extern tr_state_t T; /* opts.c */
 
 static inline double now_s(void)
 {
@@ -116,19 +116,19 @@ typedef struct stack_s {
 	uint64_t frames[];
 } stack_t_;
 
-stack_t_ *tr_stack_get(const uint64_t *f, unsigned n);   /* NULL: out of memory */
-stack_t_ *tr_stacks(void);                                /* every one, by all_next */
+stack_t_ *tr_stack_get(const uint64_t *f, unsigned n); /* NULL: out of memory */
+stack_t_ *tr_stacks(void);                             /* every one, by all_next */
 size_t tr_nstacks(void);
 int tr_live_put(uint64_t ptr, stack_t_ *s, uint64_t size, double w);
-bool tr_live_free(uint64_t ptr);                          /* false: not a sampled one */
+bool tr_live_free(uint64_t ptr); /* false: not a sampled one */
 
 /* maps.c: T.maps, and what is read from the objects it names. */
 typedef struct eh_obj_s {
-	uint64_t lo, hi;           /* the object's mappings                    */
-	uint64_t hdr, table;       /* .eh_frame_hdr and its search table       */
-	uint64_t nfde;             /* 0: none usable                            */
-	int32_t *made;             /* a table made here from .eh_frame, read
-	                              by libunwind at the address `table`    */
+	uint64_t lo, hi;     /* the object's mappings                    */
+	uint64_t hdr, table; /* .eh_frame_hdr and its search table       */
+	uint64_t nfde;       /* 0: none usable                            */
+	int32_t *made;       /* a table made here from .eh_frame, read
+	                        by libunwind at the address `table`    */
 } eh_obj_t;
 
 /* Tables made here live at addresses no user mapping has; unwind.c's
@@ -138,7 +138,7 @@ typedef struct eh_obj_s {
 void tr_read_maps(void);
 void tr_put_maps(FILE *f);
 size_t tr_mapped_objects(int pid, char (*out)[PATH_MAX], size_t max);
-const eh_obj_t *tr_eh_object(uint64_t ip);      /* the object holding ip, or NULL */
+const eh_obj_t *tr_eh_object(uint64_t ip); /* the object holding ip, or NULL */
 bool tr_eh_made_read(uint64_t addr, uint64_t *val);
 void tr_maps_close(void);
 
@@ -152,7 +152,7 @@ int tr_dump(char kind);
 
 /* events.c: the ring buffer's callback. */
 int tr_on_event(void *ctx, void *data, size_t len);
-void tr_pend_drop(void);       /* the samples whose returns will not be seen */
+void tr_pend_drop(void); /* the samples whose returns will not be seen */
 
 /* allocator.c: the allocator the process uses, and its functions. */
 enum { R_MALLOC, R_CALLOC, R_REALLOC, R_FREE, R_MEMALIGN, R_POSIX, R_NROLES };
@@ -160,12 +160,12 @@ enum { R_MALLOC, R_CALLOC, R_REALLOC, R_FREE, R_MEMALIGN, R_POSIX, R_NROLES };
 typedef struct probe_s {
 	int role;
 	char name[64];
-	uint64_t off;              /* in the file, where the uprobe goes          */
+	uint64_t off; /* in the file, where the uprobe goes          */
 } probe_t;
 
 typedef struct allocator_s {
-	char path[PATH_MAX];       /* as the process names it                    */
-	char open_path[PATH_MAX];  /* through /proc/PID/root                     */
+	char path[PATH_MAX];      /* as the process names it                    */
+	char open_path[PATH_MAX]; /* through /proc/PID/root                     */
 	probe_t p[MAX_PROBES];
 	unsigned n;
 } allocator_t;
@@ -187,15 +187,15 @@ void tr_detach(struct bpf_link **links, unsigned *nlinks);
  * (budget.c). */
 typedef struct cycle_s {
 	bool on;
-	double t_next;             /* the next switch                            */
-	double t0, user, sys;      /* this window's or off period's start        */
-	uint64_t hits;             /* TR_C_HITS then                             */
-	double t_paused;           /* when the probes stopped observing          */
+	double t_next;        /* the next switch                            */
+	double t0, user, sys; /* this window's or off period's start        */
+	uint64_t hits;        /* TR_C_HITS then                             */
+	double t_paused;      /* when the probes stopped observing          */
 } cycle_t;
 
 void tr_cycle_mark(cycle_t *cy, double t);
-int tr_cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks,
-    struct ring_buffer *rb, double now, bool *ended);
+int tr_cycle_step(cycle_t *cy, const allocator_t *al, struct bpf_link **links, unsigned *nlinks, struct ring_buffer *rb,
+    double now, bool *ended);
 
 #pragma GCC visibility pop
 

@@ -43,7 +43,7 @@ enum { TP_FAULT_ADDRESS = 0, TP_FAULT_ERROR = 2 };
 char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 cfg_tgid = 0;
-const volatile __u64 cfg_limit = 0;        /* samples per second per CPU; 0: none */
+const volatile __u64 cfg_limit = 0; /* samples per second per CPU; 0: none */
 /* Set by heapctl while it detaches the probes (--budget): what they see
  * then is not kept, so that the samples come from whole windows. */
 volatile __u32 paused = 0;
@@ -77,7 +77,10 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
-struct limit { __u64 window; __u64 n; };
+struct limit {
+	__u64 window;
+	__u64 n;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -230,8 +233,7 @@ static __always_inline void small(__u32 kind, __u32 tid, __u64 ptr, __u64 size)
 /* ---- --malloc ------------------------------------------------------------ */
 
 /* A call of the process's thread t (from thread()) asking for size bytes. */
-static __always_inline int on_alloc(struct pt_regs *ctx, struct tstate *t, __u32 tid, __u64 size,
-    __u64 memptr)
+static __always_inline int on_alloc(struct pt_regs *ctx, struct tstate *t, __u32 tid, __u64 size, __u64 memptr)
 {
 	count(TR_C_CALLS);
 	t->countdown -= (__s64)size;
@@ -275,12 +277,12 @@ int calloc_entry(struct pt_regs *ctx)
 	THREAD_OR_RETURN(t, tid);
 	__u64 n = ctx->di, m = ctx->si;
 	if ((n >> 32 || m >> 32) && n && m)
-		return 0;               /* too big for this check; fails anyway */
+		return 0; /* too big for this check; fails anyway */
 	return on_alloc(ctx, t, tid, n * m, 0);
 }
 
 SEC("uprobe")
-int memalign_entry(struct pt_regs *ctx)      /* (alignment, size) */
+int memalign_entry(struct pt_regs *ctx) /* (alignment, size) */
 {
 	THREAD_OR_RETURN(t, tid);
 	return on_alloc(ctx, t, tid, ctx->si, 0);
@@ -345,11 +347,11 @@ static __always_inline int on_fault(unsigned long address, unsigned long error)
 	/* bit 0 set: a protection fault on a present page, no new page */
 	if (error & 1)
 		return 0;
-	if (address >= 0x800000000000ul)     /* not a user address */
+	if (address >= 0x800000000000ul) /* not a user address */
 		return 0;
 	THREAD_OR_RETURN(t, tid);
 	__u32 zero = 0, *busy = bpf_map_lookup_elem(&sampling, &zero);
-	if (busy == NULL || *busy)           /* our own copy of a stack */
+	if (busy == NULL || *busy) /* our own copy of a stack */
 		return 0;
 	count(TR_C_CALLS);
 	t->countdown -= TR_PAGE;

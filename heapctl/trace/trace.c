@@ -33,13 +33,13 @@ __attribute__((visibility("default"))) int hc_trace_main(cli_args_t *a);
 
 /* What the run holds from its checks to its end (cleanup). */
 static struct {
-	int pidfd;                 /* the process: readable once it ended       */
-	double base_t, base_user, base_sys;   /* it untraced, before the probes */
-	allocator_t al;            /* --malloc: what is probed                  */
+	int pidfd;                          /* the process: readable once it ended       */
+	double base_t, base_user, base_sys; /* it untraced, before the probes */
+	allocator_t al;                     /* --malloc: what is probed                  */
 	struct ring_buffer *rb;
 	struct bpf_link *links[TR_MAX_LINKS];
 	unsigned nlinks;
-	bool ended;                /* the process is gone                       */
+	bool ended; /* the process is gone                       */
 } R;
 
 static volatile sig_atomic_t stop_signal;
@@ -72,10 +72,13 @@ static int open_process(cli_args_t *a)
 	R.base_t = now_s();
 	tb_proc_times(T.pid, &R.base_user, &R.base_sys);
 	if (!tr_has_caps())
-		return cli_err(HC_EXIT_PERM, "trace: needs CAP_BPF and CAP_PERFMON (or root): "
-		    "run it as root, e.g. sudo heapctl trace %d", T.pid);
+		return cli_err(HC_EXIT_PERM,
+		    "trace: needs CAP_BPF and CAP_PERFMON (or root): "
+		    "run it as root, e.g. sudo heapctl trace %d",
+		    T.pid);
 	if (T.o.mode == T_FAULTS && access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		return cli_err(HC_EXIT_FAILED, "trace: this kernel has no BTF (/sys/kernel/btf/vmlinux), "
+		return cli_err(HC_EXIT_FAILED,
+		    "trace: this kernel has no BTF (/sys/kernel/btf/vmlinux), "
 		    "which --faults needs: a kernel built with CONFIG_DEBUG_INFO_BTF=y");
 	char memp[64];
 	snprintf(memp, sizeof memp, "/proc/%d/mem", T.pid);
@@ -99,15 +102,16 @@ static int attach_first(void)
 		tr_detach(R.links, &R.nlinks);
 		ring_buffer__free(R.rb);
 		R.rb = NULL;
-		if ((err = tr_load(false)) == 0 && (R.rb = ring_buffer__new(bpf_map__fd(T.skel->maps.ring),
-		    tr_on_event, NULL, NULL)) == NULL)
+		if ((err = tr_load(false)) == 0 &&
+		    (R.rb = ring_buffer__new(bpf_map__fd(T.skel->maps.ring), tr_on_event, NULL, NULL)) == NULL)
 			err = -errno;
 		if (err == 0)
 			err = tr_attach(&R.al, R.links, &R.nlinks);
 	}
 	if (err)
-		return cli_err(err == -ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED, "trace: cannot attach to process %d: %s",
-		    T.pid, err == -ESRCH ? "it has exited" : tr_why_load_failed(err));
+		return cli_err(err == -ESRCH ? HC_EXIT_NOPROC : HC_EXIT_FAILED,
+		    "trace: cannot attach to process %d: %s", T.pid,
+		    err == -ESRCH ? "it has exited" : tr_why_load_failed(err));
 	return 0;
 }
 
@@ -161,8 +165,10 @@ static void announce(void)
 			fprintf(stderr, "%s%s", i ? " " : "", R.al.p[i].name);
 		fprintf(stderr, "), one sample per %.0f bytes; Ctrl-C to stop\n", T.period);
 	} else {
-		fprintf(stderr, "heapctl: tracing page faults of process %d, one sample per %.0f bytes "
-		    "of new pages; Ctrl-C to stop\n", T.pid, T.period);
+		fprintf(stderr,
+		    "heapctl: tracing page faults of process %d, one sample per %.0f bytes "
+		    "of new pages; Ctrl-C to stop\n",
+		    T.pid, T.period);
 	}
 }
 
@@ -203,8 +209,8 @@ static int run_loop(double t0)
 				code = HC_EXIT_FAILED;
 			next_dump += T.o.interval;
 		}
-		if (!R.ended && cy.t_next && now >= cy.t_next && (code = tr_cycle_step(&cy, &R.al, R.links, &R.nlinks,
-		    R.rb, now, &R.ended)) != 0)
+		if (!R.ended && cy.t_next && now >= cy.t_next &&
+		    (code = tr_cycle_step(&cy, &R.al, R.links, &R.nlinks, R.rb, now, &R.ended)) != 0)
 			break;
 	}
 	if (cy.on && !faults)
@@ -243,18 +249,20 @@ static void summary(const uint64_t *c)
 	if (T.json)
 		summary_json(c);
 	fprintf(stderr, "heapctl: %s%" PRIu64 " %s seen, %" PRIu64 " sampled (%zu stacks)",
-	    R.ended ? "the process ended; " : "", c[TR_C_CALLS], faults ? "page faults" : "calls",
-	    T.samples, tr_nstacks());
+	    R.ended ? "the process ended; " : "", c[TR_C_CALLS], faults ? "page faults" : "calls", T.samples,
+	    tr_nstacks());
 	if (!faults)
 		fprintf(stderr, ", %" PRIu64 " sampled objects freed", T.frees);
 	if (dropped || c[TR_C_LIVEFULL])
-		fprintf(stderr, "; dropped %" PRIu64 " samples (ring full %" PRIu64 ", rate limit %" PRIu64
-		    "), %" PRIu64 " not tracked (live map full)", dropped, c[TR_C_RINGFULL],
-		    c[TR_C_LIMITED], c[TR_C_LIVEFULL]);
+		fprintf(stderr,
+		    "; dropped %" PRIu64 " samples (ring full %" PRIu64 ", rate limit %" PRIu64 "), %" PRIu64
+		    " not tracked (live map full)",
+		    dropped, c[TR_C_RINGFULL], c[TR_C_LIMITED], c[TR_C_LIVEFULL]);
 	if (T.B.cycles)
-		fprintf(stderr, "; over the budget of %g%% (the probes cost about %.0f%% of a CPU), they "
-		    "observed %.1f%% of the time: the totals are estimates", T.B.pct, T.B.cpu_pct,
-		    T.B.t_traced > 0 ? 100 * T.B.t_on / T.B.t_traced : 100.0);
+		fprintf(stderr,
+		    "; over the budget of %g%% (the probes cost about %.0f%% of a CPU), they "
+		    "observed %.1f%% of the time: the totals are estimates",
+		    T.B.pct, T.B.cpu_pct, T.B.t_traced > 0 ? 100 * T.B.t_on / T.B.t_traced : 100.0);
 	fputc('\n', stderr);
 }
 

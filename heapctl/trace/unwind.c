@@ -16,7 +16,7 @@
 static struct {
 	unw_addr_space_t as;
 	void *upt;
-	const struct tr_sample *cur;   /* the sample being unwound */
+	const struct tr_sample *cur; /* the sample being unwound */
 } U;
 
 static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
@@ -75,8 +75,7 @@ static int acc_resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
 	return -UNW_EINVAL;
 }
 
-static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
-    unw_word_t *off, void *arg)
+static int acc_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len, unw_word_t *off, void *arg)
 {
 	return -UNW_ENOINFO;
 }
@@ -118,7 +117,7 @@ unsigned tr_unwind(const struct tr_sample *s, uint64_t *f)
 	unw_cursor_t c;
 	unsigned n = 0;
 	if (unw_init_remote(&c, U.as, NULL) == 0) {
-		int skip = T.o.mode == T_MALLOC;   /* the probed function's frame */
+		int skip = T.o.mode == T_MALLOC; /* the probed function's frame */
 		do {
 			unw_word_t ip = 0;
 			if (unw_get_reg(&c, UNW_REG_IP, &ip) != 0 || ip == 0)
@@ -131,8 +130,7 @@ unsigned tr_unwind(const struct tr_sample *s, uint64_t *f)
 	}
 	if (n == 0) {
 		/* no unwind info at all: the one frame we know */
-		f[n++] = T.o.mode == T_MALLOC && s->stack_len >= 8 ?
-		    *(const uint64_t *)s->stack : s->regs.ip;
+		f[n++] = T.o.mode == T_MALLOC && s->stack_len >= 8 ? *(const uint64_t *)s->stack : s->regs.ip;
 		T.unwound_short++;
 	}
 	U.cur = NULL;

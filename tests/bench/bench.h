@@ -43,18 +43,15 @@ struct bench_opt {
 	const char *help;
 };
 
-BENCH_FN void bench_usage(const char *prog, const char *what,
-    const struct bench_opt *o, size_t n)
+BENCH_FN void bench_usage(const char *prog, const char *what, const struct bench_opt *o, size_t n)
 {
 	fprintf(stderr, "usage: %s [name=value ...]\n%s\n", prog, what);
 	for (size_t i = 0; i < n; i++)
-		fprintf(stderr, "  %-10s %-12ld %s\n", o[i].name, o[i].value,
-		    o[i].help);
+		fprintf(stderr, "  %-10s %-12ld %s\n", o[i].name, o[i].value, o[i].help);
 }
 
 /* Parse argv into opts; exits 2 with the usage text on anything unknown. */
-BENCH_FN void bench_parse(int argc, char **argv, const char *what,
-    struct bench_opt *o, size_t n)
+BENCH_FN void bench_parse(int argc, char **argv, const char *what, struct bench_opt *o, size_t n)
 {
 	for (int a = 1; a < argc; a++) {
 		const char *eq = strchr(argv[a], '=');
@@ -73,8 +70,7 @@ BENCH_FN void bench_parse(int argc, char **argv, const char *what,
 		errno = 0;
 		long v = strtol(eq + 1, &end, 0);
 		if (errno || *end || end == eq + 1 || v < 0) {
-			fprintf(stderr, "%s: bad value for %s: '%s'\n", argv[0],
-			    o[i].name, eq + 1);
+			fprintf(stderr, "%s: bad value for %s: '%s'\n", argv[0], o[i].name, eq + 1);
 			exit(2);
 		}
 		o[i].value = v;
@@ -126,10 +122,7 @@ static inline double bench_now(void)
 /* Make the compiler believe p is used, so malloc/free pairs are not elided. */
 static inline void bench_escape(void *p)
 {
-	__asm__ volatile(""
-	                 :
-	                 : "r"(p)
-	                 : "memory");
+	__asm__ volatile("" : : "r"(p) : "memory");
 }
 
 BENCH_FN void *bench_xmalloc(size_t n)
@@ -172,8 +165,7 @@ BENCH_FN int bench_finish(const char *name, uint64_t sum, uint64_t errors)
 {
 	bench_check_preload();
 	if (errors) {
-		fprintf(stderr, "%s: %" PRIu64 " corrupted objects detected\n",
-		    name, errors);
+		fprintf(stderr, "%s: %" PRIu64 " corrupted objects detected\n", name, errors);
 		sum ^= bench_mix(errors);
 	}
 	printf("checksum=%016" PRIx64 "\n", sum);
@@ -192,8 +184,7 @@ struct bench_churn_slot {
 /* Fill: one 8-byte word per 64-byte line (so every cache line of the object
  * is touched), then the last byte. Only word 0 and the last byte are checked;
  * size 8 has no separate last byte. */
-static inline void bench_churn_fill(unsigned char *p, uint32_t size,
-    uint32_t tag)
+static inline void bench_churn_fill(unsigned char *p, uint32_t size, uint32_t tag)
 {
 	for (uint32_t off = 0; off + 8 <= size; off += 64) {
 		uint64_t w = ((uint64_t)tag << 32) | off;
@@ -203,8 +194,7 @@ static inline void bench_churn_fill(unsigned char *p, uint32_t size,
 		p[size - 1] = (unsigned char)tag;
 }
 
-static inline uint64_t bench_churn_check(const struct bench_churn_slot *s,
-    uint64_t *errors)
+static inline uint64_t bench_churn_check(const struct bench_churn_slot *s, uint64_t *errors)
 {
 	uint64_t w;
 	memcpy(&w, s->p, 8);
@@ -221,11 +211,9 @@ static inline uint64_t bench_churn_check(const struct bench_churn_slot *s,
  * size in [minsz, maxsz] there. The order of frees is therefore random, and
  * about `window` objects are live at any time. Returns the checksum part.
  */
-BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
-    uint32_t minsz, uint32_t maxsz, uint64_t *errors)
+BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window, uint32_t minsz, uint32_t maxsz, uint64_t *errors)
 {
-	struct bench_churn_slot *slot = (struct bench_churn_slot *)
-	    calloc((size_t)window, sizeof(*slot));
+	struct bench_churn_slot *slot = (struct bench_churn_slot *)calloc((size_t)window, sizeof(*slot));
 	uint64_t rng = seed, sum = 0;
 
 	if (!slot) {
@@ -233,8 +221,7 @@ BENCH_FN uint64_t bench_churn(uint64_t seed, long ops, long window,
 		exit(1);
 	}
 	for (long i = 0; i < ops; i++) {
-		struct bench_churn_slot *s =
-		    &slot[bench_range(&rng, 0, window - 1)];
+		struct bench_churn_slot *s = &slot[bench_range(&rng, 0, window - 1)];
 		if (s->p) {
 			sum += bench_churn_check(s, errors);
 			free(s->p);

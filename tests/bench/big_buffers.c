@@ -21,8 +21,7 @@ int main(int argc, char **argv)
 		{ "seed", 5, "random seed" },
 	};
 	bench_parse(argc, argv, "Big buffers in a loop.", o, BENCH_NOPTS(o));
-	long live = o[1].value < 1 ? 1 : o[1].value > 64 ? 64
-	                                                 : o[1].value;
+	long live = o[1].value < 1 ? 1 : o[1].value > 64 ? 64 : o[1].value;
 	uint64_t seed = (uint64_t)o[4].value, sum = 0, errors = 0;
 	struct bench_churn_slot s[64] = { { 0 } };
 	for (long r = 0; r < o[0].value; r++) {

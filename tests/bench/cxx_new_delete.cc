@@ -108,6 +108,7 @@ int main(int argc, char **argv)
 	bench_check_preload();
 	if (errors)
 		fprintf(stderr, "cxx_new_delete: %" PRIu64 " corrupted objects detected\n", errors);
-	printf("checksum=%016" PRIx64 " ns_per_pair=%.2f sized_ns_per_pair=%.2f\n", sum ^ bench_mix(errors), plain, sized);
+	printf("checksum=%016" PRIx64 " ns_per_pair=%.2f sized_ns_per_pair=%.2f\n", sum ^ bench_mix(errors), plain,
+	    sized);
 	return errors ? 3 : 0;
 }

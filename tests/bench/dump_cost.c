@@ -19,8 +19,14 @@ static double now(void)
 static void *volatile sink[1 << 16]; /* volatile: the mallocs must stay */
 static unsigned nsink;
 
-__attribute__((noinline)) static void leafA(void) { sink[nsink++ % (1 << 16)] = malloc(64); }
-__attribute__((noinline)) static void leafB(void) { sink[nsink++ % (1 << 16)] = malloc(64); }
+__attribute__((noinline)) static void leafA(void)
+{
+	sink[nsink++ % (1 << 16)] = malloc(64);
+}
+__attribute__((noinline)) static void leafB(void)
+{
+	sink[nsink++ % (1 << 16)] = malloc(64);
+}
 
 /* Each (bits, depth) pair takes a different path: 2^depth distinct stacks
  * per depth. */
@@ -37,8 +43,7 @@ __attribute__((noinline)) static void walk(unsigned bits, unsigned depth)
 		walk(bits >> 1, depth - 1);
 	else
 		walk(bits >> 1, depth - 1);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 }
 
 int main(int argc, char **argv)

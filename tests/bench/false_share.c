@@ -78,8 +78,7 @@ int main(int argc, char **argv)
 		{ "passive", 1, "1: main allocates each thread's first set, interleaved" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "false sharing between threads' objects", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "false sharing between threads' objects", o, BENCH_NOPTS(o));
 	long nt = o[0].value;
 	nobjs = o[1].value;
 	rounds = o[2].value;
@@ -131,10 +130,10 @@ int main(int argc, char **argv)
 	/* Sharing a line only costs anything if the threads really ran at the
 	 * same time; on a busy machine they may have taken turns on one core. */
 	double conc = last > first ? cpu / (last - first) : 0;
-	fprintf(stderr, "false_share: %.2f threads running at once on average%s\n",
-	    conc, nt > 1 && conc < 1.5 ? " (low: the machine is busy, "
-	                                 "false sharing is under-measured)"
-	                               : "");
+	fprintf(stderr, "false_share: %.2f threads running at once on average%s\n", conc,
+	    nt > 1 && conc < 1.5 ? " (low: the machine is busy, "
+	                           "false sharing is under-measured)"
+	                         : "");
 	free(w);
 	return bench_finish("false_share", sum, errors);
 }

@@ -24,8 +24,7 @@ static void __attribute__((noinline)) tight(long n, size_t size, uint64_t *ok)
 	}
 }
 
-static void __attribute__((noinline))
-batched(long n, long batch, size_t size, void **v, uint64_t *ok)
+static void __attribute__((noinline)) batched(long n, long batch, size_t size, void **v, uint64_t *ok)
 {
 	for (long i = 0; i < n; i += batch) {
 		for (long k = 0; k < batch; k++) {
@@ -68,13 +67,14 @@ int main(int argc, char **argv)
 	free(v);
 
 	double ns_tight = (t1 - t0) * 1e9 / n, ns_batch = (t2 - t1) * 1e9 / n;
-	fprintf(stderr, "fastpath: %.2f ns per pair (tight), %.2f ns per pair "
-	                "(batch of %ld)\n",
+	fprintf(stderr,
+	    "fastpath: %.2f ns per pair (tight), %.2f ns per pair "
+	    "(batch of %ld)\n",
 	    ns_tight, ns_batch, batch);
 
 	bench_check_preload();
 	uint64_t errors = ok != 2 * (uint64_t)n;
-	printf("checksum=%016" PRIx64 " ns_per_pair=%.2f batch_ns_per_pair=%.2f\n",
-	    bench_mix(ok ^ errors), ns_tight, ns_batch);
+	printf("checksum=%016" PRIx64 " ns_per_pair=%.2f batch_ns_per_pair=%.2f\n", bench_mix(ok ^ errors), ns_tight,
+	    ns_batch);
 	return errors ? 3 : 0;
 }

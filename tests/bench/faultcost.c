@@ -29,8 +29,7 @@ int main(int argc, char **argv)
 	};
 	bench_parse(argc, argv, "the cost of a first-touch page fault.", o, BENCH_NOPTS(o));
 	size_t pages = (size_t)o[0].value, len = pages * 4096;
-	long trials = o[1].value < 1 ? 1 : o[1].value > 99 ? 99
-	                                                   : o[1].value;
+	long trials = o[1].value < 1 ? 1 : o[1].value > 99 ? 99 : o[1].value;
 	double us[99];
 	for (long t = 0; t < trials; t++) {
 		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

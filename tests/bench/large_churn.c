@@ -100,16 +100,16 @@ int main(int argc, char **argv)
 		{ "maxsz", 8 << 20, "largest block (bytes)" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "large-allocation churn, every page touched", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "large-allocation churn, every page touched", o, BENCH_NOPTS(o));
 	long nt = o[0].value;
 	nops = o[1].value;
 	window = o[2].value;
 	minsz = o[3].value;
 	maxsz = o[4].value;
 	if (nt < 1 || window < 1 || minsz < 1 || maxsz < minsz) {
-		fprintf(stderr, "large_churn: need threads,window>=1, "
-		                "1<=minsz<=maxsz\n");
+		fprintf(stderr,
+		    "large_churn: need threads,window>=1, "
+		    "1<=minsz<=maxsz\n");
 		return 2;
 	}
 

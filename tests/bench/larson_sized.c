@@ -24,7 +24,7 @@
 
 struct worker {
 	pthread_t tid;
-	struct bench_churn_slot *slot;	/* this worker's slice */
+	struct bench_churn_slot *slot; /* this worker's slice */
 	uint64_t rng, sum, errors;
 };
 
@@ -74,8 +74,7 @@ static void *generation(void *arg)
 	struct worker *w = arg;
 
 	for (long k = 0; k < rounds * nchunks; k++) {
-		struct bench_churn_slot *s =
-			&w->slot[bench_range(&w->rng, 0, nchunks - 1)];
+		struct bench_churn_slot *s = &w->slot[bench_range(&w->rng, 0, nchunks - 1)];
 		w->sum += bench_churn_check(s, &w->errors);
 		sized_free(s->p, s->size);
 		fill_slot(s, &w->rng);
@@ -95,8 +94,7 @@ int main(int argc, char **argv)
 		{ "sized", 1, "1: free with the size (sdallocx etc.), 0: free()" },
 		{ "seed", 4141, "random seed" },
 	};
-	bench_parse(argc, argv, "Larson server simulation with sized frees.", o,
-		    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "Larson server simulation with sized frees.", o, BENCH_NOPTS(o));
 	long nt = o[0].value, gens = o[5].value;
 	nchunks = o[1].value;
 	minsz = o[2].value;
@@ -116,8 +114,8 @@ int main(int argc, char **argv)
 		return 1;
 	/* The main thread fills every slice (larson's warm-up). */
 	for (long t = 0; t < nt; t++) {
-		w[t] = (struct worker){ .slot = all + t * nchunks,
-					.rng = bench_seed((uint64_t)o[7].value, (uint64_t)t) };
+		w[t] =
+		    (struct worker){ .slot = all + t * nchunks, .rng = bench_seed((uint64_t)o[7].value, (uint64_t)t) };
 		for (long i = 0; i < nchunks; i++)
 			fill_slot(&w[t].slot[i], &w[t].rng);
 	}
@@ -142,6 +140,6 @@ int main(int argc, char **argv)
 	}
 	free(all);
 	fprintf(stderr, "larson_sized: free call %s, ops_per_sec=%.0f\n", free_name,
-		2.0 * nt * gens * rounds * nchunks / (secs > 0 ? secs : 1e-9));
+	    2.0 * nt * gens * rounds * nchunks / (secs > 0 ? secs : 1e-9));
 	return bench_finish("larson_sized", sum, errors);
 }

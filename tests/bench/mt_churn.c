@@ -23,8 +23,7 @@ static void *run(void *arg)
 	struct worker *w = arg;
 
 	pthread_barrier_wait(&start);
-	w->sum = bench_churn(w->seed, w->ops, w->window, w->minsz, w->maxsz,
-	    &w->errors);
+	w->sum = bench_churn(w->seed, w->ops, w->window, w->minsz, w->maxsz, &w->errors);
 	return NULL;
 }
 
@@ -38,13 +37,10 @@ int main(int argc, char **argv)
 		{ "maxsz", 512, "largest object size (bytes)" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "multi-thread small-object churn", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "multi-thread small-object churn", o, BENCH_NOPTS(o));
 	long nt = o[0].value;
-	if (nt < 1 || o[2].value < 1 || o[3].value < 8 ||
-	    o[4].value < o[3].value) {
-		fprintf(stderr,
-		    "mt_churn: need threads>=1, window>=1, 8<=minsz<=maxsz\n");
+	if (nt < 1 || o[2].value < 1 || o[3].value < 8 || o[4].value < o[3].value) {
+		fprintf(stderr, "mt_churn: need threads>=1, window>=1, 8<=minsz<=maxsz\n");
 		return 2;
 	}
 

@@ -19,11 +19,11 @@ static long pick(uint64_t *rng, long n, long levels)
 
 	for (long l = 0; l < levels && n >= 5; l++) {
 		if (bench_range(rng, 0, 9) < 8) {
-			n /= 5;		/* the hot fifth */
+			n /= 5; /* the hot fifth */
 		} else {
 			lo += n / 5;
 			n -= n / 5;
-			break;		/* the cold part: uniform in it */
+			break; /* the cold part: uniform in it */
 		}
 	}
 	return lo + (long)bench_range(rng, 0, (uint64_t)n - 1);

@@ -45,16 +45,14 @@ int main(int argc, char **argv)
 		Dl_info di;
 		void *sym = dlsym(RTLD_DEFAULT, fns[i]);
 		if (!sym || !dladdr(sym, &di) || !di.dli_fname) {
-			fprintf(stderr, "preload_check: cannot resolve %s\n",
-			    fns[i]);
+			fprintf(stderr, "preload_check: cannot resolve %s\n", fns[i]);
 			ok = 0;
 			continue;
 		}
 		if (i == 0)
 			from = di.dli_fname;
 		if (!strstr(base(di.dli_fname), want)) {
-			fprintf(stderr, "preload_check: %s comes from %s, not %s\n",
-			    fns[i], di.dli_fname, want);
+			fprintf(stderr, "preload_check: %s comes from %s, not %s\n", fns[i], di.dli_fname, want);
 			ok = 0;
 		}
 	}

@@ -119,10 +119,9 @@ static void *consumer(void *arg)
 			uint32_t len = m->size - sizeof(*m), bytes = 0;
 			for (uint32_t k = 0; k < len; k++)
 				bytes += b[k];
-			c->errors += bytes != (uint32_t)m->fill * len ||
-			    m->fill != (uint8_t)(m->seq * 31 + m->producer);
-			c->sum += bench_mix(((uint64_t)m->producer << 32 | m->seq) ^
-			    ((uint64_t)m->size << 40) ^ bytes);
+			c->errors +=
+			    bytes != (uint32_t)m->fill * len || m->fill != (uint8_t)(m->seq * 31 + m->producer);
+			c->sum += bench_mix(((uint64_t)m->producer << 32 | m->seq) ^ ((uint64_t)m->size << 40) ^ bytes);
 			c->count++;
 			free(m);
 		}
@@ -143,8 +142,7 @@ int main(int argc, char **argv)
 		{ "maxsz", 1024, "largest message (bytes)" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "producer/consumer with cross-thread frees", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "producer/consumer with cross-thread frees", o, BENCH_NOPTS(o));
 	long np = o[0].value, nc = o[1].value;
 	nmsgs = o[2].value;
 	q.cap = o[3].value;
@@ -152,10 +150,11 @@ int main(int argc, char **argv)
 	minsz = o[5].value;
 	maxsz = o[6].value;
 	seed = o[7].value;
-	if (np < 1 || nc < 1 || batch < 1 || q.cap < (size_t)batch ||
-	    minsz < (long)sizeof(struct msg_hdr) || maxsz < minsz) {
-		fprintf(stderr, "prodcons: need producers,consumers>=1, "
-		                "queue>=batch>=1, 16<=minsz<=maxsz\n");
+	if (np < 1 || nc < 1 || batch < 1 || q.cap < (size_t)batch || minsz < (long)sizeof(struct msg_hdr) ||
+	    maxsz < minsz) {
+		fprintf(stderr,
+		    "prodcons: need producers,consumers>=1, "
+		    "queue>=batch>=1, 16<=minsz<=maxsz\n");
 		return 2;
 	}
 	q.ring = bench_xmalloc(q.cap * sizeof(void *));
@@ -182,8 +181,7 @@ int main(int argc, char **argv)
 		count += c[i].count;
 	}
 	if (count != (uint64_t)np * nmsgs) {
-		fprintf(stderr, "prodcons: %" PRIu64 " of %ld messages arrived\n",
-		    count, np * nmsgs);
+		fprintf(stderr, "prodcons: %" PRIu64 " of %ld messages arrived\n", count, np * nmsgs);
 		errors++;
 	}
 	free(pt);

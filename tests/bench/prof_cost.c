@@ -16,9 +16,18 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-__attribute__((noinline)) static void *f3(size_t n) { return malloc(n); }
-__attribute__((noinline)) static void *f2(size_t n) { return f3(n); }
-__attribute__((noinline)) static void *f1(size_t n) { return f2(n); }
+__attribute__((noinline)) static void *f3(size_t n)
+{
+	return malloc(n);
+}
+__attribute__((noinline)) static void *f2(size_t n)
+{
+	return f3(n);
+}
+__attribute__((noinline)) static void *f1(size_t n)
+{
+	return f2(n);
+}
 
 int main(int argc, char **argv)
 {

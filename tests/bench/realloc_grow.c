@@ -37,15 +37,14 @@ int main(int argc, char **argv)
 		{ "ring", 1024, "other allocations kept live" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "realloc growth with interleaved allocations", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "realloc growth with interleaved allocations", o, BENCH_NOPTS(o));
 	long nb = o[0].value, todo = o[1].value, minlen = o[2].value;
 	long maxlen = o[3].value, maxstep = o[4].value, others = o[5].value;
 	long ringsz = o[6].value;
-	if (nb < 1 || minlen < 1 || maxlen < minlen || maxstep < 1 ||
-	    ringsz < 1 || maxlen > (1L << 30)) {
-		fprintf(stderr, "realloc_grow: need builders,maxstep,ring>=1, "
-		                "1<=minlen<=maxlen<=2^30\n");
+	if (nb < 1 || minlen < 1 || maxlen < minlen || maxstep < 1 || ringsz < 1 || maxlen > (1L << 30)) {
+		fprintf(stderr,
+		    "realloc_grow: need builders,maxstep,ring>=1, "
+		    "1<=minlen<=maxlen<=2^30\n");
 		return 2;
 	}
 
@@ -91,9 +90,7 @@ int main(int argc, char **argv)
 			uint64_t h = 0;
 			for (uint32_t k = 0; k < x->len; k++)
 				h += x->buf[k];
-			errors += h != x->bytesum ||
-			    x->buf[0] != fill_byte(x->key, 0) ||
-			    x->buf[x->len - 1] != v;
+			errors += h != x->bytesum || x->buf[0] != fill_byte(x->key, 0) || x->buf[x->len - 1] != v;
 			sum += bench_mix(h ^ ((uint64_t)x->len << 32) ^ x->key);
 			free(x->buf);
 			x->buf = NULL;
@@ -102,8 +99,7 @@ int main(int argc, char **argv)
 			x->bytesum = 0;
 			done++;
 			if (started < todo) {
-				x->target = (uint32_t)bench_range(&rng, minlen,
-				    maxlen);
+				x->target = (uint32_t)bench_range(&rng, minlen, maxlen);
 				x->key = (uint32_t)started++;
 			}
 		}

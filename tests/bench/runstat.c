@@ -80,8 +80,7 @@ int main(int argc, char **argv)
 		else
 			unsetenv("LD_PRELOAD");
 		execvp(argv[optind], argv + optind);
-		fprintf(stderr, "runstat: %s: %s\n", argv[optind],
-		    strerror(errno));
+		fprintf(stderr, "runstat: %s: %s\n", argv[optind], strerror(errno));
 		_exit(127);
 	}
 
@@ -101,18 +100,15 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
-	int status = timed_out ? 124
-	    : WIFEXITED(st)    ? WEXITSTATUS(st)
-	                       : 128 + WTERMSIG(st);
-	printf("%.3f %ld %d %.3f %.3f %ld\n",
-	    (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
-	    ru.ru_maxrss, status,
-	    ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6,
-	    ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6, ru.ru_minflt);
+	int status = timed_out ? 124 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	printf("%.3f %ld %d %.3f %.3f %ld\n", (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, ru.ru_maxrss,
+	    status, ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6,
+	    ru.ru_minflt);
 	return 0;
 
 usage:
-	fprintf(stderr, "usage: runstat [-p LIB] [-t SECONDS] [-o OUT] "
-	                "[-e ERR] -- PROG [ARG...]\n");
+	fprintf(stderr,
+	    "usage: runstat [-p LIB] [-t SECONDS] [-o OUT] "
+	    "[-e ERR] -- PROG [ARG...]\n");
 	return 2;
 }

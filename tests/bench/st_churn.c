@@ -17,15 +17,13 @@ int main(int argc, char **argv)
 		{ "maxsz", 512, "largest object size (bytes)" },
 		{ "seed", 1, "random seed" },
 	};
-	bench_parse(argc, argv, "single-thread small-object churn", o,
-	    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "single-thread small-object churn", o, BENCH_NOPTS(o));
 	if (o[1].value < 1 || o[2].value < 8 || o[3].value < o[2].value) {
 		fprintf(stderr, "st_churn: need window>=1, 8<=minsz<=maxsz\n");
 		return 2;
 	}
 
 	uint64_t errors = 0;
-	uint64_t sum = bench_churn(bench_seed(o[4].value, 0), o[0].value,
-	    o[1].value, o[2].value, o[3].value, &errors);
+	uint64_t sum = bench_churn(bench_seed(o[4].value, 0), o[0].value, o[1].value, o[2].value, o[3].value, &errors);
 	return bench_finish("st_churn", sum, errors);
 }

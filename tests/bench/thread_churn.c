@@ -57,8 +57,7 @@ int main(int argc, char **argv)
 	};
 	bench_parse(argc, argv, "Threads that come and go.", o, BENCH_NOPTS(o));
 	long n = o[0].value;
-	nobj = o[1].value < 1 ? 1 : o[1].value > 64 ? 64
-	                                            : o[1].value;
+	nobj = o[1].value < 1 ? 1 : o[1].value > 64 ? 64 : o[1].value;
 	uint64_t sum = 0, errors = 0;
 	long early = 0;
 	for (long i = 0; i < n; i++) {

@@ -66,8 +66,7 @@ int main(int argc, char **argv)
 	};
 	bench_parse(argc, argv, "Memory per live thread.", o, BENCH_NOPTS(o));
 	long n = o[0].value;
-	nobj = o[1].value < 4 ? 4 : o[1].value > 64 ? 64
-	                                            : o[1].value;
+	nobj = o[1].value < 4 ? 4 : o[1].value > 64 ? 64 : o[1].value;
 	struct worker *w = calloc((size_t)n, sizeof *w);
 	if (!w)
 		return 1;

@@ -72,8 +72,7 @@ int main(int argc, char **argv)
 		{ "seed", 13, "random seed" },
 	};
 	bench_parse(argc, argv, "Threads that leave a small object behind.", o, BENCH_NOPTS(o));
-	long rounds = o[0].value, per = o[1].value < 1 ? 1 : o[1].value > 256 ? 256
-	                                                                      : o[1].value;
+	long rounds = o[0].value, per = o[1].value < 1 ? 1 : o[1].value > 256 ? 256 : o[1].value;
 	ngarbage = o[2].value > 200 ? 200 : o[2].value;
 	nslots = o[3].value;
 	kept = calloc((size_t)(rounds * per), sizeof *kept);

@@ -51,8 +51,7 @@ static void post(struct mailbox *m, struct bench_churn_slot *s, long n)
 }
 
 /* Free what other threads handed to m; buf holds up to *cap items. */
-static void drain(struct mailbox *m, struct bench_churn_slot **buf, long *cap,
-		  uint64_t *errors)
+static void drain(struct mailbox *m, struct bench_churn_slot **buf, long *cap, uint64_t *errors)
 {
 	pthread_mutex_lock(&m->lock);
 	long n = m->n;
@@ -137,8 +136,7 @@ int main(int argc, char **argv)
 		{ "maxsz", 16000, "largest block (bytes)" },
 		{ "seed", 29, "random seed" },
 	};
-	bench_parse(argc, argv, "Random sizes, batches freed by other threads.", o,
-		    BENCH_NOPTS(o));
+	bench_parse(argc, argv, "Random sizes, batches freed by other threads.", o, BENCH_NOPTS(o));
 	nthreads = o[0].value;
 	nlive = o[1].value;
 	loops = o[2].value;
@@ -146,8 +144,7 @@ int main(int argc, char **argv)
 	xbatch = o[4].value;
 	minsz = o[5].value;
 	maxsz = o[6].value;
-	if (nthreads < 1 || nthreads > 64 || nlive < 1 || xrate < 1 || minsz < 8 ||
-	    maxsz < minsz) {
+	if (nthreads < 1 || nthreads > 64 || nlive < 1 || xrate < 1 || minsz < 8 || maxsz < minsz) {
 		fprintf(stderr, "xthread_batches: need 1<=threads<=64, live,xrate>=1, 8<=minsz<=maxsz\n");
 		return 2;
 	}
@@ -183,7 +180,6 @@ int main(int argc, char **argv)
 	}
 	free(buf);
 	free(box);
-	fprintf(stderr, "xthread_batches: ops_per_sec=%.0f\n",
-		allocs / (secs > 0 ? secs : 1e-9));
+	fprintf(stderr, "xthread_batches: ops_per_sec=%.0f\n", allocs / (secs > 0 ? secs : 1e-9));
 	return bench_finish("xthread_batches", sum, errors);
 }

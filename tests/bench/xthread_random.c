@@ -51,8 +51,7 @@ int main(int argc, char **argv)
 		{ "seed", 17, "random seed" },
 	};
 	bench_parse(argc, argv, "Random sizes passed between threads.", o, BENCH_NOPTS(o));
-	long nt = o[0].value < 1 ? 1 : o[0].value > 64 ? 64
-	                                               : o[0].value;
+	long nt = o[0].value < 1 ? 1 : o[0].value > 64 ? 64 : o[0].value;
 	ops = o[1].value;
 	nslots = o[2].value < 1 ? 1 : o[2].value;
 	slots = calloc((size_t)nslots, sizeof *slots);

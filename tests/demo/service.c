@@ -68,7 +68,11 @@ static NOINLINE void *alloc_check(void *p, size_t n)
 	}
 	return p;
 }
-#define xmalloc(n) ({ size_t n_ = (n); alloc_check(malloc(n_), n_); })
+#define xmalloc(n)                           \
+	({                                   \
+		size_t n_ = (n);             \
+		alloc_check(malloc(n_), n_); \
+	})
 
 /* ---- requests ---------------------------------------------------------- */
 
@@ -101,15 +105,16 @@ static NOINLINE char *make_request(uint64_t *rng, unsigned worker, unsigned long
 	uint64_t r = rng_next(rng);
 	char cookie[64] = "";
 	if (r % 8 != 0 && *visitors > 0) /* a returning visitor */
-		snprintf(cookie, sizeof cookie, "Cookie: sid=w%u-%lu\r\n", worker, (unsigned long)((r >> 8) % *visitors));
+		snprintf(cookie, sizeof cookie, "Cookie: sid=w%u-%lu\r\n", worker,
+		    (unsigned long)((r >> 8) % *visitors));
 	else /* a new one */
 		snprintf(cookie, sizeof cookie, "X-New-Session: w%u-%lu\r\n", worker, (*visitors)++);
 	snprintf(buf, len,
 	    "GET %s?id=%lu HTTP/1.1\r\nHost: shop.example.com\r\nUser-Agent: %s\r\n"
 	    "Accept: text/html,application/json\r\nAccept-Language: en-GB,en;q=0.9\r\n%s"
 	    "Content-Length: %u\r\n\r\n",
-	    paths[(r >> 16) % 5], (unsigned long)(r >> 32) % 100000, agents[(r >> 24) % 3],
-	    cookie, (unsigned)((r >> 40) % 4096));
+	    paths[(r >> 16) % 5], (unsigned long)(r >> 32) % 100000, agents[(r >> 24) % 3], cookie,
+	    (unsigned)((r >> 40) % 4096));
 	return buf;
 }
 
@@ -417,8 +422,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct timespec now, wait = { 0, 200 * 1000000 };
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > deadline.tv_sec ||
-		    (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+		if (now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
 			break;
 		int sig = sigtimedwait(&sigs, NULL, &wait);
 		if (sig == SIGTERM) {
@@ -433,8 +437,7 @@ int main(int argc, char **argv)
 	stopping = 1;
 	for (int i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);
-	printf("stopped (%s): %lu requests, %zu sessions kept, %zu pool buffers (%zu KiB)\n",
-	    why, requests_served[0] + requests_served[1], cache.count, pool.total,
-	    pool.total * POOL_BUF_SIZE / 1024);
+	printf("stopped (%s): %lu requests, %zu sessions kept, %zu pool buffers (%zu KiB)\n", why,
+	    requests_served[0] + requests_served[1], cache.count, pool.total, pool.total * POOL_BUF_SIZE / 1024);
 	return 0;
 }

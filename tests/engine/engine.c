@@ -51,29 +51,28 @@ static const char *file_of(const char *text, char *path, size_t len)
 	return path;
 }
 
-static const char v2[] =
-    "heap_v2/524288\n"
-    "  t*: 3: 3072 [5: 5120]\n"
-    "  t0: 2: 2048 [3: 3072]\n"
-    "  t1: 1: 1024 [2: 2048]\n"
-    "@ 0x401010 0x401020 0x7f0000001000\n"
-    "  t*: 2: 2048 [3: 3072]\n"
-    "  t0: 2: 2048 [3: 3072]\n"
-    "@ 0x401030 0x401020\n"
-    "  t*: 1: 1024 [2: 2048]\n"
-    "  t1: 1: 1024 [2: 2048] worker\n"
-    "\n"
-    "MAPPED_LIBRARIES:\n"
-    "00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
-    "7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
+static const char v2[] = "heap_v2/524288\n"
+                         "  t*: 3: 3072 [5: 5120]\n"
+                         "  t0: 2: 2048 [3: 3072]\n"
+                         "  t1: 1: 1024 [2: 2048]\n"
+                         "@ 0x401010 0x401020 0x7f0000001000\n"
+                         "  t*: 2: 2048 [3: 3072]\n"
+                         "  t0: 2: 2048 [3: 3072]\n"
+                         "@ 0x401030 0x401020\n"
+                         "  t*: 1: 1024 [2: 2048]\n"
+                         "  t1: 1: 1024 [2: 2048] worker\n"
+                         "\n"
+                         "MAPPED_LIBRARIES:\n"
+                         "00400000-00402000 r-xp 00000000 00:00 1 /usr/bin/prog\n"
+                         "7f0000000000-7f0000010000 r-xp 00000000 00:00 2 /usr/lib/libx.so\n";
 
 static void test_read(void)
 {
 	char path[64], err[512];
 	rp_raw_t raw;
 	CHECK(rp_read(file_of(v2, path, sizeof path), &raw, 0, err, sizeof err) == 0, "read: %s", err);
-	CHECK(raw.nstacks == 2 && raw.algorithm == 2 && raw.prof.period == 524288, "stacks %zu alg %d",
-	    raw.nstacks, raw.algorithm);
+	CHECK(raw.nstacks == 2 && raw.algorithm == 2 && raw.prof.period == 524288, "stacks %zu alg %d", raw.nstacks,
+	    raw.algorithm);
 	CHECK(raw.prof.nlocs == 4, "distinct addresses: %zu", raw.prof.nlocs);
 	CHECK(raw.prof.nmaps == 2 && !strcmp(raw.prof.maps[1].path, "/usr/lib/libx.so"), "maps");
 	CHECK(raw.stacks[0].n == 3 && raw.stacks[0].all.c[RP_INUSE_SPACE] == 2048, "first stack");
@@ -93,11 +92,12 @@ static void test_symfile(void)
 {
 	char path[64], err[512];
 	char text[4096];
-	snprintf(text, sizeof text, "--- symbol\nbinary=/usr/bin/prog\n"
-	                            "0x0000000000401010 leaf_fn\n"
-	                            "0x000000000040101f outer--inner\n"
-	                            "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
-	                            "---\n--- heap\n%s",
+	snprintf(text, sizeof text,
+	    "--- symbol\nbinary=/usr/bin/prog\n"
+	    "0x0000000000401010 leaf_fn\n"
+	    "0x000000000040101f outer--inner\n"
+	    "#lines 0x000000000040101f\tprog.c:10\tprog.h:3\n"
+	    "---\n--- heap\n%s",
 	    v2);
 	rp_raw_t raw;
 	CHECK(rp_read(file_of(text, path, sizeof path), &raw, RP_READ_TEXT, err, sizeof err) == 0, "%s", err);
@@ -152,8 +152,7 @@ static void test_series(void)
 static __attribute__((noinline)) int some_function(int x)
 {
 	int y = x * 3;
-	__asm__ volatile(""
-	                 : "+r"(y));
+	__asm__ volatile("" : "+r"(y));
 	return y + 1;
 }
 
@@ -185,15 +184,17 @@ static void test_ehframe(void)
 	CHECK(t.n > 3, "FDEs in the table: %zu", t.n);
 	uint64_t fn = (uint64_t)(uintptr_t)some_function - (uint64_t)(uintptr_t)di.dli_fbase;
 	uint64_t start = 0;
-	CHECK(el_eh_function(&t, fn + 3, &start) && start == fn, "the function holding fn+3 starts at fn "
-	                                                         "(0x%llx, got 0x%llx)",
+	CHECK(el_eh_function(&t, fn + 3, &start) && start == fn,
+	    "the function holding fn+3 starts at fn "
+	    "(0x%llx, got 0x%llx)",
 	    (unsigned long long)fn, (unsigned long long)start);
 	CHECK(!el_eh_function(&t, 8, &start), "nothing in the ELF header");
 	/* the same function among the FDEs of .eh_frame, walked whole */
 	fdes_t fdes = { .fn = fn };
 	el_eh_fdes(t.eh, t.eh_size, t.eh_addr, count_fde, &fdes);
-	CHECK(fdes.n >= t.n && fdes.found_len > 3, "every FDE of .eh_frame walked (%zu, the table has %zu), fn's "
-	                                           "among them, longer than 3 bytes (%llu)",
+	CHECK(fdes.n >= t.n && fdes.found_len > 3,
+	    "every FDE of .eh_frame walked (%zu, the table has %zu), fn's "
+	    "among them, longer than 3 bytes (%llu)",
 	    fdes.n, t.n, (unsigned long long)fdes.found_len);
 	elf_end(e);
 	close(fd);
@@ -253,8 +254,9 @@ static void test_elf(void)
 	ssize_t idlen = e ? dwelf_elf_gnu_build_id(e, &id) : -1;
 	for (ssize_t k = 0; k < idlen; k++)
 		snprintf(want_hex + 2 * k, 3, "%02x", ((const unsigned char *)id)[k]);
-	CHECK(idlen > 0 && el_build_id(f.p, f.size, hex) && !strcmp(hex, want_hex), "libc's build id %s, "
-	                                                                            "libdw's %s",
+	CHECK(idlen > 0 && el_build_id(f.p, f.size, hex) && !strcmp(hex, want_hex),
+	    "libc's build id %s, "
+	    "libdw's %s",
 	    hex, want_hex);
 	elf_end(e);
 	close(fd);
@@ -270,8 +272,9 @@ static void test_elf(void)
 	fd = open("/proc/self/exe", O_RDONLY);
 	CHECK(dladdr((void *)some_function, &di) != 0, "dladdr");
 	int nf = el_phdrs(fd, 0, &eh, ph, 255), nm = el_phdrs(mem, (uint64_t)(uintptr_t)di.dli_fbase, &meh, mph, 255);
-	CHECK(nf > 0 && nf == nm && !memcmp(ph, mph, (size_t)nf * sizeof *ph), "program headers: %d in the file, "
-	                                                                       "%d in memory, the same",
+	CHECK(nf > 0 && nf == nm && !memcmp(ph, mph, (size_t)nf * sizeof *ph),
+	    "program headers: %d in the file, "
+	    "%d in memory, the same",
 	    nf, nm);
 	CHECK(el_phdrs(fd, 1, &eh, ph, 255) == -1, "no ELF header at offset 1");
 	close(fd);
@@ -302,12 +305,34 @@ static void test_symbols_undef(void)
 	img.eh.e_shstrndx = 3;
 	memcpy(img.dynstr, "\0malloc\0free\0strlen", 20);
 	memcpy(img.shstr, "\0.dynsym\0.dynstr\0.shstrtab", 27);
-	img.sym[1] = (Elf64_Sym){ .st_name = 1, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), .st_shndx = SHN_UNDEF, .st_value = 0x401040 };
-	img.sym[2] = (Elf64_Sym){ .st_name = 8, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC), .st_shndx = 1, .st_value = 0x1234, .st_size = 16 };
-	img.sym[3] = (Elf64_Sym){ .st_name = 13, .st_info = ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC), .st_shndx = 1, .st_value = 0x2000, .st_size = 8 };
-	img.sh[1] = (Elf64_Shdr){ .sh_name = 1, .sh_type = SHT_DYNSYM, .sh_link = 2, .sh_entsize = sizeof(Elf64_Sym), .sh_offset = offsetof(__typeof__(img), sym), .sh_size = sizeof img.sym };
-	img.sh[2] = (Elf64_Shdr){ .sh_name = 9, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), dynstr), .sh_size = sizeof img.dynstr };
-	img.sh[3] = (Elf64_Shdr){ .sh_name = 17, .sh_type = SHT_STRTAB, .sh_offset = offsetof(__typeof__(img), shstr), .sh_size = sizeof img.shstr };
+	img.sym[1] = (Elf64_Sym){ .st_name = 1,
+		.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+		.st_shndx = SHN_UNDEF,
+		.st_value = 0x401040 };
+	img.sym[2] = (Elf64_Sym){ .st_name = 8,
+		.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
+		.st_shndx = 1,
+		.st_value = 0x1234,
+		.st_size = 16 };
+	img.sym[3] = (Elf64_Sym){ .st_name = 13,
+		.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC),
+		.st_shndx = 1,
+		.st_value = 0x2000,
+		.st_size = 8 };
+	img.sh[1] = (Elf64_Shdr){ .sh_name = 1,
+		.sh_type = SHT_DYNSYM,
+		.sh_link = 2,
+		.sh_entsize = sizeof(Elf64_Sym),
+		.sh_offset = offsetof(__typeof__(img), sym),
+		.sh_size = sizeof img.sym };
+	img.sh[2] = (Elf64_Shdr){ .sh_name = 9,
+		.sh_type = SHT_STRTAB,
+		.sh_offset = offsetof(__typeof__(img), dynstr),
+		.sh_size = sizeof img.dynstr };
+	img.sh[3] = (Elf64_Shdr){ .sh_name = 17,
+		.sh_type = SHT_STRTAB,
+		.sh_offset = offsetof(__typeof__(img), shstr),
+		.sh_size = sizeof img.shstr };
 	static const char *const names[] = { "malloc", "free", "strlen" };
 	uint64_t value[3];
 	CHECK(el_symbols(&img, sizeof img, SHT_DYNSYM, names, 3, value, NULL) && value[0] == 0 && value[1] == 0x1234 &&
@@ -491,7 +516,8 @@ static void test_pinflate(void)
 	if (fd < 0 || flen <= 65536)
 		return;
 	size_t size = 3u << 20, zcap = size + size / 100 + 1024;
-	unsigned char *dwarf = malloc(size), *rnd = malloc(size), *few = malloc(size), *again = malloc(size), *z = malloc(zcap), *out = malloc(size);
+	unsigned char *dwarf = malloc(size), *rnd = malloc(size), *few = malloc(size), *again = malloc(size),
+	              *z = malloc(zcap), *out = malloc(size);
 	unsigned char *self = mmap(NULL, (size_t)flen, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	uint64_t x = 88172645463325252ull;
@@ -525,8 +551,8 @@ static void test_pinflate(void)
 		static const char *const orders[] = { "part 0 first", "part 1 first", "on two threads" };
 		for (int order = 0; order < 3; order++) {
 			int rc = split_inflate(z, zlen, out, size, order);
-			CHECK(rc >= 0 && !memcmp(out, cases[c].data, size), "%s, %s: %d, %s", cases[c].what, orders[order], rc,
-			    rc >= 0 ? "other bytes" : "failed");
+			CHECK(rc >= 0 && !memcmp(out, cases[c].data, size), "%s, %s: %d, %s", cases[c].what,
+			    orders[order], rc, rc >= 0 ? "other bytes" : "failed");
 			if (order == 0)
 				CHECK(rc == 0, "%s, part 0 first: zlib alone, got %d", cases[c].what, rc);
 			/* from the program's own bytes, whether part 1 needs the bytes
@@ -534,8 +560,8 @@ static void test_pinflate(void)
 			 * from both parts; "sixteen letters" pins the hand-over */
 			bool either = cases[c].data == dwarf && cases[c].cut == 2 && rc == 1;
 			if (order == 1)
-				CHECK(rc == cases[c].cut || either, "%s, part 1 first: %d wanted, got %d", cases[c].what,
-				    cases[c].cut, rc);
+				CHECK(rc == cases[c].cut || either, "%s, part 1 first: %d wanted, got %d",
+				    cases[c].what, cases[c].cut, rc);
 		}
 		if (c != 1)
 			continue;

@@ -29,7 +29,7 @@
 
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
 #define ARG_HI(i) (ARG_LO(i) + 4)
-#define ERR(e) (SECCOMP_RET_ERRNO | (e))
+#define ERR(e)    (SECCOMP_RET_ERRNO | (e))
 
 /* getppid: A = (arg0 + arg1) & 0xff via M[0] and X; > 100: 1; >= 50: 2;
  * bit 0: 3; arg2's high word (x86-64: little-endian) ^ 5, times 3, minus
@@ -98,20 +98,16 @@ static int kernel_errno(const struct sock_filter *f, unsigned n, const uint64_t 
 static void test_against_kernel(const struct sock_filter *f)
 {
 	static const uint64_t vec[][4] = {
-		{ 60, 50, 0, 0 }, /* 110: > 100          */
-		{ 30, 25, 0, 0 }, /* 55: >= 50           */
-		{ 50, 50, 0, 0 }, /* 100: the edges      */
-		{ 51, 50, 0, 0 },
-		{ 25, 25, 0, 0 },
-		{ 24, 25, 0, 0 },
-		{ 1, 2, 0, 0 },                   /* 3: bit 0            */
-		{ 2, 2, 0, 0 },                   /* 4: len, arg3 0      */
-		{ 2, 2, 0, 9 },                   /* 4: len, arg3 9      */
-		{ 0x100, 0x200, 0, 0 },           /* masked: 0           */
-		{ 2, 0, 7ull << 32, 0 },          /* the ALU chain       */
-		{ 2, 0, 0xfffffff0ull << 32, 0 }, /* its wrap-arounds    */
-		{ 2, 0, 3ull << 32, 0 },
-		{ 0xffffffff, 1, 0, 0 }, /* the sum wraps       */
+		{ 60, 50, 0, 0 },                                                     /* 110: > 100          */
+		{ 30, 25, 0, 0 },                                                     /* 55: >= 50           */
+		{ 50, 50, 0, 0 },                                                     /* 100: the edges      */
+		{ 51, 50, 0, 0 }, { 25, 25, 0, 0 }, { 24, 25, 0, 0 }, { 1, 2, 0, 0 }, /* 3: bit 0            */
+		{ 2, 2, 0, 0 },                                                       /* 4: len, arg3 0      */
+		{ 2, 2, 0, 9 },                                                       /* 4: len, arg3 9      */
+		{ 0x100, 0x200, 0, 0 },                                               /* masked: 0           */
+		{ 2, 0, 7ull << 32, 0 },                                              /* the ALU chain       */
+		{ 2, 0, 0xfffffff0ull << 32, 0 },                                     /* its wrap-arounds    */
+		{ 2, 0, 3ull << 32, 0 }, { 0xffffffff, 1, 0, 0 },                     /* the sum wraps       */
 	};
 	for (size_t v = 0; v < sizeof vec / sizeof vec[0]; v++) {
 		struct seccomp_data d = { .nr = SYS_getppid, .arch = AUDIT_ARCH_X86_64 };
@@ -121,11 +117,13 @@ static void test_against_kernel(const struct sock_filter *f)
 		char why[160] = "";
 		bool ok = cli_bpf_run(f, NPROG, &d, &ret, why, sizeof why);
 		CHECK(ok, "vector %zu: the interpreter refused the program: %s", v, why);
-		int mine = (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ALLOW ? 0 : (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO ? (int)(ret & SECCOMP_RET_DATA)
-		                                                                                                                           : -2;
+		int mine = (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ALLOW ? 0
+		    : (ret & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_ERRNO      ? (int)(ret & SECCOMP_RET_DATA)
+		                                                                : -2;
 		int kernel = kernel_errno(f, NPROG, vec[v]);
 		CHECK(kernel >= 0 && kernel != 200, "vector %zu: the kernel did not run the filter (%d)", v, kernel);
-		CHECK(mine == kernel, "vector %zu: the interpreter says %d (ret %#x), the kernel %d", v, mine, ret, kernel);
+		CHECK(mine == kernel, "vector %zu: the interpreter says %d (ret %#x), the kernel %d", v, mine, ret,
+		    kernel);
 	}
 }
 

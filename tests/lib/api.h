@@ -143,11 +143,11 @@ static HC_UNUSED bool unsampled_heapctl(void)
 
 static HC_UNUSED int verbose;
 
-#define RUN(fn) \
-	do { \
-		double t_ = hc_now(); \
-		fn(); \
-		if (verbose) \
+#define RUN(fn)                                                                  \
+	do {                                                                     \
+		double t_ = hc_now();                                            \
+		fn();                                                            \
+		if (verbose)                                                     \
 			fprintf(stderr, "  %-32s %.2f s\n", #fn, hc_now() - t_); \
 	} while (0)
 

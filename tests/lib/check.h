@@ -49,8 +49,7 @@ static void hc_check_fail(const char *file, int line, const char *fmt, ...)
 	if (n > HC_CHECK_MAX_PRINT) {
 		if (n == HC_CHECK_MAX_PRINT + 1) {
 			len = snprintf(buf, sizeof buf,
-			    "FAIL %s:%d: (too many failures, further FAIL lines suppressed)\n",
-			    file, line);
+			    "FAIL %s:%d: (too many failures, further FAIL lines suppressed)\n", file, line);
 			hc_check_write_all(buf, (size_t)len);
 		}
 		return;
@@ -72,9 +71,9 @@ static void hc_check_fail(const char *file, int line, const char *fmt, ...)
 	hc_check_write_all(buf, (size_t)len);
 }
 
-#define CHECK(cond, fmt, ...) \
-	do { \
-		if (__builtin_expect(!(cond), 0)) \
+#define CHECK(cond, fmt, ...)                                                  \
+	do {                                                                   \
+		if (__builtin_expect(!(cond), 0))                              \
 			hc_check_fail(__FILE__, __LINE__, fmt, ##__VA_ARGS__); \
 	} while (0)
 

@@ -45,17 +45,13 @@
 
 static inline size_t hc_opaque_size(size_t x)
 {
-	__asm__ volatile(""
-	                 : "+r"(x));
+	__asm__ volatile("" : "+r"(x));
 	return x;
 }
 
 static inline void *hc_launder(void *p)
 {
-	__asm__ volatile(""
-	                 : "+r"(p)
-	                 :
-	                 : "memory");
+	__asm__ volatile("" : "+r"(p) : : "memory");
 	return p;
 }
 
@@ -260,7 +256,8 @@ static HC_UNUSED int hc_ctl_init(void)
 	if (a != NULL && b != NULL && c != NULL && d != NULL)
 		return 1;
 	if (hc_allow_no_mallctl()) {
-		static const char msg[] = "note: mallctl API not found, HC_TEST_ALLOW_NO_MALLCTL=1: skipping mallctl checks\n";
+		static const char msg[] =
+		    "note: mallctl API not found, HC_TEST_ALLOW_NO_MALLCTL=1: skipping mallctl checks\n";
 		(void)!write(2, msg, sizeof msg - 1);
 		return 0;
 	}

@@ -19,7 +19,7 @@
 #include "../../allocator/hc_hooks.h"
 
 #define STUB_COUNTDOWN (64 << 10)
-#define STUB_MAGIC 0x5354554252454331ull /* "STUBREC1" */
+#define STUB_MAGIC     0x5354554252454331ull /* "STUBREC1" */
 
 /* A record lives in a fixed pool: the hooks may not allocate. */
 typedef struct {
@@ -42,7 +42,8 @@ static stub_rec_t *check(void *rec, const char *hook)
 {
 	stub_rec_t *r = rec;
 	if (r < recs || r >= recs + NRECS || r->magic != STUB_MAGIC)
-		die(hook[0] == 'u' ? "agent_stub: unsample of a record never handed out, or twice\n" : "agent_stub: resize of a record never handed out, or freed\n");
+		die(hook[0] == 'u' ? "agent_stub: unsample of a record never handed out, or twice\n"
+		                   : "agent_stub: resize of a record never handed out, or freed\n");
 	return r;
 }
 

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define NTHREADS 8
-#define SLOTS 512
+#define SLOTS    512
 
 static volatile int stop;
 static int failures;            /* atomic */

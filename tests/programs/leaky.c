@@ -16,16 +16,14 @@ __attribute__((noinline)) static void *leaky_site(void)
 {
 	void *p = malloc(65536);
 	memset(p, 1, 64);
-	__asm__ volatile("" ::
-	                     : "memory"); /* no tail call */
+	__asm__ volatile("" ::: "memory"); /* no tail call */
 	return p;
 }
 
 __attribute__((noinline)) static void *cache_site(void)
 {
 	void *p = malloc(65536);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 	return p;
 }
 

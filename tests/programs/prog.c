@@ -47,10 +47,7 @@ __attribute__((noinline)) static void *site_b(void)
 __attribute__((noinline)) static void site_c(void)
 {
 	void *p = malloc(64);
-	__asm__ volatile(""
-	                 :
-	                 : "r"(p)
-	                 : "memory");
+	__asm__ volatile("" : : "r"(p) : "memory");
 	free(p);
 }
 

@@ -17,19 +17,20 @@ int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t ne
 __attribute__((noinline)) static void *site_a(void)
 {
 	void *p = malloc(1000);
-	__asm__ volatile("" ::
-	                     : "memory"); /* no tail call: a frame of its own */
+	__asm__ volatile("" ::: "memory"); /* no tail call: a frame of its own */
 	return p;
 }
 
 __attribute__((noinline)) static void release_b(void *p)
 {
 	free(p);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 }
 
-static void to_file(void *f, const char *s) { fputs(s, f); }
+static void to_file(void *f, const char *s)
+{
+	fputs(s, f);
+}
 
 int main(int argc, char **argv)
 {

@@ -76,11 +76,9 @@ static const char *prog = "seccomp_run";
 static void usage(const char *why, const char *arg)
 {
 	if (arg != NULL)
-		fprintf(stderr, "%s: %s '%s' (usage: %s " USAGE ")\n",
-		    prog, why, arg, prog);
+		fprintf(stderr, "%s: %s '%s' (usage: %s " USAGE ")\n", prog, why, arg, prog);
 	else
-		fprintf(stderr, "%s: %s (usage: %s " USAGE ")\n",
-		    prog, why, prog);
+		fprintf(stderr, "%s: %s (usage: %s " USAGE ")\n", prog, why, prog);
 	exit(2);
 }
 
@@ -107,13 +105,13 @@ static unsigned read_allow_file(const char *path, unsigned char *allowed)
 		errno = 0;
 		unsigned long n = strtoul(line, &end, 10);
 		if (len == 0 || line[0] < '0' || line[0] > '9' || *end != 0 || errno != 0) {
-			fprintf(stderr, "%s: %s:%u: not a decimal system call number: '%s'\n",
-			    prog, path, lineno, line);
+			fprintf(stderr, "%s: %s:%u: not a decimal system call number: '%s'\n", prog, path, lineno,
+			    line);
 			exit(2);
 		}
 		if (n >= MAX_SYSCALLS) {
-			fprintf(stderr, "%s: %s:%u: system call number %lu out of range (0..%d)\n",
-			    prog, path, lineno, n, MAX_SYSCALLS - 1);
+			fprintf(stderr, "%s: %s:%u: system call number %lu out of range (0..%d)\n", prog, path, lineno,
+			    n, MAX_SYSCALLS - 1);
 			exit(2);
 		}
 		if (!allowed[n])
@@ -232,8 +230,8 @@ static struct sock_fprog make_filter(const opts_t *o, const unsigned char *allow
 	}
 	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, deflt);
 	if (n != cap || n > BPF_MAXINSNS) {
-		fprintf(stderr, "%s: internal error: filter of %u instructions (expected %u, max %d)\n",
-		    prog, n, cap, BPF_MAXINSNS);
+		fprintf(stderr, "%s: internal error: filter of %u instructions (expected %u, max %d)\n", prog, n, cap,
+		    BPF_MAXINSNS);
 		exit(1);
 	}
 	return (struct sock_fprog){ .len = (unsigned short)n, .filter = f };
@@ -250,8 +248,7 @@ static void install(const struct sock_fprog *fprog)
 	 * (audit type 1326, in dmesg without auditd), not only the kills */
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_LOG, fprog) != 0 &&
 	    (errno != EINVAL || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, fprog) != 0)) {
-		if (errno != ENOSYS ||
-		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) != 0) {
+		if (errno != ENOSYS || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0) != 0) {
 			fprintf(stderr, "%s: cannot install the seccomp filter: %s\n", prog, strerror(errno));
 			exit(1);
 		}
@@ -265,8 +262,8 @@ int main(int argc, char **argv)
 	static unsigned char allowed[MAX_SYSCALLS];
 	unsigned count = read_allow_file(o.allow_file, allowed);
 	if (!allowed[SYS_execve]) {
-		fprintf(stderr, "%s: %s does not allow execve (%d): the command could not be started\n",
-		    prog, o.allow_file, SYS_execve);
+		fprintf(stderr, "%s: %s does not allow execve (%d): the command could not be started\n", prog,
+		    o.allow_file, SYS_execve);
 		return 2;
 	}
 

@@ -36,15 +36,13 @@ static void *deep(unsigned b, unsigned d, size_t n);
 static void *__attribute__((noinline)) deep_a(unsigned b, unsigned d, size_t n)
 {
 	void *p = deep(b, d, n);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 	return p;
 }
 static void *__attribute__((noinline)) deep_b(unsigned b, unsigned d, size_t n)
 {
 	void *p = deep(b, d, n + 16);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 	return p;
 }
 static void *__attribute__((noinline)) deep(unsigned b, unsigned d, size_t n)
@@ -55,8 +53,7 @@ static void *__attribute__((noinline)) deep(unsigned b, unsigned d, size_t n)
 		return p;
 	}
 	void *p = (b & 1) ? deep_a(b >> 1, d - 1, n) : deep_b(b >> 1, d - 1, n);
-	__asm__ volatile("" ::
-	                     : "memory");
+	__asm__ volatile("" ::: "memory");
 	return p;
 }
 

@@ -28,14 +28,14 @@
 #include "../lib/check.h"
 #include "../lib/testutil.h"
 
-#define WAVES 10
-#define JOINED_PER_WAVE 320
+#define WAVES             10
+#define JOINED_PER_WAVE   320
 #define DETACHED_PER_WAVE 32
-#define BATCH 16
-#define PER_THREAD 160
-#define LEAVE_PER_THREAD 20
-#define TAKE_PER_THREAD 15
-#define LEFT_CAP 16384
+#define BATCH             16
+#define PER_THREAD        160
+#define LEAVE_PER_THREAD  20
+#define TAKE_PER_THREAD   15
+#define LEFT_CAP          16384
 
 typedef struct {
 	void *p;
@@ -114,7 +114,8 @@ static void thread_work(int wave, int idx)
 				unsigned char *c = b->p;
 				for (size_t k = 0; k < first; k++)
 					if (c[k] != 0x3d) {
-						CHECK(0, "realloc(%zu -> %zu) lost contents at offset %zu", first, b->size + 1, k);
+						CHECK(0, "realloc(%zu -> %zu) lost contents at offset %zu", first,
+						    b->size + 1, k);
 						break;
 					}
 				b->size += 1;
@@ -123,9 +124,7 @@ static void thread_work(int wave, int idx)
 			}
 			break;
 		}
-		default:
-			b->p = malloc(b->size);
-			break;
+		default: b->p = malloc(b->size); break;
 		}
 		CHECK(b->p != NULL, "allocation of %zu bytes failed in wave %d thread %d", b->size, wave, idx);
 		if (!b->p)
@@ -291,15 +290,15 @@ int main(void)
 		nanosleep(&ts, NULL);
 
 		/* the main thread frees what the previous wave left behind; before
-         * a measurement it frees everything, so that the live set is the
-         * same (empty) at both measurement points */
+		 * a measurement it frees everything, so that the live set is the
+		 * same (empty) at both measurement points */
 		int measure = have_ctl && (wave == 2 || wave == WAVES);
 		main_free_old(measure ? wave + 1 : wave);
 
 		if (measure) {
 			/* free pages go back to the system first, as after their
-             * decay time: resident then counts what is held, not how far
-             * decay has got (which made this check depend on timing) */
+			 * decay time: resident then counts what is held, not how far
+			 * decay has got (which made this check depend on timing) */
 			CHECK(hc_mallctl("arena.4096.purge", NULL, NULL, NULL, 0) == 0, "arena.4096.purge failed");
 			CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
 			size_t act = hc_stat("stats.active");

@@ -33,11 +33,11 @@
 #include "../lib/check.h"
 #include "../lib/testutil.h"
 
-#define NWORKERS 3
-#define NFORKS 200
-#define WORKER_FORKS 10
-#define POOL_CAP 512
-#define WSLOTS 256
+#define NWORKERS        3
+#define NFORKS          200
+#define WORKER_FORKS    10
+#define POOL_CAP        512
+#define WSLOTS          256
 #define CHILD_TIMEOUT_S 8.0
 
 typedef struct {
@@ -75,7 +75,8 @@ static int blk_alloc(blk_t *b, hc_rng *r, uint64_t tag)
 		b->p = calloc(1, b->size);
 		if (b->p) {
 			size_t nz = hc_find_nonzero(hc_launder(b->p), b->size);
-			CHECK(nz == (size_t)-1, "calloc(1, %zu) not zeroed at %zu (pid %d)", b->size, nz, (int)getpid());
+			CHECK(nz == (size_t)-1, "calloc(1, %zu) not zeroed at %zu (pid %d)", b->size, nz,
+			    (int)getpid());
 		}
 		break;
 	case 1: {
@@ -86,9 +87,7 @@ static int blk_alloc(blk_t *b, hc_rng *r, uint64_t tag)
 		CHECK(b->p == NULL || ((uintptr_t)b->p & (al - 1)) == 0, "posix_memalign(%zu) misaligned", al);
 		break;
 	}
-	default:
-		b->p = malloc(b->size);
-		break;
+	default: b->p = malloc(b->size); break;
 	}
 	CHECK(b->p != NULL, "allocation of %zu bytes failed (pid %d)", b->size, (int)getpid());
 	if (!b->p)
@@ -161,10 +160,12 @@ static int wait_child(pid_t pid, const char *who)
 		pid_t w = waitpid(pid, &st, WNOHANG);
 		if (w == pid) {
 			if (WIFEXITED(st)) {
-				CHECK(WEXITSTATUS(st) == 0, "%s %d exited with status %d", who, (int)pid, WEXITSTATUS(st));
+				CHECK(WEXITSTATUS(st) == 0, "%s %d exited with status %d", who, (int)pid,
+				    WEXITSTATUS(st));
 				return WEXITSTATUS(st) == 0;
 			}
-			CHECK(0, "%s %d killed by signal %d (%s)", who, (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+			CHECK(0, "%s %d killed by signal %d (%s)", who, (int)pid, WTERMSIG(st),
+			    strsignal(WTERMSIG(st)));
 			return 0;
 		}
 		if (w < 0 && errno != EINTR) {
@@ -306,7 +307,8 @@ static void child_main(int from_pool, uint64_t seed, int depth)
 		/* realloc a few, free half here, give the rest to the new thread */
 		for (int i = 0; i < nmine; i++) {
 			if (i % 5 == 0)
-				blk_realloc(&mine[i], &r, 0xa000000 + (uint64_t)i, "child: realloc of parent-thread block");
+				blk_realloc(&mine[i], &r, 0xa000000 + (uint64_t)i,
+				    "child: realloc of parent-thread block");
 			if (i % 2 == 0)
 				blk_free(&mine[i], "child: free of parent-thread block");
 		}
@@ -397,7 +399,8 @@ static void *worker(void *argp)
 			if (b.p)
 				blk_free(&b, "worker free of pool block (cross-thread)");
 		}
-		if (id == 0 && (it % 8000) == 0 && worker_forks_done < WORKER_FORKS && !__atomic_load_n(&abort_forking, __ATOMIC_RELAXED)) {
+		if (id == 0 && (it % 8000) == 0 && worker_forks_done < WORKER_FORKS &&
+		    !__atomic_load_n(&abort_forking, __ATOMIC_RELAXED)) {
 			worker_forks_done++;
 			pid_t pid = fork();
 			if (pid == 0)
@@ -485,7 +488,8 @@ int main(void)
 
 	int dumps = ctl_remove_dumps();
 	CHECK(!have_ctl || dumps > forks, "%d profiles written by the parent and %d children", dumps, forks);
-	printf("fork: %d forks from main (%d children ok), %d from a worker, %lu worker iterations, %d profiles, %.2f s\n",
+	printf(
+	    "fork: %d forks from main (%d children ok), %d from a worker, %lu worker iterations, %d profiles, %.2f s\n",
 	    forks, ok_children, worker_forks_done, iters, dumps, hc_now() - t0);
 	return hc_check_finish("fork");
 }

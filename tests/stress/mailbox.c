@@ -32,8 +32,7 @@
 #include "../lib/check.h"
 #include "../../shm/heapctl_shm.h"
 
-enum { CLIENTS = 16,
-	COMMANDS = 1500 };
+enum { CLIENTS = 16, COMMANDS = 1500 };
 
 static pid_t target;
 static char dir[PATH_MAX];
@@ -117,15 +116,15 @@ static void test_window(hc_shm_target_t *t)
 	sleep_ms(400); /* eight reclaim passes; the lease is 2 s */
 	w = hc_shm_slot_load(sl);
 	CHECK((uint32_t)w == HC_SLOT_CLAIMED && (uint32_t)(w >> 32) == g + 1,
-	    "a slot claimed 400 ms ago was taken back (state %u gen %u, expected %u %u)",
-	    (uint32_t)w, (uint32_t)(w >> 32), HC_SLOT_CLAIMED, g + 1);
+	    "a slot claimed 400 ms ago was taken back (state %u gen %u, expected %u %u)", (uint32_t)w,
+	    (uint32_t)(w >> 32), HC_SLOT_CLAIMED, g + 1);
 	/* a second client now finds every slot busy: it must not get ours */
 	hc_shm_req_t req = { .cmd = HC_CMD_PING };
 	hc_shm_rep_t rep;
 	char err[512];
 	int code = hc_shm_call(t, &req, &rep, 300000000ull, err, sizeof err);
-	CHECK(code == HC_EXIT_TIMEOUT && strstr(err, "slots busy"),
-	    "second client while every slot is held: %d %s", code, err);
+	CHECK(code == HC_EXIT_TIMEOUT && strstr(err, "slots busy"), "second client while every slot is held: %d %s",
+	    code, err);
 	/* post ours as a client would, and get the answer */
 	memset(&sl->req, 0, sizeof sl->req);
 	sl->req.cmd = HC_CMD_PING;
@@ -136,8 +135,7 @@ static void test_window(hc_shm_target_t *t)
 		sleep_ms(10);
 	w = hc_shm_slot_load(sl);
 	CHECK((uint32_t)w == HC_SLOT_DONE && (uint32_t)(w >> 32) == g + 1 && sl->rep.code == HC_REP_OK,
-	    "the held slot's command: state %u gen %u code %u", (uint32_t)w, (uint32_t)(w >> 32),
-	    sl->rep.code);
+	    "the held slot's command: state %u gen %u code %u", (uint32_t)w, (uint32_t)(w >> 32), sl->rep.code);
 	CHECK(hc_shm_slot_cas(sl, HC_SLOT_DONE, g + 1, HC_SLOT_FREE, g + 1), "free slot 3");
 
 	/* 2: the other seven were claimed by a "client" that never posts: the
@@ -151,8 +149,7 @@ static void test_window(hc_shm_target_t *t)
 	}
 	double secs = (double)(hc_shm_mono_ns() - claimed) / 1e9;
 	CHECK(all, "slots of a client that died were not freed within 6 s of the claim");
-	CHECK(secs >= 2.0, "slots of a silent client freed %.2f s after the claim, before the 2 s lease",
-	    secs);
+	CHECK(secs >= 2.0, "slots of a silent client freed %.2f s after the claim, before the 2 s lease", secs);
 	printf("mailbox: a dead client's slots freed %.2f s after the claim\n", secs);
 	code = hc_shm_call(t, &req, &rep, 2000000000ull, err, sizeof err);
 	CHECK(code == 0 && rep.code == HC_REP_OK, "a call after the reclaim: %d %s", code, err);
@@ -183,12 +180,12 @@ static int client(int id)
 		int code = hc_shm_call(&t, &req, &rep, 20000000000ull, err, sizeof err);
 		if (code != 0 || rep.code != HC_REP_OK) {
 			if (bad++ < 3)
-				fprintf(stderr, "client %d command %d: %d %s / %u %s\n", id, i, code, err,
-				    rep.code, rep.text);
+				fprintf(stderr, "client %d command %d: %d %s / %u %s\n", id, i, code, err, rep.code,
+				    rep.text);
 		} else if (req.cmd == HC_CMD_DUMP && strcmp(rep.text, req.text2) != 0) {
 			if (bad++ < 3)
-				fprintf(stderr, "client %d command %d: the reply names %s, not %s\n", id, i,
-				    rep.text, req.text2);
+				fprintf(stderr, "client %d command %d: the reply names %s, not %s\n", id, i, rep.text,
+				    req.text2);
 		}
 	}
 	hc_shm_close(&t);

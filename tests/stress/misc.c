@@ -157,7 +157,8 @@ static void *sym(void *h, const char *name)
 /* returns 1 if the library was opened and exercised */
 static int exercise_lib(int which, hc_rng *r)
 {
-	static const char *const libs[] = { "libz.so.1", "libm.so.6", "libbz2.so.1.0", "liblzma.so.5", "libstdc++.so.6" };
+	static const char *const libs[] = { "libz.so.1", "libm.so.6", "libbz2.so.1.0", "liblzma.so.5",
+		"libstdc++.so.6" };
 	const char *name = libs[which];
 	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
@@ -219,13 +220,13 @@ static int exercise_lib(int which, hc_rng *r)
 			size_t opos = 0, ipos = 0, bpos = 0;
 			uint64_t memlimit = UINT64_MAX;
 			ok = e(1, 0 /* LZMA_CHECK_NONE */, NULL, src, sizeof src, dst, &opos, sizeof dst) == 0 &&
-			    d(&memlimit, 0, NULL, dst, &ipos, opos, back, &bpos, sizeof back) == 0 && bpos == sizeof src &&
-			    memcmp(back, src, sizeof src) == 0;
+			    d(&memlimit, 0, NULL, dst, &ipos, opos, back, &bpos, sizeof back) == 0 &&
+			    bpos == sizeof src && memcmp(back, src, sizeof src) == 0;
 			CHECK(ok, "lzma round trip through dlopen'ed liblzma failed");
 		}
 	} else {
 		/* __cxa_get_globals touches libstdc++'s thread-local storage, which
-         * for a dlopen'ed library is allocated with malloc on first use */
+		 * for a dlopen'ed library is allocated with malloc on first use */
 		typedef void *(*g_t)(void);
 		g_t g;
 		void *a = sym(h, "__cxa_get_globals");
@@ -272,12 +273,14 @@ static void *alloc_thread(void *argp)
 	blk_t slots[S];
 	memset(slots, 0, sizeof slots);
 	unsigned long ops = 0;
-	while (!__atomic_load_n(a->stop, __ATOMIC_RELAXED) && (a->max_iters == 0 || ops < (unsigned long)a->max_iters)) {
+	while (
+	    !__atomic_load_n(a->stop, __ATOMIC_RELAXED) && (a->max_iters == 0 || ops < (unsigned long)a->max_iters)) {
 		blk_t *b = &slots[hc_rng_below(&r, S)];
 		if (b->p) {
 			blk_del(b, "alloc thread free");
 		} else {
-			size_t n = hc_rng_below(&r, 100) < 97 ? (size_t)hc_rng_below(&r, 2000) : hc_rng_logsize(&r, 16384, 2 * HC_MiB);
+			size_t n = hc_rng_below(&r, 100) < 97 ? (size_t)hc_rng_below(&r, 2000)
+			                                      : hc_rng_logsize(&r, 16384, 2 * HC_MiB);
 			blk_new(b, n, ops);
 		}
 		ops++;
@@ -309,7 +312,7 @@ static void test_dlopen(void)
 /* ------------------------------------------------------------------ */
 /* pthread key destructors that allocate                                */
 
-#define NKEYS 4
+#define NKEYS      4
 #define KEY_ROUNDS 3 /* each key's destructor re-arms the key this many times */
 static pthread_key_t keys[NKEYS];
 static int dtor_calls, dtor_bad;
@@ -324,7 +327,8 @@ typedef struct {
 
 static void *key_block(int key, int round, uint64_t tag)
 {
-	size_t size = sizeof(key_hdr) + 64 + (size_t)key * 1000 + (size_t)round * 30000 + (tag % 7 == 0 ? (1 << 20) : 0);
+	size_t size =
+	    sizeof(key_hdr) + 64 + (size_t)key * 1000 + (size_t)round * 30000 + (tag % 7 == 0 ? (1 << 20) : 0);
 	key_hdr *h = malloc(size);
 	CHECK(h != NULL, "malloc(%zu) for a key value failed", size);
 	if (!h)
@@ -446,7 +450,8 @@ static void test_signals(void)
 		if (b->p) {
 			blk_del(b, "free with SIGALRM timer running");
 		} else {
-			size_t n = hc_rng_below(&r, 1000) < 995 ? (size_t)hc_rng_below(&r, 1024) : hc_rng_logsize(&r, 65536, 4 * HC_MiB);
+			size_t n = hc_rng_below(&r, 1000) < 995 ? (size_t)hc_rng_below(&r, 1024)
+			                                        : hc_rng_logsize(&r, 65536, 4 * HC_MiB);
 			int e = errno;
 			blk_new(b, n, (uint64_t)i);
 			CHECK(errno == e, "malloc(%zu) changed errno from %d to %d with signals", n, e, errno);

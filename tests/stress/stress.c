@@ -29,10 +29,10 @@
 #include "../lib/check.h"
 #include "../lib/testutil.h"
 
-#define NTHREADS 8
-#define NSLOTS 1024
+#define NTHREADS    8
+#define NSLOTS      1024
 #define DEFAULT_OPS 250000
-#define INBOX_CAP 512
+#define INBOX_CAP   512
 
 typedef struct {
 	void *p;
@@ -48,7 +48,8 @@ typedef struct {
 	unsigned head, count;
 } inbox_t;
 
-enum { OP_MALLOC,
+enum {
+	OP_MALLOC,
 	OP_CALLOC,
 	OP_REALLOC_NULL,
 	OP_POSIX_MEMALIGN,
@@ -59,10 +60,10 @@ enum { OP_MALLOC,
 	OP_HANDOFF,
 	OP_RECV_FREE,
 	OP_RECV_ADOPT,
-	OP_COUNT };
-static const char *const op_names[OP_COUNT] = { "malloc", "calloc", "realloc(NULL)", "posix_memalign",
-	"aligned_alloc", "memalign", "free", "realloc",
-	"handoff", "recv+free", "recv+adopt" };
+	OP_COUNT
+};
+static const char *const op_names[OP_COUNT] = { "malloc", "calloc", "realloc(NULL)", "posix_memalign", "aligned_alloc",
+	"memalign", "free", "realloc", "handoff", "recv+free", "recv+adopt" };
 
 typedef struct {
 	int id;
@@ -206,14 +207,14 @@ static void do_realloc(thread_state_t *ts, blk_t *b, const char *when)
 				b->p = NULL;
 				return;
 			}
-			CHECK(q != NULL, "realloc(%#lx, %zu -> %zu) returned NULL", (unsigned long)oldp, oldsize, newsize);
+			CHECK(q != NULL, "realloc(%#lx, %zu -> %zu) returned NULL", (unsigned long)oldp, oldsize,
+			    newsize);
 			return; /* b still holds the old (intact) block */
 		}
 		size_t keep = oldsize < newsize ? oldsize : newsize;
 		size_t bad = hc_verify(q, keep, oldseed);
 		CHECK(bad == (size_t)-1, "realloc(%#lx, %zu -> %zu) = %p: contents lost at offset %zu (tag %#llx)",
-		    (unsigned long)oldp,
-		    oldsize, newsize, q, bad, (unsigned long long)b->tag);
+		    (unsigned long)oldp, oldsize, newsize, q, bad, (unsigned long long)b->tag);
 		b->p = q;
 		b->size = newsize;
 		if (!check_new(ts, b, "realloc", 0)) {

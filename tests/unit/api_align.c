@@ -9,15 +9,17 @@
 
 static void test_bad_alignments(void)
 {
-	static const size_t bad[] = { 0, 1, 2, 4, 3, 5, 6, 7, 12, 24, 48, 100, 4097, 65535, (1 << 20) + 8,
-		SIZE_MAX, SIZE_MAX / 2, SIZE_MAX - 7, ((size_t)1 << 40) + 4096 };
+	static const size_t bad[] = { 0, 1, 2, 4, 3, 5, 6, 7, 12, 24, 48, 100, 4097, 65535, (1 << 20) + 8, SIZE_MAX,
+		SIZE_MAX / 2, SIZE_MAX - 7, ((size_t)1 << 40) + 4096 };
 	static const size_t sizes[] = { 0, 16, 1000, 1 << 20 };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
 			void *q = SENTINEL;
 			int r = v_posix_memalign(&q, bad[i], sizes[s]);
-			CHECK(r == EINVAL, "posix_memalign(&p, %zu, %zu) returned %d, expected EINVAL", bad[i], sizes[s], r);
-			CHECK(q == SENTINEL, "posix_memalign(&p, %zu, %zu) failed but modified *memptr", bad[i], sizes[s]);
+			CHECK(r == EINVAL, "posix_memalign(&p, %zu, %zu) returned %d, expected EINVAL", bad[i],
+			    sizes[s], r);
+			CHECK(q == SENTINEL, "posix_memalign(&p, %zu, %zu) failed but modified *memptr", bad[i],
+			    sizes[s]);
 			if (r == 0 && q != SENTINEL)
 				v_free(q);
 		}
@@ -29,7 +31,8 @@ static void test_bad_alignments(void)
 			errno = 0;
 			void *p = v_aligned_alloc(bad_aa[i], 64);
 			int e = errno;
-			CHECK(p == NULL, "aligned_alloc(%zu, 64) with non-power-of-two alignment returned %p", bad_aa[i], p);
+			CHECK(p == NULL, "aligned_alloc(%zu, 64) with non-power-of-two alignment returned %p",
+			    bad_aa[i], p);
 			CHECK(e == EINVAL, "aligned_alloc(%zu, 64): errno %d, expected EINVAL", bad_aa[i], e);
 			if (p)
 				v_free(p);
@@ -55,9 +58,8 @@ static void test_bad_alignments(void)
 
 static void test_alignment_matrix(void)
 {
-	static const size_t sizes[] = { 0, 1, 7, 8, 15, 16,
-		100, 1000, 4095, 4096, 4097, 65536,
-		65537, 99999, 1 << 20, (1 << 20) + 1, 3 * (1 << 20) + 5 };
+	static const size_t sizes[] = { 0, 1, 7, 8, 15, 16, 100, 1000, 4095, 4096, 4097, 65536, 65537, 99999, 1 << 20,
+		(1 << 20) + 1, 3 * (1 << 20) + 5 };
 	enum { NS = sizeof sizes / sizeof sizes[0] };
 	for (int lg = 3; lg <= 26; lg++) {
 		size_t align = (size_t)1 << lg;
@@ -65,8 +67,7 @@ static void test_alignment_matrix(void)
 			void *ptrs[NS];
 			size_t us[NS];
 			uint64_t seeds[NS];
-			const char *name = api == 0 ? "posix_memalign" : api == 1 ? "aligned_alloc"
-			                                                          : "memalign";
+			const char *name = api == 0 ? "posix_memalign" : api == 1 ? "aligned_alloc" : "memalign";
 			for (int s = 0; s < NS; s++) {
 				void *p = NULL;
 				errno = 12345;
@@ -158,9 +159,11 @@ static void test_size_sweep(void)
 			size_t align = n >= 16 ? 16 : 8;
 			size_t u = check_fresh("malloc sweep", p, n, align);
 			if (ring[slot]) {
-				check_block("malloc sweep (older live block)", ring[slot], ring_u[slot], ring_seed[slot]);
-				CHECK(v_usable(ring[slot]) == ring_u[slot], "usable size of live %zu-byte block changed %zu -> %zu",
-				    ring_n[slot], ring_u[slot], v_usable(ring[slot]));
+				check_block("malloc sweep (older live block)", ring[slot], ring_u[slot],
+				    ring_seed[slot]);
+				CHECK(v_usable(ring[slot]) == ring_u[slot],
+				    "usable size of live %zu-byte block changed %zu -> %zu", ring_n[slot], ring_u[slot],
+				    v_usable(ring[slot]));
 				v_free(ring[slot]);
 			}
 			ring[slot] = p;
@@ -217,16 +220,12 @@ static void test_no_overlap(void)
 			n = hc_rng_logsize(&rng, 1 << 20, 3 << 20);
 		void *p;
 		switch (i % 5) {
-		case 0:
-			p = v_calloc(1, n);
-			break;
+		case 0: p = v_calloc(1, n); break;
 		case 1:
 			if (v_posix_memalign(&p, (size_t)1 << (3 + i % 10), n) != 0)
 				p = NULL;
 			break;
-		default:
-			p = v_malloc(n);
-			break;
+		default: p = v_malloc(n); break;
 		}
 		CHECK(p != NULL, "allocation of %zu bytes returned NULL", n);
 		if (!p) {
@@ -247,8 +246,9 @@ static void test_no_overlap(void)
 			continue;
 		if (blk[i][0] + blk[i][1] > blk[i + 1][0]) {
 			overlaps++;
-			CHECK(overlaps > 5, "live blocks overlap: [%#lx,+%lu) and [%#lx,+%lu)", (unsigned long)blk[i][0],
-			    (unsigned long)blk[i][1], (unsigned long)blk[i + 1][0], (unsigned long)blk[i + 1][1]);
+			CHECK(overlaps > 5, "live blocks overlap: [%#lx,+%lu) and [%#lx,+%lu)",
+			    (unsigned long)blk[i][0], (unsigned long)blk[i][1], (unsigned long)blk[i + 1][0],
+			    (unsigned long)blk[i + 1][1]);
 		}
 	}
 	CHECK(overlaps == 0, "%d overlapping pairs of live blocks", overlaps);

@@ -177,15 +177,16 @@ static void test_double_free_caught(void)
 	for (int i = 0; i < 5; i++) {
 		char err[512];
 		int st = hc_run_child(child[i], err, sizeof err);
-		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i, st);
+		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double free %d: child status %#x", i,
+		    st);
 		CHECK(strstr(err, "double free") != NULL, "double free %d: stderr was \"%s\"", i, err);
 	}
 	void (*tiny[])(void) = { double_free_child_tiny, double_free_child_tiny_cached };
 	for (int i = 0; i < 2; i++) {
 		char err[512];
 		int st = hc_run_child(tiny[i], err, sizeof err);
-		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free %d: child status %#x", i,
-		    st);
+		CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "8-byte double free %d: child status %#x",
+		    i, st);
 		CHECK(strstr(err, "corrupted free list") != NULL, "8-byte double free %d: stderr was \"%s\"", i, err);
 	}
 }

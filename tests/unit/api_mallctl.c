@@ -72,8 +72,8 @@ static void test_mallctl_basic(void)
 	r = hc_mallctl("epoch", &small, &len, NULL, 0);
 	CHECK(r == EINVAL, "read epoch with oldlen 4 returned %d, expected EINVAL", r);
 
-	static const char *const stats[] = { "stats.allocated", "stats.active", "stats.metadata",
-		"stats.resident", "stats.mapped", "stats.retained" };
+	static const char *const stats[] = { "stats.allocated", "stats.active", "stats.metadata", "stats.resident",
+		"stats.mapped", "stats.retained" };
 	for (int i = 0; i < 6; i++) {
 		size_t v = 0;
 		len = sizeof v;
@@ -101,9 +101,8 @@ static void test_mallctl_basic(void)
 	CHECK(r == EPERM, "writing \"version\" returned %d, expected EPERM", r);
 
 	/* unknown names */
-	static const char *const bogus[] = { "no.such.name", "stats.allocatedx", "stats.allocated.foo",
-		"stats.bogus", "epochs", "config.nonexistent",
-		"xyz", "stats..allocated", "arenas.pagex" };
+	static const char *const bogus[] = { "no.such.name", "stats.allocatedx", "stats.allocated.foo", "stats.bogus",
+		"epochs", "config.nonexistent", "xyz", "stats..allocated", "arenas.pagex" };
 	for (size_t i = 0; i < sizeof bogus / sizeof bogus[0]; i++) {
 		size_t v = 0;
 		len = sizeof v;
@@ -138,8 +137,7 @@ static void test_mallctl_mib(void)
 	size_t emib[8];
 	size_t emiblen = 8;
 	r = hc_mallctlnametomib("epoch", emib, &emiblen);
-	CHECK(r == 0 && emiblen >= 1 && emiblen <= 8, "mallctlnametomib(\"epoch\") returned %d miblen %zu", r,
-	    emiblen);
+	CHECK(r == 0 && emiblen >= 1 && emiblen <= 8, "mallctlnametomib(\"epoch\") returned %d miblen %zu", r, emiblen);
 
 	/* keep some memory allocated so the number is non-trivial */
 	void *hold = v_malloc(3 * HC_MiB);
@@ -310,9 +308,7 @@ static void test_stats_sanity(void)
  */
 static void test_page_states(void)
 {
-	enum { N = 1000,
-		SZ = 184,
-		USZ = 192 };
+	enum { N = 1000, SZ = 184, USZ = 192 };
 	static void *p[N];
 	CHECK(hc_epoch_refresh() == 0, "epoch refresh failed");
 	size_t a0 = hc_stat("stats.allocated");
@@ -338,7 +334,8 @@ static void test_page_states(void)
 		memset(p[i], i & 0xff, SZ);
 	}
 	for (int i = 1; i < N; i++)
-		CHECK(p[i] != p[i - 1] && *(unsigned char *)p[i] == (i & 0xff), "block %d overlaps or was clobbered", i);
+		CHECK(p[i] != p[i - 1] && *(unsigned char *)p[i] == (i & 0xff), "block %d overlaps or was clobbered",
+		    i);
 
 	/* all of it, newest first: emptied pages are retired, the last kept */
 	for (int i = N - 1; i >= 0; i--)

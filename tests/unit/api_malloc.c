@@ -25,8 +25,8 @@ static void test_malloc_zero_and_free_null(void)
 	}
 	for (int i = 0; i < N; i++)
 		for (int j = i + 1; j < N; j++)
-			CHECK(ptrs[i] == NULL || ptrs[i] != ptrs[j], "malloc(0) returned the same pointer %p twice (%d, %d)",
-			    ptrs[i], i, j);
+			CHECK(ptrs[i] == NULL || ptrs[i] != ptrs[j],
+			    "malloc(0) returned the same pointer %p twice (%d, %d)", ptrs[i], i, j);
 	for (int i = 0; i < N; i++)
 		v_free(ptrs[i]);
 
@@ -125,15 +125,13 @@ static void expect_enomem_ptr(const char *call, void *p, int err)
 
 /* calloc multiplication overflow (several of these wrap to small values) */
 static const size_t cpairs[][2] = {
-	{ SIZE_MAX / 2, 3 },
-	{ (size_t)1 << 40, (size_t)1 << 40 },
+	{ SIZE_MAX / 2, 3 }, { (size_t)1 << 40, (size_t)1 << 40 },
 	{ (size_t)1 << 32, (size_t)1 << 32 },             /* wraps to 0 */
 	{ (size_t)1 << 33, ((size_t)1 << 31) + 1 },       /* wraps to 8 GiB */
 	{ ((size_t)1 << 32) + 1, ((size_t)1 << 32) - 1 }, /* = SIZE_MAX */
 	{ SIZE_MAX / 2 + 1, 2 },                          /* wraps to 0 */
 	{ SIZE_MAX / 2 + 1, 3 },                          /* wraps to 2^63 */
-	{ SIZE_MAX, SIZE_MAX },
-	{ 65537, ((size_t)1 << 48) + 1 },
+	{ SIZE_MAX, SIZE_MAX }, { 65537, ((size_t)1 << 48) + 1 },
 	{ PTRDIFF_MAX / 2 + 1, 2 },           /* PTRDIFF_MAX + 1, no wrap */
 	{ (size_t)1 << 24, (size_t)1 << 40 }, /* 2^64 exactly: wraps to 0 */
 	{ 3, SIZE_MAX / 3 + 1 },              /* wraps to 2 */
@@ -184,8 +182,10 @@ static void test_huge_sizes(void)
 		for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++) {
 			void *q = SENTINEL;
 			int r = v_posix_memalign(&q, aligns[a], n);
-			CHECK(r == ENOMEM, "posix_memalign(&p, %zu, %zu) returned %d, expected ENOMEM", aligns[a], n, r);
-			CHECK(q == SENTINEL, "posix_memalign(&p, %zu, %zu) failed but modified *memptr (%p)", aligns[a], n, q);
+			CHECK(r == ENOMEM, "posix_memalign(&p, %zu, %zu) returned %d, expected ENOMEM", aligns[a], n,
+			    r);
+			CHECK(q == SENTINEL, "posix_memalign(&p, %zu, %zu) failed but modified *memptr (%p)", aligns[a],
+			    n, q);
 			if (r == 0 && q != SENTINEL)
 				v_free(q);
 
@@ -378,7 +378,7 @@ static void check_zero(const char *what, const void *p, size_t n)
 static void test_calloc_zeroed(void)
 {
 	/* size sweep 1 byte .. 64 MiB; each block is dirtied before free so that
-     * later callocs are likely to get recycled dirty memory */
+	 * later callocs are likely to get recycled dirty memory */
 	size_t n = 1;
 	while (n <= 64 * HC_MiB) {
 		for (int form = 0; form < 2; form++) {
@@ -415,12 +415,11 @@ static void test_calloc_zeroed(void)
 	}
 
 	/* reuse of freed dirty memory: free a memset block, calloc the same size */
-	static const size_t sizes[] = { 1, 8, 24, 100, 1000, 4000, 4096, 16384,
-		20000, 65536, 100000, 1 << 20, 3 << 20, 8 << 20, 64 << 20 };
+	static const size_t sizes[] = { 1, 8, 24, 100, 1000, 4000, 4096, 16384, 20000, 65536, 100000, 1 << 20, 3 << 20,
+		8 << 20, 64 << 20 };
 	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 		size_t sz = sizes[i];
-		int reps = sz <= 100000 ? 200 : sz <= (8 << 20) ? 20
-		                                                : 4;
+		int reps = sz <= 100000 ? 200 : sz <= (8 << 20) ? 20 : 4;
 		for (int r = 0; r < reps; r++) {
 			void *p = v_malloc(sz);
 			CHECK(p != NULL, "malloc(%zu) returned NULL", sz);
@@ -484,8 +483,8 @@ static void test_calloc_zeroed(void)
 
 static void test_errno_preserved(void)
 {
-	static const size_t sizes[] = { 0, 1, 16, 100, 1000, 4096, 10000, 16384,
-		20000, 100000, 1 << 20, (1 << 20) + 1, 3 << 20, 8 << 20, 32 << 20 };
+	static const size_t sizes[] = { 0, 1, 16, 100, 1000, 4096, 10000, 16384, 20000, 100000, 1 << 20, (1 << 20) + 1,
+		3 << 20, 8 << 20, 32 << 20 };
 	for (int round = 0; round < 4; round++) {
 		for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
 			size_t n = sizes[i];
@@ -498,8 +497,8 @@ static void test_errno_preserved(void)
 			memset(p, 1, n);
 			errno = 12345;
 			size_t u = v_usable(p);
-			CHECK(errno == 12345 && u >= n, "malloc_usable_size changed errno (%d) or too small (%zu < %zu)", errno,
-			    u, n);
+			CHECK(errno == 12345 && u >= n,
+			    "malloc_usable_size changed errno (%d) or too small (%zu < %zu)", errno, u, n);
 			errno = 12345;
 			void *q = v_realloc(p, n * 2 + 1);
 			CHECK(q != NULL, "realloc grow to %zu failed", n * 2 + 1);
@@ -532,7 +531,8 @@ static void test_errno_preserved(void)
 			CHECK(errno == 12345, "posix_memalign(%zu, %zu) changed errno to %d", a, n, errno);
 			errno = 12345;
 			v_free(p);
-			CHECK(errno == 12345, "free of posix_memalign(%zu, %zu) block changed errno to %d", a, n, errno);
+			CHECK(errno == 12345, "free of posix_memalign(%zu, %zu) block changed errno to %d", a, n,
+			    errno);
 
 			errno = 12345;
 			p = v_aligned_alloc(a, n);
@@ -564,8 +564,8 @@ static void *realloc_checked(const char *what, void *p, size_t *np, uint64_t *se
 	}
 	size_t keep = oldn < newn ? oldn : newn;
 	size_t bad = hc_verify(q, keep, oldseed);
-	CHECK(bad == (size_t)-1, "%s: realloc(%p, %zu -> %zu) = %p lost contents at offset %zu", what, p, oldn, newn,
-	    q, bad);
+	CHECK(bad == (size_t)-1, "%s: realloc(%p, %zu -> %zu) = %p lost contents at offset %zu", what, p, oldn, newn, q,
+	    bad);
 	size_t u = v_usable(q);
 	CHECK(u >= newn, "%s: realloc(%zu -> %zu): usable %zu", what, oldn, newn, u);
 	CHECK(((uintptr_t)q & 7) == 0, "%s: realloc result %p misaligned", what, q);
@@ -607,8 +607,8 @@ static void test_realloc_boundaries(void)
 	void *p;
 	uint64_t seed;
 	/* +-1 byte steps around every size in small/large/huge boundaries */
-	static const size_t bases[] = { 8, 16, 128, 512, 1024, 4096, 8192, 14336,
-		16384, 32768, 65536, 262144, 1 << 20, 2 << 20, (1 << 20) * 3, 4 << 20 };
+	static const size_t bases[] = { 8, 16, 128, 512, 1024, 4096, 8192, 14336, 16384, 32768, 65536, 262144, 1 << 20,
+		2 << 20, (1 << 20) * 3, 4 << 20 };
 	for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
 		n = bases[i];
 		p = v_malloc(n);
@@ -635,7 +635,7 @@ static void test_realloc_boundaries(void)
 static void test_realloc_walk(void)
 {
 	/* random walk across all ranges with interleaved allocations that change
-     * which neighbours are free (exercises in-place and moving paths) */
+	 * which neighbours are free (exercises in-place and moving paths) */
 	enum { L = 24 };
 	void *live[L] = { 0 };
 	size_t live_n[L] = { 0 };
@@ -677,7 +677,8 @@ static void test_realloc_walk(void)
 			v_free(junk[j]);
 			junk[j] = NULL;
 		} else {
-			size_t jn = hc_rng_below(&rng, 4) == 0 ? hc_rng_range(&rng, 16384, 600000) : hc_rng_range(&rng, 1, 8000);
+			size_t jn = hc_rng_below(&rng, 4) == 0 ? hc_rng_range(&rng, 16384, 600000)
+			                                       : hc_rng_range(&rng, 1, 8000);
 			junk[j] = v_malloc(jn);
 			if (junk[j])
 				memset(junk[j], 0x99, jn);
@@ -709,25 +710,15 @@ static void test_realloc_kinds(void)
 			size_t sz = szs[s];
 			void *q = NULL;
 			switch (kind) {
-			case 0:
-				q = v_calloc(1, sz);
-				break;
+			case 0: q = v_calloc(1, sz); break;
 			case 1:
 				if (v_posix_memalign(&q, 4096, sz))
 					q = NULL;
 				break;
-			case 2:
-				q = v_aligned_alloc(256, sz);
-				break;
-			case 3:
-				q = v_memalign(1 << 16, sz);
-				break;
-			case 4:
-				q = v_valloc(sz);
-				break;
-			default:
-				q = v_pvalloc(sz);
-				break;
+			case 2: q = v_aligned_alloc(256, sz); break;
+			case 3: q = v_memalign(1 << 16, sz); break;
+			case 4: q = v_valloc(sz); break;
+			default: q = v_pvalloc(sz); break;
 			}
 			CHECK(q != NULL, "allocation kind %d size %zu failed", kind, sz);
 			if (!q)
@@ -775,9 +766,10 @@ static void test_new_without_cxx_runtime(void)
 	CHECK(p == NULL, "operator new(2^62, nothrow) = %p", p);
 	char err[512];
 	int st = hc_run_child(new_impossible, err, sizeof err);
-	CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "operator new(2^62) without a C++ runtime: status %#x",
-	    st);
-	CHECK(strstr(err, "no C++ runtime to throw std::bad_alloc") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+	CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+	    "operator new(2^62) without a C++ runtime: status %#x", st);
+	CHECK(strstr(err, "no C++ runtime to throw std::bad_alloc") != NULL &&
+	        strchr(err, '\n') == err + strlen(err) - 1,
 	    "operator new(2^62) without a C++ runtime: stderr \"%s\"", err);
 }
 

@@ -72,8 +72,8 @@ static void test_remote_cache(void)
 		return;
 	static const char *what[4] = { "malloc(3000)", "malloc(200)", "memalign(64, 192)", "a second malloc(200)" };
 	for (int i = 0; i < 4; i++)
-		CHECK(p[4 + i] == want[i], "%s after freeing another thread's block got %p, not that block (%p)", what[i],
-		    p[4 + i], want[i]);
+		CHECK(p[4 + i] == want[i], "%s after freeing another thread's block got %p, not that block (%p)",
+		    what[i], p[4 + i], want[i]);
 
 	void *f[3] = { v_malloc(200) };
 	if (!in_thread(xcache_flush_thread, f))
@@ -280,8 +280,8 @@ static void test_cached_chunk_dirty(void)
 	int k = slots_of(b + 16, 584, slots, 64);
 	CHECK(k >= 8, "600 blocks of 1000 bytes took %d slots", k);
 	/* the cache purges a chunk that waits there a whole decay epoch (half
-     * a second): on a machine that stalled that long there is nothing to
-     * test */
+	 * a second): on a machine that stalled that long there is nothing to
+	 * test */
 	for (int j = 0; j < k; j++)
 		if (slot_resident((void *)slots[j]) <= 0) {
 			free(b);
@@ -306,8 +306,9 @@ static void test_cached_chunk_dirty(void)
 		others++;
 		left += slot_resident((void *)slots[j]) > 0;
 	}
-	CHECK(left == 0, "%d of the %d slots an exited thread wrote are still resident after the next thread "
-	                 "took its chunk and trimmed",
+	CHECK(left == 0,
+	    "%d of the %d slots an exited thread wrote are still resident after the next thread "
+	    "took its chunk and trimmed",
 	    left, others);
 	CHECK(in_old, "the new page %p went to a slot the first thread never wrote", reused[0]);
 	free(b);

@@ -80,7 +80,8 @@ static long starter_chunks(int nthreads, int blocks)
 		_exit(1); /* the barriers would never open */
 	pthread_barrier_wait(&starter_up);
 	long during = small_chunks();
-	CHECK(before >= 0 && during >= 0, "starter: no \"Small chunks\" in malloc_stats_print (%ld, %ld)", before, during);
+	CHECK(before >= 0 && during >= 0, "starter: no \"Small chunks\" in malloc_stats_print (%ld, %ld)", before,
+	    during);
 	pthread_barrier_wait(&starter_done);
 	for (int i = 0; i < made; i++)
 		pthread_join(t[i], NULL);
@@ -150,10 +151,7 @@ static void test_sequential_threads_share(void)
  * the class has free blocks, so stats.active does not move. */
 static void *holes_thread(void *arg)
 {
-	enum { N = 100,
-		HOLES = 30,
-		SZ = 1700,
-		USZ = 1792 };
+	enum { N = 100, HOLES = 30, SZ = 1700, USZ = 1792 };
 	void *a[N], *b[HOLES];
 	size_t *grew = arg;
 	for (int i = 0; i < N; i++) {
@@ -185,7 +183,7 @@ static void test_holes_before_carving(void)
 		return;
 	size_t grew = 0;
 	/* another thread carving a page between the two reads would show as
-     * growth: one clean try of three is enough */
+	 * growth: one clean try of three is enough */
 	for (int try = 0; try < 3; try++) {
 		if (!in_thread(holes_thread, &grew))
 			return;
@@ -246,8 +244,9 @@ static void test_page_offsets(void)
 		for (int b = a + 1; b < 16; b++)
 			if (low[a] == low[b] && same++ == 0)
 				sa = a, sb = b;
-	CHECK(same == 0, "%d pairs of classes share the low 12 bits of their first own block (classes %d and %d: 0x%03lx)",
-	    same, sa, sb, (unsigned long)low[sa]);
+	CHECK(same == 0,
+	    "%d pairs of classes share the low 12 bits of their first own block (classes %d and %d: 0x%03lx)", same, sa,
+	    sb, (unsigned long)low[sa]);
 }
 
 int main(void)

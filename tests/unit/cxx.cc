@@ -32,7 +32,10 @@ namespace
 
 struct alignas(256) Aligned256 {
 	unsigned char data[300];
-	Aligned256() { std::memset(data, 0x5a, sizeof data); }
+	Aligned256()
+	{
+		std::memset(data, 0x5a, sizeof data);
+	}
 };
 
 struct alignas(4096) AlignedPage {
@@ -48,10 +51,16 @@ struct Tracked {
 	{
 		live_tracked.fetch_add(1, std::memory_order_relaxed);
 	}
-	~Tracked() { live_tracked.fetch_sub(1, std::memory_order_relaxed); }
+	~Tracked()
+	{
+		live_tracked.fetch_sub(1, std::memory_order_relaxed);
+	}
 };
 
-size_t usable(void *p) { return malloc_usable_size(p); }
+size_t usable(void *p)
+{
+	return malloc_usable_size(p);
+}
 
 void test_basic_new_delete()
 {
@@ -140,7 +149,8 @@ void test_aligned_new()
 			else
 				::operator delete(p, n, std::align_val_t(al));
 			void *q = ::operator new[](n, std::align_val_t(al), std::nothrow);
-			CHECK(q != nullptr && ((uintptr_t)q & (al - 1)) == 0, "nothrow aligned new[](%zu, %zu) = %p", n, al, q);
+			CHECK(q != nullptr && ((uintptr_t)q & (al - 1)) == 0, "nothrow aligned new[](%zu, %zu) = %p", n,
+			    al, q);
 			if (q) {
 				std::memset(q, 0x78, n);
 				::operator delete[](q, std::align_val_t(al));
@@ -353,7 +363,8 @@ void test_exceptions()
 				std::rethrow_if_nested(e);
 				CHECK(false, "no nested exception");
 			} catch (const std::runtime_error &inner) {
-				CHECK(std::string(inner.what()) == "inner " + std::to_string(i), "nested exception message");
+				CHECK(std::string(inner.what()) == "inner " + std::to_string(i),
+				    "nested exception message");
 			}
 		}
 	}
@@ -407,7 +418,8 @@ void test_threads()
 					if (handoff.size() > 300) {
 						// free strings allocated by (probably) other threads
 						for (auto &p : handoff)
-							CHECK(p->size() >= 1 && p->size() <= 700, "handoff string corrupted");
+							CHECK(p->size() >= 1 && p->size() <= 700,
+							    "handoff string corrupted");
 						handoff.erase(handoff.begin(), handoff.begin() + 200);
 					}
 				}
@@ -448,7 +460,8 @@ void test_threads()
 				try {
 					throw std::runtime_error(std::string(wave * 10 + t, 'y'));
 				} catch (const std::exception &e) {
-					CHECK(std::strlen(e.what()) == (size_t)(wave * 10 + t), "exception message length");
+					CHECK(std::strlen(e.what()) == (size_t)(wave * 10 + t),
+					    "exception message length");
 				}
 				(void)tls_obj.n;
 			});
@@ -465,7 +478,8 @@ int main()
 {
 	double t0 = hc_now();
 	if (!hc_malloc_is_heapctl() && !hc_allow_no_mallctl())
-		CHECK(false, "malloc does not resolve to libheapctl (set HC_TEST_ALLOW_NO_MALLCTL=1 to run against glibc)");
+		CHECK(false,
+		    "malloc does not resolve to libheapctl (set HC_TEST_ALLOW_NO_MALLCTL=1 to run against glibc)");
 	test_basic_new_delete();
 	test_aligned_new();
 	test_bad_alloc();

@@ -133,14 +133,16 @@ void test_round_trips()
 void test_aligned()
 {
 	for (size_t al = 16; al <= 65536; al <<= 1)
-		for (size_t n : { (size_t)0, (size_t)1, (size_t)24, al - 1, al, al + 1, (size_t)100000, (size_t)9 << 20 }) {
+		for (size_t n :
+		    { (size_t)0, (size_t)1, (size_t)24, al - 1, al, al + 1, (size_t)100000, (size_t)9 << 20 }) {
 			std::align_val_t a{ al };
 			void *p = ::operator new(n, a);
 			void *q = ::operator new[](n, a);
 			void *r = ::operator new(n, a, std::nothrow);
 			void *s = ::operator new[](n, a, std::nothrow);
 			for (void *x : { p, q, r, s }) {
-				CHECK(x != nullptr && ((uintptr_t)x & (al - 1)) == 0, "aligned new(%zu, %zu) = %p", n, al, x);
+				CHECK(x != nullptr && ((uintptr_t)x & (al - 1)) == 0, "aligned new(%zu, %zu) = %p", n,
+				    al, x);
 				CHECK(malloc_usable_size(x) >= n, "usable(new(%zu, align %zu)) = %zu", n, al,
 				    malloc_usable_size(x));
 				if (x != nullptr)
@@ -283,7 +285,8 @@ void test_new_handler()
 	handler_calls = 0;
 	std::set_new_handler(throwing_handler);
 	q = ::operator new[](n, std::nothrow);
-	CHECK(q == nullptr && handler_calls == 1, "new[](2^62, nothrow), throwing handler: %p, %d calls", q, handler_calls);
+	CHECK(q == nullptr && handler_calls == 1, "new[](2^62, nothrow), throwing handler: %p, %d calls", q,
+	    handler_calls);
 	q = ::operator new[](n, std::align_val_t(32), std::nothrow);
 	CHECK(q == nullptr && handler_calls == 2, "new[](2^62, align 32, nothrow), throwing handler: %p, %d calls", q,
 	    handler_calls);
@@ -343,9 +346,18 @@ void double_delete(void *sized)
 		pthread_join(t, nullptr);
 }
 
-void double_delete_plain() { double_delete(nullptr); }
-void double_delete_sized() { double_delete(static_object); }
-void delete_static() { ::operator delete(hc_launder(static_object)); }
+void double_delete_plain()
+{
+	double_delete(nullptr);
+}
+void double_delete_sized()
+{
+	double_delete(static_object);
+}
+void delete_static()
+{
+	::operator delete(hc_launder(static_object));
+}
 void delete_interior()
 {
 	char *p = static_cast<char *>(::operator new(64));
@@ -391,8 +403,8 @@ int main()
 {
 	std::string lib = defining_file("malloc");
 	if (lib.find("heapctl") == std::string::npos) {
-		std::fprintf(stderr, "cxx_new: malloc is %s's, not libheapctl's (run it linked with or preloading it)\n",
-		    lib.c_str());
+		std::fprintf(stderr,
+		    "cxx_new: malloc is %s's, not libheapctl's (run it linked with or preloading it)\n", lib.c_str());
 		return 1;
 	}
 	test_exports(lib);

@@ -27,9 +27,7 @@
 static void *(*volatile v_malloc)(size_t) = malloc;
 static void (*volatile v_free)(void *) = free;
 
-enum { N = 3000,
-	SZ = 64,
-	PER_PAGE = 65536 / SZ };
+enum { N = 3000, SZ = 64, PER_PAGE = 65536 / SZ };
 static void *blk[N];
 
 /* In a thread of its own (a heap of its own): fill pages of class 64, pick
@@ -103,8 +101,8 @@ int main(void)
 	err[n > 0 ? n : 0] = 0;
 	int st;
 	waitpid(pid, &st, 0);
-	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the double free was not caught: status %#x, stderr '%s'",
-	    st, err);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "the double free was not caught: status %#x, stderr '%s'", st,
+	    err);
 	CHECK(strncmp(err, "<heapctl>: assertion failed: ", 29) == 0 && strstr(err, "allocator/heap.c:") != NULL,
 	    "message: '%s'", err);
 	printf("debug_checks: %s", err);

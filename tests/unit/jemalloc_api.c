@@ -22,9 +22,9 @@
 #include "../lib/check.h"
 
 #define LG_ALIGN(la) (la)
-#define ZERO 0x40
-#define TCACHE_NONE (1 << 8)
-#define ARENA(a) (((a) + 1) << 20)
+#define ZERO         0x40
+#define TCACHE_NONE  (1 << 8)
+#define ARENA(a)     (((a) + 1) << 20)
 
 static bool all_zero(const unsigned char *p, size_t n)
 {
@@ -47,8 +47,8 @@ static void test_nallocx_exact(void)
 				continue;
 			CHECK(want >= n, "nallocx(%zu, lg align %u) = %zu, smaller than asked", n, aligns[a], want);
 			CHECK(malloc_usable_size(p) == want && sallocx(p, 0) == want,
-			    "nallocx(%zu, lg align %u) = %zu, but the object's usable size is %zu",
-			    n, aligns[a], want, malloc_usable_size(p));
+			    "nallocx(%zu, lg align %u) = %zu, but the object's usable size is %zu", n, aligns[a], want,
+			    malloc_usable_size(p));
 			CHECK(((uintptr_t)p & (((uintptr_t)1 << aligns[a]) - 1)) == 0,
 			    "mallocx(%zu, lg align %u) = %p is not aligned", n, aligns[a], p);
 			((char *)p)[n - 1] = 1;
@@ -99,7 +99,8 @@ static void test_rallocx(void)
 		    "rallocx(%zu -> %zu, MALLOCX_ZERO) did not zero the growth", n, m);
 		(void)keep;
 		q = rallocx(q, n / 2 + 1, 0);
-		CHECK(q != NULL && q[0] == 0x5a && q[n / 2] == 0x5a, "rallocx shrinking to %zu lost the contents", n / 2 + 1);
+		CHECK(q != NULL && q[0] == 0x5a && q[n / 2] == 0x5a, "rallocx shrinking to %zu lost the contents",
+		    n / 2 + 1);
 		dallocx(q, 0);
 	}
 }
@@ -184,7 +185,8 @@ static void test_arena_mallctls(void)
 		mib[1] = 4096;
 		CHECK(mallctlbymib(mib, miblen, NULL, NULL, NULL, 0) == 0, "%s by mib, MALLCTL_ARENAS_ALL", what[w]);
 		mib[1] = 100000;
-		CHECK(mallctlbymib(mib, miblen, NULL, NULL, NULL, 0) == ENOENT, "%s by mib, arena 100000 not ENOENT", what[w]);
+		CHECK(mallctlbymib(mib, miblen, NULL, NULL, NULL, 0) == ENOENT, "%s by mib, arena 100000 not ENOENT",
+		    what[w]);
 	}
 	CHECK(mallctl("arena.x.purge", NULL, NULL, NULL, 0) == ENOENT, "arena.x.purge is not ENOENT");
 	CHECK(mallctl("arena.0.nothing", NULL, NULL, NULL, 0) == ENOENT, "arena.0.nothing is not ENOENT");

@@ -19,8 +19,7 @@
 
 static hc_mutex_t outer = HC_MUTEX_INIT(HC_RANK_PROF, "outer_lock");
 static hc_mutex_t inner = HC_MUTEX_INIT(HC_RANK_META, "inner_lock");
-static hc_mutex_t fam[2] = { HC_MUTEX_INIT(HC_RANK_ARENA, "arena 0"),
-	HC_MUTEX_INIT(HC_RANK_ARENA, "arena 1") };
+static hc_mutex_t fam[2] = { HC_MUTEX_INIT(HC_RANK_ARENA, "arena 0"), HC_MUTEX_INIT(HC_RANK_ARENA, "arena 1") };
 
 /* Run f in a child; its exit signal and its stderr. */
 static int in_child(void (*f)(void), char *err, size_t len)
@@ -104,8 +103,9 @@ int main(void)
 	sig = in_child(reversed, err, sizeof err);
 	CHECK(sig == SIGABRT, "a lower rank under a higher one: signal %d", sig);
 	char want[256];
-	snprintf(want, sizeof want, "<heapctl>: lock order broken: taking outer_lock (rank %d) while holding "
-	                            "inner_lock (rank %d)\n",
+	snprintf(want, sizeof want,
+	    "<heapctl>: lock order broken: taking outer_lock (rank %d) while holding "
+	    "inner_lock (rank %d)\n",
 	    HC_RANK_PROF, HC_RANK_META);
 	CHECK(strcmp(err, want) == 0, "message: '%s'", err);
 

@@ -47,8 +47,7 @@ static void run(const char *name, void (*fn)(void), const char *want)
 	int st = hc_run_child(fn, err, sizeof err);
 	size_t n = strlen(err);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child %s %d, stderr \"%s\"", name,
-	    WIFSIGNALED(st) ? "killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-	    err);
+	    WIFSIGNALED(st) ? "killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), err);
 	CHECK(strstr(err, want) != NULL && strchr(err, '\n') == err + n - 1,
 	    "%s: stderr \"%s\", expected one line with \"%s\"", name, err, want);
 }
@@ -184,8 +183,7 @@ int main(void)
 	run("write into a block freed remotely", link_overwrite_remote, "malloc(): corrupted free list");
 	run("free(random address)", random_free, "free(): invalid pointer (not from this allocator)");
 	run("free(static array)", static_free, "free(): invalid pointer (not from this allocator)");
-	run("free(inside a huge object)", huge_interior_free,
-	    "free(): invalid pointer (not from this allocator)");
+	run("free(inside a huge object)", huge_interior_free, "free(): invalid pointer (not from this allocator)");
 	run("realloc(static array)", static_realloc, "invalid pointer (not from this allocator)");
 	run("realloc(freed large object)", large_realloc_freed, "invalid pointer (double free?)");
 	run("realloc(inside a large object)", large_realloc_interior, "invalid pointer (double free?)");

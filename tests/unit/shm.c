@@ -33,8 +33,8 @@ static void test_settings(void)
 		const hc_shm_setting_t *o = &hc_shm_settings[i];
 		CHECK(hc_shm_option_find(o->option, strlen(o->option)) == o, "%s not found", o->option);
 		/* every default is a value its own parser takes */
-		CHECK(hc_shm_option_parse(o, o->def, &v, err, sizeof err), "%s: default '%s': %s",
-		    o->option, o->def, err);
+		CHECK(hc_shm_option_parse(o, o->def, &v, err, sizeof err), "%s: default '%s': %s", o->option, o->def,
+		    err);
 		if (o->name == NULL)
 			continue;
 		runtime++;
@@ -266,8 +266,8 @@ static void *server(void *arg)
 		for (int i = 0; i < HC_SHM_SLOTS; i++) {
 			hc_shm_slot_t *sl = &mem->box.slot[i];
 			uint32_t st = HC_SLOT_POSTED;
-			if (!__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_BUSY, false,
-			        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			if (!__atomic_compare_exchange_n(&sl->state, &st, HC_SLOT_BUSY, false, __ATOMIC_ACQUIRE,
+			        __ATOMIC_RELAXED))
 				continue;
 			sl->rep.code = sl->req.cmd == HC_CMD_PING ? HC_REP_OK : HC_REP_FAILED;
 			strcpy(sl->rep.text, sl->req.cmd == HC_CMD_PING ? "pong" : "nope");
@@ -323,8 +323,7 @@ static bool client_calls(hc_shm_t *s)
 	CHECK(code == HC_EXIT_TIMEOUT, "no server: %d", code);
 	CHECK(strstr(err, "did not answer within 0.3 s") != NULL, "message: %s", err);
 	for (int i = 0; i < HC_SHM_SLOTS; i++)
-		CHECK(s->box.slot[i].state == HC_SLOT_FREE, "slot %d left %u after a timeout", i,
-		    s->box.slot[i].state);
+		CHECK(s->box.slot[i].state == HC_SLOT_FREE, "slot %d left %u after a timeout", i, s->box.slot[i].state);
 
 	pthread_t srv;
 	stop = 0;
@@ -482,7 +481,13 @@ static void test_publishing(void)
 		hc_shm_path(path, sizeof path, NULL, getpid());
 		unlink(path);
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-		hc_shm_header_t h = { .magic = HC_SHM_MAGIC, .abi = HC_SHM_ABI, .size = sizeof(hc_shm_t), .pid = getpid(), .uid = getuid(), .pidns = hc_shm_pidns(), .control = 1 };
+		hc_shm_header_t h = { .magic = HC_SHM_MAGIC,
+			.abi = HC_SHM_ABI,
+			.size = sizeof(hc_shm_t),
+			.pid = getpid(),
+			.uid = getuid(),
+			.pidns = hc_shm_pidns(),
+			.control = 1 };
 		bool ended;
 		h.start_time = hc_shm_proc_start_time(getpid(), &ended);
 		if (fd < 0 || ftruncate(fd, sizeof(hc_shm_t)) != 0 || pwrite(fd, &h, sizeof h, 0) != sizeof h)
