@@ -484,11 +484,8 @@ assert r["dumps"] == 0 and r["prof_active"] is False, r' "$output" "$PID"
 	need_root
 	# niced: its 8 busy threads on two CPUs kept every process this test
 	# starts waiting ~50 ms to run (the test took 11 minutes); they still
-	# take all the CPU the test leaves.  19, not 10: at 10 the eight weigh
-	# as much as one ordinary process, and in make check's pool they took
-	# that share from the other suites for the test's minute (still
-	# preempted anywhere, mid-malloc too, when inject stops them)
-	started nice -n 19 "$TB/churn" "$T/end"
+	# take all the CPU the test leaves
+	started nice -n 10 "$TB/churn" "$T/end"
 	for i in $(seq 200); do
 		run "$HEAPCTL" inject "$PID" --lg-sample 10 --timeout 20
 		[ "$status" -eq 0 ] || { echo "inject $i: $output"; false; }
