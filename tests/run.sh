@@ -16,8 +16,9 @@
 #   -b CMD        CMD makes the builds after the first (make check: the debug
 #                 and sanitizer builds, and the first build's unit and stress
 #                 programs); the first build's suites that run alone run
-#                 meanwhile, the others' suites after it (the first build's
-#                 suites are listed again then)
+#                 meanwhile, then its other suites until CMD ends, the
+#                 others' suites after it (the first build's suites are
+#                 listed again then)
 # Prints one line per suite as it ends (with its failure's details, never
 # interleaved with another's), then "N passed, N failed".  A test that
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
@@ -269,11 +270,26 @@ if [ -n "$bcmd" ]; then
 	blog="$root/${1%%:*}/tests/build.log"
 	mkdir -p "$(dirname "$blog")"
 	t0=$SECONDS
-	bash -c "$bcmd" >"$blog" 2>&1 &
+	rm -f "$blog.rc"
+	(
+		bash -c "$bcmd" >"$blog" 2>&1
+		echo $? >"$blog.rc"
+	) &
 	bpid=$!
 	partition
 	alone_all
-	if wait "$bpid"; then
+	# then the first build's other suites while CMD still runs: they may
+	# share the machine with a compiler, and its last minute (a few long
+	# compiles and links) left most of the CPU idle
+	partition
+	for i in "${pool[@]}"; do
+		while [ ${#pids[@]} -ge "$jobs" ] && [ ! -f "$blog.rc" ]; do reap; done
+		[ -f "$blog.rc" ] && break
+		start "$i"
+		ran[$i]=1
+	done
+	wait "$bpid" 2>/dev/null   # reap may have taken it: its status is in the file
+	if [ "$(cat "$blog.rc" 2>/dev/null)" = 0 ]; then
 		echo "ok   build: $bcmd ($((SECONDS - t0))s)"
 	else
 		fail=$((fail + 1)); failed+=(build); echo "FAIL build: $bcmd ($((SECONDS - t0))s)"
