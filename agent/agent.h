@@ -235,9 +235,11 @@ void hc_prof_fork_child(void); /* the thread's record's new tid */
 unsigned hc_unwind(uintptr_t *frames, unsigned max); /* caller first */
 /* got.c: a loaded object's JUMP_SLOT and GLOB_DAT slots.  hc_got_fn gets
  * a slot, its symbol's name and the object's RELRO range (for
- * hc_got_store); hc_got_each adds up what it returns. */
+ * hc_got_store); hc_got_each adds up what it returns, or calls nothing and
+ * sets *busy (when not NULL) for an object the loader is still relocating
+ * (its RELRO pages still writable: another thread's dlopen). */
 typedef unsigned (*hc_got_fn)(void **slot, const char *name, uintptr_t relro_lo, uintptr_t relro_hi, void *arg);
-unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg);
+unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg, bool *busy);
 bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi);
 
 void hc_unwind_init(void);

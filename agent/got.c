@@ -14,7 +14,9 @@
  * wrappers and back.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -39,13 +41,58 @@ static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
 	relro_t *r = arg;
 	if (info->dlpi_addr != r->base)
 		return 0;
+	uintptr_t mask = ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-			r->lo = r->base + info->dlpi_phdr[i].p_vaddr;
-			r->hi = r->lo + info->dlpi_phdr[i].p_memsz;
+			/* the pages the loader makes read-only (glibc's
+			 * _dl_protect_relro): whole pages from the start's, up to
+			 * the one the end is in, which keeps its other data
+			 * writable */
+			ElfW(Addr) lo = r->base + info->dlpi_phdr[i].p_vaddr;
+			r->lo = lo & mask;
+			r->hi = (lo + info->dlpi_phdr[i].p_memsz) & mask;
 		}
 	}
 	return 1;
+}
+
+/* 1 if the page at addr is writable now, 0 if not, -1 if unknown: from
+ * /proc/self/maps, read a piece at a time into the stack (no malloc). */
+static int page_writable(uintptr_t addr)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[4096];
+	size_t have = 0;
+	int found = -1;
+	for (;;) {
+		ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+		if (got <= 0)
+			break;
+		have += (size_t)got;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n')) != NULL) {
+			*nl = 0;
+			char *end;
+			uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+			uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
+			if (*end == ' ' && addr >= lo && addr < hi) {
+				found = end[2] == 'w';
+				break;
+			}
+			line = nl + 1;
+		}
+		if (found >= 0)
+			break;
+		have -= (size_t)(line - buf); /* a line cut short: keep its start */
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1)
+			have = 0; /* no line is that long */
+	}
+	close(fd);
+	return found;
 }
 
 /* Store v in *slot, through a RELRO page if it is one. */
@@ -66,7 +113,7 @@ bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi)
  * base with dynamic section dyn, with the slot's symbol name; fn's return
  * is added up.  dl_iterate_phdr must not be running in this thread (the
  * RELRO range is looked up with it). */
-unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg)
+unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg, bool *busy)
 {
 	const ElfW(Sym) *symtab = NULL;
 	const char *strtab = NULL;
@@ -88,6 +135,17 @@ unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg)
 		return 0;
 	relro_t relro = { .base = base };
 	dl_iterate_phdr(find_relro, &relro);
+	/* dl_iterate_phdr lists an object another thread's dlopen has mapped
+	 * and is still relocating: its RELRO pages are writable until the
+	 * loader is done.  Made read-only after a store (hc_got_store), the
+	 * loader's next relocation there faults (python3 died so in ld.so's
+	 * _dl_relocate_object when the injected agent's scan ran meanwhile);
+	 * and a slot taken now could still be relocated over.  Left for later. */
+	if (relro.lo < relro.hi && page_writable(relro.lo) == 1) {
+		if (busy != NULL)
+			*busy = true;
+		return 0;
+	}
 	unsigned n = 0;
 	for (int t = 0; t < 2; t++) {
 		for (size_t i = 0; rela[t] && i < relasz[t] / sizeof(ElfW(Rela)); i++) {

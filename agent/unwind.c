@@ -146,7 +146,7 @@ static unsigned redirect_import(void *handle, void *fn)
 	struct link_map *lm;
 	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm->l_addr == 0)
 		return 0;
-	return hc_got_each(lm->l_addr, lm->l_ld, redirect_one, fn);
+	return hc_got_each(lm->l_addr, lm->l_ld, redirect_one, fn, NULL);
 }
 
 /*

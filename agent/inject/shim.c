@@ -395,9 +395,11 @@ static unsigned scan(bool force)
 	s.adds = 0;
 	dl_iterate_phdr(collect, &s);
 	if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && (force || s.adds != seen_adds)) {
+		bool busy = false; /* an object the loader is still relocating */
 		for (unsigned i = 0; i < s.n; i++)
-			n += hc_got_each(s.obj[i].base, s.dyn[i], take_slot, &s.obj[i]);
-		seen_adds = s.adds;
+			n += hc_got_each(s.obj[i].base, s.dyn[i], take_slot, &s.obj[i], &busy);
+		if (!busy) /* else the next scan looks again */
+			seen_adds = s.adds;
 	}
 	hc_mutex_unlock(&slots_lock);
 	return n;
