@@ -633,10 +633,8 @@ static void copy_maps_with_ids(buf_t *b, const char *p, size_t len)
 static void append_maps(buf_t *b)
 {
 	buf_str(b, "\nMAPPED_LIBRARIES:\n");
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	bool own = fd >= 0;
-	if (!own) /* chrooted since, away from /proc */
-		fd = hc_event_maps_fd();
+	bool own;
+	int fd = hc_event_maps(&own);
 	if (fd < 0)
 		return;
 	buf_t maps = { 0 };

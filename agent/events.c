@@ -82,10 +82,14 @@ void hc_event_forget_dump(void)
 	hc_mutex_unlock(&ev_lock);
 }
 
-int hc_event_maps_fd(void)
+int hc_event_maps(bool *own)
 {
-	struct stat st;
-	int fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	*own = fd >= 0;
+	if (fd >= 0)
+		return fd;
+	struct stat st; /* chrooted since, away from /proc */
+	fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
 		return -1;
 	return fd;

@@ -18,9 +18,10 @@
 void hc_event_dump(hc_dump_kind_t kind, const char *path, uint64_t size, int err);
 /* A new high-water mark of mapped memory; path is its u dump, or NULL. */
 void hc_event_gdump(size_t mapped, size_t previous, const char *path);
-/* /proc/self/maps opened when the segment was made, for a process that
- * chrooted since (a dump's MAPPED_LIBRARIES); -1 if there is none. */
-int hc_event_maps_fd(void);
+/* This process's /proc/self/maps, to read with pread: opened now (*own:
+ * the caller closes it) or, for a process that chrooted since, the one
+ * opened when the segment was made; -1 if neither. */
+int hc_event_maps(bool *own);
 
 /* ---- for control.c, the segment's owner ---------------------------------- */
 

@@ -14,7 +14,6 @@
  * wrappers and back.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "events.h"
 
 #if defined(__x86_64__)
 #define R_SLOT(t) ((t) == R_X86_64_JUMP_SLOT || (t) == R_X86_64_GLOB_DAT)
@@ -60,16 +60,18 @@ static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
  * /proc/self/maps, read a piece at a time into the stack (no malloc). */
 static int page_writable(uintptr_t addr)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	bool own;
+	int fd = hc_event_maps(&own);
 	if (fd < 0)
 		return -1;
 	char buf[4096];
 	size_t have = 0;
 	int found = -1;
-	for (;;) {
-		ssize_t got = read(fd, buf + have, sizeof buf - 1 - have);
+	for (off_t off = 0;;) {
+		ssize_t got = pread(fd, buf + have, sizeof buf - 1 - have, off);
 		if (got <= 0)
 			break;
+		off += got;
 		have += (size_t)got;
 		buf[have] = 0;
 		char *line = buf, *nl;
@@ -91,7 +93,8 @@ static int page_writable(uintptr_t addr)
 		if (have == sizeof buf - 1)
 			have = 0; /* no line is that long */
 	}
-	close(fd);
+	if (own)
+		close(fd);
 	return found;
 }
 
