@@ -251,6 +251,18 @@ reap() {
 	report "${pids[$p]}"
 	unset "pids[$p]"
 }
+# run_pool [UNTIL]: start the suites in pool[], JOBS at a time, reaping
+# as they end; with UNTIL, start none once file UNTIL exists (the rest are
+# partitioned again later)
+run_pool() {
+	local i until=${1:-}
+	for i in "${pool[@]}"; do
+		while [ ${#pids[@]} -ge "$jobs" ] && { [ -z "$until" ] || [ ! -f "$until" ]; }; do reap; done
+		[ -n "$until" ] && [ -f "$until" ] && return 0
+		start "$i"
+		ran[$i]=1
+	done
+}
 # alone_all: the suites in alone[], one at a time
 alone_all() {
 	local i p
@@ -282,12 +294,7 @@ if [ -n "$bcmd" ]; then
 	# share the machine with a compiler, and its last minute (a few long
 	# compiles and links) left most of the CPU idle
 	partition
-	for i in "${pool[@]}"; do
-		while [ ${#pids[@]} -ge "$jobs" ] && [ ! -f "$blog.rc" ]; do reap; done
-		[ -f "$blog.rc" ] && break
-		start "$i"
-		ran[$i]=1
-	done
+	run_pool "$blog.rc"
 	wait "$bpid" 2>/dev/null   # reap may have taken it: its status is in the file
 	if [ "$(cat "$blog.rc" 2>/dev/null)" = 0 ]; then
 		echo "ok   build: $bcmd ($((SECONDS - t0))s)"
@@ -303,11 +310,7 @@ fi
 shift
 for spec in "$@"; do list_spec "$spec"; done
 partition
-for i in "${pool[@]}"; do
-	while [ ${#pids[@]} -ge "$jobs" ]; do reap; done
-	start "$i"
-	ran[$i]=1
-done
+run_pool
 while [ ${#pids[@]} -gt 0 ]; do reap; done
 alone_all
 # this run's times, and the last run's of suites it did not run
