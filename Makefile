@@ -2,7 +2,7 @@
 #
 #   make            build/libheapctl.so (optimised, debug info, -Werror)
 #   make check      install missing test dependencies (as root), build, run every test:
-#                   the debug and sanitizer builds beside the suites that run alone,
+#                   the debug and sanitizer builds beside the first build's suites,
 #                   then every pass's suites in one pool, TEST_JOBS (4) at a time
 #                   (tests/run.sh)
 #   make test, test-debug, test-san  one pass each
@@ -310,13 +310,13 @@ test-debug-build:
 	@$(MAKE) --no-print-directory DEBUG=1 all $(patsubst $(BUILD)/%,build-debug/%,$(TEST_BIN))
 test-build: all $(TEST_BIN)
 
-# All three passes.  The first build (what its suites that run alone need:
+# All three passes.  The first build (what its scripts and bats suites need:
 # CHECK_FIRST), then the rest of it and the other two side by side while
 # those suites run (no heapctl process runs in a compiler: tests/run.sh -b),
-# then every other suite of the three passes in
-# one pool, so that the long suites of one pass overlap the others' and the
-# machine never waits on a pass's last suite; the other passes' suites that
-# run alone last.
+# then every other suite of the three passes in one pool, so that the long
+# suites of one pass overlap the others' and the machine never waits on a
+# pass's last suite.  The suites that see every heapctl process of the
+# machine share the pool in namespaces of their own (tests/lib/isolate.sh).
 CHECK_FIRST := $(TEST_PROGRAMS) $(BUILD)/tests/stress/mailbox
 check: deps
 	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) all $(CHECK_FIRST)

@@ -12,7 +12,7 @@
 #                 compute, so a 2-core machine runs four at a time; each
 #                 suite's time limit grows with JOBS/2.
 #   -n            only list the suites, in the order they would start, those
-#                 that run alone last with their reason
+#                 in namespaces of their own or alone with their reason
 #   -b CMD        CMD makes the builds after the first (make check: the debug
 #                 and sanitizer builds, and the first build's unit and stress
 #                 programs); the first build's suites that run alone run
@@ -24,12 +24,16 @@
 # cannot run on this machine at all prints "SKIP name: why" and passes; the
 # line is repeated here, so that a skip is never silent.
 #
-# Suites named in ALONE, and the tests tagged machine of a bats suite, run
-# after the others, one at a time with nothing else running: they count or
-# sweep what every heapctl process on the machine leaves, which another
-# suite's processes would change.  Suites start
-# longest first (by the times of the build's last run, or CI's in
-# tests/lib/durations), so that a long one does not start last.
+# Suites named in OWN_NS, and the tests tagged machine of a bats suite, count,
+# sweep or dump what every heapctl process they can see leaves, which another
+# suite's processes would change, and their daemons would change the others':
+# they run in the pool in a PID namespace and a /dev/shm of their own
+# (tests/lib/isolate.sh), where they see only their own processes and nobody
+# sees theirs.  Where namespaces cannot be made (not root), they run alone
+# instead, as the suites in ALONE always do: after the others, one at a time
+# with nothing else running.  Suites start longest first (by the times of the
+# build's last run, or CI's in tests/lib/durations), so that a long one does
+# not start last.
 set -uo pipefail
 jobs=1 dry=0 bcmd=""
 while getopts j:nb: o; do
@@ -45,22 +49,38 @@ shift $((OPTIND - 1))
 specs=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# suite: why it cannot share the machine.  A bats suite's tests tagged
-# machine (`# bats test_tags=machine`, the reason beside each) are one more
-# suite, NAME:machine, that runs alone; the rest of the suite does not.
-declare -A ALONE=(
-	[serve/serve_archive]="its retention tests (--keep, --max-bytes) failed with other heapctl tests running"
+# suite: what of the machine it sees.  A bats suite's tests tagged machine
+# (`# bats test_tags=machine`, the reason beside each) are one more suite,
+# NAME:machine, treated so; the rest of the suite is not.
+declare -A OWN_NS=(
+	[serve/serve_archive]="its daemon archives every preloaded process's dumps, and its retention tests count them"
 	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file appears in /dev/shm while it runs"
 	[prof/fork_children]="takes every heapctl segment in /dev/shm that appears during its run for its children's"
 	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
-	[containers/names]="counts every heapctl segment in /dev/shm before and after"
 )
-# alone_why NAME: why suite NAME runs alone; fails if it does not
-alone_why() {
+# suite: why it cannot share the machine at all
+declare -A ALONE=(
+	[containers/names]="counts every heapctl segment in /dev/shm before and after, its podman containers' too"
+)
+iso=0
+unshare --pid --fork --mount-proc true 2>/dev/null && iso=1
+# own_ns_why NAME: why suite NAME runs in namespaces of its own (or alone,
+# without them); fails if it does not
+own_ns_why() {
 	if [[ $1 == *:machine ]]; then
 		echo "its tests tagged machine, each with its reason"
-	elif [ -n "${ALONE[$1]+x}" ]; then
+	elif [ -n "${OWN_NS[$1]+x}" ]; then
+		echo "${OWN_NS[$1]}"
+	else
+		return 1
+	fi
+}
+# alone_why NAME: why suite NAME runs alone; fails if it does not
+alone_why() {
+	if [ -n "${ALONE[$1]+x}" ]; then
 		echo "${ALONE[$1]}"
+	elif [ "$iso" = 0 ]; then
+		own_ns_why "$1"
 	else
 		return 1
 	fi
@@ -75,6 +95,7 @@ add() {
 	shift 3
 	[ -z "${added["$b/$n"]+x}" ] || return 0
 	added["$b/$n"]=1
+	if [ "$iso" = 1 ] && own_ns_why "$n" >/dev/null; then set -- "$root/tests/lib/isolate.sh" "$@"; fi
 	builds+=("$b") names+=("$n") tmos+=("$t")
 	cmds+=("$(printf '%q ' "$@")")
 }
@@ -201,7 +222,13 @@ partition() {
 if [ "$dry" = 1 ]; then
 	for spec in "$@"; do list_spec "$spec"; done
 	partition
-	for i in "${pool[@]}"; do echo "$(label "$i")"; done
+	for i in "${pool[@]}"; do
+		if [ "$iso" = 1 ] && own_ns_why "${names[$i]}" >/dev/null; then
+			echo "$(label "$i")  (namespaces of its own: $(own_ns_why "${names[$i]}"))"
+		else
+			echo "$(label "$i")"
+		fi
+	done
 	for i in "${alone[@]}"; do echo "$(label "$i")  (alone: $(alone_why "${names[$i]}"))"; done
 	exit 0
 fi

@@ -98,7 +98,7 @@ load ../lib/helpers
 
 # ---- 5: permission denied ---------------------------------------------------------------
 
-# runs alone (tests/run.sh): asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm
+# sees the whole machine (tests/run.sh gives it namespaces of its own): asserts that no heapctl-fetch staging file, anyone's, is in /dev/shm
 # bats test_tags=machine
 @test "another user's process: exit 5 naming the owner; the segment is 0600; root still controls it" {
 	need_root

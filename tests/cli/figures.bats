@@ -213,7 +213,7 @@ held() {
 	[ "${lines[2]}" = "\"$(IFS='|'; echo "${want[*]}")\"" ]
 }
 
-# runs alone (tests/run.sh): compares system-wide figures taken moments apart
+# sees the whole machine (tests/run.sh gives it namespaces of its own): compares system-wide figures taken moments apart
 # bats test_tags=machine
 @test "figures: an injected process's highwater is its highest mapped (glibc's heap), as a preloaded one's, and shown the same everywhere" {
 	need_root

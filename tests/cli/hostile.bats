@@ -75,7 +75,7 @@ teardown() {
 
 # ---- anywhere in /dev/shm -----------------------------------------------------------
 
-# runs alone (tests/run.sh): plants a FIFO at a fixed segment name that every process that starts meets
+# sees the whole machine (tests/run.sh gives it namespaces of its own): plants a FIFO at a fixed segment name that every process that starts meets
 # bats test_tags=machine
 @test "a FIFO planted under a segment name: new processes start, list and status do not hang" {
 	mkfifo -m 666 /dev/shm/heapctl.999999
@@ -166,7 +166,7 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	[ "$(head -c 8 "$PLANT" | od -An -tx1 | tr -d ' ')" != 0000000000000000 ]
 }
 
-# runs alone (tests/run.sh): plants stale segments for heapctl list to remove: any preloaded process that starts meanwhile sweeps them first
+# sees the whole machine (tests/run.sh gives it namespaces of its own): plants stale segments for heapctl list to remove: any preloaded process that starts meanwhile sweeps them first
 # bats test_tags=machine
 @test "heapctl list removes unfinished files of its own user over 10 s old, and nobody else's" {
 	local mine=/dev/shm/heapctl.999991 young=/dev/shm/heapctl.999992 theirs=/dev/shm/heapctl.999993

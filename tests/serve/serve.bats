@@ -244,7 +244,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 
 # ---- the archive ---------------------------------------------------------------
 
-# runs alone (tests/run.sh): counts and lists what the daemon archived: root's daemon archives every preloaded process's dumps
+# sees the whole machine (tests/run.sh gives it namespaces of its own): counts and lists what the daemon archived: root's daemon archives every preloaded process's dumps
 # bats test_tags=machine
 @test "serve --archive: manual, high-water and final dumps copied with a pprof beside; /archive lists them; they outlive the process" {
 	need_go
@@ -455,7 +455,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	[ "$(stat -c %s "$T/page.png")" -gt 10000 ]
 }
 
-# runs alone (tests/run.sh): counts what the daemon archived: root's daemon archives every preloaded process's dumps
+# sees the whole machine (tests/run.sh gives it namespaces of its own): counts what the daemon archived: root's daemon archives every preloaded process's dumps
 # bats test_tags=machine
 @test "serve: the page without JavaScript: the table, a plot as SVG, an archived dump's top, flame graph and a difference" {
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100

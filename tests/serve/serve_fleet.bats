@@ -174,7 +174,7 @@ assert all(g["labels"]["user"] == "nobody" for g in json.load(open(sys.argv[1]))
 	grep -q '"targets": \["localhost"\]' "$T/nbody"
 }
 
-# runs alone (tests/run.sh): ?container= lists every preloaded process: with another's after the one grep -q takes, the lister dies of a broken pipe
+# sees the whole machine (tests/run.sh gives it namespaces of its own): ?container= lists every preloaded process: with another's after the one grep -q takes, the lister dies of a broken pipe
 # bats test_tags=machine
 @test "serve_fleet: user=, unit=, container=, command= and pid= narrow /sd by exact match" {
 	need_root

@@ -128,7 +128,7 @@ no_daemon_path() {
 	grep -qF "<p id=\"error\">$line</p>" "$T/nbody"
 }
 
-# runs alone (tests/run.sh): counts what the daemon archived: root's daemon archives every preloaded process's dumps
+# sees the whole machine (tests/run.sh gives it namespaces of its own): counts what the daemon archived: root's daemon archives every preloaded process's dumps
 # bats test_tags=machine
 @test "serve_page: the flame graph's title names the program and pid (or the archived dump), never a work file" {
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
@@ -163,7 +163,7 @@ no_daemon_path() {
 	no_daemon_path "$T/heap.pb"
 }
 
-# runs alone (tests/run.sh): counts what the daemon archived: root's daemon archives every preloaded process's dumps
+# sees the whole machine (tests/run.sh gives it namespaces of its own): counts what the daemon archived: root's daemon archives every preloaded process's dumps
 # bats test_tags=machine
 @test "serve_page: the text top has the column headers heapctl report prints; report --json is unchanged" {
 	start_target -c prof:true,lg_prof_sample:12,prof_prefix:$T/jp,control_refresh_ms:100
@@ -237,7 +237,7 @@ assert j["profile"].endswith("/d.heap"), j["profile"]'
 	[[ "$output" == *"server response: 401 Unauthorized - a bearer token is needed"* ]]
 }
 
-# runs alone (tests/run.sh): reads /events, which carries every process's events: another daemon's work paths among them
+# sees the whole machine (tests/run.sh gives it namespaces of its own): reads /events, which carries every process's events: another daemon's work paths among them
 # bats test_tags=machine
 @test "serve_page: no error, empty profile or answer names a path of the daemon's (work directory, archive, symbol cache)" {
 	need_root

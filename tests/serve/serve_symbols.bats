@@ -163,7 +163,7 @@ no_secret() {
 	no_secret "$T/body"
 }
 
-# runs alone (tests/run.sh): root's daemon archives every preloaded process's dumps and makes a pprof of each, one at a time: under make check's pool her two waited behind the other suites' for over 20 s
+# sees the whole machine (tests/run.sh gives it namespaces of its own): root's daemon archives every preloaded process's dumps and makes a pprof of each, one at a time: under make check's pool her two waited behind the other suites' for over 20 s
 # bats test_tags=machine
 @test "serve_symbols: an archived dump naming a root-only binary: /top, /flame?file= and the pprof beside it carry none of it; an honest one keeps her names, and loses them once her path holds another build" {
 	build_apps

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# tests/lib/isolate.sh COMMAND [ARG...] - run COMMAND in a PID namespace of
+# its own (its /proc shows only its processes) with a /dev/shm of its own, so
+# that a suite that counts, sweeps or dumps every heapctl process it can see
+# sees only its own, and nobody else's sees its: tests/run.sh runs the
+# suites that would otherwise have to run alone this way, in the pool.
+# Everything in the namespace dies with COMMAND (or with this script:
+# --kill-child), so a suite's time limit still ends all of it.
+set -u
+if ! unshare --pid --fork --mount-proc true 2>/dev/null; then
+	echo "isolate.sh: cannot make a PID and mount namespace (needs root)" >&2
+	exit 125
+fi
+exec unshare --pid --fork --kill-child --mount-proc bash -c '
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || { echo "isolate.sh: cannot mount a /dev/shm of its own" >&2; exit 125; }
+exec "$@"' isolate "$@"
