@@ -182,6 +182,8 @@ held() {
 	wait_for 10 grep -q '^allocated$' "$T/hold.out"
 }
 
+# sees the whole machine (tests/run.sh gives it namespaces of its own): compares the commands a process received, by two sources moments apart: another suite's daemon asks every process where its memory goes (a command) as it starts and on each /metrics scrape (serve/mem.c)
+# bats test_tags=machine
 @test "figures: list, status, watch, /targets and /metrics show one quiescent process's figures equal, name by name" {
 	held
 	same_figures "$HPID"

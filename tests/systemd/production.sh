@@ -49,6 +49,12 @@ install -D -m 0755 "$WORK/service" "$CT$LIBEXEC/service" &&
 
 mainpid() { ct systemctl show -p MainPID --value "$1"; }
 
+# unit_state UNIT: what systemd says of it and its last journal lines, on
+# one line, for a failure message
+unit_state() {
+	echo "$(ct systemctl show -p ActiveState,SubState,MainPID,Result,ExecMainStatus "$1" 2>&1 | tr '\n' ' ')| $(ct journalctl -u "$1" -n 12 --no-pager -o cat 2>&1 | tr '\n' '|')"
+}
+
 # carries HOSTPID: libheapctl mapped executable in the process
 carries() { grep -qE ' r-xp .*/libheapctl[^/]*\.so' "/proc/$1/maps" 2>/dev/null; }
 
@@ -250,7 +256,8 @@ ct systemctl daemon-reload
 ct systemctl start hc-hard || fail "hardened: the unit does not start without heapctl"
 ct "$HC" systemd enable hc-hard --restart >"$WORK/hard.enable" 2>&1 ||
     fail "hardened: enable --restart: $(cat "$WORK/hard.enable")"
-hp=$(sd_host_pid "$(mainpid hc-hard)")
+mp=$(mainpid hc-hard)
+hp=$(sd_host_pid "$mp")
 if [ -n "$hp" ] && carries "$hp"; then
 	"$H" on "$hp" >/dev/null 2>&1 || fail "hardened: heapctl on $hp from the host"
 	sleep 1.5
@@ -271,7 +278,7 @@ if [ -n "$hp" ] && carries "$hp"; then
 		    note "hardened: dump path $path (through /proc: the host path is not the same file)"
 	fi
 else
-	fail "hardened: the main process (host $hp) does not carry the library: $(tr '\n' '|' <"$WORK/hard.enable")"
+	fail "hardened: the main process ($mp, host $hp) does not carry the library: $(tr '\n' '|' <"$WORK/hard.enable") unit: $(unit_state hc-hard)"
 fi
 ct "$HC" systemd disable hc-hard --restart >/dev/null 2>&1 || fail "hardened: disable"
 no_dropin hc-hard.service || fail "hardened: the drop-in is still there after disable"
