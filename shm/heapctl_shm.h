@@ -392,7 +392,9 @@ uint64_t hc_shm_pidns(void);
  * namespace, those of other namespaces (containers sharing /dev/shm) whose
  * namespace no process has any more (hdr.pidns; a look at every
  * /proc/PID/ns/pid, as root or the segment's user where all are readable);
- * without, only those whose pid no process has. */
+ * without, only those whose pid no process has.  Either way also our own
+ * user's staged dumps (HC_SHM_STAGE_BASE) unwritten for a minute, which
+ * are not counted. */
 int hc_shm_clean_stale(bool reused);
 /* The pid in a segment's name, "heapctl.<pid>" or, where that name was
  * taken by something else, "heapctl.<pid>.<16 hex digits>"; -1 otherwise. */

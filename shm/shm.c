@@ -611,7 +611,9 @@ bool hc_shm_unfinished_own(int err, const hc_shm_header_t *h, const struct stat 
  * live processes: 6-9 ms a sweep, 0.3-0.6 ms this way; tests/bench/ctl.sh).
  * A file it leaves (its pid reused since) is removed by heapctl, which
  * makes the whole sweep, or by that pid's next process with the library,
- * which removes its own name at start-up. */
+ * which removes its own name at start-up.  Staged dumps of our own user
+ * left for over a minute go too (clean_staged), not counted among the
+ * segments removed. */
 /* The initial PID namespace's inode (the kernel's PROC_PID_INIT_INO,
  * fixed since Linux 3.8). */
 #define INIT_PIDNS_INO 0xEFFFFFFCull
@@ -699,6 +701,25 @@ static int clean_foreign(int dfd, const foreign_t *f, unsigned nf)
 	return removed;
 }
 
+/* A staged dump (HC_SHM_STAGE_BASE) of our own user that nobody has
+ * written for a minute: its client copies one out within the control
+ * thread's 2 s lease or gives up, and the control thread removes what a
+ * client gave up on; a file older than that was left by a process that
+ * ended before its lease did (its client killed, then the process).  A
+ * minute, so that a writer stopped for a while (SIGSTOP, a debugger) keeps
+ * its file. */
+#define STAGE_STALE_S 60
+
+static void clean_staged(int dfd, const char *name)
+{
+	struct stat st;
+	struct timespec now;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    clock_gettime(CLOCK_REALTIME, &now) != 0 || now.tv_sec - st.st_mtim.tv_sec < STAGE_STALE_S)
+		return;
+	(void)unlinkat(dfd, name, 0);
+}
+
 int hc_shm_clean_stale(bool reused)
 {
 	uint64_t pidns = hc_shm_pidns();
@@ -719,6 +740,11 @@ int hc_shm_clean_stale(bool reused)
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
 			off += d->d_reclen;
 			const char *name = d->d_name;
+			if (strncmp(name, HC_SHM_STAGE_BASE, sizeof HC_SHM_STAGE_BASE - 1) == 0) {
+				seen++;
+				clean_staged(dfd, name); /* not a segment: not counted */
+				continue;
+			}
 			int pid = hc_shm_name_pid(name);
 			if (pid < 0)
 				continue;

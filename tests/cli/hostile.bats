@@ -181,6 +181,27 @@ assert re.fullmatch(r"/proc/\d+/root/dev/shm/heapctl\.%s\.[0-9a-f]{16}" % sys.ar
 	[ ! -e "$mine" ] && [ -e "$young" ] && [ -e "$theirs" ]
 }
 
+# sees the whole machine (tests/run.sh gives it namespaces of its own): plants staged dumps for heapctl list and a new process to remove: any preloaded process that starts meanwhile sweeps them first
+# bats test_tags=machine
+@test "staged dumps left over a minute: heapctl list removes its own user's, a new process of nobody's hers; young ones and other users' stay" {
+	need_root
+	local mine=/dev/shm/heapctl-fetch.00000000000000a1.heap young=/dev/shm/heapctl-fetch.00000000000000a2.heap
+	local hers=/dev/shm/heapctl-fetch.00000000000000a3.heap
+	PLANTS+=("$mine" "$young" "$hers")
+	echo heap_v2/524288 >"$mine" && touch -d "2 minutes ago" "$mine"
+	echo heap_v2/524288 >"$young" && touch -d "30 seconds ago" "$young"
+	echo heap_v2/524288 >"$hers" && chown nobody:nogroup "$hers" && touch -d "1 hour ago" "$hers"
+	run --separate-stderr "$HEAPCTL" list
+	[ "$status" -eq 0 ]
+	# not a segment: list does not count it among those it removed
+	[[ "$stderr" != *"removed"* ]]
+	[ ! -e "$mine" ] && [ -e "$young" ] && [ -e "$hers" ]
+	# the first process of hers with the library sweeps hers at start
+	start_target -u nobody
+	wait_for 5 sh -c "[ ! -e $hers ]"
+	[ -e "$young" ]
+}
+
 @test "an empty file of its own user made just now: it may be another process's start-up, so left alone" {
 	planted_case empty-new
 	[ "$(stat -c %s "$PLANT")" = 0 ]
