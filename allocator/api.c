@@ -350,10 +350,10 @@ extern __typeof(free) hc_free __attribute__((alias("free"), copy(free), visibili
 /* calloc of a small size, and an alignment that the class of the size
  * has anyway (class_for_aligned, heap.c, would pick that class: every class
  * is a multiple of 8, many of 16 and more), take malloc's own path: its fast
- * path, and the thread's cache of blocks it freed for other threads, which
- * hc_alloc_aligned passes by.  A program that callocs or memaligns what
- * another thread frees (rptest) otherwise filled that cache only to push it
- * all back to the blocks' pages, and wrote blocks no CPU had in its cache. */
+ * path, and the thread's cache of other threads' blocks that it freed,
+ * which hc_alloc_aligned passes by.  A program that callocs or memaligns
+ * what another thread frees (rptest) otherwise filled that cache only to
+ * push it all back to the blocks' pages. */
 HC_EXPORT void *calloc(size_t nmemb, size_t size)
 {
 	size_t n;
