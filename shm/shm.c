@@ -740,7 +740,7 @@ int hc_shm_clean_stale(bool reused)
 			struct dirent64 *d = (struct dirent64 *)(buf + off);
 			off += d->d_reclen;
 			const char *name = d->d_name;
-			if (strncmp(name, HC_SHM_STAGE_BASE, sizeof HC_SHM_STAGE_BASE - 1) == 0) {
+			if (hc_shm_staged_path(name)) {
 				seen++;
 				clean_staged(dfd, name); /* not a segment: not counted */
 				continue;
