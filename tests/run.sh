@@ -28,8 +28,8 @@
 # sweep or dump what every heapctl process they can see leaves, which another
 # suite's processes would change, and their daemons would change the others':
 # they run in the pool in a PID namespace and a /dev/shm of their own
-# (tests/lib/isolate.sh), where they see only their own processes and nobody
-# sees theirs.  Where namespaces cannot be made (not root), they run alone
+# (tests/lib/isolate.sh), where they see only their own processes and no
+# other suite's sweep or daemon of theirs reaches the rest.  Where namespaces cannot be made (not root), they run alone
 # instead, as the suites in ALONE always do: after the others, one at a time
 # with nothing else running.  Suites start longest first (by the times of the
 # build's last run, or CI's in tests/lib/durations), so that a long one does
@@ -56,11 +56,19 @@ declare -A OWN_NS=(
 	[serve/serve_archive]="its daemon archives every preloaded process's dumps, and its retention tests count them"
 	[prof/daemon_shapes]="asserts that no heapctl-fetch staging file appears in /dev/shm while it runs"
 	[prof/fork_children]="takes every heapctl segment in /dev/shm that appears during its run for its children's"
-	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
 )
-# suite: why it cannot share the machine at all
+# suite: why it cannot share the machine at all.  A namespace hides the
+# rest of the machine from a suite, not the suite from the rest: a daemon
+# of the initial PID namespace sees every process and reaches its segment
+# through /proc/PID/root, so a suite that counts the commands its targets
+# receive runs alone (commands:machine saw one, isolated, in make check).
 declare -A ALONE=(
 	[containers/names]="counts every heapctl segment in /dev/shm before and after, its podman containers' too"
+	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
+	[cli/commands:machine]="asserts that its target received no command"
+	[cli/namespaces:machine]="asserts that its target received no command"
+	[cli/robustness:machine]="asserts that no client called its target"
+	[cli/figures:machine]="compares the commands its target received, by two sources moments apart"
 )
 iso=0
 unshare --pid --fork --mount-proc true 2>/dev/null && iso=1

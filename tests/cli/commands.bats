@@ -160,7 +160,7 @@ assert s["segment"].endswith("/dev/shm/heapctl." + sys.argv[1]), s' "$TPID"
 	[ "$output" = "heapctl: set: unknown setting 'prof.bogus' (see 'heapctl help set')" ]
 }
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): asserts that the target received no command: a daemon of another suite asks every preloaded process
+# runs alone (tests/run.sh): asserts that the target received no command: a daemon of another suite asks every preloaded process
 # bats test_tags=machine
 @test "set: invalid values are exit 2 with the precise reason, checked before anything is sent" {
 	start_target

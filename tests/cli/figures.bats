@@ -182,7 +182,7 @@ held() {
 	wait_for 10 grep -q '^allocated$' "$T/hold.out"
 }
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): compares the commands a process received, by two sources moments apart: another suite's daemon asks every process where its memory goes (a command) as it starts and on each /metrics scrape (serve/mem.c)
+# runs alone (tests/run.sh): compares the commands a process received, by two sources moments apart: another suite's daemon asks every process where its memory goes (a command) as it starts and on each /metrics scrape (serve/mem.c)
 # bats test_tags=machine
 @test "figures: list, status, watch, /targets and /metrics show one quiescent process's figures equal, name by name" {
 	held
@@ -215,7 +215,7 @@ held() {
 	[ "${lines[2]}" = "\"$(IFS='|'; echo "${want[*]}")\"" ]
 }
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): compares system-wide figures taken moments apart
+# runs alone (tests/run.sh): compares system-wide figures taken moments apart
 # bats test_tags=machine
 @test "figures: an injected process's highwater is its highest mapped (glibc's heap), as a preloaded one's, and shown the same everywhere" {
 	need_root

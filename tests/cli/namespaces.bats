@@ -240,7 +240,7 @@ assert d["fetched"] is True, d' "$output" "$CPID" "$T"
 	[ "$(ls "/proc/$CPID/root/dev/shm")" = heapctl.1 ]
 }
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): asserts that the target received no command: a daemon of another suite asks every preloaded process
+# runs alone (tests/run.sh): asserts that the target received no command: a daemon of another suite asks every preloaded process
 # bats test_tags=machine
 @test "set prof.prefix=RELATIVE for a target that sees another file system: exit 2, nothing changed" {
 	need_pidns
@@ -324,7 +324,7 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 
 # ---- another user --------------------------------------------------------------------------
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)
+# runs alone (tests/run.sh): asserts that no heapctl-fetch file of nobody's appeared in /dev/shm (serve's and hostile's suites run commands as nobody)
 # bats test_tags=machine
 @test "a target of another user in our mount namespace: dump -o FILE and dump make root's files in root's directory" {
 	need_root

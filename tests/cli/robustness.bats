@@ -237,7 +237,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 	[ "$output" = "$TPID: prof.active=true" ]
 }
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): asserts that no client called its target, and another suite's
+# runs alone (tests/run.sh): asserts that no client called its target, and another suite's
 # daemon asks every preloaded process
 # bats test_tags=machine
 @test "d. a process no client has called keeps its command slots unwritten: 16 KiB or less of /dev/shm, 40 before; the first command still answers" {
@@ -318,7 +318,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 
 # g. ------------------------------------------------------------------------------------
 
-# sees the whole machine (tests/run.sh gives it namespaces of its own): sweeps stale segments and counts heapctl list's rows: any heapctl process that starts meanwhile changes both
+# runs alone (tests/run.sh): sweeps stale segments and counts heapctl list's rows: any heapctl process that starts meanwhile changes both
 # bats test_tags=machine
 @test "g. PID reuse: a segment whose pid/start time are not the process's is stale: exit 4, removed" {
 	start_target
