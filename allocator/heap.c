@@ -16,8 +16,8 @@
  *    without scanning full pages;
  *  - retiring empty pages and releasing empty chunks to the cache;
  *  - thread exit: the heap's chunks are abandoned to a global list and adopted
- *    by the next heap that needs a chunk, so a churn of short-lived threads
- *    reuses memory instead of growing;
+ *    by the first heap that frees into one, or the next that needs a chunk,
+ *    so a churn of short-lived threads reuses memory instead of growing;
  *  - fork: locks held across fork, and in the child the heaps of threads that
  *    no longer exist are disowned (their blocks stay freeable);
  *  - shared heaps, used under a lock: a thread's first blocks of each class
@@ -705,21 +705,23 @@ static bool heap_drain_xpages(hc_heap_t *h)
 	return gained;
 }
 
-/* Take ownership of an abandoned chunk and rebuild its page queues from the
- * pages themselves (the old heap's links mean nothing now). */
-static bool heap_adopt(hc_heap_t *h)
+/* Unlink c from the abandoned list (under abandoned_lock). */
+static void adrift_unlink(hc_chunk_t *c)
 {
-	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
-		return false;
-	hc_mutex_lock(&abandoned_lock);
-	hc_chunk_t *c = abandoned;
-	if (c) {
+	if (c->prev)
+		c->prev->next = c->next;
+	else
 		abandoned = c->next;
-		abandoned_count--;
-	}
-	hc_mutex_unlock(&abandoned_lock);
-	if (c == NULL)
-		return false;
+	if (c->next)
+		c->next->prev = c->prev;
+	abandoned_count--;
+}
+
+/* Take ownership of c, just unlinked from the abandoned list, and rebuild
+ * its page queues from the pages themselves (the old heap's links mean
+ * nothing now). */
+static void chunk_adopt(hc_heap_t *h, hc_chunk_t *c)
+{
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 	heap_link_chunk(h, c);
@@ -745,7 +747,35 @@ static bool heap_adopt(hc_heap_t *h)
 	}
 	for (unsigned cls = 0; cls < HC_NCLASSES; cls++)
 		direct_update(h, cls);
+}
+
+/* Adopt the most recently abandoned chunk, if there is one. */
+static bool heap_adopt(hc_heap_t *h)
+{
+	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
+		return false;
+	hc_mutex_lock(&abandoned_lock);
+	hc_chunk_t *c = abandoned;
+	if (c)
+		adrift_unlink(c);
+	hc_mutex_unlock(&abandoned_lock);
+	if (c == NULL)
+		return false;
+	chunk_adopt(h, c);
 	return true;
+}
+
+/* Adopt c, which the caller saw adrift, unless another heap took it first. */
+static bool heap_reclaim(hc_heap_t *h, hc_chunk_t *c)
+{
+	hc_mutex_lock(&abandoned_lock);
+	bool adrift = __atomic_load_n(&c->owner, __ATOMIC_RELAXED) == HC_TID_ADRIFT;
+	if (adrift)
+		adrift_unlink(c);
+	hc_mutex_unlock(&abandoned_lock);
+	if (adrift)
+		chunk_adopt(h, c);
+	return adrift;
 }
 
 static void heap_decay(hc_heap_t *h)
@@ -1201,6 +1231,15 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
 	hc_page_t *pg = &c->pages[slot];
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
+	hc_heap_t *h = hc_tls_heap;
+	/* a chunk whose thread has exited goes to the first live heap that
+	 * frees into it: it holds blocks that heap was handed, which would
+	 * otherwise each come back through this path, and out again through
+	 * the remote cache, for as long as the program kept them (larson:
+	 * each thread works on the blocks its predecessor left; DESIGN.md) */
+	if (unlikely(owner == HC_TID_ADRIFT) && h->state == HC_HEAP_LIVE && h->tid == hc_thread_id() &&
+	    heap_reclaim(h, c))
+		owner = h->tid;
 	if (owner == hc_thread_id()) {
 		if (unlikely(!pg->in_use))
 			hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
@@ -1221,7 +1260,6 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	/* a shared heap's blocks go back at once: they are the starter
 	 * blocks of threads to come (thread_cost: 2,000 idle threads kept the
 	 * 28 blocks each had freed, 25 KiB a thread) */
-	hc_heap_t *h = hc_tls_heap;
 	/* 8-byte blocks have no room for the mark, so nothing would catch
 	 * one freed twice into the cache before the cache handed it out
 	 * twice; their page's list is walked when it is taken back */
@@ -1279,11 +1317,13 @@ static void heap_abandon(hc_heap_t *h)
 		if (c->nused == 0) {
 			hc_chunk_put(c);
 		} else {
-			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELEASE);
 			c->heap = NULL;
 			hc_mutex_lock(&abandoned_lock);
+			__atomic_store_n(&c->owner, HC_TID_ADRIFT, __ATOMIC_RELEASE);
 			c->next = abandoned;
 			c->prev = NULL;
+			if (abandoned)
+				abandoned->prev = c;
 			abandoned = c;
 			abandoned_count++;
 			hc_mutex_unlock(&abandoned_lock);

@@ -93,6 +93,7 @@ static inline uintptr_t hc_thread_id(void)
 }
 #define HC_TID_NONE     ((uintptr_t)0)
 #define HC_TID_FALLBACK ((uintptr_t)1)
+#define HC_TID_ADRIFT   ((uintptr_t)2) /* small chunk on the abandoned list (heap.c) */
 
 /* ---- size classes ------------------------------------------------------ */
 
