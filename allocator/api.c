@@ -197,6 +197,17 @@ HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 	return NULL;
 }
 
+HC_NOINLINE void *hc_malloc_cached(size_t n, void *(*slow)(size_t))
+{
+	hc_heap_t *h = hc_tls_heap;
+	unsigned cls = hc_class_small[(n + 7) >> 3];
+	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
+	if (unlikely(left < 0))
+		return slow(n);
+	h->countdown = left;
+	return hc_xcache_take(h, cls);
+}
+
 HC_NOINLINE void *hc_malloc_slow(size_t n)
 {
 	if (HC_XCACHE && n <= HC_SMALL_MAX) {
@@ -338,6 +349,12 @@ HC_EXPORT void free(void *p)
 		__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
 		if (unlikely(live <= 0))
 			hc_small_free_settle(c, pg, p);
+		return;
+	}
+	/* another thread's small block, without free_generic's call (its
+	 * checks in the same order) */
+	if (likely(c->magic == HC_MAGIC && c->kind == HC_KIND_SMALL)) {
+		hc_small_free_slow(c, p);
 		return;
 	}
 	free_generic(c, p);

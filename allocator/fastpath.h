@@ -22,13 +22,22 @@ HC_NOINLINE void *hc_malloc_slow(size_t n);
 HC_COLD void *hc_malloc_bad_link(hc_block_t *b);
 void hc_free(void *p);
 
+/* A block from the remote cache's list of n's class, which the caller saw
+ * not empty, unless the countdown is due: then slow(n), which counts the
+ * event.  Out of line, so that the fast path keeps its shape (a tail jump
+ * here as to slow); api.c. */
+HC_NOINLINE void *hc_malloc_cached(size_t n, void *(*slow)(size_t));
+
 static inline __attribute__((always_inline)) void *hc_malloc_fast(size_t n, void *(*slow)(size_t))
 {
 	hc_heap_t *h = hc_tls_heap;
 	if (likely(n <= HC_SMALL_FAST)) {
 		unsigned cls = hc_class_small[(n + 7) >> 3];
+		/* the remote cache first (heap.c): taken here, not by the slow
+		 * path, since a thread that frees other threads' blocks of a
+		 * class may take every block of it from there */
 		if (HC_XCACHE && unlikely(h->xcache[cls] != NULL))
-			return slow(n);
+			return hc_malloc_cached(n, slow);
 		hc_page_t *pg = h->direct[cls];
 		hc_block_t *b = pg->free;
 		int64_t left = h->countdown - (int64_t)hc_class_size[cls];

@@ -16,8 +16,8 @@
  *    without scanning full pages;
  *  - retiring empty pages and releasing empty chunks to the cache;
  *  - thread exit: the heap's chunks are abandoned to a global list and adopted
- *    by the first heap that frees into one, or the next that needs a chunk,
- *    so a churn of short-lived threads reuses memory instead of growing;
+ *    by the next heap that needs a chunk, so a churn of short-lived threads
+ *    reuses memory instead of growing;
  *  - fork: locks held across fork, and in the child the heaps of threads that
  *    no longer exist are disowned (their blocks stay freeable);
  *  - shared heaps, used under a lock: a thread's first blocks of each class
@@ -705,23 +705,21 @@ static bool heap_drain_xpages(hc_heap_t *h)
 	return gained;
 }
 
-/* Unlink c from the abandoned list (under abandoned_lock). */
-static void adrift_unlink(hc_chunk_t *c)
+/* Take ownership of an abandoned chunk and rebuild its page queues from the
+ * pages themselves (the old heap's links mean nothing now). */
+static bool heap_adopt(hc_heap_t *h)
 {
-	if (c->prev)
-		c->prev->next = c->next;
-	else
+	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
+		return false;
+	hc_mutex_lock(&abandoned_lock);
+	hc_chunk_t *c = abandoned;
+	if (c) {
 		abandoned = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	abandoned_count--;
-}
-
-/* Take ownership of c, just unlinked from the abandoned list, and rebuild
- * its page queues from the pages themselves (the old heap's links mean
- * nothing now). */
-static void chunk_adopt(hc_heap_t *h, hc_chunk_t *c)
-{
+		abandoned_count--;
+	}
+	hc_mutex_unlock(&abandoned_lock);
+	if (c == NULL)
+		return false;
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
 	heap_link_chunk(h, c);
@@ -747,35 +745,7 @@ static void chunk_adopt(hc_heap_t *h, hc_chunk_t *c)
 	}
 	for (unsigned cls = 0; cls < HC_NCLASSES; cls++)
 		direct_update(h, cls);
-}
-
-/* Adopt the most recently abandoned chunk, if there is one. */
-static bool heap_adopt(hc_heap_t *h)
-{
-	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
-		return false;
-	hc_mutex_lock(&abandoned_lock);
-	hc_chunk_t *c = abandoned;
-	if (c)
-		adrift_unlink(c);
-	hc_mutex_unlock(&abandoned_lock);
-	if (c == NULL)
-		return false;
-	chunk_adopt(h, c);
 	return true;
-}
-
-/* Adopt c, which the caller saw adrift, unless another heap took it first. */
-static bool heap_reclaim(hc_heap_t *h, hc_chunk_t *c)
-{
-	hc_mutex_lock(&abandoned_lock);
-	bool adrift = __atomic_load_n(&c->owner, __ATOMIC_RELAXED) == HC_TID_ADRIFT;
-	if (adrift)
-		adrift_unlink(c);
-	hc_mutex_unlock(&abandoned_lock);
-	if (adrift)
-		chunk_adopt(h, c);
-	return adrift;
 }
 
 static void heap_decay(hc_heap_t *h)
@@ -1005,8 +975,6 @@ static HC_NOINLINE hc_shared_t *shared_lock(hc_heap_t *h, hc_shared_t *sh)
 	return sh;
 }
 
-static inline hc_block_t *xcache_take(hc_heap_t *h, unsigned cls);
-
 void *hc_small_alloc_slow(size_t n, size_t align)
 {
 	hc_heap_t *h = heap_get(); /* first: it fills the class tables */
@@ -1014,7 +982,7 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	if (cls < 0)
 		return NULL;
 	if (HC_XCACHE && h->xcache[cls] != NULL) /* never for the fallback */
-		return xcache_take(h, (unsigned)cls);
+		return hc_xcache_take(h, (unsigned)cls);
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
 		sh = &shared[0];
@@ -1176,13 +1144,9 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 	h->xtaken[cls] = 0;
 }
 
-static void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
+static inline void xcache_push(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
 	unsigned cls = xp->cls;
-	if (unlikely(h->xcache[cls] == b)) /* the mark catches this first; kept as a guard */
-		hc_fatal_ptr("free(): double free of", b);
-	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
-		xcache_overflow(h, cls);
 	if (HC_DEBUG)
 		memset(b + 1, HC_JUNK_FREE, xp->block_size - sizeof *b);
 	mark_set(b, xp->block_size);
@@ -1191,20 +1155,24 @@ static void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 	h->xcount[cls]++;
 }
 
-/* The caller saw a block in the list (not just a count: a list cut short
- * by a write after free must not be followed past its end). */
-static inline hc_block_t *xcache_take(hc_heap_t *h, unsigned cls)
+/* xcache_put when the list is full: room made for b, then b put. */
+static HC_NOINLINE void xcache_put_full(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
-	hc_block_t *b = h->xcache[cls];
-	uint32_t bs = hc_class_size[cls];
-	h->xcache[cls] = b->next;
-	h->xcount[cls] -= h->xcount[cls] != 0;
-	h->xtaken[cls] = 1;
-	if (HC_DEBUG)
-		memset(b, HC_JUNK_ALLOC, bs);
+	xcache_overflow(h, xp->cls);
+	xcache_push(h, xp, b);
+}
+
+/* Its calls are tail calls, so the free of another thread's block that
+ * ends here needs no stack frame of its own. */
+static inline void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
+{
+	unsigned cls = xp->cls;
+	if (unlikely(h->xcache[cls] == b)) /* the mark catches this first; kept as a guard */
+		hc_fatal_ptr("free(): double free of", b);
+	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
+		xcache_put_full(h, xp, b);
 	else
-		hc_block_unmark(b, bs);
-	return b;
+		xcache_push(h, xp, b);
 }
 
 /* malloc's first resort when its fast path fails: a block of n's class
@@ -1221,31 +1189,30 @@ void *hc_small_cached(size_t n)
 	if (left < 0)
 		return NULL;
 	h->countdown = left;
-	return xcache_take(h, cls);
+	return hc_xcache_take(h, cls);
+}
+
+/* hc_small_free_slow's case of a block of the calling thread's own chunk
+ * (its callers other than free's fast path). */
+static HC_NOINLINE void free_own(hc_chunk_t *c, void *p)
+{
+	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
+	if (unlikely(!pg->in_use))
+		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
+	if (unlikely(!hc_block_start(pg, p)))
+		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
+	free_local(c, pg, p);
 }
 
 /* A free the fast path passed on: a small chunk of another owner (or of
- * none). */
+ * none).  Every call in it is a tail call, so the free of another thread's
+ * block into the remote cache saves and restores no registers. */
 void hc_small_free_slow(hc_chunk_t *c, void *p)
 {
 	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
-	hc_page_t *pg = &c->pages[slot];
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
-	hc_heap_t *h = hc_tls_heap;
-	/* a chunk whose thread has exited goes to the first live heap that
-	 * frees into it: it holds blocks that heap was handed, which would
-	 * otherwise each come back through this path, and out again through
-	 * the remote cache, for as long as the program kept them (larson:
-	 * each thread works on the blocks its predecessor left; DESIGN.md) */
-	if (unlikely(owner == HC_TID_ADRIFT) && h->state == HC_HEAP_LIVE && h->tid == hc_thread_id() &&
-	    heap_reclaim(h, c))
-		owner = h->tid;
-	if (owner == hc_thread_id()) {
-		if (unlikely(!pg->in_use))
-			hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
-		if (unlikely(!hc_block_start(pg, p)))
-			hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
-		free_local(c, pg, p);
+	if (unlikely(owner == hc_thread_id())) {
+		free_own(c, p);
 		return;
 	}
 	/* not the owner's: only the page's remote half (hc_xpage_t) is read,
@@ -1253,20 +1220,21 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	hc_xpage_t *xp = &c->xpage[slot];
 	if (unlikely(!__atomic_load_n(&xp->in_use, __ATOMIC_ACQUIRE)))
 		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
-	if (unlikely(!hc_block_start(pg, p)))
+	if (unlikely(!hc_block_start(&c->pages[slot], p)))
 		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
 	if (unlikely(marked(p, xp->block_size)))
 		hc_fatal_ptr("free(): double free of", p);
 	/* a shared heap's blocks go back at once: they are the starter
 	 * blocks of threads to come (thread_cost: 2,000 idle threads kept the
 	 * 28 blocks each had freed, 25 KiB a thread) */
+	hc_heap_t *h = hc_tls_heap;
 	/* 8-byte blocks have no room for the mark, so nothing would catch
 	 * one freed twice into the cache before the cache handed it out
 	 * twice; their page's list is walked when it is taken back */
 	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t))
 		xcache_put(h, xp, p);
 	else
-		hc_small_free_remote(c, pg, p);
+		hc_small_free_remote(c, &c->pages[slot], p);
 }
 
 /* The owner freed p into pg and the live count dropped to <= 0: the page
@@ -1317,13 +1285,11 @@ static void heap_abandon(hc_heap_t *h)
 		if (c->nused == 0) {
 			hc_chunk_put(c);
 		} else {
+			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELEASE);
 			c->heap = NULL;
 			hc_mutex_lock(&abandoned_lock);
-			__atomic_store_n(&c->owner, HC_TID_ADRIFT, __ATOMIC_RELEASE);
 			c->next = abandoned;
 			c->prev = NULL;
-			if (abandoned)
-				abandoned->prev = c;
 			abandoned = c;
 			abandoned_count++;
 			hc_mutex_unlock(&abandoned_lock);

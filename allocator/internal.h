@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <pthread.h>
 
 #include "hc_alloc.h"
@@ -93,7 +94,6 @@ static inline uintptr_t hc_thread_id(void)
 }
 #define HC_TID_NONE     ((uintptr_t)0)
 #define HC_TID_FALLBACK ((uintptr_t)1)
-#define HC_TID_ADRIFT   ((uintptr_t)2) /* small chunk on the abandoned list (heap.c) */
 
 /* ---- size classes ------------------------------------------------------ */
 
@@ -423,6 +423,25 @@ struct hc_heap_s {
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
+
+/* A block of class cls from the thread's remote cache (heap.c), whose list
+ * the caller saw not empty (not just a count: a list cut short by a write
+ * after free must not be followed past its end): for hc_malloc_cached
+ * (api.c), where malloc's fast path goes when the list is not empty, and
+ * for the slow path of the sizes the fast path leaves. */
+static inline hc_block_t *hc_xcache_take(hc_heap_t *h, unsigned cls)
+{
+	hc_block_t *b = h->xcache[cls];
+	uint32_t bs = hc_class_size[cls];
+	h->xcache[cls] = b->next;
+	h->xcount[cls] -= h->xcount[cls] != 0;
+	h->xtaken[cls] = 1;
+	if (HC_DEBUG)
+		memset(b, HC_JUNK_ALLOC, bs);
+	else
+		hc_block_unmark(b, bs);
+	return b;
+}
 
 /* ---- arenas for large runs --------------------------------------------- */
 

@@ -11,6 +11,16 @@
  * generation frees blocks that a thread which has exited allocated, as a
  * server whose requests outlive the thread that started them.
  *
+ * relay=1 runs the generations as larson itself does: each thread, done,
+ * starts its successor and then exits, so the two overlap, and the thread
+ * that starts a slice's first generation (the main one) stays alive, idle,
+ * with the blocks it filled the slices with still in use.  touch=1 writes
+ * only a block's first 8 bytes and reads none before freeing it (larson
+ * writes two bytes): the free is the first the program's thread has seen
+ * of the block's line.  touch=0 writes a word in each 64 bytes and reads
+ * the first and last byte back before the free.  The row larson_relay
+ * (tests/bench/run.sh) is both, with free(): mimalloc-bench's larsonN.
+ *
  * The sized free is the one the allocator in the process offers, found with
  * dlsym at start: free_sized (C23), sdallocx (jemalloc, heapctl),
  * mi_free_size (mimalloc) or tc_free_sized (tcmalloc), else free (glibc
@@ -19,16 +29,25 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <semaphore.h>
 
 #include "bench.h"
 
+/* a line each: the workers write rng and sum on every step, and two of
+ * them in one line took it from each other on every step (at 48 bytes,
+ * the row's two workers spent more time on their random numbers than in
+ * the allocator) */
 struct worker {
 	pthread_t tid;
 	struct bench_churn_slot *slot; /* this worker's slice */
 	uint64_t rng, sum, errors;
-};
+	long gen; /* relay: generations begun */
+} __attribute__((aligned(64)));
 
-static long nchunks, rounds, minsz, maxsz;
+static long nchunks, rounds, minsz, maxsz, gens;
+static int relay, touch;
+static sem_t slices_done; /* relay: posted by each slice's last thread */
+static pthread_attr_t detached;
 
 /* The sized free: one of two shapes, resolved once before any thread. */
 static void (*free2)(void *, size_t);
@@ -66,7 +85,21 @@ static void fill_slot(struct bench_churn_slot *s, uint64_t *rng)
 	s->size = (uint32_t)bench_range(rng, minsz, maxsz);
 	s->tag = (uint32_t)bench_rand(rng);
 	s->p = bench_xmalloc(s->size);
-	bench_churn_fill(s->p, s->size, s->tag);
+	if (touch) {
+		uint64_t w = (uint64_t)s->tag << 32;
+		memcpy(s->p, &w, 8);
+	} else {
+		bench_churn_fill(s->p, s->size, s->tag);
+	}
+}
+
+/* What bench_churn_check checks of a block that touch=1 wrote. */
+static uint64_t first_word_check(const struct bench_churn_slot *s, uint64_t *errors)
+{
+	uint64_t w;
+	memcpy(&w, s->p, 8);
+	*errors += w != (uint64_t)s->tag << 32;
+	return bench_mix(w + s->size);
 }
 
 static void *generation(void *arg)
@@ -75,9 +108,23 @@ static void *generation(void *arg)
 
 	for (long k = 0; k < rounds * nchunks; k++) {
 		struct bench_churn_slot *s = &w->slot[bench_range(&w->rng, 0, nchunks - 1)];
-		w->sum += bench_churn_check(s, &w->errors);
+		if (touch)
+			w->sum += bench_mix(((uint64_t)s->tag << 32) | s->size);
+		else
+			w->sum += bench_churn_check(s, &w->errors);
 		sized_free(s->p, s->size);
 		fill_slot(s, &w->rng);
+	}
+	if (relay) {
+		/* w belongs to the successor from here on */
+		if (++w->gen < gens) {
+			if (pthread_create(&w->tid, &detached, generation, w)) {
+				fprintf(stderr, "larson_sized: pthread_create failed\n");
+				exit(1);
+			}
+		} else {
+			sem_post(&slices_done);
+		}
 	}
 	return NULL;
 }
@@ -93,9 +140,14 @@ int main(int argc, char **argv)
 		{ "gens", 20, "threads that take each slice over in turn" },
 		{ "sized", 1, "1: free with the size (sdallocx etc.), 0: free()" },
 		{ "seed", 4141, "random seed" },
+		{ "relay", 0, "1: each thread starts its successor, then exits (larson)" },
+		{ "touch", 0, "1: write a block's first 8 bytes only, read none before its free" },
 	};
 	bench_parse(argc, argv, "Larson server simulation with sized frees.", o, BENCH_NOPTS(o));
-	long nt = o[0].value, gens = o[5].value;
+	long nt = o[0].value;
+	gens = o[5].value;
+	relay = o[8].value != 0;
+	touch = o[9].value != 0;
 	nchunks = o[1].value;
 	minsz = o[2].value;
 	maxsz = o[3].value;
@@ -120,7 +172,22 @@ int main(int argc, char **argv)
 			fill_slot(&w[t].slot[i], &w[t].rng);
 	}
 	double t0 = bench_now();
-	for (long g = 0; g < gens; g++) {
+	if (relay && gens > 0) {
+		if (sem_init(&slices_done, 0, 0) || pthread_attr_init(&detached) ||
+		    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED)) {
+			fprintf(stderr, "larson_sized: cannot set up the relay\n");
+			return 1;
+		}
+		for (long t = 0; t < nt; t++)
+			if (pthread_create(&w[t].tid, &detached, generation, &w[t])) {
+				fprintf(stderr, "larson_sized: pthread_create failed\n");
+				return 1;
+			}
+		for (long t = 0; t < nt; t++)
+			while (sem_wait(&slices_done) != 0)
+				;
+	}
+	for (long g = 0; g < gens && !relay; g++) {
 		for (long t = 0; t < nt; t++)
 			if (pthread_create(&w[t].tid, NULL, generation, &w[t])) {
 				fprintf(stderr, "larson_sized: pthread_create failed\n");
@@ -135,7 +202,7 @@ int main(int argc, char **argv)
 		errors += w[t].errors;
 	}
 	for (long i = 0; i < nt * nchunks; i++) {
-		sum += bench_churn_check(&all[i], &errors);
+		sum += touch ? first_word_check(&all[i], &errors) : bench_churn_check(&all[i], &errors);
 		sized_free(all[i].p, all[i].size);
 	}
 	free(all);

@@ -39,7 +39,7 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized larson_relay xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches simple_batches pareto_churn"
 # C++ (g++), through operator new and delete
 cxx_programs="cxx_new_delete"
@@ -66,6 +66,9 @@ bench_argv() {
 	false_share_1t) argv=("$out/false_share" threads=1 passive=0) ;;
 	false_share_thrash) argv=("$out/false_share" passive=0) ;;
 	thread_swap) argv=("$out/thread_leftover" garbage=0 slots=1000 threads=10 rounds=1000) ;;
+	# larsonN as it runs: generations that overlap, an idle main thread whose
+	# blocks the workers start from, and blocks touched in their first bytes
+	larson_relay) argv=("$out/larson_sized" relay=1 touch=1 sized=0 rounds=100 gens=10) ;;
 	# calloc and memalign(16, n) of a small block, and free (rptest uses only those)
 	calloc_pairs) argv=("$out/fastpath" via=1 pairs=10000000 size=48) ;;
 	memalign_pairs) argv=("$out/fastpath" via=2 pairs=10000000 size=48) ;;

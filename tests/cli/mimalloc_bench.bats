@@ -39,6 +39,7 @@ same_sum() {
 	done
 	same_sum "$T/larson_sized" chunks=500 rounds=4 gens=3
 	same_sum "$T/larson_sized" chunks=500 rounds=4 gens=3 sized=0
+	same_sum "$T/larson_sized" chunks=500 rounds=4 gens=3 sized=0 relay=1 touch=1
 	same_sum "$T/xthread_batches" loops=300
 	same_sum "$T/simple_batches" pairs=3200
 	same_sum "$T/pareto_churn" slots=4096 ops=200000

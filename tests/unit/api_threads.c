@@ -2,7 +2,7 @@
  * tests/unit/api_threads.c - where threads' first blocks land: the main
  * thread without starter pages, page offsets, a thread's first blocks from
  * shared pages, threads one after another sharing one heap, holes filled
- * before carving, the blocks of a thread that exited freed by another.
+ * before carving.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */
@@ -249,41 +249,6 @@ static void test_page_offsets(void)
 	    sb, (unsigned long)low[sa]);
 }
 
-/* ---- a thread that exited leaves blocks; another frees them ------------ */
-
-/* 200 blocks of 2500 bytes (class 2560, 25 to a page: 16 from a shared
- * heap, then 8 pages of the thread's own), kept when the thread exits. */
-static void *leaver_thread(void *arg)
-{
-	void **p = arg;
-	for (int i = 0; i < 200; i++)
-		p[i] = v_malloc(2500);
-	return NULL;
-}
-
-/* The first free into the chunk of a thread that has exited makes it the
- * freeing thread's (heap_reclaim, heap.c), so the rest of the frees are
- * that thread's own and the emptied pages are retired at once: stats.active
- * drops by all but one of the 8 pages.  Before, each free went by the
- * freeing thread's remote cache to the page's remote list, and the pages
- * stayed in use until some thread needed a page and adopted the chunk. */
-static void test_dead_thread_blocks(void)
-{
-	if (!unsampled_heapctl())
-		return;
-	void *p[200];
-	if (!in_thread(leaver_thread, p))
-		return;
-	hc_epoch_refresh();
-	size_t before = hc_stat("stats.active");
-	for (int i = 0; i < 200; i++)
-		v_free(p[i]);
-	hc_epoch_refresh();
-	size_t after = hc_stat("stats.active");
-	CHECK(after + 6 * 65536 <= before, "freeing 200 blocks of a thread that exited: stats.active %zu -> %zu",
-	    before, after);
-}
-
 int main(void)
 {
 	double t0 = api_start();
@@ -293,7 +258,6 @@ int main(void)
 		RUN(test_thread_starter_blocks);
 		RUN(test_sequential_threads_share);
 		RUN(test_holes_before_carving);
-		RUN(test_dead_thread_blocks);
 	}
 	return api_finish("api_threads", t0);
 }
