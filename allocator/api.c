@@ -197,7 +197,7 @@ HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 	return NULL;
 }
 
-HC_NOINLINE void *hc_malloc_cached(size_t n, void *(*slow)(size_t))
+HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
 	unsigned cls = hc_class_small[(n + 7) >> 3];

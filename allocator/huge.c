@@ -64,7 +64,7 @@ static size_t cache_limit(void)
 {
 	/* keep at most half of what is live, and at least 64 MiB.  A quarter
 	 * let mimalloc-bench's malloc-large (20 buffers of 5-25 MiB, one
-	 * replaced at a time) evict a mapping every 25 replacements and fault
+	 * replaced at a time) evict a mapping every 24 replacements and fault
 	 * it in again: 480,000 page faults and 1.25x tcmalloc's time, against
 	 * 196,000 and 1.01x with half, at the same peak RSS (RESULTS.md).  The
 	 * decay (hc_huge_decay) unmaps what stays cached two epochs anyway. */
