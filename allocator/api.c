@@ -200,12 +200,8 @@ HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
-	unsigned cls = hc_class_small[(n + 7) >> 3];
-	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
-	if (unlikely(left < 0))
-		return slow(n);
-	h->countdown = left;
-	return hc_xcache_take(h, cls);
+	hc_block_t *b = hc_xcache_charged(h, hc_class_small[(n + 7) >> 3]);
+	return likely(b != NULL) ? b : slow(n);
 }
 
 HC_NOINLINE void *hc_malloc_slow(size_t n)
@@ -218,12 +214,13 @@ HC_NOINLINE void *hc_malloc_slow(size_t n)
 	return hc_alloc_aligned(0, n, false);
 }
 
+/* What free's fast path and its test for another thread's small block
+ * leave: a large or huge object, or a header that is not a chunk's. */
 static HC_NOINLINE void free_generic(hc_chunk_t *c, void *p)
 {
 	if (unlikely(c->magic != HC_MAGIC))
 		hc_fatal_ptr("free(): invalid pointer:", p);
 	switch (c->kind) {
-	case HC_KIND_SMALL: hc_small_free_slow(c, p); return;
 	case HC_KIND_LARGE: hc_large_free(c, p); return;
 	case HC_KIND_HUGE:
 		if ((char *)c + c->huge_offset != (char *)p)
@@ -351,8 +348,7 @@ HC_EXPORT void free(void *p)
 			hc_small_free_settle(c, pg, p);
 		return;
 	}
-	/* another thread's small block, without free_generic's call (its
-	 * checks in the same order) */
+	/* another thread's small block (or a shared heap's, or none's) */
 	if (likely(c->magic == HC_MAGIC && c->kind == HC_KIND_SMALL)) {
 		hc_small_free_slow(c, p);
 		return;

@@ -1185,37 +1185,19 @@ void *hc_small_cached(size_t n)
 	unsigned cls = hc_size_class(n);
 	if (h->xcache[cls] == NULL) /* always so until the heap is made */
 		return NULL;
-	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
-	if (left < 0)
-		return NULL;
-	h->countdown = left;
-	return hc_xcache_take(h, cls);
-}
-
-/* hc_small_free_slow's case of a block of the calling thread's own chunk
- * (its callers other than free's fast path). */
-static HC_NOINLINE void free_own(hc_chunk_t *c, void *p)
-{
-	hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
-	if (unlikely(!pg->in_use))
-		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
-	if (unlikely(!hc_block_start(pg, p)))
-		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
-	free_local(c, pg, p);
+	return hc_xcache_charged(h, cls);
 }
 
 /* A free the fast path passed on: a small chunk of another owner (or of
- * none).  Every call in it is a tail call, so the free of another thread's
- * block into the remote cache saves and restores no registers. */
+ * none; free, its only caller, saw that the chunk is not the calling
+ * thread's, and only this thread could make it so).  Every call in it is a
+ * tail call, so the free of another thread's block into the remote cache
+ * saves and restores no registers. */
 void hc_small_free_slow(hc_chunk_t *c, void *p)
 {
 	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
-	if (unlikely(owner == hc_thread_id())) {
-		free_own(c, p);
-		return;
-	}
-	/* not the owner's: only the page's remote half (hc_xpage_t) is read,
+	/* only the page's remote half (hc_xpage_t) is read,
 	 * but where the checked build looks at where blocks start */
 	hc_xpage_t *xp = &c->xpage[slot];
 	if (unlikely(!__atomic_load_n(&xp->in_use, __ATOMIC_ACQUIRE)))

@@ -443,6 +443,18 @@ static inline hc_block_t *hc_xcache_take(hc_heap_t *h, unsigned cls)
 	return b;
 }
 
+/* hc_xcache_take for an allocation, charged to the countdown; NULL, and
+ * nothing taken, if the countdown is due (the slow path counts the
+ * event and may sample the allocation). */
+static inline hc_block_t *hc_xcache_charged(hc_heap_t *h, unsigned cls)
+{
+	int64_t left = h->countdown - (int64_t)hc_class_size[cls];
+	if (left < 0)
+		return NULL;
+	h->countdown = left;
+	return hc_xcache_take(h, cls);
+}
+
 /* ---- arenas for large runs --------------------------------------------- */
 
 typedef struct hc_arena_s {

@@ -29,9 +29,10 @@
 # suite's processes would change, and their daemons would change the others':
 # they run in the pool in a PID namespace and a /dev/shm of their own
 # (tests/lib/isolate.sh), where they see only their own processes and no
-# other suite's sweep or daemon of theirs reaches the rest.  Where namespaces cannot be made (not root), they run alone
-# instead, as the suites in ALONE always do: after the others, one at a time
-# with nothing else running.  Suites start longest first (by the times of the
+# other suite's sweep or daemon of theirs reaches the rest.  Where
+# namespaces cannot be made (not root), they run alone instead, as the
+# suites in ALONE always do: after the others, one at a time with nothing
+# else running.  Suites start longest first (by the times of the
 # build's last run, or CI's in tests/lib/durations), so that a long one does
 # not start last.
 set -uo pipefail
