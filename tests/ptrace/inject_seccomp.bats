@@ -28,7 +28,10 @@ nr() { printf '#include <sys/syscall.h>\nSYS_%s\n' "$1" | gcc -E -P - | tail -1;
 # filtered SECCOMP_RUN_OPTIONS [-- seccomp_run SECCOMP_RUN_OPTIONS]: prog under
 # that filter (or two, stacked), in $PID
 filtered() {
-	rm -f "$T/go" "$T/end"
+	# prog.out too: the shell below truncates it only once it has forked,
+	# and the wait would otherwise find the last process's "ready" and go on
+	# before this one's filters are in place
+	rm -f "$T/go" "$T/end" "$T/prog.out"
 	env -u LD_PRELOAD "$TB/seccomp_run" "$@" -- "$TB/prog" "$T/go" "$T/end" >"$T/prog.out" 2>"$T/prog.err" &
 	PID=$!
 	track "$PID"
