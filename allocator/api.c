@@ -3,7 +3,7 @@
  *
  * The two fast paths live here and are kept to what one request needs:
  *
- *   malloc (n <= 1 KiB; in fastpath.h, which operator new shares): one
+ *   malloc (n <= 16 KiB; in fastpath.h, which operator new shares): one
  *     TLS load, one table lookup, a test that the thread's remote cache of
  *     the class is empty (heap.c; if not, the slow path takes from it), pop
  *     the current page's free list, one subtraction and sign test on the
@@ -200,7 +200,7 @@ HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
-	hc_block_t *b = hc_xcache_charged(h, hc_class_small[(n + 7) >> 3]);
+	hc_block_t *b = hc_xcache_charged(h, hc_size_class(n));
 	return likely(b != NULL) ? b : slow(n);
 }
 

@@ -34,8 +34,8 @@ HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n);
 static inline __attribute__((always_inline)) void *hc_malloc_fast(size_t n, void *(*slow)(size_t))
 {
 	hc_heap_t *h = hc_tls_heap;
-	if (likely(n <= HC_SMALL_FAST)) {
-		unsigned cls = hc_class_small[(n + 7) >> 3];
+	if (likely(n <= HC_SMALL_MAX)) {
+		unsigned cls = hc_size_class(n);
 		/* the remote cache first (heap.c): taken here, not by the slow
 		 * path, since a thread that frees other threads' blocks of a
 		 * class may take every block of it from there */

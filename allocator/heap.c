@@ -45,8 +45,7 @@ const uint32_t hc_class_size[HC_NCLASSES] = {
 /* clang-format on */
 /* Filled by hc_init_slow before any heap exists; until then every lookup
  * gives class 0 and the empty heap sends the request to the slow path. */
-uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];
-uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1];
+uint8_t hc_class_small[HC_SMALL_MAX / 8 + 1];
 
 uint32_t hc_class_recip[HC_NCLASSES];
 uint16_t hc_class_off[HC_NCLASSES], hc_class_wrap[HC_NCLASSES];
@@ -127,16 +126,10 @@ static void classes_init(void)
 		key_secret = hc_os_now_ms() * 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&rnd;
 	free_mark = (uintptr_t)(key_secret * 0x9e3779b97f4a7c15ull) | 1;
 	unsigned c = 0;
-	for (unsigned i = 0; i <= HC_SMALL_FAST / 8; i++) {
+	for (unsigned i = 0; i <= HC_SMALL_MAX / 8; i++) {
 		while (hc_class_size[c] < i * 8)
 			c++;
 		hc_class_small[i] = (uint8_t)c;
-	}
-	c = 0;
-	for (unsigned i = 0; i <= HC_SMALL_MAX / 128; i++) {
-		while (hc_class_size[c] < i * 128)
-			c++;
-		hc_class_medium[i] = (uint8_t)c;
 	}
 }
 

@@ -70,8 +70,7 @@
 #define HC_NRUNWORDS   (HC_NRUNS / 64)
 #define HC_RUN_STARTS  (HC_CHUNK_SIZE / HC_PAGE) /* 1024 */
 
-#define HC_SMALL_MAX  16384 /* largest size class in a small page */
-#define HC_SMALL_FAST 1024  /* sizes the one-table lookup covers  */
+#define HC_SMALL_MAX 16384 /* largest size class in a small page */
 /* Larger objects are huge: 8 MiB, or what a chunk's runs can hold. */
 #ifndef HC_LARGE_WANT
 #define HC_LARGE_WANT ((size_t)8 << 20)
@@ -98,12 +97,18 @@ static inline uintptr_t hc_thread_id(void)
 /* ---- size classes ------------------------------------------------------ */
 
 extern const uint32_t hc_class_size[HC_NCLASSES];
-extern uint8_t hc_class_small[HC_SMALL_FAST / 8 + 1];   /* (n+7)>>3  */
-extern uint8_t hc_class_medium[HC_SMALL_MAX / 128 + 1]; /* (n+127)>>7 */
+/* The class of every small size, by (n+7)>>3: one table (2 KiB) for all of
+ * them, so that malloc's fast path takes every small size.  With a second
+ * table for sizes above 1 KiB (by (n+127)>>7), the fast path took only the
+ * first, and a program whose sizes fall on both sides of 1 KiB at random
+ * (rptest: 8 B to 16 KiB) mispredicted the test on about every other
+ * malloc, and sent every other one through the slow path. */
+extern uint8_t hc_class_small[HC_SMALL_MAX / 8 + 1];
 
+/* n <= HC_SMALL_MAX */
 static inline unsigned hc_size_class(size_t n)
 {
-	return n <= HC_SMALL_FAST ? hc_class_small[(n + 7) >> 3] : hc_class_medium[(n + 127) >> 7];
+	return hc_class_small[(n + 7) >> 3];
 }
 
 /* ---- small pages ------------------------------------------------------- */

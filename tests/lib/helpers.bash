@@ -108,6 +108,9 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 start_prog() {
 	local secs=$1 prog=$2 conf=$3
 	shift 3
+	# the redirect below truncates the file only once the shell has forked:
+	# a "ready" left by an earlier run must not be taken for this one's
+	rm -f "$T/$prog.out" "$T/$prog.err"
 	env -u LD_PRELOAD HEAPCTL_CONF="$conf" LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" \
 	    "$HEAPCTL_BUILD/tests/programs/$prog" "$@" >"$T/$prog.out" 2>"$T/$prog.err" &
 	PROG_PID=$!

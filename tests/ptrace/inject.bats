@@ -97,7 +97,7 @@ setup_file() {
 # started PROG [ARGS...]: PROG without the library in the background, its
 # output in $T/prog.out; PID= once it printed "ready"
 started() {
-	rm -f "$T/go" "$T/end"
+	rm -f "$T/go" "$T/end" "$T/prog.out" "$T/prog.err" # no earlier run's "ready"
 	env -u LD_PRELOAD "$@" >"$T/prog.out" 2>"$T/prog.err" &
 	PID=$!
 	track "$PID"

@@ -11,6 +11,7 @@ load ../lib/helpers
 # in the background; PID= once it printed "ready"
 prog() {
 	gcc -O2 -g -fomit-frame-pointer -pthread -o "$T/$1" "$T/$1.c"
+	rm -f "$T/$1.out" # no earlier run's "ready"
 	(cd "$T" && exec env -u LD_PRELOAD "$T/$1") >"$T/$1.out" 2>&1 &
 	PID=$!
 	track "$PID"

@@ -32,7 +32,7 @@ setup_file() {
 # started PROG: run PROG without the library in the background, its output
 # in $T/prog.out; PID= once it printed "ready" (it then waits for $T/go)
 started() {
-	rm -f "$T/go"
+	rm -f "$T/go" "$T/prog.out" # no earlier run's "ready"
 	env -u LD_PRELOAD "$1" "$T/go" >"$T/prog.out" 2>&1 &
 	PID=$!
 	track "$PID"
