@@ -5,18 +5,21 @@
  *
  *   malloc (n <= 16 KiB; in fastpath.h, which operator new shares): one
  *     TLS load, one table lookup, a test that the thread's remote cache of
- *     the class is empty (heap.c; if not, the slow path takes from it), pop
- *     the current page's free list, one subtraction and sign test on the
- *     per-thread byte countdown (the profiler's sampling trigger), bump the
- *     page's live count.
+ *     the class is empty (heap.c; if not, hc_malloc_cached takes from it),
+ *     pop the current page's free list, one subtraction of the page's
+ *     block size and sign test on the per-thread byte countdown (the
+ *     profiler's sampling trigger), clear the block's remote-free mark
+ *     (hc_block_unmark, no branch), bump the page's live count.
  *   free (block of a chunk this thread owns): mask to the chunk header,
  *     compare its owner with the thread pointer, push, decrement the page's
  *     live count and test it (<= 0: the page is on the full list, or it
  *     emptied and is not the kept only page of its class; see HC_LIVE_FULL).
  *
- * 28 and 20 instructions counting the return, no atomics (the cache's test
+ * 29 and 19 instructions counting the return, no atomics (the cache's test
  * is 2 of malloc's, not measurable in tests/bench/fastpath: 5.21 and 5.24
- * ns a pair, medians of 5 interleaved runs with and without it).
+ * ns a pair, medians of 5 interleaved runs with and without it; the count
+ * of live blocks is one instruction on memory, hc_live_inc and
+ * hc_live_dec, where a relaxed atomic store was three and four).
  * tests/bench/fastpath times the pair against the machine's floor
  * (tests/bench/RESULTS.md).  Everything else goes to the noinline slow
  * paths.
@@ -333,6 +336,10 @@ HC_EXPORT void free(void *p)
 	}
 	if (likely(c->owner == hc_thread_id())) {
 		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
+		/* pg in one register: otherwise GCC reaches pg->free from
+		 * the chunk's address and computes pg again for pg->live
+		 * (3 instructions) */
+		__asm__("" : "+r"(pg));
 		hc_block_t *b = p;
 		if (unlikely(!hc_block_start(pg, p))) {
 			free_not_start(p);
@@ -342,9 +349,7 @@ HC_EXPORT void free(void *p)
 			junk_free(pg, p);
 		b->next = hc_link(pg, b, pg->free);
 		pg->free = b;
-		int32_t live = pg->live - 1;
-		__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
-		if (unlikely(live <= 0))
+		if (unlikely(hc_live_dec(pg)))
 			hc_small_free_settle(c, pg, p);
 		return;
 	}

@@ -3,7 +3,7 @@
  * share it: malloc (api.c) and C++'s operator new and new[] (cxx.c).
  *
  * It is inlined into each, so that operator new costs what malloc costs
- * (the same 28 instructions, api.c) instead of a call to malloc through
+ * (the same 29 instructions, api.c) instead of a call to malloc through
  * the PLT from libstdc++'s operator new.  Only the slow path differs:
  * malloc's returns NULL on failure, operator new's calls the new_handler
  * and throws.  slow is a constant at every call site, so each entry point
@@ -43,15 +43,18 @@ static inline __attribute__((always_inline)) void *hc_malloc_fast(size_t n, void
 			return hc_malloc_cached(slow, n);
 		hc_page_t *pg = h->direct[cls];
 		hc_block_t *b = pg->free;
-		int64_t left = h->countdown - (int64_t)hc_class_size[cls];
+		/* the page's copy of the class size: on the line just read,
+		 * where hc_class_size[cls] costs its address too */
+		uint32_t bs = pg->block_size;
+		int64_t left = h->countdown - (int64_t)bs;
 		if (likely(b != NULL && left >= 0)) {
 			hc_block_t *next = hc_link(pg, b, b->next);
 			if (unlikely(!hc_link_ok(b, next)))
 				return hc_malloc_bad_link(b);
 			h->countdown = left;
 			pg->free = next;
-			hc_block_unmark(b, hc_class_size[cls]);
-			__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
+			hc_block_unmark(b, bs);
+			hc_live_inc(pg);
 			if (HC_DEBUG)
 				memset(b, HC_JUNK_ALLOC, pg->block_size);
 			return b;

@@ -876,7 +876,7 @@ static void *small_alloc(hc_heap_t *h, unsigned cls)
 		hc_bad_link(b);
 	pg->free = next;
 	hc_block_unmark(b, pg->block_size);
-	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
+	hc_live_inc(pg);
 	return b;
 }
 
@@ -1034,9 +1034,7 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
 {
 	b->next = hc_link(pg, b, pg->free);
 	pg->free = b;
-	int32_t live = pg->live - 1;
-	__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
-	if (live <= 0)
+	if (hc_live_dec(pg))
 		hc_small_free_settle(c, pg, b);
 }
 

@@ -163,6 +163,35 @@ typedef struct hc_page_s {
 } hc_page_t;
 _Static_assert(sizeof(hc_page_t) == 64, "a page is one cache line");
 
+/* The owner counts a block handed out of pg (hc_live_inc) or freed into it
+ * (hc_live_dec: true when the count is now <= 0, see HC_LIVE_FULL).  Other
+ * threads read live with relaxed atomic loads, and only the owner writes
+ * it: the store must be whole, the increment need not be atomic.  On
+ * x86-64 each is one instruction on memory (an aligned 4-byte store is
+ * seen whole); written in C, a relaxed store of live + 1 is a load, an add
+ * and a store, and the sign test one more. */
+static inline void hc_live_inc(hc_page_t *pg)
+{
+#if defined(__x86_64__)
+	__asm__("addl $1, %0" : "+m"(pg->live));
+#else
+	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline bool hc_live_dec(hc_page_t *pg)
+{
+#if defined(__x86_64__)
+	bool le;
+	__asm__("subl $1, %0" : "+m"(pg->live), "=@ccle"(le));
+	return le;
+#else
+	int32_t live = pg->live - 1;
+	__atomic_store_n(&pg->live, live, __ATOMIC_RELAXED);
+	return live <= 0;
+#endif
+}
+
 /*
  * What a thread that frees another thread's block reads and writes of its
  * page, apart from the page itself (chunk->xpage[slot]): the owner writes
