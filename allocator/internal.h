@@ -529,6 +529,8 @@ void hc_chunk_cache_purge_now(void); /* every cached chunk, now */
 void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
 hc_chunk_t *hc_chunk_registry(void);
 size_t hc_chunk_cached(size_t *count, size_t *dirty); /* retained bytes */
+/* epoch: hc_decay_epoch(), or HC_PURGE_ALL (hc_bits_purge_now's) */
+#define HC_PURGE_ALL (~0ULL / 2)
 void hc_bits_purge(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero, unsigned nwords,
     size_t unit, uint64_t epoch);
 void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *dold, uint64_t *nonzero,

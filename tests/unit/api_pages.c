@@ -196,13 +196,15 @@ static int slots_of(void *const *blocks, int n, uintptr_t *slots, int cap)
  * program that freed and trimmed within a second). */
 enum { TRIM_N = 1500 };
 
-static void *trim_thread(void *arg)
+/* TRIM_N blocks of 1000 bytes allocated and written, then freed after
+ * between(): the slots they were in (up to 64) into slots[], their number
+ * into out[0], and how many are resident after after() into out[1]. */
+static void slots_freed(int *out, void (*between)(void), void (*after)(void))
 {
-	int *out = arg;
 	void **b = malloc(TRIM_N * sizeof *b);
 	out[0] = out[1] = 0;
 	if (b == NULL)
-		return NULL;
+		return;
 	for (int i = 0; i < TRIM_N; i++) {
 		b[i] = v_malloc(1000);
 		if (b[i] != NULL)
@@ -211,13 +213,26 @@ static void *trim_thread(void *arg)
 	uintptr_t slots[64];
 	/* the first 16 are starter blocks, in a shared heap */
 	int k = slots_of(b + 16, TRIM_N - 16, slots, 64);
+	between();
 	for (int i = 0; i < TRIM_N; i++)
 		v_free(b[i]);
 	free(b);
-	v_malloc_trim(0);
+	after();
 	out[0] = k;
 	for (int j = 0; j < k; j++)
 		out[1] += slot_resident((void *)slots[j]) > 0;
+}
+
+static void nothing(void) {}
+
+static void trim(void)
+{
+	v_malloc_trim(0);
+}
+
+static void *trim_thread(void *arg)
+{
+	slots_freed(arg, nothing, trim);
 	return NULL;
 }
 
@@ -231,6 +246,45 @@ static void test_trim_purges_own_slots(void)
 	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
 	/* one page may stay: a class's last page is kept for the next malloc */
 	CHECK(out[1] <= 1, "after malloc_trim(0) %d of the %d slots the thread freed are still resident", out[1],
+	    out[0]);
+}
+
+/* Slots freed after the thread has been idle for two decay epochs are not
+ * purged by the next decay pass: the pass cannot tell when the slots freed
+ * since the one before were freed, so they wait for the pass after it.  It
+ * used to purge all of them at once after such a gap, and a thread that
+ * woke, freed and allocated again (rptest's rounds) faulted its memory
+ * back in at once.  dirty_decay_ms is 1000: epochs of half a second. */
+static void idle(void)
+{
+	usleep(1200 * 1000);
+}
+
+/* pages of another class: a new page runs the decay pass */
+static void new_pages(void)
+{
+	void *q[32];
+	for (int j = 0; j < 32; j++)
+		q[j] = v_malloc(3000);
+	for (int j = 0; j < 32; j++)
+		v_free(q[j]);
+}
+
+static void *idle_free_thread(void *arg)
+{
+	slots_freed(arg, idle, new_pages);
+	return NULL;
+}
+
+static void test_idle_then_free_kept(void)
+{
+	if (!unsampled_heapctl())
+		return;
+	int out[2];
+	if (!in_thread(idle_free_thread, out))
+		return;
+	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
+	CHECK(out[1] >= out[0] - 1, "only %d of the %d slots freed after an idle second are still resident", out[1],
 	    out[0]);
 }
 
@@ -396,6 +450,7 @@ int main(void)
 		RUN(test_dirty_slots_first);  /* early: no chunk to adopt */
 		RUN(test_cached_chunk_dirty); /* early: no chunk to adopt */
 		RUN(test_trim_purges_own_slots);
+		RUN(test_idle_then_free_kept);
 		RUN(test_remote_cache);
 	}
 	RUN(test_realloc_large_same_pages);
