@@ -375,10 +375,10 @@ static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 		return;
 	if (old != NULL) {
 		__atomic_store_n(&old->flags, old->flags & ~HC_PG_PINNED, __ATOMIC_RELAXED);
-		__atomic_store_n(&old->live, old->live - 1, __ATOMIC_RELAXED);
+		(void)hc_live_dec(old);
 	}
 	if (want != NULL) {
-		__atomic_store_n(&want->live, want->live + 1, __ATOMIC_RELAXED);
+		hc_live_inc(want);
 		__atomic_store_n(&want->flags, want->flags | HC_PG_PINNED, __ATOMIC_RELAXED);
 	}
 	h->pinned[cls] = want;
