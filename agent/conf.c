@@ -48,7 +48,7 @@ static const char *const jemalloc_only[] = { "abort", "abort_conf", "background_
 	"max_background_threads", "metadata_thp", "muzzy_decay_ms", "mutex_max_spin", "narenas", "oversize_threshold",
 	"percpu_arena", "prof_recent_alloc_max", "prof_stats", "prof_time_resolution", "prof_unbias", "retain",
 	"slab_sizes", "stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts", "tcache",
-	"tcache_max", "trust_madvise", "utrace", "xmalloc", "zero", "zero_realloc" };
+	"trust_madvise", "utrace", "xmalloc", "zero", "zero_realloc" };
 
 static bool is(const char *name, const char *k, size_t klen)
 {

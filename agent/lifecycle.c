@@ -67,6 +67,7 @@ static void configure(void)
 	hc_settings_start();
 	hc_prof.active = hc_opt.prof && hc_opt.prof_active;
 	hc_alloc_set_decay_ms((uint64_t)hc_opt.dirty_decay_ms);
+	hc_alloc_set_tcache_max((size_t)hc_opt.tcache_max);
 	int err = hc_alloc_set_thp(hc_opt.thp);
 	if (err)
 		hc_say("thp:", hc_shm_words(HC_SET_THP)[hc_opt.thp], " has no effect: ",

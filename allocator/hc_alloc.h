@@ -105,6 +105,11 @@ size_t hc_mapped_highwater(void);
 void hc_alloc_set_decay_ms(uint64_t ms);
 uint64_t hc_alloc_decay_ms(void);
 
+/* tcache_max (jemalloc's opt.tcache_max): the largest block a thread's
+ * remote cache keeps (heap.c); any value from 16384 up keeps every small
+ * class, 0 to 8 none.  Set once by the agent at start-up. */
+void hc_alloc_set_tcache_max(size_t bytes);
+
 /* thp (jemalloc's opt.thp), in the order of its words in shm/shm.c:
  * default leaves the system's setting alone; always asks for transparent
  * huge pages (MADV_HUGEPAGE) and never refuses them (MADV_NOHUGEPAGE) on

@@ -102,6 +102,15 @@ void hc_bad_link(const void *at)
 #ifndef HC_XCACHE_BLOCKS
 #define HC_XCACHE_BLOCKS 32
 #endif
+/* tcache_max: the largest block size the remote cache keeps; every small
+ * class unless the configuration says less (the trade is in DESIGN.md). */
+static uint32_t xcache_max_size = HC_SMALL_MAX;
+
+void hc_alloc_set_tcache_max(size_t bytes)
+{
+	__atomic_store_n(&xcache_max_size, bytes < HC_SMALL_MAX ? (uint32_t)bytes : HC_SMALL_MAX, __ATOMIC_RELAXED);
+}
+
 static uint8_t xcache_max[HC_NCLASSES];
 
 static void classes_init(void)
@@ -1203,8 +1212,10 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	hc_heap_t *h = hc_tls_heap;
 	/* 8-byte blocks have no room for the mark, so nothing would catch
 	 * one freed twice into the cache before the cache handed it out
-	 * twice; their page's list is walked when it is taken back */
-	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t))
+	 * twice; their page's list is walked when it is taken back.  Blocks
+	 * above tcache_max go back to their owner. */
+	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t) &&
+	    xp->block_size <= __atomic_load_n(&xcache_max_size, __ATOMIC_RELAXED))
 		xcache_put(h, xp, p);
 	else
 		hc_small_free_remote(c, &c->pages[slot], p);

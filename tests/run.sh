@@ -128,6 +128,11 @@ list() {
 			add "$build" "$b-secure" "${RUN_TIMEOUT:-300}" env LD_PRELOAD="$root/$build/libheapctl-secure.so" "$t"
 		done
 	fi
+	# the remote cache keeping blocks of up to 1 KiB only (tcache_max)
+	if want unit && [ -x "$root/$build/tests/unit/api_pages" ]; then
+		add "$build" "unit/api_pages-tcache_max" "${RUN_TIMEOUT:-300}" env MALLOC_CONF=tcache_max:1024 \
+		    "$root/$build/tests/unit/api_pages"
+	fi
 	# the allocator alone (allocator/ with the agent's hooks stubbed, sampling
 	# every 64 KiB): its tests, built without -lheapctl, have no mallctl to use
 	if want unit && [ -f "$root/$build/libheapctl-alone.so" ]; then

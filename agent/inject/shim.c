@@ -696,6 +696,10 @@ int hc_alloc_set_thp(unsigned mode)
 }
 /* the process's own malloc keeps its thread caches (if any) to itself */
 void hc_thread_cache_flush(void) {}
+void hc_alloc_set_tcache_max(size_t bytes)
+{
+	(void)bytes;
+}
 size_t hc_usable_size(const void *p)
 {
 	return real.usable((void *)p);

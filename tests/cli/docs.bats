@@ -171,7 +171,7 @@ settings_block() {
 	# every option of the list, and only those, in help conf and in the page
 	local opts
 	opts=$("$HEAPCTL" help conf | awk '/^  [a-z_]+ / && $1 != "option" {print $1}')
-	[ "$(wc -w <<<"$opts")" -eq 26 ]
+	[ "$(wc -w <<<"$opts")" -eq 27 ]
 	[ "$opts" = "$(settings_block "$root/man/libheapctl.3" | sed -n 's/^\.BR \([a-z_]*\) .*/\1/p')" ]
 }
 
