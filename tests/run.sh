@@ -84,6 +84,8 @@ own_ns_why() {
 		return 1
 	fi
 }
+# isolated NAME: suite NAME runs in namespaces of its own here
+isolated() { [ "$iso" = 1 ] && own_ns_why "$1" >/dev/null; }
 # alone_why NAME: why suite NAME runs alone; fails if it does not
 alone_why() {
 	if [ -n "${ALONE[$1]+x}" ]; then
@@ -104,7 +106,7 @@ add() {
 	shift 3
 	[ -z "${added["$b/$n"]+x}" ] || return 0
 	added["$b/$n"]=1
-	if [ "$iso" = 1 ] && own_ns_why "$n" >/dev/null; then set -- "$root/tests/lib/isolate.sh" "$@"; fi
+	if isolated "$n"; then set -- "$root/tests/lib/isolate.sh" "$@"; fi
 	builds+=("$b") names+=("$n") tmos+=("$t")
 	cmds+=("$(printf '%q ' "$@")")
 }
@@ -237,7 +239,7 @@ if [ "$dry" = 1 ]; then
 	for spec in "$@"; do list_spec "$spec"; done
 	partition
 	for i in "${pool[@]}"; do
-		if [ "$iso" = 1 ] && own_ns_why "${names[$i]}" >/dev/null; then
+		if isolated "${names[$i]}"; then
 			echo "$(label "$i")  (namespaces of its own: $(own_ns_why "${names[$i]}"))"
 		else
 			echo "$(label "$i")"
