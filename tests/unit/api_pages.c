@@ -239,6 +239,31 @@ static void slots_freed(int *out, void (*between)(void), void (*after)(void))
 		out[1] += slot_resident((void *)slots[j]) > 0;
 }
 
+typedef struct {
+	void (*between)(void), (*after)(void);
+	int out[2];
+} slots_run_t;
+
+static void *slots_thread(void *arg)
+{
+	slots_run_t *r = arg;
+	slots_freed(r->out, r->between, r->after);
+	return NULL;
+}
+
+/* slots_freed in a thread of its own (its slots are its heap's alone);
+ * false if the thread could not run.  The blocks take 20 slots or more. */
+static bool slots_freed_in_thread(void (*between)(void), void (*after)(void), int out[2])
+{
+	slots_run_t r = { between, after, { 0, 0 } };
+	if (!in_thread(slots_thread, &r))
+		return false;
+	out[0] = r.out[0];
+	out[1] = r.out[1];
+	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
+	return true;
+}
+
 static void nothing(void) {}
 
 static void trim(void)
@@ -246,20 +271,13 @@ static void trim(void)
 	v_malloc_trim(0);
 }
 
-static void *trim_thread(void *arg)
-{
-	slots_freed(arg, nothing, trim);
-	return NULL;
-}
-
 static void test_trim_purges_own_slots(void)
 {
 	if (!unsampled_heapctl())
 		return;
 	int out[2];
-	if (!in_thread(trim_thread, out))
+	if (!slots_freed_in_thread(nothing, trim, out))
 		return;
-	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
 	/* one page may stay: a class's last page is kept for the next malloc */
 	CHECK(out[1] <= 1, "after malloc_trim(0) %d of the %d slots the thread freed are still resident", out[1],
 	    out[0]);
@@ -286,20 +304,13 @@ static void new_pages(void)
 		v_free(q[j]);
 }
 
-static void *idle_free_thread(void *arg)
-{
-	slots_freed(arg, idle, new_pages);
-	return NULL;
-}
-
 static void test_idle_then_free_kept(void)
 {
 	if (!unsampled_heapctl())
 		return;
 	int out[2];
-	if (!in_thread(idle_free_thread, out))
+	if (!slots_freed_in_thread(idle, new_pages, out))
 		return;
-	CHECK(out[0] >= 20, "1,500 blocks of 1000 bytes took %d slots", out[0]);
 	CHECK(out[1] >= out[0] - 1, "only %d of the %d slots freed after an idle second are still resident", out[1],
 	    out[0]);
 }
