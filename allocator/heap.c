@@ -168,8 +168,13 @@ static hc_heap_t heap_dead = { .direct = EMPTY_DIRECT, .state = HC_HEAP_DEAD };
 #ifndef HC_NSHARED
 #define HC_NSHARED 4
 #endif
+/* A thread's starter blocks: at most HC_STARTER_BLOCKS of each class, and
+ * once they add up to HC_STARTER_BYTES, no more of any (DESIGN.md). */
 #ifndef HC_STARTER_BLOCKS
 #define HC_STARTER_BLOCKS 16
+#endif
+#ifndef HC_STARTER_BYTES
+#define HC_STARTER_BYTES (256 * 1024)
 #endif
 typedef struct {
 	hc_heap_t heap;
@@ -988,8 +993,10 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
 		sh = &shared[0];
-	else if (h->starter[cls] < HC_STARTER_BLOCKS && h->direct[cls] == &page_empty && h->queue[cls].first == NULL) {
+	else if (h->starter[cls] < HC_STARTER_BLOCKS && h->starter_bytes < HC_STARTER_BYTES &&
+	    h->direct[cls] == &page_empty && h->queue[cls].first == NULL) {
 		h->starter[cls]++;
+		h->starter_bytes += hc_class_size[cls];
 		sh = &shared[h->shared_index];
 	}
 	if (sh != NULL) {

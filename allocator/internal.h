@@ -448,6 +448,7 @@ struct hc_heap_s {
 	uint64_t decay_epoch;
 	int64_t period;               /* countdown refill                        */
 	uint32_t state;               /* HC_HEAP_*                               */
+	uint32_t starter_bytes;       /* bytes of the starter blocks taken       */
 	bool retired;                 /* a page was retired since page_new last
 	                                 found no retired slot                   */
 	uint8_t shared_index;         /* shared heap for starter blocks          */

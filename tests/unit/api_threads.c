@@ -21,16 +21,18 @@ static long small_chunks(void)
 
 static pthread_barrier_t starter_up, starter_done;
 static int starter_blocks;
+/* each thread's sizes, starter_blocks blocks of each, in this order */
+static const size_t starter_small[] = { 24, 100, 300, 1000, 0 }, starter_large[] = { 10000, 8000, 24, 0 };
+static const size_t *starter_sizes = starter_small;
 
 static void *starter_thread(void *arg)
 {
-	static const size_t sizes[] = { 24, 100, 300, 1000 };
 	void **keep = arg;
 	int k = 0;
-	for (unsigned s = 0; s < 4; s++)
+	for (const size_t *s = starter_sizes; *s; s++)
 		for (int i = 0; i < starter_blocks; i++) {
-			keep[k] = v_malloc(sizes[s]);
-			memset(keep[k], 0x33, sizes[s]);
+			keep[k] = v_malloc(*s);
+			memset(keep[k], 0x33, *s);
 			k++;
 		}
 	pthread_barrier_wait(&starter_up);
@@ -44,9 +46,9 @@ enum { STARTER_MAXT = 200 };
 static void *starter_keep[STARTER_MAXT][4 * 20];
 
 
-/* How many 4 MiB chunks the threads' blocks number `index` of class 24
- * lie in, after starter_chunks: one each if every thread has a heap chunk
- * of its own, new or adopted from a thread gone before. */
+/* How many 4 MiB chunks the threads' blocks number `index` lie in, after
+ * starter_chunks: one each if every thread has a heap chunk of its own,
+ * new or adopted from a thread gone before. */
 static int starter_block_chunks(int nthreads, int index)
 {
 	uintptr_t ids[STARTER_MAXT];
@@ -108,6 +110,39 @@ static void test_thread_starter_blocks(void)
 	int first = starter_block_chunks(200, 0), own17 = starter_block_chunks(200, 16);
 	CHECK(first <= 8, "200 threads' first blocks of 24 bytes lie in %d chunks, want <= 8", first);
 	CHECK(own17 == 200, "200 threads' 17th blocks of 24 bytes lie in %d chunks, want 200 (one each)", own17);
+}
+
+/* A thread's starter blocks stop at 256 KiB in all: sixteen of 10000 bytes
+ * (class 10240, 160 KiB), then twelve of 8000 (class 8192, 96 KiB); the
+ * thirteenth of 8000 and the first of 24 bytes are in its own chunk. */
+static void test_thread_starter_bytes(void)
+{
+	if (!under_heapctl)
+		return;
+	enum { N = 20 };
+	starter_sizes = starter_large;
+	starter_chunks(N, 16);
+	starter_sizes = starter_small;
+	/* keep[t]: blocks 0-15 of 10000 bytes, 16-31 of 8000, 32-47 of 24 */
+	static const struct {
+		int index;
+		bool shared;
+		const char *what;
+	} want[] = {
+		{ 0, true, "1st block of 10000 bytes" },
+		{ 15, true, "16th block of 10000 bytes" },
+		{ 27, true, "12th block of 8000 bytes" },
+		{ 28, false, "13th block of 8000 bytes" },
+		{ 32, false, "1st block of 24 bytes" },
+	};
+	for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++) {
+		int n = starter_block_chunks(N, want[i].index);
+		if (want[i].shared)
+			CHECK(n <= N / 2, "%d threads' %s lie in %d chunks, want <= %d (shared pages)", N, want[i].what,
+			    n, N / 2);
+		else
+			CHECK(n == N, "%d threads' %s lie in %d chunks, want %d (one each)", N, want[i].what, n, N);
+	}
 }
 
 
@@ -256,6 +291,7 @@ int main(void)
 	if (have_ctl) {
 		RUN(test_page_offsets); /* first: no thread has exited yet */
 		RUN(test_thread_starter_blocks);
+		RUN(test_thread_starter_bytes);
 		RUN(test_sequential_threads_share);
 		RUN(test_holes_before_carving);
 	}
