@@ -46,9 +46,9 @@ static const struct {
 static const char *const jemalloc_only[] = { "abort", "abort_conf", "background_thread", "bin_shards",
 	"cache_oblivious", "confirm_conf", "dss", "hpa", "junk", "lg_extent_max_active_fit", "lg_tcache_max",
 	"max_background_threads", "metadata_thp", "muzzy_decay_ms", "mutex_max_spin", "narenas", "oversize_threshold",
-	"percpu_arena", "prof_recent_alloc_max", "prof_stats", "prof_time_resolution", "prof_unbias", "retain",
-	"slab_sizes", "stats_interval", "stats_interval_opts", "stats_print", "stats_print_opts", "tcache",
-	"trust_madvise", "utrace", "xmalloc", "zero", "zero_realloc" };
+	"percpu_arena", "prof_stats", "prof_time_resolution", "prof_unbias", "retain", "slab_sizes", "stats_interval",
+	"stats_interval_opts", "stats_print", "stats_print_opts", "tcache", "trust_madvise", "utrace", "xmalloc",
+	"zero", "zero_realloc" };
 
 static bool is(const char *name, const char *k, size_t klen)
 {
