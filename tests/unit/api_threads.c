@@ -20,10 +20,11 @@ static long small_chunks(void)
 }
 
 static pthread_barrier_t starter_up, starter_done;
+/* each thread's sizes (0-terminated), starter_blocks blocks of each, in
+ * this order: set by starter_chunks */
 static int starter_blocks;
-/* each thread's sizes, starter_blocks blocks of each, in this order */
+static const size_t *starter_sizes;
 static const size_t starter_small[] = { 24, 100, 300, 1000, 0 }, starter_large[] = { 10000, 8000, 24, 0 };
-static const size_t *starter_sizes = starter_small;
 
 static void *starter_thread(void *arg)
 {
@@ -61,14 +62,15 @@ static int starter_block_chunks(int nthreads, int index)
 	return n;
 }
 
-/* Threads alive at once, each holding `blocks` blocks of four classes: how
- * many small chunks the live threads added. */
-static long starter_chunks(int nthreads, int blocks)
+/* Threads alive at once, each holding `blocks` blocks of each of `sizes`:
+ * how many small chunks the live threads added. */
+static long starter_chunks(int nthreads, const size_t *sizes, int blocks)
 {
 	pthread_t t[STARTER_MAXT];
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 64 << 10);
+	starter_sizes = sizes;
 	starter_blocks = blocks;
 	pthread_barrier_init(&starter_up, NULL, (unsigned)nthreads + 1);
 	pthread_barrier_init(&starter_done, NULL, (unsigned)nthreads + 1);
@@ -102,11 +104,11 @@ static void test_thread_starter_blocks(void)
 {
 	if (!under_heapctl)
 		return;
-	long shared = starter_chunks(200, 16);
+	long shared = starter_chunks(200, starter_small, 16);
 	CHECK(shared <= 4, "200 threads with 16 blocks a class added %ld small chunks, want <= 4", shared);
 	int lastshared = starter_block_chunks(200, 15);
 	CHECK(lastshared <= 8, "200 threads' 16th blocks of 24 bytes lie in %d chunks, want <= 8", lastshared);
-	starter_chunks(200, 17);
+	starter_chunks(200, starter_small, 17);
 	int first = starter_block_chunks(200, 0), own17 = starter_block_chunks(200, 16);
 	CHECK(first <= 8, "200 threads' first blocks of 24 bytes lie in %d chunks, want <= 8", first);
 	CHECK(own17 == 200, "200 threads' 17th blocks of 24 bytes lie in %d chunks, want 200 (one each)", own17);
@@ -120,9 +122,7 @@ static void test_thread_starter_bytes(void)
 	if (!under_heapctl)
 		return;
 	enum { N = 20 };
-	starter_sizes = starter_large;
-	starter_chunks(N, 16);
-	starter_sizes = starter_small;
+	starter_chunks(N, starter_large, 16);
 	/* keep[t]: blocks 0-15 of 10000 bytes, 16-31 of 8000, 32-47 of 24 */
 	static const struct {
 		int index;
