@@ -290,14 +290,13 @@ TEST_JOBS ?= 4
 # input (profiles, segments, options).
 DEBUG_GROUPS := unit,stress,prof
 SAN_GROUPS   := report,cli,serve,ptrace,trace
-SAN_ENV      := ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 
 test: all $(TEST_BIN)
 	@tests/run.sh -j $(TEST_JOBS) $(BUILD)
 
 # The sanitizer pass: the debug library and an ASan/UBSan heapctl.
 test-san: test-san-build
-	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) build-san:$(SAN_GROUPS)
+	@tests/run.sh -j $(TEST_JOBS) build-san:$(SAN_GROUPS)
 test-san-build:
 	@$(MAKE) --no-print-directory SAN=1 all \
 	    $(patsubst $(BUILD)/%,build-san/%,$(TEST_PROGRAMS)) build-san/tests/engine/engine
@@ -320,7 +319,7 @@ test-build: all $(TEST_BIN)
 CHECK_FIRST := $(TEST_PROGRAMS) $(BUILD)/tests/stress/mailbox
 check: deps
 	@$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) all $(CHECK_FIRST)
-	@$(SAN_ENV) tests/run.sh -j $(TEST_JOBS) \
+	@tests/run.sh -j $(TEST_JOBS) \
 	    -b '$(MAKE) --no-print-directory -j$(or $(CHECK_BUILD_JOBS),2) test-build test-debug-build test-san-build' \
 	    $(BUILD) build-debug:$(DEBUG_GROUPS) build-san:$(SAN_GROUPS)
 

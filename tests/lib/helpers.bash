@@ -347,12 +347,23 @@ near() {
 
 # redis_start [VAR=VALUE...]: Debian's redis-server on a free port, with
 # those variables in its environment (none: without the library); sets PID
-# and PORT once it answers
+# and PORT once it answers.  A random port can be taken by another suite's
+# server: redis-server then exits, and the next port is tried.
 redis_start() {
-	PORT=$((20000 + RANDOM % 20000))
-	env -u LD_PRELOAD "$@" redis-server --port "$PORT" --save "" --appendonly no --enable-debug-command yes \
-	    >"$T/redis.$PORT.out" 2>&1 &
-	PID=$!
-	track "$PID"
-	wait_for 10 redis-cli -p "$PORT" ping
+	local try
+	for try in 1 2 3 4 5; do
+		PORT=$((20000 + RANDOM % 20000))
+		env -u LD_PRELOAD "$@" redis-server --port "$PORT" --save "" --appendonly no --enable-debug-command yes \
+		    >"$T/redis.$PORT.out" 2>&1 &
+		PID=$!
+		track "$PID"
+		wait_for 10 redis_up "$PID" "$PORT" && kill -0 "$PID" 2>/dev/null && return 0
+		kill -0 "$PID" 2>/dev/null && break # running, and not answering
+		cat "$T/redis.$PORT.out" >&2
+	done
+	redis-cli -p "$PORT" ping
 }
+
+# redis_up PID PORT: the server answers on PORT, or PID has exited (true
+# either way, so that wait_for stops waiting on a server that is gone)
+redis_up() { redis-cli -p "$2" ping >/dev/null 2>&1 || ! kill -0 "$1" 2>/dev/null; }
