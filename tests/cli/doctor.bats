@@ -36,7 +36,6 @@ setup_file() {
 
 # helpers' teardown, with the cgroup of the frozen-cgroup test thawed
 # before its process is killed and removed once it is gone
-eval "helpers_$(declare -f teardown)"
 teardown() {
 	if [ -n "${CG:-}" ] && [ -d "$CG" ]; then
 		echo 0 >"$CG/cgroup.freeze" 2>/dev/null || true

@@ -44,33 +44,20 @@ start_planted() {
 
 # as helpers.bash's, and plant() written out for the planting shell
 setup() {
-	if [ ! -x "$HEAPCTL" ] || [ ! -x "$TARGET" ]; then
-		echo "missing $HEAPCTL or $TARGET" >&2
-		return 1
-	fi
-	T=$(mktemp -d /tmp/heapctl-cli.XXXXXX)
-	chmod 755 "$T"
-	cd "$T" || return 1
-	unset MALLOC_CONF HEAPCTL_CONF LD_PRELOAD
-	_pids=()
-	_ntarget=0
+	helpers_setup || return
 	declare -f plant >"$BATS_TEST_FILENAME.plant"
 	PLANTS=()
 }
 
+# helpers.bash's, and what was planted: under the name of a process's
+# segment (files and directories), and plant() written out for the
+# planting shell
 teardown() {
+	helpers_teardown
 	local p
-	for p in "${_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-	for p in "${_pids[@]}"; do
-		for _ in $(seq 40); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-		rm -rf "/dev/shm/heapctl.$p" /dev/shm/heapctl."$p".????????????????
-	done
+	for p in "${_pids[@]}"; do rm -rf "/dev/shm/heapctl.$p" /dev/shm/heapctl."$p".????????????????; done
 	for p in "${PLANTS[@]}"; do rm -rf "$p"; done
 	rm -f "$BATS_TEST_FILENAME.plant"
-	cd /
-	rm -rf "$T"
 }
 
 # ---- anywhere in /dev/shm -----------------------------------------------------------

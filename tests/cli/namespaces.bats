@@ -20,7 +20,6 @@ setup_file() {
 
 # helpers' teardown, then the segments that PID-1 targets sharing our
 # /dev/shm left (their names do not carry the PID we know them by)
-eval "helpers_$(declare -f teardown)"
 teardown() {
 	helpers_teardown
 	local s

@@ -17,7 +17,12 @@ TARGET="$HEAPCTL_BUILD/tests/programs/target"
 # profiling on, counters mirrored every 100 ms (the default is 1000)
 DEFAULT_CONF="prof:true,control_refresh_ms:100"
 
-setup() {
+# setup and teardown are these two: a suite that needs more defines its own
+# and calls them
+setup() { helpers_setup; }
+teardown() { helpers_teardown; }
+
+helpers_setup() {
 	if [ ! -x "$HEAPCTL" ] || [ ! -x "$TARGET" ]; then
 		echo "missing $HEAPCTL or $TARGET: run 'make all $HEAPCTL_BUILD/tests/programs/target'" >&2
 		return 1
@@ -30,7 +35,7 @@ setup() {
 	_ntarget=0
 }
 
-teardown() {
+helpers_teardown() {
 	local p
 	# stopped processes first get SIGCONT so that SIGTERM can reach them
 	for p in "${_pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done

@@ -14,7 +14,6 @@ load ../lib/helpers
 # helpers' teardown, after unmounting what a test mounted under $T (the
 # chroot test binds the build directory and /dev/shm there, which rm -rf
 # would otherwise empty)
-eval "helpers_$(declare -f teardown)"
 teardown() {
 	if [ -n "${T:-}" ]; then
 		findmnt -rn -o TARGET | grep "^$T/" | sort -r | xargs -r umount -l

@@ -7,7 +7,6 @@
 load ../lib/helpers
 
 # the helpers' teardown, after unmounting what a test mounted
-eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
 teardown() {
 	[ -z "${MOUNTED:-}" ] || umount -l "$MOUNTED" || true
 	helpers_teardown

@@ -13,7 +13,6 @@
 load ../lib/helpers
 
 # the helpers' teardown, after unmounting what a test mounted
-eval "$(declare -f teardown | sed '1s/teardown/helpers_teardown/')"
 teardown() {
 	# shellcheck disable=SC2086 # a list of mount points
 	[ -z "${MOUNTED:-}" ] || umount -l $MOUNTED || true
