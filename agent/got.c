@@ -32,41 +32,45 @@
 #endif
 
 typedef struct {
-	ElfW(Addr) base, lo, hi; /* in: load bias; out: its PT_GNU_RELRO */
-} relro_t;
+	hc_relro_t *r;
+	unsigned n;
+	uintptr_t mask;
+} relro_scan_t;
 
 static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	relro_t *r = arg;
-	if (info->dlpi_addr != r->base)
-		return 0;
-	uintptr_t mask = ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-			/* the pages the loader makes read-only (glibc's
-			 * _dl_protect_relro): whole pages from the start's, up to
-			 * the one the end is in, which keeps its other data
-			 * writable */
-			ElfW(Addr) lo = r->base + info->dlpi_phdr[i].p_vaddr;
-			r->lo = lo & mask;
-			r->hi = (lo + info->dlpi_phdr[i].p_memsz) & mask;
+	relro_scan_t *q = arg;
+	for (unsigned k = 0; k < q->n; k++) {
+		hc_relro_t *r = &q->r[k];
+		if (info->dlpi_addr != r->base)
+			continue;
+		for (int i = 0; i < info->dlpi_phnum; i++) {
+			if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+				/* the pages the loader makes read-only (glibc's
+				 * _dl_protect_relro): whole pages from the start's,
+				 * up to the one the end is in, which keeps its
+				 * other data writable */
+				ElfW(Addr) lo = r->base + info->dlpi_phdr[i].p_vaddr;
+				r->lo = lo & q->mask;
+				r->hi = (lo + info->dlpi_phdr[i].p_memsz) & q->mask;
+			}
 		}
 	}
-	return 1;
+	return 0;
 }
 
-/* 1 if the page at addr is writable now, 0 if not, -1 if unknown: from
- * /proc/self/maps, read a piece at a time into the stack (no malloc). */
-static int page_writable(uintptr_t addr)
+/* For each r[i] whose RELRO range is not empty: busy if its first page is
+ * writable now, from one read of /proc/self/maps, a piece at a time into
+ * the stack (no malloc).  Unknown (no maps) counts as not busy. */
+static void relro_busy(hc_relro_t *r, unsigned n)
 {
 	bool own;
 	int fd = hc_event_maps(&own);
 	if (fd < 0)
-		return -1;
+		return;
 	char buf[4096];
 	size_t have = 0;
-	int found = -1;
 	for (off_t off = 0;;) {
 		ssize_t got = pread(fd, buf + have, sizeof buf - 1 - have, off);
 		if (got <= 0)
@@ -80,14 +84,12 @@ static int page_writable(uintptr_t addr)
 			char *end;
 			uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
 			uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, &end, 16) : 0;
-			if (*end == ' ' && addr >= lo && addr < hi) {
-				found = end[2] == 'w';
-				break;
-			}
+			if (*end == ' ' && end[2] == 'w')
+				for (unsigned k = 0; k < n; k++)
+					if (r[k].lo < r[k].hi && r[k].lo >= lo && r[k].lo < hi)
+						r[k].busy = true;
 			line = nl + 1;
 		}
-		if (found >= 0)
-			break;
 		have -= (size_t)(line - buf); /* a line cut short: keep its start */
 		memmove(buf, line, have);
 		if (have == sizeof buf - 1)
@@ -95,7 +97,15 @@ static int page_writable(uintptr_t addr)
 	}
 	if (own)
 		close(fd);
-	return found;
+}
+
+void hc_got_relro(hc_relro_t *r, unsigned n)
+{
+	relro_scan_t q = { r, n, ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1) };
+	for (unsigned k = 0; k < n; k++)
+		r[k].lo = r[k].hi = 0, r[k].busy = false;
+	dl_iterate_phdr(find_relro, &q);
+	relro_busy(r, n);
 }
 
 /* Store v in *slot, through a RELRO page if it is one. */
@@ -113,11 +123,11 @@ bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi)
 }
 
 /* Call fn for every JUMP_SLOT and GLOB_DAT slot of the object loaded at
- * base with dynamic section dyn, with the slot's symbol name; fn's return
- * is added up.  dl_iterate_phdr must not be running in this thread (the
- * RELRO range is looked up with it). */
-unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg, bool *busy)
+ * r->base with dynamic section dyn, with the slot's symbol name; fn's
+ * return is added up. */
+unsigned hc_got_each(const hc_relro_t *r, const void *dyn, hc_got_fn fn, void *arg)
 {
+	uintptr_t base = r->base;
 	const ElfW(Sym) *symtab = NULL;
 	const char *strtab = NULL;
 	const ElfW(Rela) *rela[2] = { NULL, NULL };
@@ -136,27 +146,22 @@ unsigned hc_got_each(uintptr_t base, const void *dyn, hc_got_fn fn, void *arg, b
 	}
 	if (symtab == NULL || strtab == NULL)
 		return 0;
-	relro_t relro = { .base = base };
-	dl_iterate_phdr(find_relro, &relro);
 	/* dl_iterate_phdr lists an object another thread's dlopen has mapped
 	 * and is still relocating: its RELRO pages are writable until the
 	 * loader is done.  Made read-only after a store (hc_got_store), the
 	 * loader's next relocation there faults (python3 died so in ld.so's
 	 * _dl_relocate_object when the injected agent's scan ran meanwhile);
 	 * and a slot taken now could still be relocated over.  Left for later. */
-	if (relro.lo < relro.hi && page_writable(relro.lo) == 1) {
-		if (busy != NULL)
-			*busy = true;
+	if (r->busy)
 		return 0;
-	}
 	unsigned n = 0;
 	for (int t = 0; t < 2; t++) {
 		for (size_t i = 0; rela[t] && i < relasz[t] / sizeof(ElfW(Rela)); i++) {
-			const ElfW(Rela) *r = &rela[t][i];
-			if (!R_SLOT(ELF64_R_TYPE(r->r_info)) || ELF64_R_SYM(r->r_info) == 0)
+			const ElfW(Rela) *rel = &rela[t][i];
+			if (!R_SLOT(ELF64_R_TYPE(rel->r_info)) || ELF64_R_SYM(rel->r_info) == 0)
 				continue;
-			const char *name = strtab + symtab[ELF64_R_SYM(r->r_info)].st_name;
-			n += fn((void **)(base + r->r_offset), name, relro.lo, relro.hi, arg);
+			const char *name = strtab + symtab[ELF64_R_SYM(rel->r_info)].st_name;
+			n += fn((void **)(base + rel->r_offset), name, r->lo, r->hi, arg);
 		}
 	}
 	return n;

@@ -146,7 +146,9 @@ static unsigned redirect_import(void *handle, void *fn)
 	struct link_map *lm;
 	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm->l_addr == 0)
 		return 0;
-	return hc_got_each(lm->l_addr, lm->l_ld, redirect_one, fn, NULL);
+	hc_relro_t r = { .base = lm->l_addr };
+	hc_got_relro(&r, 1);
+	return hc_got_each(&r, lm->l_ld, redirect_one, fn);
 }
 
 /*

@@ -348,6 +348,7 @@ static unsigned take_slot(void **slot, const char *name, uintptr_t lo, uintptr_t
 typedef struct {
 	scan_obj_t obj[512];
 	const void *dyn[512];
+	hc_relro_t relro[512];
 	unsigned n;
 	unsigned long long adds;
 } scan_t;
@@ -397,7 +398,12 @@ static unsigned scan(bool force)
 	if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && (force || s.adds != seen_adds)) {
 		bool busy = false; /* an object the loader is still relocating */
 		for (unsigned i = 0; i < s.n; i++)
-			n += hc_got_each(s.obj[i].base, s.dyn[i], take_slot, &s.obj[i], &busy);
+			s.relro[i].base = s.obj[i].base;
+		hc_got_relro(s.relro, s.n);
+		for (unsigned i = 0; i < s.n; i++) {
+			busy |= s.relro[i].busy;
+			n += hc_got_each(&s.relro[i], s.dyn[i], take_slot, &s.obj[i]);
+		}
 		if (!busy) /* else the next scan looks again */
 			seen_adds = s.adds;
 	}
