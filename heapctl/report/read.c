@@ -742,11 +742,12 @@ static int read_file(reader_t *r, size_t *got, int64_t *mtime_ns)
 		return -1;
 	}
 	*mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	r->buf = rp_alloc((size_t)st.st_size + 1);
-	*got = 0;
 	/* the first 64 KiB say whether it is a profile at all, before a
-	 * gigabyte of something else is read */
+	 * gigabyte of something else is read, or room is asked for a
+	 * terabyte of it */
 	size_t head = (size_t)st.st_size < 65536 ? (size_t)st.st_size : 65536;
+	r->buf = rp_alloc(head + 1);
+	*got = 0;
 	while (*got < head) {
 		ssize_t n = read(fd, r->buf + *got, head - *got);
 		if (n < 0 && errno == EINTR)
@@ -767,6 +768,11 @@ static int read_file(reader_t *r, size_t *got, int64_t *mtime_ns)
 		snprintf(err, errlen, "%s %s", path, why);
 		close(fd);
 		return -1;
+	}
+	if ((size_t)st.st_size > head) {
+		char *all = rp_alloc((size_t)st.st_size + 1);
+		memcpy(all, r->buf, *got);
+		r->buf = all;
 	}
 	while (*got < (size_t)st.st_size) {
 		ssize_t n = read(fd, r->buf + *got, (size_t)st.st_size - *got);

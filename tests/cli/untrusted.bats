@@ -71,16 +71,15 @@ assert d["prof.prefix"] == sys.argv[1] + "/p\x1b[31m\x07\nx\ufffdy", repr(d["pro
 	[[ "$stderr" == *"is not a regular file"* ]]
 }
 
-@test "report on a 1 GiB binary file: refused from its first bytes, quickly" {
-	truncate -s 1G "$T/big"
+@test "report on a 1 TiB binary file: refused from its first bytes" {
+	truncate -s 1T "$T/big"
 	head -c 4096 /dev/urandom | dd of="$T/big" conv=notrunc status=none
-	local t0
-	t0=$(now_ms)
-	run --separate-stderr "$HEAPCTL" report "$T/big"
-	[ "$status" -ne 0 ]
+	# reading all of it (sparse: zeros) would take minutes, the first
+	# 64 KiB take milliseconds; timeout's 124 is a read to the end (a bound
+	# this loose, not one in milliseconds, holds on a loaded machine)
+	run --separate-stderr timeout 60 "$HEAPCTL" report "$T/big"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
 	[[ "$stderr" == *"is not a heap profile"* ]]
-	# reading 1 GiB would take seconds; the first 64 KiB take milliseconds
-	[ $(( $(now_ms) - t0 )) -lt 2000 ]
 }
 
 @test "a profile cut anywhere in its stacks, or in the middle of a line, is refused as truncated" {
