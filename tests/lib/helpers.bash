@@ -132,9 +132,8 @@ start_prog() {
 #   (control:false), for the control thread (asked with a command; -n: only
 #   for its segment, so that no client has called), the stopped child's
 #   excepted.  Sets TPID, CHILD, TOUT (its stdout), TERR.
-#   Every target gets seconds=300 unless told otherwise, so nothing outlives
-#   a broken teardown for long (60 was shorter than serve_access's Unix
-#   socket test on a loaded machine: its targets exited under it).
+#   Every target gets seconds=60 unless told otherwise, so nothing outlives
+#   a broken teardown for long.
 start_target() {
 	local conf=$DEFAULT_CONF user="" dir=$T ask=1
 	while [ $# -gt 0 ]; do
@@ -152,7 +151,7 @@ start_target() {
 		[[ $a == fork=1 ]] && fork=1
 		[[ $a == fork=stop ]] && fork=stop
 	done
-	[ "$seconds" = 1 ] && args+=(seconds=300)
+	[ "$seconds" = 1 ] && args+=(seconds=60)
 	_ntarget=$((_ntarget + 1))
 	TOUT=$T/target.$_ntarget.out
 	TERR=$T/target.$_ntarget.err
