@@ -233,21 +233,26 @@ void hc_prof_fork_child(void); /* the thread's record's new tid */
 /* ---- unwinding (unwind.c) ---------------------------------------------- */
 
 unsigned hc_unwind(uintptr_t *frames, unsigned max); /* caller first */
-/* got.c: a loaded object's JUMP_SLOT and GLOB_DAT slots.  hc_got_relro
- * fills in, for each object by its load bias, its RELRO range and whether
- * the loader is still relocating it (its RELRO pages still writable:
- * another thread's dlopen), with one dl_iterate_phdr and one read of
- * /proc/self/maps for all of them; dl_iterate_phdr must not be running in
- * this thread.  hc_got_fn gets a slot, its symbol's name and the object's
- * RELRO range (for hc_got_store); hc_got_each adds up what it returns, or
- * calls nothing for a busy object. */
+/* got.c: a loaded object's JUMP_SLOT and GLOB_DAT slots.  An object's
+ * hc_relro_t is its RELRO range and whether the loader is still relocating
+ * it (its RELRO pages still writable: another thread's dlopen).
+ * hc_got_relro_of fills it in from the object's dl_iterate_phdr entry, but
+ * for busy, which hc_got_busy sets for n of them with one read of
+ * /proc/self/maps; hc_got_relro does both for one object by its load bias
+ * (dl_iterate_phdr must not be running in this thread).  hc_got_fn gets a
+ * slot, its symbol's name and the object's RELRO range (for hc_got_store);
+ * hc_got_each adds up what it returns, or calls nothing for a busy
+ * object. */
+struct dl_phdr_info;
 typedef struct {
-	uintptr_t base;   /* in: load bias                      */
+	uintptr_t base;   /* load bias                          */
 	uintptr_t lo, hi; /* PT_GNU_RELRO's pages (none: lo == hi) */
 	bool busy;
 } hc_relro_t;
 typedef unsigned (*hc_got_fn)(void **slot, const char *name, uintptr_t relro_lo, uintptr_t relro_hi, void *arg);
-void hc_got_relro(hc_relro_t *r, unsigned n);
+void hc_got_relro_of(const struct dl_phdr_info *info, hc_relro_t *r);
+void hc_got_busy(hc_relro_t *r, unsigned n);
+void hc_got_relro(hc_relro_t *r);
 unsigned hc_got_each(const hc_relro_t *r, const void *dyn, hc_got_fn fn, void *arg);
 bool hc_got_store(void **slot, void *v, uintptr_t relro_lo, uintptr_t relro_hi);
 

@@ -31,39 +31,39 @@
 #define R_SLOT(t) 0
 #endif
 
-typedef struct {
-	hc_relro_t *r;
-	unsigned n;
-	uintptr_t mask;
-} relro_scan_t;
+void hc_got_relro_of(const struct dl_phdr_info *info, hc_relro_t *r)
+{
+	uintptr_t mask = ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1);
+	r->base = info->dlpi_addr;
+	r->lo = r->hi = 0;
+	r->busy = false;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+			/* the pages the loader makes read-only (glibc's
+			 * _dl_protect_relro): whole pages from the start's, up to
+			 * the one the end is in, which keeps its other data
+			 * writable */
+			ElfW(Addr) lo = r->base + info->dlpi_phdr[i].p_vaddr;
+			r->lo = lo & mask;
+			r->hi = (lo + info->dlpi_phdr[i].p_memsz) & mask;
+		}
+	}
+}
 
 static int find_relro(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	relro_scan_t *q = arg;
-	for (unsigned k = 0; k < q->n; k++) {
-		hc_relro_t *r = &q->r[k];
-		if (info->dlpi_addr != r->base)
-			continue;
-		for (int i = 0; i < info->dlpi_phnum; i++) {
-			if (info->dlpi_phdr[i].p_type == PT_GNU_RELRO) {
-				/* the pages the loader makes read-only (glibc's
-				 * _dl_protect_relro): whole pages from the start's,
-				 * up to the one the end is in, which keeps its
-				 * other data writable */
-				ElfW(Addr) lo = r->base + info->dlpi_phdr[i].p_vaddr;
-				r->lo = lo & q->mask;
-				r->hi = (lo + info->dlpi_phdr[i].p_memsz) & q->mask;
-			}
-		}
-	}
-	return 0;
+	hc_relro_t *r = arg;
+	if (info->dlpi_addr != r->base)
+		return 0;
+	hc_got_relro_of(info, r);
+	return 1;
 }
 
 /* For each r[i] whose RELRO range is not empty: busy if its first page is
  * writable now, from one read of /proc/self/maps, a piece at a time into
  * the stack (no malloc).  Unknown (no maps) counts as not busy. */
-static void relro_busy(hc_relro_t *r, unsigned n)
+void hc_got_busy(hc_relro_t *r, unsigned n)
 {
 	bool own;
 	int fd = hc_event_maps(&own);
@@ -99,13 +99,12 @@ static void relro_busy(hc_relro_t *r, unsigned n)
 		close(fd);
 }
 
-void hc_got_relro(hc_relro_t *r, unsigned n)
+void hc_got_relro(hc_relro_t *r)
 {
-	relro_scan_t q = { r, n, ~(uintptr_t)(sysconf(_SC_PAGESIZE) - 1) };
-	for (unsigned k = 0; k < n; k++)
-		r[k].lo = r[k].hi = 0, r[k].busy = false;
-	dl_iterate_phdr(find_relro, &q);
-	relro_busy(r, n);
+	r->lo = r->hi = 0;
+	r->busy = false;
+	dl_iterate_phdr(find_relro, r);
+	hc_got_busy(r, 1);
 }
 
 /* Store v in *slot, through a RELRO page if it is one. */

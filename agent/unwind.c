@@ -147,7 +147,7 @@ static unsigned redirect_import(void *handle, void *fn)
 	if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm->l_addr == 0)
 		return 0;
 	hc_relro_t r = { .base = lm->l_addr };
-	hc_got_relro(&r, 1);
+	hc_got_relro(&r);
 	return hc_got_each(&r, lm->l_ld, redirect_one, fn);
 }
 

@@ -380,6 +380,7 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 	if (dyn == NULL || s->n == sizeof s->dyn / sizeof s->dyn[0])
 		return 0;
 	s->obj[s->n] = (scan_obj_t){ info->dlpi_addr, lo, hi, alo, ahi };
+	hc_got_relro_of(info, &s->relro[s->n]);
 	s->dyn[s->n++] = dyn;
 	return 0;
 }
@@ -397,9 +398,7 @@ static unsigned scan(bool force)
 	dl_iterate_phdr(collect, &s);
 	if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && (force || s.adds != seen_adds)) {
 		bool busy = false; /* an object the loader is still relocating */
-		for (unsigned i = 0; i < s.n; i++)
-			s.relro[i].base = s.obj[i].base;
-		hc_got_relro(s.relro, s.n);
+		hc_got_busy(s.relro, s.n);
 		for (unsigned i = 0; i < s.n; i++) {
 			busy |= s.relro[i].busy;
 			n += hc_got_each(&s.relro[i], s.dyn[i], take_slot, &s.obj[i]);
