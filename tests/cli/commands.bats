@@ -14,7 +14,7 @@ load ../lib/helpers
 	run --separate-stderr "$HEAPCTL" list
 	[ "$status" -eq 0 ]
 	[[ "${lines[0]}" =~ ^PID\ +NSPID\ +PROF\ +SAMPLE\ +ALLOCATED\ +MAPPED\ +HIGH-WATER\ +DUMPS\ +COMMAND$ ]]
-	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +on\ +2\^19\ +[0-9.]+\ [KMG]?i?B\ .*\ 0\ \ $TARGET\ seconds=60($'\n'|$) ]]
+	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +on\ +2\^19\ +[0-9.]+\ [KMG]?i?B\ .*\ 0\ \ $TARGET\ seconds=600($'\n'|$) ]]
 
 	"$HEAPCTL" off "$TPID"
 	run --separate-stderr "$HEAPCTL" list
@@ -51,7 +51,7 @@ assert r["dumps"] == 0, r' "$TPID" "$TARGET"
 	run --separate-stderr "$HEAPCTL" status "$TPID"
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "process        $TPID" ]
-	[ "${lines[1]}" = "command        $TARGET seconds=60" ]
+	[ "${lines[1]}" = "command        $TARGET seconds=600" ]
 	[[ "$output" == *$'\nlibrary        heapctl '*", segment ABI 1, "*"heapctl.$TPID"$'\n'* ]]
 	[[ "$output" == *$'\ncontrol        running, 0 commands served\n'* ]]
 	[[ "$output" == *$'\nprofiling      on\n'* ]]

@@ -112,7 +112,7 @@ spawn() {
 }
 
 # launch [-c CONF] [-n] WRAPPER...: start the test service as
-#     WRAPPER... env HEAPCTL_CONF=CONF $TARGET seconds=60
+#     WRAPPER... env HEAPCTL_CONF=CONF $TARGET seconds=600
 # in $T, where WRAPPER ends by exec'ing its arguments, so that the service
 # keeps its PID; waits for "ready" and, unless -n, for the control thread.
 # Sets TPID, TOUT and TERR like start_target.
@@ -128,7 +128,7 @@ launch() {
 	_ntarget=$((_ntarget + 1))
 	TOUT=$T/target.$_ntarget.out
 	TERR=$T/target.$_ntarget.err
-	(cd "$T" && exec_or_call "$@" env -u MALLOC_CONF -u LD_PRELOAD "HEAPCTL_CONF=$conf" "$TARGET" seconds=60) \
+	(cd "$T" && exec_or_call "$@" env -u MALLOC_CONF -u LD_PRELOAD "HEAPCTL_CONF=$conf" "$TARGET" seconds=600) \
 	    >"$TOUT" 2>"$TERR" &
 	local bg=$!
 	track "$bg"
@@ -260,7 +260,7 @@ time.sleep(60)'
 	need_pidns
 	unshare --pid --fork --kill-child --mount --ipc --mount-proc \
 	    sh -c 'mount -t tmpfs tmpfs /dev/shm && exec "$@"' sh \
-	    env "HEAPCTL_CONF=$DEFAULT_CONF" "$TARGET" seconds=60 >"$T/ns.out" 2>&1 &
+	    env "HEAPCTL_CONF=$DEFAULT_CONF" "$TARGET" seconds=600 >"$T/ns.out" 2>&1 &
 	u=$!
 	track "$u"
 	wait_for 5 grep -q '^ready 1$' "$T/ns.out"

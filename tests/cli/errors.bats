@@ -231,7 +231,7 @@ echo "pids $a $b"
 	[ "$status" -eq 0 ]
 	read -r _ a b <<<"$(grep '^pids ' <<<"$output")"
 	[ -n "$a" ] && [ -n "$b" ]
-	msg="heapctl: 2 processes run libheapctl.so: $a ($TARGET seconds=60), $b ($TARGET seconds=60); say which with a PID"
+	msg="heapctl: 2 processes run libheapctl.so: $a ($TARGET seconds=600), $b ($TARGET seconds=600); say which with a PID"
 	[ "${lines[1]}" = "$msg" ]
 	[ "${lines[2]}" = "exit 8" ]
 	[ "${lines[3]}" = "$msg" ]

@@ -160,7 +160,7 @@ PY
 @test "explain on the demo service (make demo): its parts add up, and its leak is in the heap's live objects" {
 	gcc -std=gnu11 -O1 -g -fno-omit-frame-pointer -pthread -o "$T/service" "$BATS_TEST_DIRNAME/../demo/service.c"
 	LD_PRELOAD="$HEAPCTL_BUILD/libheapctl.so" HEAPCTL_CONF="prof:true,lg_prof_sample:14,control_refresh_ms:100" \
-	    "$T/service" seconds=60 >"$T/service.log" 2>&1 &
+	    "$T/service" seconds=600 >"$T/service.log" 2>&1 &
 	D=$!
 	track "$D"
 	wait_for 10 grep -q '^ready' "$T/service.log"

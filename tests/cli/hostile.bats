@@ -32,7 +32,7 @@ start_planted() {
 	HEAPCTL_CONF=$DEFAULT_CONF${VERBOSE:+,verbose:true} KIND=$kind TARGET=$TARGET bash -c '
 		source "$0"
 		plant "$KIND" /dev/shm/heapctl.$$
-		exec "$TARGET" seconds=60' "$BATS_TEST_FILENAME.plant" >"$TOUT" 2>"$TERR" &
+		exec "$TARGET" seconds=600' "$BATS_TEST_FILENAME.plant" >"$TOUT" 2>"$TERR" &
 	local pid=$!
 	track "$pid"
 	PLANT=/dev/shm/heapctl.$pid

@@ -57,7 +57,7 @@ no_build() {
 # started [CONF]: the target under the installed library, through the
 # installed `heapctl run`; TPID once its control thread answers
 started() {
-	"${HIDE[@]}" "$HEAPCTL" run --conf "control_refresh_ms:100${1:+,$1}" -- "$TB/target" seconds=60 \
+	"${HIDE[@]}" "$HEAPCTL" run --conf "control_refresh_ms:100${1:+,$1}" -- "$TB/target" seconds=600 \
 	    >"$T/target.out" 2>"$T/target.err" &
 	TPID=$!
 	track "$TPID"
@@ -121,7 +121,7 @@ prog_started() {
 	started
 	run hidden "$HEAPCTL" list
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"$TPID "*"$TB/target seconds=60"* ]]
+	[[ "$output" == *"$TPID "*"$TB/target seconds=600"* ]]
 	run hidden "$HEAPCTL" status "$TPID" --json
 	[ "$status" -eq 0 ]
 	[ "$(jfield prof.active <<<"$output")" = true ]
@@ -142,7 +142,7 @@ prog_started() {
 	[[ "$output" == "Total: "* ]]
 	[[ "$output" == *" main"* ]]
 	# --secure takes the installed libheapctl-secure.so
-	"${HIDE[@]}" "$HEAPCTL" run --secure -- "$TB/target" seconds=60 >"$T/secure.out" 2>&1 &
+	"${HIDE[@]}" "$HEAPCTL" run --secure -- "$TB/target" seconds=600 >"$T/secure.out" 2>&1 &
 	local spid=$!
 	track "$spid"
 	wait_for 5 grep -q "^ready $spid\$" "$T/secure.out"

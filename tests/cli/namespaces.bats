@@ -52,7 +52,7 @@ start_container() {
 	local out=$T/container.$_ntarget.out
 	if [ "$shared" = 1 ]; then
 		unshare --pid --fork --kill-child --mount-proc \
-		    env -u MALLOC_CONF -u LD_PRELOAD "HEAPCTL_CONF=$conf" "$TARGET" "$@" seconds=60 >"$out" 2>&1 &
+		    env -u MALLOC_CONF -u LD_PRELOAD "HEAPCTL_CONF=$conf" "$TARGET" "$@" seconds=600 >"$out" 2>&1 &
 	else
 		# the files are copied through the new /dev/shm, since the build
 		# may itself be under /tmp
@@ -61,7 +61,7 @@ mount -t tmpfs tmpfs /dev/shm && cp "$1" "$2" /dev/shm/ &&
 mount -t tmpfs tmpfs /tmp && mkdir /tmp/bin && mv /dev/shm/target /dev/shm/libheapctl.so /tmp/bin/ &&
 cd /tmp && conf=$3 && shift 3 &&
 exec env -u MALLOC_CONF -u LD_PRELOAD LD_LIBRARY_PATH=/tmp/bin "HEAPCTL_CONF=$conf" /tmp/bin/target "$@"' \
-		    sh "$TARGET" "$HEAPCTL_BUILD/libheapctl.so" "$conf" "$@" seconds=60 >"$out" 2>&1 &
+		    sh "$TARGET" "$HEAPCTL_BUILD/libheapctl.so" "$conf" "$@" seconds=600 >"$out" 2>&1 &
 	fi
 	local u=$!
 	track "$u"
@@ -97,8 +97,8 @@ own_dump() {
 	run --separate-stderr "$HEAPCTL" list
 	[ "$status" -eq 0 ]
 	[[ "${lines[0]}" =~ ^PID\ +NSPID\ +PROF ]]
-	[[ "$output" =~ (^|$'\n')$CPID\ +1\ +on\ +2\^19\ .*\ /tmp/bin/target\ seconds=60($'\n'|$) ]]
-	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +on\ +2\^19\ .*\ $TARGET\ seconds=60($'\n'|$) ]]
+	[[ "$output" =~ (^|$'\n')$CPID\ +1\ +on\ +2\^19\ .*\ /tmp/bin/target\ seconds=600($'\n'|$) ]]
+	[[ "$output" =~ (^|$'\n')$TPID\ +-\ +on\ +2\^19\ .*\ $TARGET\ seconds=600($'\n'|$) ]]
 
 	run --separate-stderr "$HEAPCTL" list --json
 	[ "$status" -eq 0 ]
@@ -106,7 +106,7 @@ own_dump() {
 import json, sys
 rows = {r["pid"]: r for r in json.loads(sys.argv[1])}
 c, t = rows[int(sys.argv[2])], rows[int(sys.argv[3])]
-assert c["nspid"] == 1 and c["command"] == "/tmp/bin/target seconds=60", c
+assert c["nspid"] == 1 and c["command"] == "/tmp/bin/target seconds=600", c
 assert t["nspid"] == t["pid"], t' "$output" "$CPID" "$TPID"
 }
 
@@ -116,7 +116,7 @@ assert t["nspid"] == t["pid"], t' "$output" "$CPID" "$TPID"
 	run --separate-stderr "$HEAPCTL" status "$CPID"
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "process        $CPID (PID 1 in its namespace)" ]
-	[ "${lines[1]}" = "command        /tmp/bin/target seconds=60" ]
+	[ "${lines[1]}" = "command        /tmp/bin/target seconds=600" ]
 	[ "$(status_field "$CPID" nspid)" = 1 ]
 	[ "$(status_field "$CPID" pid)" = "$CPID" ]
 	[ "$(status_field "$CPID" segment)" = "/proc/$CPID/root/dev/shm/heapctl.1" ]
@@ -470,7 +470,7 @@ LD_PRELOAD="$1" ls / >/dev/null 2>"$2/ls.err"' sh "$lib" "$HEAPCTL_BUILD/libheap
 	[[ "$output" == *" main"* ]]
 	# heapctl status of such a process says the unwinder it took
 	unshare --mount sh -c 'mount --bind /dev/null "$1" && shift &&
-exec env LD_PRELOAD="$1" HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$2" seconds=60' \
+exec env LD_PRELOAD="$1" HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$2" seconds=600' \
 	    sh "$lib" "$HEAPCTL_BUILD/libheapctl.so" "$TARGET" >"$T/st.out" 2>"$T/st.err" &
 	track $!
 	wait_for 5 grep -q '^ready ' "$T/st.out"

@@ -119,7 +119,7 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 @test "c2. target killed while its parent has not reaped it yet (a zombie): clients see it exited" {
 	# the target's parent is a sleep, which never waits for its children;
 	# a supervisor that is slow to reap, or PID 1 of a container, does that
-	HEAPCTL_CONF=$DEFAULT_CONF bash -c 'cd "$1" || exit 1; "$2" seconds=60 >z.out 2>&1 & exec sleep 60' _ "$T" "$TARGET" &
+	HEAPCTL_CONF=$DEFAULT_CONF bash -c 'cd "$1" || exit 1; "$2" seconds=600 >z.out 2>&1 & exec sleep 60' _ "$T" "$TARGET" &
 	parent=$!
 	track "$parent"
 	wait_for 5 grep -q '^ready ' "$T/z.out"

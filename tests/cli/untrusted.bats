@@ -48,7 +48,7 @@ assert d["prof.prefix"] == sys.argv[1] + "/p\x1b[31m\x07\nx\ufffdy", repr(d["pro
 
 @test "a command line with escape sequences: list escapes it" {
 	cp "$TARGET" "$T/$(printf 'tgt\033]0;owned\a')"
-	HEAPCTL_CONF=$DEFAULT_CONF "$T/$(printf 'tgt\033]0;owned\a')" seconds=60 >"$T/o" 2>&1 &
+	HEAPCTL_CONF=$DEFAULT_CONF "$T/$(printf 'tgt\033]0;owned\a')" seconds=600 >"$T/o" 2>&1 &
 	local p=$!
 	track "$p"
 	wait_for 5 grep -q '^ready ' "$T/o"

@@ -132,7 +132,7 @@ start_prog() {
 #   (control:false), for the control thread (asked with a command; -n: only
 #   for its segment, so that no client has called), the stopped child's
 #   excepted.  Sets TPID, CHILD, TOUT (its stdout), TERR.
-#   Every target gets seconds=60 unless told otherwise, so nothing outlives
+#   Every target gets seconds=600 unless told otherwise, so nothing outlives
 #   a broken teardown for long.
 start_target() {
 	local conf=$DEFAULT_CONF user="" dir=$T ask=1
@@ -151,7 +151,7 @@ start_target() {
 		[[ $a == fork=1 ]] && fork=1
 		[[ $a == fork=stop ]] && fork=stop
 	done
-	[ "$seconds" = 1 ] && args+=(seconds=60)
+	[ "$seconds" = 1 ] && args+=(seconds=600)
 	_ntarget=$((_ntarget + 1))
 	TOUT=$T/target.$_ntarget.out
 	TERR=$T/target.$_ntarget.err
@@ -287,7 +287,7 @@ H=$HEAPCTL
 # works) and wait for its control thread; its pid in $NSPID
 ns_start() {
 	local out; out=$(mktemp)
-	HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$TARGET" "$@" seconds=60 >"$out" 2>&1 &
+	HEAPCTL_CONF=prof:true,control_refresh_ms:100 "$TARGET" "$@" seconds=600 >"$out" 2>&1 &
 	NSPID=$!
 	for _ in $(seq 100); do grep -q "^ready " "$out" && break; sleep 0.05; done
 	for _ in $(seq 100); do "$H" status "$NSPID" --json 2>/dev/null | grep -q "\"control\": true" && break; sleep 0.05; done

@@ -284,10 +284,23 @@ sd_install() {
 }
 
 # sd_host_pid CTPID: the host PID of the process that is CTPID in the
-# container's PID namespace (nothing if there is none).
+# container's PID namespace (nothing if there is none after 5 s of looking:
+# a unit's process that systemctl had just named was missed by one pass
+# over /proc in make check, while its journal showed it up and running).
 sd_host_pid() {
+	local i
+	case $1 in '' | 0) return 0 ;; esac
+	for ((i = 0; i < 25; i++)); do
+		_sd_host_pid_once "$1" && return 0
+		sleep 0.2
+	done
+	return 0
+}
+
+# _sd_host_pid_once CTPID: one pass over /proc; false if none was found
+_sd_host_pid_once() {
 	local want s ns
-	want=$(readlink "/proc/$SD_LEADER/ns/pid") || return 0
+	want=$(readlink "/proc/$SD_LEADER/ns/pid") || return 1
 	for s in /proc/[0-9]*/status; do
 		_sd_status_field "$s" NSpid
 		[ "${REPLY##*[[:space:]]}" = "$1" ] || continue
@@ -298,7 +311,7 @@ sd_host_pid() {
 			return 0
 		fi
 	done
-	return 0
+	return 1
 }
 
 # sd_track PID...: host processes (background clients) to kill at teardown

@@ -15,7 +15,7 @@ target=$BUILD/tests/programs/target
 [ -x "$target" ] || { fail "$target missing (make $BUILD/tests/programs/target)"; finish; }
 for i in $(seq 12); do
 	HEAPCTL_CONF=prof:true,lg_prof_sample:0,prof_timer_s:1,prof_prefix:$WORK/t \
-	    "$target" stacks=30000 seconds=60 >"$WORK/out.$i" 2>&1 &
+	    "$target" stacks=30000 seconds=600 >"$WORK/out.$i" 2>&1 &
 	p=$!
 	sleep "1.$((RANDOM % 3))$((RANDOM % 10))"
 	kill -TERM "$p"

@@ -260,7 +260,8 @@ let_go() {
 	"$HEAPCTL" eject "$PID" >/dev/null
 	"$HEAPCTL" inject "$PID" --off >/dev/null
 	# a build of before showed 1 dump and the first injection's samples
-	run "$HEAPCTL" list --json
+	# (list's warnings on other suites' segments go to stderr, not here)
+	run --separate-stderr "$HEAPCTL" list --json
 	python3 -c '
 import json, sys
 r = [r for r in json.loads(sys.argv[1]) if r["pid"] == int(sys.argv[2])][0]

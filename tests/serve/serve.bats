@@ -42,7 +42,7 @@ need_go() {
 	run promtool check metrics <"$T/m.txt"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=60\",user=\"root\"} 1$" "$T/m.txt"
+	grep -q "^heapctl_prof_active{pid=\"$TPID\",command=\"[^\"]*target seconds=600\",user=\"root\"} 1$" "$T/m.txt"
 	grep -q "^# TYPE heapctl_samples_total counter$" "$T/m.txt"
 	sampled() { [ "$(metric heapctl_samples_total "$TPID")" -gt 0 ]; }
 	wait_for 5 sampled

@@ -76,7 +76,7 @@ no_daemon_path() {
 	if cmp -s "$T/body" "$T/all.html"; then false; fi
 	grep -q "<title>target (pid $TPID)</title>" "$T/body"
 	grep -q "<h1 id=\"process\">target (pid $TPID)</h1>" "$T/body"
-	grep -q "<code class=\"command\">$TARGET seconds=60</code>" "$T/body"
+	grep -q "<code class=\"command\">$TARGET seconds=600</code>" "$T/body"
 	grep -q "User <b class=\"user\">root</b> (uid 0)" "$T/body"
 	grep -q "<img class=\"plot\" src=\"/plot?pid=$TPID&amp;t=0\"" "$T/body"
 	grep -q "<a href=\"/debug/pprof/allocs?pid=$TPID\">allocs</a>" "$T/body"
@@ -116,7 +116,7 @@ no_daemon_path() {
 	line=$(cat "$T/nbody")
 	[ "$line" = "process $rootp is not yours: uid 65534 cannot read its /proc/$rootp/maps" ]
 	grep -qF "<p id=\"error\">$line</p>" "$T/page403"
-	absent -q "seconds=60\|<tr data-pid" "$T/page403"
+	absent -q "seconds=600\|<tr data-pid" "$T/page403"
 	kill -TERM "$SPID"
 	wait "$SPID" || true
 	start_serve --listen "unix:$T/s.sock"
