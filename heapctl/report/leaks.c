@@ -117,7 +117,7 @@ int hc_leaks_main(cli_args_t *a)
 		rp_trend_t *t = rp_series_rank(&se, &nt);
 		double hours = (double)(every * n) / 3600.0;
 		for (size_t i = 0; i < nt; i++) {
-			if (t[i].grew != (unsigned)n || t[i].growth <= 0)
+			if (!t[i].only_grew)
 				continue;
 			const char *site = se.site[t[i].site];
 			size_t k = 0;

@@ -158,7 +158,7 @@ typedef struct rp_trend_s {
 	size_t site;
 	double first, last, growth, peak;
 	unsigned grew, shrank; /* intervals in which it went up, down */
-	bool only_grew;        /* grew, and never shrank: a leak suspect */
+	bool only_grew;        /* grew in every interval: a leak suspect */
 } rp_trend_t;
 
 /* The sites that were ever non-zero, leak suspects first (by growth),

@@ -5,9 +5,11 @@
  *
  * A site is what the text view's "flat" column counts: the function (or,
  * with --lines, the function and line) that made the allocation.  A site
- * that went up in some interval and down in none is a leak suspect: the
- * memory a leak holds only grows, where a cache or a pool also gives some
- * back.  Suspects are ranked first, by how much they grew.
+ * that went up in every interval is a leak suspect: the memory a leak holds
+ * only grows, where a cache or a pool also gives some back or levels off.
+ * Suspects are ranked first, by how much they grew.  This is the one rule:
+ * watch --leaks and serve --leaks take it from here (only_grew) for the
+ * last N + 1 dumps, and the alert rules count on it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,7 +56,7 @@ rp_trend_t *rp_series_rank(const rp_series_t *s, size_t *n)
 		if (!any)
 			continue;
 		r.growth = r.last - r.first;
-		r.only_grew = r.grew > 0 && r.shrank == 0;
+		r.only_grew = s->ndumps > 1 && r.grew == s->ndumps - 1;
 		t[k++] = r;
 	}
 	rank_s = s;

@@ -72,8 +72,9 @@ static double json_num(const char *obj, const char *end, const char *key)
 	return p ? strtod(p + strlen(pat), NULL) : -1;
 }
 
-/* The sites of report --series --json that went up in every interval. */
-static size_t parse_suspects(const char *json, unsigned intervals, double hours, leak_t *out, size_t max)
+/* The sites report --series --json calls leak suspects (only_grew: up in
+ * every interval, rp_series_rank's rule). */
+static size_t parse_suspects(const char *json, double hours, leak_t *out, size_t max)
 {
 	size_t n = 0;
 	const char *p = strstr(json, "\"sites\": [");
@@ -90,8 +91,9 @@ static size_t parse_suspects(const char *json, unsigned intervals, double hours,
 		const char *end = strchr(p, '}');
 		if (end == NULL)
 			break;
-		double grew = json_num(p, end, "grew"), growth = json_num(p, end, "growth");
-		if (grew == (double)intervals && growth > 0) {
+		const char *yes = memmem(p, (size_t)(end - p), "\"only_grew\": true", 17);
+		double growth = json_num(p, end, "growth");
+		if (yes != NULL && growth > 0) {
 			s.bytes = json_num(p, end, "last");
 			s.per_hour = growth / hours;
 			out[n++] = s;
@@ -156,8 +158,7 @@ static void one(lproc_t *x, uid_t uid)
 		return;
 	out[0] = 0;
 	if (serve_run_self(rep, out, OUT_MAX, err, sizeof err, 120000) == 0)
-		x->nsus = parse_suspects(out, L.intervals, (double)L.every_s * L.intervals / 3600.0, x->sus,
-		    LEAK_MAX_SUSPECTS);
+		x->nsus = parse_suspects(out, (double)L.every_s * L.intervals / 3600.0, x->sus, LEAK_MAX_SUSPECTS);
 	free(out);
 }
 

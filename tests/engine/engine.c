@@ -128,25 +128,30 @@ static void test_symfile(void)
 
 static void test_series(void)
 {
-	const char *site[] = { "cache", "leak", "flat", "never" };
+	const char *site[] = { "cache", "leak", "flat", "never", "warmup" };
 	/* 4 dumps */
 	double v[] = {
 		10, 30, 20, 40, /* cache: grew 2, shrank 1, +30 */
 		1, 2, 3, 4,     /* leak: grew 3, never shrank, +3 */
 		5, 5, 5, 5,     /* flat */
 		0, 0, 0, 0,     /* never: left out */
+		1, 3, 3, 3,     /* warmup: grew once, then levelled off, +2 */
 	};
 	int64_t t[] = { 1, 2, 3, 4 };
 	double total[] = { 0, 0, 0, 0 };
 	const char *p[] = { "a", "b", "c", "d" };
-	rp_series_t s = { .ndumps = 4, .nsites = 4, .path = p, .time_ns = t, .total = total, .site = site, .v = v };
+	rp_series_t s = { .ndumps = 4, .nsites = 5, .path = p, .time_ns = t, .total = total, .site = site, .v = v };
 	size_t n;
 	rp_trend_t *r = rp_series_rank(&s, &n);
-	CHECK(n == 3, "sites ever non-zero: %zu", n);
+	CHECK(n == 4, "sites ever non-zero: %zu", n);
 	CHECK(!strcmp(site[r[0].site], "leak") && r[0].only_grew && r[0].grew == 3, "the leak first");
 	CHECK(!strcmp(site[r[1].site], "cache") && !r[1].only_grew && r[1].shrank == 1 && r[1].growth == 30,
 	    "then the cache by growth");
-	CHECK(!strcmp(site[r[2].site], "flat") && r[2].growth == 0 && r[2].peak == 5, "then flat");
+	/* grew and never shrank, but not in every interval: no suspect (the
+	 * rule watch --leaks and serve --leaks apply) */
+	CHECK(!strcmp(site[r[2].site], "warmup") && !r[2].only_grew && r[2].grew == 1 && r[2].shrank == 0,
+	    "then the site that levelled off");
+	CHECK(!strcmp(site[r[3].site], "flat") && r[3].growth == 0 && r[3].peak == 5, "then flat");
 }
 
 static __attribute__((noinline)) int some_function(int x)
