@@ -237,7 +237,7 @@ held() {
 		m=$(status_field "$pid" mapped)
 		[ "$m" -ge "$peak" ] && [ "$m" -le $((peak + 524288)) ]
 	}
-	wait_for 10 at_peak
+	wait_for 10 at_peak || { echo "the program's peak: $peak; mapped: $(status_field "$pid" mapped)"; false; }
 	touch "$T/peak"
 	wait_for 10 grep -q '^allocated$' "$T/hold.out"
 	same_figures "$pid"
