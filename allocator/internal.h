@@ -370,7 +370,9 @@ struct hc_chunk_s {
 	/* huge only (within the first page: the object may follow it) */
 	size_t huge_offset; /* object = (char *)chunk + huge_offset     */
 	size_t huge_usable;
-	void *huge_prof; /* sample record, if sampled                */
+	void *huge_prof;     /* sample record, if sampled                */
+	uint32_t huge_thp;   /* MADV_HUGEPAGE asked by huge.c's policy    */
+	uint32_t huge_fresh; /* its first object since it was mapped      */
 	/* small only */
 	hc_page_t *xpages; /* pages of FULL status that got xfrees     */
 	uint64_t used_slots, dirty_new, dirty_old;
@@ -511,10 +513,13 @@ typedef struct hc_arena_s {
 void *hc_os_map(size_t size);                       /* NULL on failure */
 void *hc_os_map_aligned(size_t size, size_t align); /* NULL on failure */
 void hc_os_unmap(void *p, size_t size);
-void hc_os_purge(void *p, size_t size);  /* MADV_DONTNEED   */
-void hc_os_thp_mode(unsigned mode);      /* HC_THP_*        */
-int hc_os_thp(void *p, size_t size);     /* the mode's madvise; 0 or errno */
-void hc_os_nohuge(void *p, size_t size); /* MADV_NOHUGEPAGE */
+void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
+void hc_os_thp_mode(unsigned mode);                  /* HC_THP_*        */
+int hc_os_thp(void *p, size_t size);                 /* the mode's madvise; 0 or errno */
+void hc_os_nohuge(void *p, size_t size);             /* MADV_NOHUGEPAGE */
+void hc_os_hugepage(void *p, size_t size);           /* MADV_HUGEPAGE */
+bool hc_os_thp_adaptive(void);                       /* thp:default, the system's madvise */
+int hc_os_written_whole(const void *p, size_t size); /* 1, 0, -1: unknown */
 uint64_t hc_os_now_ms(void);
 void hc_diag(const char *msg); /* "<heapctl>: msg" */
 void hc_diag_ptr(const char *msg, const void *p);

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -54,6 +55,71 @@ int hc_os_thp(void *p, size_t size)
 void hc_os_nohuge(void *p, size_t size)
 {
 	(void)advise(p, size, MADV_NOHUGEPAGE);
+}
+
+/* The system's transparent_hugepage setting is madvise: 1, not: 0, not
+ * read yet: -1 (atomic; two threads that read it at once read the same) */
+static int thp_sys_madvise = -1;
+
+bool hc_os_thp_adaptive(void)
+{
+	if (__atomic_load_n(&thp_mode, __ATOMIC_RELAXED) != HC_THP_DEFAULT)
+		return false;
+	int v = __atomic_load_n(&thp_sys_madvise, __ATOMIC_RELAXED);
+	if (v < 0) {
+		char buf[128];
+		ssize_t n = -1;
+		int saved = errno,
+		    fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, buf, sizeof buf - 1);
+			close(fd);
+		}
+		errno = saved;
+		buf[n > 0 ? n : 0] = 0;
+		v = strstr(buf, "[madvise]") != NULL;
+		__atomic_store_n(&thp_sys_madvise, v, __ATOMIC_RELAXED);
+	}
+	return v == 1;
+}
+
+void hc_os_hugepage(void *p, size_t size)
+{
+	(void)advise(p, size, MADV_HUGEPAGE);
+}
+
+/* Whether size bytes at p (page-aligned) were written whole: of up to
+ * eight windows of 16 pages spread over them, 7 pages in 8 present in
+ * /proc/self/pagemap (bit 63; 62 is swapped).  Not mincore(2): systemd's
+ * @system-service filter kills a service that calls it (seccomp.c of the
+ * command's doctor lists what the library calls).  Presence is not a write:
+ * pages an earlier object of a reused mapping wrote count too, so the
+ * caller asks of fresh mappings only.  -1 when pagemap cannot be read. */
+int hc_os_written_whole(const void *p, size_t size)
+{
+	enum { WINDOWS = 8, WINDOW = 16 };
+	uint64_t ent[WINDOW];
+	size_t pages = size / HC_PAGE, seen = 0, present = 0;
+	int saved = errno, fd = open("/proc/self/pagemap", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		errno = saved;
+		return -1;
+	}
+	for (size_t w = 0; w < WINDOWS && pages > 0; w++) {
+		size_t first = pages * w / WINDOWS, n = pages - first < WINDOW ? pages - first : WINDOW;
+		off_t at = (off_t)(((uintptr_t)p / HC_PAGE + first) * sizeof *ent);
+		ssize_t got = pread(fd, ent, n * sizeof *ent, at);
+		if (got != (ssize_t)(n * sizeof *ent))
+			break;
+		for (size_t i = 0; i < n; i++)
+			present += (ent[i] >> 62) != 0;
+		seen += n;
+	}
+	close(fd);
+	errno = saved;
+	if (seen == 0)
+		return -1;
+	return present * 8 >= seen * 7;
 }
 
 /* mmap at a hint (a suggestion, never MAP_FIXED: a range in use is left

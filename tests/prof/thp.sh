@@ -103,6 +103,76 @@ expect default - '<heapctl>: MALLOC_CONF: ignoring "thp:sometimes": expected def
 expect always hg '<heapctl>: HEAPCTL_CONF: ignoring "thp:ALWAYS": expected default, always or never' \
     MALLOC_CONF=thp:always HEAPCTL_CONF=thp:ALWAYS
 
+# thp:default where the system's setting is madvise: huge pages for huge
+# objects once the program has written two fresh ones whole, never for one
+# that writes them every 64 KiB; every eighth fresh mapping of the mode is a
+# probe in small pages, and one written in part ends the mode
+cat >"$WORK/dense.c" <<'EOF2'
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+EOF2
+sed -n '/^\/\* "hg", "nh"/,/^}$/p' "$WORK/prog.c" >>"$WORK/dense.c"
+cat >>"$WORK/dense.c" <<'EOF2'
+enum { SIZE = 12 << 20 };
+/* a fresh SIZE object (the cache holds none that fits), written whole
+ * or every 64 KiB */
+static char *get(int whole)
+{
+	char *p = malloc(SIZE);
+	if (whole)
+		memset(p, 1, SIZE);
+	else
+		for (size_t o = 0; o < SIZE; o += 65536)
+			p[o] = 1;
+	return p;
+}
+int main(int argc, char **argv)
+{
+	int whole = strcmp(argv[1], "whole") == 0;
+	char *a = get(whole), *b = get(whole);
+	free(a);
+	free(b);
+	/* c takes the cached one; d, e[] are fresh */
+	char *c = get(whole), *d = get(whole), *e[7];
+	printf("after two: %s\n", flags(d));
+	for (int i = 0; i < 6; i++)
+		e[i] = get(whole);
+	printf("seventh: %s, ", flags(e[5]));
+	/* the probe, written in part: its free ends the mode */
+	e[6] = get(0);
+	printf("eighth: %s\n", flags(e[6]));
+	free(e[6]);
+	char *x = get(whole), *y = get(whole); /* x takes the probe's mapping */
+	printf("after a sparse probe: %s\n", flags(y));
+	free(c), free(d), free(x), free(y);
+	for (int i = 0; i < 6; i++)
+		free(e[i]);
+	return 0;
+}
+EOF2
+compile "$WORK/dense" "$WORK/dense.c"
+if grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null; then
+	hg=hg
+else
+	hg=-
+fi
+run dense_whole "$WORK" LD_PRELOAD="$LIB" "$WORK/dense" whole
+check_eq "written whole: exit status" "$RC" 0
+check_eq "written whole, system THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)" \
+    "$(cat "$WORK/dense_whole.out")" "after two: $hg
+seventh: $hg, eighth: -
+after a sparse probe: -"
+check_stderr_empty dense_whole
+run dense_sparse "$WORK" LD_PRELOAD="$LIB" "$WORK/dense" sparse
+check_eq "written every 64 KiB: exit status" "$RC" 0
+check_eq "written every 64 KiB" "$(cat "$WORK/dense_sparse.out")" "after two: -
+seventh: -, eighth: -
+after a sparse probe: -"
+run dense_never "$WORK" LD_PRELOAD="$LIB" MALLOC_CONF=thp:never "$WORK/dense" whole
+check_eq "written whole under thp:never" "$(sed -n 1p "$WORK/dense_never.out")" "after two: nh"
+
 # a program nobody here wrote
 if command -v python3 >/dev/null 2>&1; then
 	cat >"$WORK/buf.py" <<'EOF2'
