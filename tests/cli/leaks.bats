@@ -7,7 +7,8 @@
 load ../lib/helpers
 
 start_leaky() {
-	start_prog 10 leaky "prof:true,lg_prof_sample:14,control_refresh_ms:100"
+	# every allocation sampled: the cache's two levels are exact in a dump
+	start_prog 10 leaky "prof:true,lg_prof_sample:0,control_refresh_ms:100"
 	LPID=$PROG_PID
 }
 

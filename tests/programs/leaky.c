@@ -1,8 +1,11 @@
 /*
  * leaky - a leak and a cache, for heapctl watch --leaks: every 100 ms,
  * leaky_site allocates 16 blocks of 64 KiB and never frees them, and
- * cache_site replaces 16 of 64 cached blocks, emptying the whole cache
- * every fourth round (it grows and shrinks).  Writes "ready PID".
+ * cache_site fills a cache of 64 such blocks in one round and empties it
+ * in the next.  The cache has two levels, so dumps taken at any moments
+ * never see it grow twice in a row (with every allocation sampled: a
+ * cache of four levels, one more each round, grew in both of watch's
+ * intervals in make check).  Writes "ready PID".
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -30,22 +33,17 @@ __attribute__((noinline)) static void *cache_site(void)
 int main(void)
 {
 	void *cache[64] = { 0 };
-	int k = 0;
+	int full = 0;
 	printf("ready %d\n", getpid());
 	fflush(stdout);
 	for (;;) {
 		for (int i = 0; i < 16; i++)
 			sink = leaky_site();
-		for (int i = 0; i < 16; i++) {
-			free(cache[k]);
-			cache[k] = cache_site();
-			k = (k + 1) % 64;
+		for (int i = 0; i < 64; i++) {
+			free(cache[i]);
+			cache[i] = full ? NULL : cache_site();
 		}
-		if (k == 0)
-			for (int i = 0; i < 64; i++) {
-				free(cache[i]);
-				cache[i] = NULL;
-			}
+		full = !full;
 		usleep(100000);
 	}
 }
