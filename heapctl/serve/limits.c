@@ -22,7 +22,8 @@
  * Root (and the daemon's own user) is not counted: it can stop the daemon
  * anyway, and its scrapers run many requests at once.  The timeouts apply
  * to everyone.  libmicrohttpd's log lines (one per bad request) are kept
- * to LIM_LOG_LINES a minute, and a line says how many more there were.
+ * to LIM_LOG_LINES in a minute that starts at the first of them, and a
+ * line says how many more there were.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -65,7 +66,7 @@ static struct {
 	lim_conn_t *conns;
 	volatile int stopping;
 	/* the log */
-	time_t log_minute;
+	time_t log_start; /* the window's first line (open while log_lines) */
 	unsigned log_lines;
 	unsigned long log_dropped;
 } L = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -344,17 +345,19 @@ bool lim_stopping(void)
 
 /* ---- the log ------------------------------------------------------------------ */
 
-/* Under L.lock: at a new minute, the count of the last one's dropped lines. */
-static void log_minute_locked(time_t now)
+/* Under L.lock: when the window's minute is over, the count of its dropped
+ * lines, and no window until the next line.  A window starts at its first
+ * line, not on the clock's minute, so that a burst gets LIM_LOG_LINES lines
+ * whenever it comes, not up to twice that across a minute's turn. */
+static void log_window_locked(time_t now)
 {
-	if (now / 60 == L.log_minute)
+	if (L.log_lines == 0 || now - L.log_start < 60)
 		return;
 	if (L.log_dropped)
 		fprintf(stderr,
 		    "heapctl serve: %lu more libmicrohttpd messages in the last minute were not logged "
 		    "(%d a minute at most)\n",
 		    L.log_dropped, LIM_LOG_LINES);
-	L.log_minute = now / 60;
 	L.log_lines = 0;
 	L.log_dropped = 0;
 }
@@ -363,7 +366,10 @@ void lim_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
 	pthread_mutex_lock(&L.lock);
-	log_minute_locked(mono_s());
+	time_t now = mono_s();
+	log_window_locked(now);
+	if (L.log_lines == 0)
+		L.log_start = now;
 	if (L.log_lines < LIM_LOG_LINES) {
 		L.log_lines++;
 		char line[512];
@@ -379,6 +385,6 @@ void lim_log(void *cls, const char *fmt, va_list ap)
 void lim_log_flush(void)
 {
 	pthread_mutex_lock(&L.lock);
-	log_minute_locked(mono_s());
+	log_window_locked(mono_s());
 	pthread_mutex_unlock(&L.lock);
 }
