@@ -471,8 +471,16 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
  * one atomic operation and the owner learns how many blocks it took without
  * walking them (a miss per block, on lines another thread wrote: prodcons
  * spent 10% of its time there): the number of blocks in the high half, the
- * head's offset in its chunk (never 0: that is the header) in the low. */
-#define XLIST_OFF ((uint64_t)HC_CHUNK_MASK)
+ * head's offset in its chunk (never 0: that is the header) in the low.
+ * XLIST_FULL, above the offset, is the owner's word that the page is on its
+ * full list; it is set only on an empty list (page_to_full) and the push
+ * that finds it takes it off, so the word holds blocks or the flag, never
+ * both, and the one push that took it tells the owner (page_push_remote).
+ * Flag and list in one word need no fence: a free and the owner's move of
+ * the page to its full list are each one atomic operation on it, and the
+ * second sees the first. */
+#define XLIST_OFF  ((uint64_t)HC_CHUNK_MASK)
+#define XLIST_FULL ((uint64_t)1 << 31)
 
 static inline hc_block_t *xlist_head(hc_chunk_t *c, uint64_t w)
 {
@@ -487,7 +495,8 @@ static uint32_t page_collect(hc_page_t *pg)
 {
 	hc_chunk_t *c = hc_chunk_of(pg);
 	hc_xpage_t *xp = &c->xpage[pg - c->pages];
-	if (__atomic_load_n(&xp->xfree, __ATOMIC_RELAXED) == 0)
+	/* nothing, or only the flag, which no other thread sets */
+	if ((__atomic_load_n(&xp->xfree, __ATOMIC_RELAXED) & XLIST_OFF) == 0)
 		return 0;
 	uint64_t w = __atomic_exchange_n(&xp->xfree, 0, __ATOMIC_ACQUIRE);
 	hc_block_t *list = xlist_head(c, w);
@@ -562,21 +571,25 @@ static void page_extend(hc_chunk_t *c, hc_page_t *pg)
 	__atomic_store_n(&pg->capacity, pg->capacity + n, __ATOMIC_RELAXED);
 }
 
+/* The owner takes XLIST_FULL off the page's remote list word, if it is
+ * still there (a push may take it first, and then tells the owner). */
+static void xlist_unflag(hc_xpage_t *xp)
+{
+	uint64_t w = __atomic_load_n(&xp->xfree, __ATOMIC_RELAXED);
+	while ((w & XLIST_FULL) &&
+	    !__atomic_compare_exchange_n(&xp->xfree, &w, w & ~XLIST_FULL, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 /* Put a page on the full list.  Returns false, leaving it queued, if a
- * remote free raced in: the FULL flag and xfree are each written by one side
- * and read by the other, so with a full fence on both sides at least one of
- * them sees the other (see hc_small_free_remote). */
+ * remote free came in: the flag goes only into an empty list word. */
 static bool page_to_full(hc_heap_t *h, hc_page_t *pg)
 {
-	hc_xpage_t *xp = hc_xpage(pg);
-	__atomic_store_n(&pg->flags, pg->flags | HC_PG_FULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&xp->full, 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&xp->xfree, __ATOMIC_RELAXED) != 0) {
-		__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
+	uint64_t empty = 0;
+	if (!__atomic_compare_exchange_n(&hc_xpage(pg)->xfree, &empty, XLIST_FULL, false, __ATOMIC_RELAXED,
+	        __ATOMIC_RELAXED))
 		return false;
-	}
+	__atomic_store_n(&pg->flags, pg->flags | HC_PG_FULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->live, pg->live - HC_LIVE_FULL, __ATOMIC_RELAXED);
 	pq_remove(&h->queue[pg->cls], pg);
 	pq_push_back(&h->full, pg);
@@ -590,7 +603,7 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 	pq_remove(&h->full, pg);
 	__atomic_store_n(&pg->live, pg->live + HC_LIVE_FULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->flags, pg->flags & ~HC_PG_FULL, __ATOMIC_RELAXED);
-	__atomic_store_n(&hc_xpage(pg)->full, 0, __ATOMIC_RELAXED);
+	xlist_unflag(hc_xpage(pg));
 	pq_push_back(&h->queue[pg->cls], pg);
 	if (h->direct[pg->cls] == &page_empty)
 		direct_update(h, pg->cls);
@@ -629,7 +642,7 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 	__atomic_store_n(&pg->live, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pg->in_use, 0, __ATOMIC_RELAXED);
 	hc_xpage_t *xp = hc_xpage(pg);
-	__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
+	xlist_unflag(xp);
 	__atomic_store_n(&xp->in_use, 0, __ATOMIC_RELAXED);
 	uint64_t bit = 1ULL << (pg - c->pages);
 	c->used_slots &= ~bit;
@@ -664,7 +677,7 @@ static void page_init(hc_chunk_t *c, hc_page_t *pg, unsigned cls)
 	hc_xpage_t *xp = hc_xpage(pg);
 	xp->block_size = pg->block_size;
 	xp->cls = pg->cls;
-	__atomic_store_n(&xp->full, 0, __ATOMIC_RELAXED);
+	xlist_unflag(xp);
 	__atomic_store_n(&pg->in_use, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&xp->in_use, 1, __ATOMIC_RELEASE);
 }
@@ -739,7 +752,7 @@ static bool heap_adopt(hc_heap_t *h)
 		/* drop the old heap's pin and FULL bias */
 		__atomic_store_n(&pg->live, hc_page_used(pg), __ATOMIC_RELAXED);
 		__atomic_store_n(&pg->flags, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&hc_xpage(pg)->full, 0, __ATOMIC_RELAXED);
+		xlist_unflag(hc_xpage(pg));
 		pg->next = pg->prev = NULL;
 		page_collect(pg);
 		pq_push_back(&h->queue[pg->cls], pg);
@@ -1024,12 +1037,13 @@ static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc
 		if (unlikely(head == first)) /* the same block freed twice in a row */
 			hc_fatal_ptr("free(): double free of", first);
 		last->next = hc_link(pg, last, head);
-		next = (((w >> 32) + n) << 32) | (uint64_t)((char *)first - (char *)c);
+		next = (((w >> 32) + n) << 32) | (uint64_t)((char *)first - (char *)c); /* XLIST_FULL off */
 	} while (!__atomic_compare_exchange_n(&xp->xfree, &w, next, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&xp->full, __ATOMIC_RELAXED))
+	if (!(w & XLIST_FULL))
 		return;
-	/* The owner parked this page as full: tell it, once. */
+	/* The owner parked this page as full, and this push took the flag:
+	 * tell it, unless the page is still on the list from an earlier time
+	 * (the owner clears queued before it looks at the page's list). */
 	if (__atomic_exchange_n(&pg->queued, 1, __ATOMIC_SEQ_CST))
 		return;
 	hc_page_t *top = __atomic_load_n(&c->xpages, __ATOMIC_RELAXED);

@@ -197,12 +197,11 @@ static inline bool hc_live_dec(hc_page_t *pg)
  * page, apart from the page itself (chunk->xpage[slot]): the owner writes
  * its page's line on every malloc (free, live), and a consumer that read
  * or wrote that same line on every free (in_use, block_size, flags, the
- * remote list) took it from the owner each time.  block_size, cls, in_use
- * and full are the owner's copies of the page's, written when they change
- * (rarely: a page made, retired, put on or off the full list); xfree is
- * pushed by any thread and emptied only by the owner.  FULL and xfree are
- * read and written across threads with a fence on each side (page_to_full,
- * page_push_remote).
+ * remote list) took it from the owner each time.  block_size, cls and
+ * in_use are the owner's copies of the page's, written when they change
+ * (rarely: a page made or retired); xfree is
+ * pushed by any thread and emptied only by the owner; it also carries the
+ * owner's FULL flag, which the push that finds it takes (heap.c, xlist).
  */
 typedef struct {
 	uint64_t xfree;      /* other threads' frees (atomic): a count
@@ -210,8 +209,7 @@ typedef struct {
 	uint32_t block_size; /* pg->block_size                           */
 	uint8_t cls;         /* pg->cls                                  */
 	uint8_t in_use;      /* pg->in_use (atomic)                      */
-	uint8_t full;        /* pg->flags & HC_PG_FULL (atomic)          */
-	uint8_t spare;
+	uint8_t spare[2];
 } hc_xpage_t;
 
 /* ---- misuse checks ------------------------------------------------------
