@@ -255,7 +255,7 @@ if [ "$dry" = 1 ]; then
 	exit 0
 fi
 
-pass=0 fail=0 failed=()
+pass=0 fail=0 failed=() failed_logs=()
 declare -A started=() pids=()
 # a suite's time limit is for a hang; suites that share the CPUs take
 # longer (inject 58 s alone, over 300 s four at a time under a load of 15)
@@ -281,7 +281,7 @@ report() {
 		pass=$((pass + 1)); echo "ok   $(label "$i") (${secs}s)"
 		grep -m 1 '^SKIP ' "$log" | sed 's/^/     ! /'
 	else
-		fail=$((fail + 1)); failed+=("$(label "$i")"); echo "FAIL $(label "$i") (${secs}s)"
+		fail=$((fail + 1)); failed+=("$(label "$i")"); failed_logs+=("$log"); echo "FAIL $(label "$i") (${secs}s)"
 		grep -n -m 3 -A 12 -E '^not ok|^FAIL|FAIL:' "$log" | sed 's/^/     ! /'
 		head -n 3 "$log" | sed 's/^/     < /'
 		tail -n 20 "$log" | sed 's/^/     | /'
@@ -369,6 +369,12 @@ for spec in "${specs[@]}"; do
 	awk 'FNR == NR { seen[$2] = 1; print; next } !($2 in seen)' "$f.new" "$f" 2>/dev/null >"$f.tmp" ||
 		cp "$f.new" "$f.tmp"
 	mv "$f.tmp" "$f" && rm -f "$f.new"
+done
+# again at the end, where a long run's output is still read when its
+# middle is cut: each failed suite's first failure, in a few lines
+for log in "${failed_logs[@]:0:8}"; do
+	echo "why ${log#"$root"/}:"
+	grep -m 1 -A 7 -E '^not ok|^FAIL|FAIL:' "$log" | cut -c 1-240 | sed 's/^/     ! /'
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
