@@ -31,6 +31,7 @@ static struct {
 static unsigned cache_n;
 static size_t cache_bytes;
 static size_t live_count, live_mapped, live_usable; /* under huge_lock */
+static size_t live_usable_peak;                     /* under huge_lock */
 static hc_chunk_t *live_list;                       /* under huge_lock */
 
 static void live_add(hc_chunk_t *h)
@@ -39,6 +40,8 @@ static void live_add(hc_chunk_t *h)
 	live_count++;
 	live_mapped += h->map_size;
 	live_usable += h->huge_usable;
+	if (live_usable > live_usable_peak)
+		live_usable_peak = live_usable;
 	h->prev = NULL;
 	h->next = live_list;
 	if (live_list)
@@ -60,14 +63,30 @@ static void live_remove(hc_chunk_t *h)
 		h->next->prev = h->prev;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20) /* a transparent huge page */
+
+static bool dense; /* under huge_lock (read unlocked as a hint): below */
+
 static size_t cache_limit(void)
 {
-	/* keep at most half of what is live, and at least 64 MiB.  A quarter
-	 * let mimalloc-bench's malloc-large (20 buffers of 5-25 MiB, one
-	 * replaced at a time) evict a mapping every 24 replacements and fault
-	 * it in again: 480,000 page faults and 1.25x tcmalloc's time, against
-	 * 196,000 and 1.01x with half, at the same peak RSS (RESULTS.md).  The
-	 * decay (hc_huge_decay) unmaps what stays cached two epochs anyway. */
+	/* In the dense mode (below) every cached byte is resident, in huge
+	 * pages: the cache holds what keeps the huge mappings, live and cached,
+	 * within 1/32 above the most the program has had live at once, so that
+	 * it never sets the process's peak.  malloc-large (20 buffers of 5-25
+	 * MiB, written whole) peaked at 558 MiB with the rule below and 473
+	 * with this one (jemalloc 436), and ran in 0.6 of the time: what is
+	 * cached is used again, and what is not cached comes back in huge
+	 * pages (RESULTS.md). */
+	if (dense) {
+		size_t top = live_usable_peak + live_usable_peak / 32;
+		return top > live_mapped ? top - live_mapped : 0;
+	}
+	/* Else at most half of what is live, and at least 64 MiB: a quarter
+	 * let malloc-large in small pages evict a mapping every 24
+	 * replacements and fault it in again: 480,000 page faults and 1.25x
+	 * tcmalloc's time, against 196,000 and 1.01x with half, at the same
+	 * peak RSS.  The decay (hc_huge_decay) unmaps what stays cached two
+	 * epochs anyway. */
 	size_t lim = live_mapped / 2;
 	return lim < ((size_t)64 << 20) ? ((size_t)64 << 20) : lim;
 }
@@ -95,9 +114,11 @@ static void unmap_all(hc_chunk_t **v, unsigned n)
  * whether its first object was written whole (hc_os_written_whole).  Two
  * such in a row and the mode is dense: fresh mappings get MADV_HUGEPAGE
  * before their first touch, and a mapping in small pages freed meanwhile is
- * unmapped, not cached, so that huge ones replace it.  Every eighth fresh
+ * unmapped, not cached, so that huge ones replace it.  Every 32nd fresh
  * mapping stays in small pages as a probe: one found written in part ends
- * the mode.
+ * the mode.  (Every eighth made malloc-large 1.2 times as slow, its probes'
+ * small pages faulted one by one; a program that turns to sparse writes
+ * is found out that much later.)
  *
  * mimalloc-bench's malloc-large (buffers of 5-25 MiB zeroed whole) took
  * 2.6x tcmalloc's time in small pages on a VM where rewriting resident
@@ -107,13 +128,12 @@ static void unmap_all(hc_chunk_t **v, unsigned n)
  * writes them whole.
  */
 static unsigned dense_run;   /* under huge_lock: whole first objects in a row */
-static bool dense;           /* under huge_lock (read unlocked as a hint) */
 static unsigned dense_fresh; /* under huge_lock: fresh mappings in the mode */
 
 /* Whether a fresh mapping gets huge pages (under huge_lock). */
 static bool dense_take(void)
 {
-	return dense && hc_os_thp_adaptive() && ++dense_fresh % 8 != 0;
+	return dense && hc_os_thp_adaptive() && ++dense_fresh % 32 != 0;
 }
 
 /* What a free tells of the mode (under huge_lock); whole: the freed
@@ -252,11 +272,18 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	 * decays in the cache.  (map_size / 8: 8 * need wraps for a request
 	 * over 2^61 bytes, which then trimmed the mapping to nothing and
 	 * returned it.) */
-	if (h != NULL && h->map_size / 8 > need) {
-		hc_os_unmap((char *)h + need, h->map_size - need);
-		h->map_size = need;
+	size_t want = need, keep = 8;
+	if (h != NULL && h->huge_thp) {
+		/* in huge pages, whole ones, and no more than needed: see
+		 * cache_limit (a cut inside one splits it into small pages) */
+		want = (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+		keep = 1;
+	}
+	if (h != NULL && h->map_size / keep > want) {
+		hc_os_unmap((char *)h + want, h->map_size - want);
+		h->map_size = want;
 	} else if (h != NULL && h->map_size < need) {
-		hc_chunk_t *g = huge_grow(h, need);
+		hc_chunk_t *g = huge_grow(h, want);
 		if (g == NULL) {
 			hc_os_unmap(h, h->map_size);
 			h = NULL;
@@ -271,6 +298,9 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 			thp = dense_take();
 			hc_mutex_unlock(&huge_lock);
 		}
+		if (thp) /* whole huge pages: the last one in small pages faulted
+		          * up to 511 times */
+			need = (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
 		if (h == NULL) {
 			errno = ENOMEM;

@@ -105,7 +105,7 @@ expect always hg '<heapctl>: HEAPCTL_CONF: ignoring "thp:ALWAYS": expected defau
 
 # thp:default where the system's setting is madvise: huge pages for huge
 # objects once the program has written two fresh ones whole, never for one
-# that writes them every 64 KiB; every eighth fresh mapping of the mode is a
+# that writes them every 64 KiB; every 32nd fresh mapping of the mode is a
 # probe in small pages, and one written in part ends the mode
 cat >"$WORK/dense.c" <<'EOF2'
 #include <stdint.h>
@@ -135,19 +135,19 @@ int main(int argc, char **argv)
 	free(a);
 	free(b);
 	/* c takes the cached one; d, e[] are fresh */
-	char *c = get(whole), *d = get(whole), *e[7];
+	char *c = get(whole), *d = get(whole), *e[31];
 	printf("after two: %s\n", flags(d));
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 30; i++)
 		e[i] = get(whole);
-	printf("seventh: %s, ", flags(e[5]));
+	printf("31st: %s, ", flags(e[29]));
 	/* the probe, written in part: its free ends the mode */
-	e[6] = get(0);
-	printf("eighth: %s\n", flags(e[6]));
-	free(e[6]);
+	e[30] = get(0);
+	printf("32nd: %s\n", flags(e[30]));
+	free(e[30]);
 	char *x = get(whole), *y = get(whole); /* x takes the probe's mapping */
 	printf("after a sparse probe: %s\n", flags(y));
 	free(c), free(d), free(x), free(y);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 30; i++)
 		free(e[i]);
 	return 0;
 }
@@ -162,13 +162,13 @@ run dense_whole "$WORK" LD_PRELOAD="$LIB" "$WORK/dense" whole
 check_eq "written whole: exit status" "$RC" 0
 check_eq "written whole, system THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)" \
     "$(cat "$WORK/dense_whole.out")" "after two: $hg
-seventh: $hg, eighth: -
+31st: $hg, 32nd: -
 after a sparse probe: -"
 check_stderr_empty dense_whole
 run dense_sparse "$WORK" LD_PRELOAD="$LIB" "$WORK/dense" sparse
 check_eq "written every 64 KiB: exit status" "$RC" 0
 check_eq "written every 64 KiB" "$(cat "$WORK/dense_sparse.out")" "after two: -
-seventh: -, eighth: -
+31st: -, 32nd: -
 after a sparse probe: -"
 run dense_never "$WORK" LD_PRELOAD="$LIB" MALLOC_CONF=thp:never "$WORK/dense" whole
 check_eq "written whole under thp:never" "$(sed -n 1p "$WORK/dense_never.out")" "after two: nh"
