@@ -29,8 +29,9 @@ EOF
 
 @test "a. four clients dumping at once and two watchers: 40 distinct files, each watcher sees 40 dumps" {
 	start_target grow=0
+	# no --count: the dumps' memory may make a high-water event among them
 	for w in 1 2; do
-		"$HEAPCTL" watch "$TPID" --json --count 40 >"$T/watch$w" 2>"$T/watch$w.err" &
+		"$HEAPCTL" watch "$TPID" --json >"$T/watch$w" 2>"$T/watch$w.err" &
 		eval "w$w=\$!"
 		track $!
 	done
@@ -57,16 +58,19 @@ EOF
 	[ "$(ls "$T/d" | wc -l)" -eq 40 ]
 	for f in $(cat "$T"/out*); do [[ "$(head -c 8 "$f")" == heap_v2/ ]]; done
 
-	wait_for 10 eval '! kill -0 $w1 2>/dev/null && ! kill -0 $w2 2>/dev/null'
-	wait "$w1"
-	wait "$w2"
+	wait_for 10 eval '[ "$(grep -c "\"type\": \"dump\"" "$T/watch1")" -ge 40 ] &&
+	    [ "$(grep -c "\"type\": \"dump\"" "$T/watch2")" -ge 40 ]'
+	kill -TERM "$w1" "$w2"
+	wait "$w1" || true
+	wait "$w2" || true
 	for w in 1 2; do
 		json_lines "$T/watch$w"
+		grep -v '"type": "dump"' "$T/watch$w" || true
 		[ "$(count_events "$T/watch$w" dump)" -eq 40 ]
 		# the same 40 paths the clients printed
 		[ "$(python3 -c '
 import json, sys
-print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/watch$w")" = "$(cat "$T"/out* | sort)" ]
+print("\n".join(sorted(e["path"] for e in map(json.loads, open(sys.argv[1])) if e["type"] == "dump")))' "$T/watch$w")" = "$(cat "$T"/out* | sort)" ]
 	done
 }
 
@@ -302,8 +306,19 @@ print("\n".join(sorted(json.loads(l)["path"] for l in open(sys.argv[1]))))' "$T/
 }
 
 @test "f. fork: a child's control thread starts in the fork and publishes 20 ms after it, also if the child never allocates" {
-	start_target fork=stop
-	wait_for 5 eval '[ "$(awk "{ print \$3 }" "/proc/$CHILD/stat")" = T ]'
+	# the child stops itself as fork returns; on a loaded machine it may
+	# get there after the 20 ms, and then it has published, as it should:
+	# up to 5 tries for one that stopped in time
+	local try
+	for try in 1 2 3 4 5; do
+		start_target fork=stop
+		wait_for 5 eval '[ "$(awk "{ print \$3 }" "/proc/$CHILD/stat")" = T ]'
+		[ ! -e "$(seg "$CHILD")" ] && break
+		echo "try $try: the child published before it stopped"
+		kill -KILL "$CHILD" "$TPID"
+		wait "$TPID" 2>/dev/null || true
+		rm -f "$(seg "$CHILD")" "$(seg "$TPID")"
+	done
 	# stopped as fork returned: our thread exists, waiting out the grace
 	[ "$(ls "/proc/$CHILD/task" | wc -l)" -eq 2 ]
 	[ ! -e "$(seg "$CHILD")" ]
