@@ -481,6 +481,7 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
  * second sees the first. */
 #define XLIST_OFF  ((uint64_t)HC_CHUNK_MASK)
 #define XLIST_FULL ((uint64_t)1 << 31)
+_Static_assert((XLIST_OFF & XLIST_FULL) == 0, "the FULL flag lies above a block's offset in its chunk");
 
 static inline hc_block_t *xlist_head(hc_chunk_t *c, uint64_t w)
 {

@@ -65,6 +65,12 @@ static void live_remove(hc_chunk_t *h)
 
 #define HUGE_PAGE ((size_t)2 << 20) /* a transparent huge page */
 
+/* n bytes of mapping in whole huge pages (the dense mode, below) */
+static inline size_t huge_pages_round(size_t n)
+{
+	return (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
 static bool dense; /* under huge_lock (read unlocked as a hint): below */
 
 static size_t cache_limit(void)
@@ -276,7 +282,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	if (h != NULL && h->huge_thp) {
 		/* in huge pages, whole ones, and no more than needed: see
 		 * cache_limit (a cut inside one splits it into small pages) */
-		want = (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+		want = huge_pages_round(need);
 		keep = 1;
 	}
 	if (h != NULL && h->map_size / keep > want) {
@@ -300,7 +306,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 		}
 		if (thp) /* whole huge pages: the last one in small pages faulted
 		          * up to 511 times */
-			need = (need + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+			need = huge_pages_round(need);
 		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
 		if (h == NULL) {
 			errno = ENOMEM;
