@@ -104,27 +104,6 @@ static bool ejecting; /* written by the control thread only */
 static bool pausing;  /* under pause_lock */
 static hc_mutex_t pause_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PAUSE, "pause_lock");
 
-/* ---- identity ------------------------------------------------------------- */
-
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, len - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	buf[n] = 0;
-	return (ssize_t)n;
-}
-
 /* ---- creating the segment -------------------------------------------------- */
 
 /* A file at our name is ours to replace only when it is provably a segment
@@ -197,9 +176,9 @@ static int create_file(int dfd, char *name, size_t len)
 static void command_line(char *out, size_t len)
 {
 	char buf[256];
-	ssize_t n = read_file("/proc/self/cmdline", buf, sizeof buf);
+	ssize_t n = hc_shm_read_file("/proc/self/cmdline", buf, sizeof buf);
 	if (n <= 0) {
-		n = read_file("/proc/self/comm", buf, sizeof buf);
+		n = hc_shm_read_file("/proc/self/comm", buf, sizeof buf);
 		if (n > 0 && buf[n - 1] == '\n')
 			buf[--n] = 0;
 	}

@@ -46,17 +46,6 @@ void hc_prof_samples_restart(void)
 	__atomic_store_n(&samples_total, 0, __ATOMIC_RELAXED);
 }
 
-static uint64_t hash_frames(const uintptr_t *f, unsigned n)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ n;
-	for (unsigned i = 0; i < n; i++) {
-		h ^= f[i];
-		h *= 0x100000001b3ULL;
-		h ^= h >> 29;
-	}
-	return h;
-}
-
 /* A new thread record for the calling thread.  Under hc_prof_lock. */
 hc_thread_t *hc_prof_thread_add(bool active, const char *name)
 {
@@ -80,7 +69,7 @@ static hc_stack_t *stack_get(const uintptr_t *frames, unsigned n)
 		if (buckets == NULL)
 			return NULL;
 	}
-	uint64_t h = hash_frames(frames, n);
+	uint64_t h = hc_shm_hash_frames(frames, n);
 	hc_stack_t **b = &buckets[h % NBUCKETS];
 	for (hc_stack_t *s = *b; s; s = s->next)
 		if (s->hash == h && s->nframes == n && memcmp(s->frames, frames, n * sizeof *frames) == 0)
@@ -198,7 +187,7 @@ void hc_prof_check(void)
 	if (!HC_DEBUG)
 		return;
 	for (hc_stack_t *s = stacks_all; s; s = s->all_next) {
-		HC_ASSERT(s->nframes <= HC_MAX_FRAMES && s->hash == hash_frames(s->frames, s->nframes));
+		HC_ASSERT(s->nframes <= HC_MAX_FRAMES && s->hash == hc_shm_hash_frames(s->frames, s->nframes));
 		hc_stack_t *b = buckets ? buckets[s->hash % NBUCKETS] : NULL;
 		while (b && b != s)
 			b = b->next;

@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define HC_SHM_MAGIC    0x314c544350414548ull /* "HEAPCTL1" little-endian */
 #define HC_SHM_ABI      1u
@@ -422,6 +423,24 @@ void hc_shm_futex_wake(uint32_t *addr, int n);
 
 uint64_t hc_shm_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t hc_shm_mono_ns(void); /* CLOCK_MONOTONIC */
+
+/* The hash of a stack's frames, for the tables that keep each distinct
+ * stack once: the agent's profile and `heapctl trace`'s stacks. */
+static inline uint64_t hc_shm_hash_frames(const uint64_t *f, unsigned n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	for (unsigned i = 0; i < n; i++) {
+		h ^= f[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* A small file (of /proc, or any) into buf, NUL-terminated, at most len - 1
+ * bytes, without following a symlink or blocking on a FIFO: the bytes
+ * read, or -1 with errno.  No allocation: the agent uses it too. */
+ssize_t hc_shm_read_file(const char *path, char *buf, size_t len);
 
 /* Copy a string into a fixed field, truncating, always NUL-terminated. */
 void hc_shm_strlcpy(char *dst, const char *src, size_t len);

@@ -448,6 +448,27 @@ void hc_shm_path(char *buf, size_t len, const char *root, int pid)
 		buf[o] = 0;
 }
 
+ssize_t hc_shm_read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = 0;
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	int e = errno;
+	close(fd);
+	buf[n] = 0;
+	errno = e;
+	return (ssize_t)n;
+}
+
 void hc_shm_strlcpy(char *dst, const char *src, size_t len)
 {
 	size_t n = strnlen(src, len - 1);

@@ -73,8 +73,6 @@ const char *out_bytes(uint64_t v, char *buf, size_t len);   /* "12.3 MiB" */
 const char *out_bytes_f(double v, char *buf, size_t len);   /* the same, for estimates */
 const char *out_time(uint64_t ns, char *buf, size_t len);   /* ISO 8601 UTC, ms */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len);
-/* A file (of /proc: untrusted) into buf, NUL-terminated; bytes or -1. */
-ssize_t cli_read_file(const char *path, char *buf, size_t len);
 
 /* opts.c: a command's options, one table for the parser and the help.
  * The table ends with an entry of all NULLs; an entry with no name but a

@@ -146,31 +146,6 @@ const char *out_time(uint64_t ns, char *buf, size_t len)
 	return buf;
 }
 
-/* A file of /proc (or any) into buf, NUL-terminated, at most len - 1
- * bytes: what another process writes there is untrusted, so the read is
- * bounded, does not follow a symlink and does not block on a FIFO.  The
- * bytes read, or -1 with errno. */
-ssize_t cli_read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = 0;
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, len - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	int e = errno;
-	close(fd);
-	buf[n] = 0;
-	errno = e;
-	return (ssize_t)n;
-}
-
 /* The command line from /proc (as heapctl sees it), else the segment's
  * (seg NULL: the process's name from /proc, or ""). */
 void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
@@ -189,7 +164,7 @@ void out_cmdline(int pid, const hc_shm_t *seg, char *buf, size_t len)
 	}
 	if (n == 0) { /* a kernel thread, or a zombie */
 		snprintf(path, sizeof path, "/proc/%d/comm", pid);
-		if (cli_read_file(path, buf, len) < 0)
+		if (hc_shm_read_file(path, buf, len) < 0)
 			buf[0] = 0;
 		buf[strcspn(buf, "\n")] = 0;
 		return;

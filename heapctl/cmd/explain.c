@@ -229,7 +229,7 @@ static size_t thread_sps(int pid, uint64_t *sp, size_t max)
 			continue;
 		char f[320], buf[512];
 		snprintf(f, sizeof f, "/proc/%d/task/%s/syscall", pid, e->d_name);
-		ssize_t len = cli_read_file(f, buf, sizeof buf);
+		ssize_t len = hc_shm_read_file(f, buf, sizeof buf);
 		if (len <= 0)
 			continue;
 		/* the last two fields are sp and pc */

@@ -338,7 +338,7 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 	}
 	char cgs[4096], path[600], v[16], *cg = NULL;
 	snprintf(path, sizeof path, "/proc/%d/cgroup", t->pid);
-	if (code == HC_EXIT_TIMEOUT && cli_read_file(path, cgs, sizeof cgs) > 0) {
+	if (code == HC_EXIT_TIMEOUT && hc_shm_read_file(path, cgs, sizeof cgs) > 0) {
 		/* the unified hierarchy's line, "0::/path", wherever it is */
 		for (char *l = cgs; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
 			if (strncmp(l, "0::", 3) == 0)
@@ -347,9 +347,9 @@ static void check_control(cli_diag_t *d, hc_shm_target_t *t, uint64_t timeout_ns
 	if (cg) {
 		cg[strcspn(cg, "\n")] = 0;
 		snprintf(path, sizeof path, "/sys/fs/cgroup%.500s/cgroup.freeze", cg + 3);
-		bool frozen = cli_read_file(path, v, sizeof v) > 0 && v[0] == '1';
+		bool frozen = hc_shm_read_file(path, v, sizeof v) > 0 && v[0] == '1';
 		snprintf(path, sizeof path, "/sys/fs/cgroup/unified%.500s/cgroup.freeze", cg + 3);
-		frozen = frozen || (cli_read_file(path, v, sizeof v) > 0 && v[0] == '1');
+		frozen = frozen || (hc_shm_read_file(path, v, sizeof v) > 0 && v[0] == '1');
 		if (frozen) {
 			add(d, CLI_PROBLEM, HC_EXIT_TIMEOUT, "control",
 			    "thaw it (systemctl thaw UNIT, or "

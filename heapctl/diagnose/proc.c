@@ -121,7 +121,7 @@ int cli_proc_getenv(int pid, const char *name, char *out, size_t len)
 	char p[64];
 	snprintf(p, sizeof p, "/proc/%d/environ", pid);
 	static char buf[1 << 18];
-	ssize_t n = cli_read_file(p, buf, sizeof buf);
+	ssize_t n = hc_shm_read_file(p, buf, sizeof buf);
 	if (n < 0)
 		return -1;
 	size_t nl = strlen(name);
@@ -161,7 +161,7 @@ static bool proc_line(int pid, const char *file, const char *key, char sep, char
 {
 	char p[64], buf[8192];
 	snprintf(p, sizeof p, "/proc/%d/%s", pid, file);
-	if (cli_read_file(p, buf, sizeof buf) <= 0)
+	if (hc_shm_read_file(p, buf, sizeof buf) <= 0)
 		return false;
 	size_t kl = strlen(key);
 	for (char *line = buf; line && *line;) {
@@ -561,7 +561,7 @@ int64_t cli_proc_started_ns(int pid)
 {
 	char line[1024], path[64];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	if (cli_read_file(path, line, sizeof line) <= 0)
+	if (hc_shm_read_file(path, line, sizeof line) <= 0)
 		return 0;
 	char *p = strrchr(line, ')');
 	for (int f = 2; p && *p && f < 22; p++)

@@ -126,7 +126,7 @@ int unit_pids(const unit_t *u, const char *name, int *pids, int max)
 	ssize_t got = -1;
 	for (unsigned i = 0; i < 3 && got <= 0; i++) {
 		snprintf(path, sizeof path, "/sys/fs/cgroup%s%s/cgroup.procs", roots[i], cg);
-		got = cli_read_file(path, text, sizeof text);
+		got = hc_shm_read_file(path, text, sizeof text);
 	}
 	if (got <= 0)
 		return 0;

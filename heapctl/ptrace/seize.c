@@ -48,7 +48,7 @@ static void thread_info(int pid, pt_thr_t *t)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task/%d/comm", pid, t->tid);
-	if (cli_read_file(path, t->name, sizeof t->name) > 0)
+	if (hc_shm_read_file(path, t->name, sizeof t->name) > 0)
 		t->name[strcspn(t->name, "\n")] = 0;
 	char st[64];
 	t->state = '?';
@@ -71,7 +71,7 @@ static int refused(int pid, int err)
 		return cli_err(HC_EXIT_PERM, "cannot trace process %d: process %d (a debugger?) traces it already", pid,
 		    tracer);
 	char scope[16] = "";
-	cli_read_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
+	hc_shm_read_file("/proc/sys/kernel/yama/ptrace_scope", scope, sizeof scope);
 	int sc = scope[0] ? atoi(scope) : 0;
 	if (sc >= 3)
 		return cli_err(HC_EXIT_PERM,

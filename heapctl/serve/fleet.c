@@ -42,7 +42,7 @@ static void program(int pid, const char *command, char *out, size_t len)
 {
 	char path[64], buf[PATH_MAX];
 	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-	ssize_t n = cli_read_file(path, buf, sizeof buf);
+	ssize_t n = hc_shm_read_file(path, buf, sizeof buf);
 	if (n > 0 && buf[0]) {
 		buf[sizeof buf - 1] = 0; /* argv[0] ends at its NUL */
 		const char *b = strrchr(buf, '/');
@@ -51,7 +51,7 @@ static void program(int pid, const char *command, char *out, size_t len)
 		return;
 	}
 	snprintf(path, sizeof path, "/proc/%d/comm", pid);
-	n = cli_read_file(path, buf, sizeof buf);
+	n = hc_shm_read_file(path, buf, sizeof buf);
 	if (n > 0) {
 		buf[strcspn(buf, "\n")] = 0;
 		if (buf[0]) {

@@ -163,7 +163,7 @@ static bool has_alloc_counts(const char *file)
 {
 	char head[512];
 	unsigned long long n, b, an, ab;
-	ssize_t got = cli_read_file(file, head, sizeof head);
+	ssize_t got = hc_shm_read_file(file, head, sizeof head);
 	const char *t = got > 0 ? strstr(head, "\n  t*: ") : NULL;
 	if (t == NULL || sscanf(t, "\n  t*: %llu: %llu [%llu: %llu]", &n, &b, &an, &ab) != 4)
 		return true; /* not ours to judge: report says what it finds */

@@ -34,7 +34,7 @@ static void cgroup_labels(int pid, char *unit, size_t ulen, char *cont, size_t c
 	char path[64], buf[4096];
 	unit[0] = cont[0] = 0;
 	snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
-	if (cli_read_file(path, buf, sizeof buf) <= 0)
+	if (hc_shm_read_file(path, buf, sizeof buf) <= 0)
 		return;
 	char *line = strstr(buf, "0::/");
 	if (line == NULL)

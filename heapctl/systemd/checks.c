@@ -200,7 +200,7 @@ int sd_check_hardening(const unit_t *u, plan_t *pl)
 		if (f[0] != '/')
 			continue;
 		char text[65536];
-		if (cli_read_file(f, text, sizeof text) <= 0)
+		if (hc_shm_read_file(f, text, sizeof text) <= 0)
 			continue;
 		for (char *l = text; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 			l += strspn(l, " \t");

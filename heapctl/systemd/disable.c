@@ -18,7 +18,7 @@
 int sd_dropin_remove(const unit_t *u, const char *verb, const char *dir, const char *file, char *dumps, size_t dlen)
 {
 	char text[16384];
-	if (cli_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
+	if (hc_shm_read_file(file, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
 		return cli_err(HC_EXIT_FAILED, "systemd %s %s: not enabled (no %s written by heapctl)", verb, u->name,
 		    file);
 	for (char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {

@@ -251,7 +251,7 @@ int sd_enable(cli_args_t *a, unit_t *u, plan_t *pl, bool restart_it, bool keep)
 	char *before = malloc(sizeof lines);
 	if (before == NULL)
 		return cli_err(HC_EXIT_FAILED, "out of memory");
-	bool same = cli_read_file(file, before, sizeof lines) >= 0 && same_dropin(before, lines);
+	bool same = hc_shm_read_file(file, before, sizeof lines) >= 0 && same_dropin(before, lines);
 	free(before);
 	if (same && already_loaded(a, u, pl, file))
 		return 0;

@@ -72,13 +72,13 @@ int sd_pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *r
 	    "%s\nLD_PRELOAD = '%s'\nHEAPCTL_CONF = 'prof:true,prof_active:%s,"
 	    "prof_prefix:%s/postgres%s%s'\n",
 	    PG_MARK, pl->lib, pl->off ? "false" : "true", dir, pl->conf[0] ? "," : "", pl->conf);
-	ssize_t n = cli_read_file(file, text, sizeof text);
+	ssize_t n = hc_shm_read_file(file, text, sizeof text);
 	if (n < 0)
 		return cli_err(HC_EXIT_FAILED, "systemd enable %s: cannot read %s: %s", u->name, file, strerror(errno));
 	bool same = strstr(text, block) != NULL;
 	int e = 0;
 	if (!same && strstr(text, PG_MARK) &&
-	    ((e = sd_pg_unwrite_env(file)) != 0 || cli_read_file(file, text, sizeof text) < 0))
+	    ((e = sd_pg_unwrite_env(file)) != 0 || hc_shm_read_file(file, text, sizeof text) < 0))
 		return cli_err(HC_EXIT_FAILED,
 		    "systemd enable %s: cannot take the earlier settings out of "
 		    "%s: %s",
@@ -116,7 +116,7 @@ int sd_pg_write_env(const unit_t *u, const plan_t *pl, const char *file, char *r
 int sd_pg_unwrite_env(const char *file)
 {
 	char text[65536], out[65536];
-	if (cli_read_file(file, text, sizeof text) < 0)
+	if (hc_shm_read_file(file, text, sizeof text) < 0)
 		return errno == ENOENT ? 0 : errno;
 	char *m = strstr(text, PG_MARK);
 	if (m == NULL)

@@ -147,7 +147,7 @@ int sd_status(cli_args_t *a, bool user)
 			continue;
 		char text[16384], unit[300], dumps[PATH_MAX] = "", path[2 * PATH_MAX];
 		snprintf(path, sizeof path, "%s/%s/" DROPIN, base, e->d_name);
-		if (cli_read_file(path, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
+		if (hc_shm_read_file(path, text, sizeof text) < 0 || strncmp(text, MARK, strlen(MARK)) != 0)
 			continue;
 		for (char *t = text; t && *t; t = strchr(t, '\n') ? strchr(t, '\n') + 1 : NULL) {
 			if (sscanf(t, "# heapctl-dumps: %4095[^\n]", dumps) == 1) {

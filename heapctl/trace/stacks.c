@@ -26,17 +26,6 @@ static struct {
 	size_t live_cap, live_used, live_n;
 } S;
 
-static uint64_t hash_frames(const uint64_t *f, unsigned n)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ n;
-	for (unsigned i = 0; i < n; i++) {
-		h ^= f[i];
-		h *= 0x100000001b3ull;
-		h ^= h >> 29;
-	}
-	return h;
-}
-
 stack_t_ *tr_stack_get(const uint64_t *f, unsigned n)
 {
 	if (S.nstacks * 2 >= S.tab_n) {
@@ -53,7 +42,7 @@ stack_t_ *tr_stack_get(const uint64_t *f, unsigned n)
 		S.tab = nt;
 		S.tab_n = nn;
 	}
-	uint64_t h = hash_frames(f, n);
+	uint64_t h = hc_shm_hash_frames(f, n);
 	size_t i = h & (S.tab_n - 1);
 	for (stack_t_ *s = S.tab[i]; s; s = s->next)
 		if (s->hash == h && s->n == n && memcmp(s->frames, f, n * sizeof *f) == 0)
