@@ -1,6 +1,6 @@
 /*
  * shm.c - tests of the segment library (shm/): the settings parser both
- * sides check values with, the seqlock and the event ring under concurrent
+ * sides check values with, the reader of small files both use, the seqlock and the event ring under concurrent
  * writers, and the client's open/validate/call against a segment this test
  * makes for itself, served by a thread that plays the control thread.
  */
@@ -520,9 +520,51 @@ static void test_publishing(void)
 	CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }
 
+/* ---- hc_shm_read_file ----------------------------------------------------- */
+
+/* The reader of small files that the agent and the command share: bounded,
+ * NUL-terminated, refusing a symlink, not blocking on a FIFO. */
+static void test_read_file(void)
+{
+	char dir[] = "/tmp/heapctl-readfile.XXXXXX";
+	CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+	char path[256], link[256], fifo[256], buf[16];
+	snprintf(path, sizeof path, "%s/file", dir);
+	snprintf(link, sizeof link, "%s/link", dir);
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0 && write(fd, "hello, world\n", 13) == 13, "writing %s", path);
+	close(fd);
+
+	memset(buf, 'x', sizeof buf);
+	CHECK(hc_shm_read_file(path, buf, sizeof buf) == 13 && strcmp(buf, "hello, world\n") == 0, "whole file: %s",
+	    buf);
+	CHECK(hc_shm_read_file(path, buf, 6) == 5 && strcmp(buf, "hello") == 0, "cut to len - 1: %s", buf);
+	CHECK(hc_shm_read_file(path, buf, 1) == 0 && buf[0] == 0, "len 1: nothing but the NUL");
+
+	CHECK(symlink(path, link) == 0, "symlink: %s", strerror(errno));
+	errno = 0;
+	CHECK(hc_shm_read_file(link, buf, sizeof buf) == -1 && errno == ELOOP, "a symlink is followed (errno %d)",
+	    errno);
+	errno = 0;
+	char missing[300];
+	snprintf(missing, sizeof missing, "%s/none", dir);
+	CHECK(hc_shm_read_file(missing, buf, sizeof buf) == -1 && errno == ENOENT, "a missing file (errno %d)", errno);
+
+	/* a FIFO with no writer: opened without waiting for one, read as empty */
+	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
+	CHECK(hc_shm_read_file(fifo, buf, sizeof buf) == 0 && buf[0] == 0, "a FIFO blocked or gave bytes");
+
+	unlink(fifo);
+	unlink(link);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_settings();
+	test_read_file();
 	mem = mmap(NULL, sizeof(hc_shm_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	test_seqlock();
 	test_ring();
