@@ -39,7 +39,7 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized larson_relay xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs size_mix"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized larson_relay larson_idle xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs size_mix"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches simple_batches pareto_churn size_mix"
 # C++ (g++), through operator new and delete
 cxx_programs="cxx_new_delete"
@@ -69,6 +69,8 @@ bench_argv() {
 	# larsonN as it runs: generations that overlap, an idle main thread whose
 	# blocks the workers start from, and blocks touched in their first bytes
 	larson_relay) argv=("$out/larson_sized" relay=1 touch=1 sized=0 rounds=100 gens=10) ;;
+	# larsonN's gap alone: one worker on slots that an idle owner filled
+	larson_idle) argv=("$out/larson_sized" threads=1 chunks=1000 relay=1 gens=1 touch=1 sized=0 rounds=20000) ;;
 	# calloc and memalign(16, n) of a small block, and free (rptest uses only those)
 	calloc_pairs) argv=("$out/fastpath" via=1 pairs=10000000 size=48) ;;
 	memalign_pairs) argv=("$out/fastpath" via=2 pairs=10000000 size=48) ;;
