@@ -245,9 +245,9 @@ $(BUILD)/tests/unit/misuse: tests/unit/misuse.c $(BUILD)/libheapctl-secure.so te
 	    -L$(BUILD) -lheapctl-secure -Wl,-rpath,$(abspath $(BUILD))
 
 # The lock order check, built with HC_DEBUG=1 in every build.
-$(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/hc_lock.h tests/lib/check.h
+$(BUILD)/tests/unit/lock_order: tests/unit/lock_order.c allocator/lock.c allocator/os.c allocator/hc_lock.h tests/lib/check.h
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c -o $@
+	$(CC) $(TEST_CFLAGS) -DHC_DEBUG=1 tests/unit/lock_order.c allocator/lock.c allocator/os.c -o $@
 
 # heapctl trace's budget decisions, on given CPU times (no BPF).
 $(BUILD)/tests/unit/trace_budget: tests/unit/trace_budget.c heapctl/trace/budget.c heapctl/trace/budget.h tests/lib/check.h

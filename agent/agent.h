@@ -20,7 +20,7 @@
  *                reach the control thread
  *   profile.c    the profile's tables, which dumps and commands read
  *   state.c      hc_opt, hc_prof, hc_prof_lock: the data every file reads
- *   log.c        hc_say, which calls nothing
+ *   log.c        hc_say and hc_fd_high, which call nothing
  */
 #ifndef HC_AGENT_H
 #define HC_AGENT_H
@@ -85,7 +85,15 @@ int hc_setting_set(unsigned i, const hc_shm_value_t *v);
 /* The run-time settings take their start-up values. */
 void hc_settings_start(void);
 
-/* ---- logging (log.c) ----------------------------------------------------- */
+/* ---- logging, and a descriptor out of the way (log.c) -------------------- */
+
+/* A descriptor the library keeps in the program's table is moved up to the
+ * lowest free number from HC_FD_HIGH (close-on-exec), out of the way of a
+ * program that counts on its next open() getting the lowest free number
+ * (close(0); open("/dev/null")); where it cannot be (RLIMIT_NOFILE) it
+ * stays.  -1 stays -1. */
+#define HC_FD_HIGH 32 /* in the 64 slots every table has from the start */
+int hc_fd_high(int fd);
 
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */

@@ -21,6 +21,19 @@
  * executed and answered, and a client that is gone simply never reads the
  * answer.
  *
+ * The thread works in a descriptor table of its own (table_own): it
+ * leaves the program's table as it starts, taking nothing of it along
+ * (close_range with CLOSE_RANGE_UNSHARE), so that what it opens and closes
+ * later (a dump, the segment, /proc files) never takes or closes a number
+ * the program's threads are using or are about to get from open(): a
+ * daemon's close(0); open("/dev/null"), a shell child setting up a
+ * pipeline, a program that closes every descriptor it does not know.  Its
+ * descriptor 0 is a pidfd of the process, through which its messages reach
+ * the program's standard error (hc_stderr); 1 and 2 are copies, so that
+ * nothing of its own is ever written to as standard error.  Where the
+ * kernel or a seccomp filter refuses (close_range needs Linux 5.9) it
+ * works in the program's table, as any thread.
+ *
  * A child of fork gets its own thread at once, from the fork handler, but
  * the thread makes the child's segment only CHILD_GRACE_MS after the fork:
  * a child that execs or exits before (system(), popen, a fork-per-task
@@ -29,14 +42,21 @@
  * daemon's double fork that only sleeps, a postgres backend waiting for its
  * first query.  The thread exists before the child's own code runs, so a
  * child that then caps its threads (haproxy's workers set RLIMIT_NPROC to
- * 0) or chroots still has it; for the chroot the handler also opens
- * /dev/shm and /proc/self (O_PATH), and the thread closes both as soon as
- * the segment is made.  Until then, code running in a child that chrooted
- * within those 20 ms could reach outside its root through them: the price
- * of finding a chrooted worker, stated in the README.  What the child keeps
- * after (/proc/self/maps, for its dumps) is a file and reaches nothing.  A child that waited for its first allocation
- * 20 ms after the fork (as before) could not be reached while idle; the thread costs a small program's fork-and-exit a
- * few hundred microseconds (tests/bench/RESULTS.md, fork_small and fork_cost).
+ * 0) or chroots still has it.  For the chroot the thread opens /dev/shm
+ * and /proc/self (O_PATH) in its own table while the fork handler waits
+ * for it (TABLE_WAIT_MS at most; a few tens of microseconds), and closes
+ * both as soon as the segment is made: the child's own code never has
+ * them, so nothing in it reaches outside its root through them.  The
+ * handler keeps /proc/self/maps open in the program's table, for dumps its
+ * threads write after a chroot: a file, which reaches nothing, moved up
+ * out of the way (hc_fd_high).  Where the thread cannot have its own table
+ * (or none can be started) the two directories are opened in the
+ * program's table (moved up too), as before: until the segment is made,
+ * code running in a child that chrooted within those 20 ms could then
+ * reach outside its root through them.  A child that waited for its first allocation 20 ms after
+ * the fork (as before) could not be reached while idle; the thread costs a
+ * small program's fork-and-exit a few hundred microseconds
+ * (tests/bench/RESULTS.md, fork_small and fork_cost).
  *
  * Where no thread can be started (pthread_create fails: a thread limit, a
  * seccomp filter), the segment says why (hdr.control_err) and the
@@ -61,6 +81,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -78,14 +99,24 @@ static uint32_t ctl_stop;             /* asks it to return (atomic)      */
 static int child_parent HC_FORK_DATA; /* fork child, no segment yet: the
                                          parent's pid (control thread)   */
 #define CHILD_GRACE_MS 20
-bool hc_control_poll_pending HC_FORK_DATA;                              /* no control thread where one should
-                                                                    be: allocations poll (atomic;
-                                                                    cleared under pause_lock)       */
-static int thread_err HC_FORK_DATA;                                     /* pthread_create's error, 0       */
-static uint64_t poll_last_ns HC_FORK_DATA;                              /* hc_control_poll's last turn */
-static int child_dfd HC_FORK_DATA = -1;                                 /* fork child: /dev/shm (O_PATH),
-                                                                       until its segment is made      */
-static int child_procfd HC_FORK_DATA = -1;                              /* and its /proc/PID (O_PATH) */
+/* no control thread where one should be: allocations poll (atomic;
+ * cleared under pause_lock) */
+bool hc_control_poll_pending HC_FORK_DATA;
+static int thread_err HC_FORK_DATA;        /* pthread_create's error, 0 */
+static uint64_t poll_last_ns HC_FORK_DATA; /* hc_control_poll's last turn */
+/* fork child: /dev/shm and its /proc/PID (O_PATH), until its segment is
+ * made; in the program's descriptor table (child_fds_program) or the
+ * control thread's own */
+static int child_dfd HC_FORK_DATA = -1;
+static int child_procfd HC_FORK_DATA = -1;
+static bool child_fds_program HC_FORK_DATA;
+/* a new control thread's table: 0 until it has it, then TABLE_OWN or
+ * TABLE_SHARED (the program's), in a fork child with the two directories
+ * open in it (atomic; the fork handler waits for it) */
+static uint32_t ctl_table HC_FORK_DATA;
+#define TABLE_OWN     1
+#define TABLE_SHARED  2
+#define TABLE_WAIT_MS 50
 static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA; /* what they */
 static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA; /* are, for a
                                        program that closed them since  */
@@ -201,10 +232,13 @@ static int child_fd(int *fd, dev_t dev, ino_t ino)
 	return f;
 }
 
-/* Open a directory for the fork child (O_PATH); -1 if it cannot. */
+/* Open a directory for the fork child (O_PATH); -1 if it cannot.  In the
+ * program's table it is moved out of the way (hc_fd_high). */
 static int child_open(const char *path, dev_t *dev, ino_t *ino)
 {
 	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!hc_fd_own)
+		fd = hc_fd_high(fd);
 	struct stat st;
 	if (fd >= 0 && fstat(fd, &st) == 0) {
 		*dev = st.st_dev;
@@ -231,7 +265,8 @@ static hc_shm_t *segment_create(int parent)
 		start_time = hc_shm_proc_start_time(pid, &ended);
 		pidns = hc_shm_pidns();
 	}
-	hc_event_maps_open(procfd);
+	if (procfd >= 0)
+		hc_event_maps_open(procfd, "maps");
 	if (procfd >= 0)
 		close(procfd);
 	char name[64];
@@ -640,14 +675,49 @@ static void retire(void)
 	}
 }
 
+/* The control thread's descriptor table of its own (see the top), made
+ * empty: nothing of the program's is copied into it.  Then 0 is a pidfd of
+ * the process (or, without one, a placeholder) and 1 and 2 copies of it.
+ * In a fork child before its segment, /proc/self and /dev/shm are opened
+ * into it too, while the fork handler waits.  Tells the handler which
+ * table the thread works in. */
+static void table_own(bool child)
+{
+	/* a fork child whose two directories are in the program's table
+	 * already (no thread could start at the fork) goes on there */
+	bool own = !(child && child_fds_program) && close_range(0, ~0U, CLOSE_RANGE_UNSHARE) == 0;
+	if (own) {
+		hc_fd_own = true;
+		int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		if (fd < 0)
+			fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd == 0) {
+			dup2(0, 1);
+			dup2(0, 2);
+		}
+		hc_event_ctl_forget(); /* a thread before this one had another table */
+	}
+	if (child && !child_fds_program) { /* in the program's table: moved up */
+		child_fds_program = !own;
+		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
+		child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
+	}
+	__atomic_store_n(&ctl_table, own ? TABLE_OWN : TABLE_SHARED, __ATOMIC_RELEASE);
+	hc_shm_futex_wake(&ctl_table, INT_MAX);
+}
+
 static void *control_main(void *arg)
 {
 	(void)arg;
 	hc_prof_busy = 1; /* nothing this thread allocates is profiled */
-	pthread_setname_np(pthread_self(), "heapctl-ctl");
 	bool child = child_parent != 0;
-	if (child && !child_publish())
-		return NULL; /* stopped, or no segment: the thread ends */
+	table_own(child);
+	pthread_setname_np(pthread_self(), "heapctl-ctl");
+	if (child && !child_publish()) { /* stopped, or no segment: the thread ends */
+		if (hc_fd_own)           /* and its table, and what was open in it */
+			child_procfd = child_dfd = -1;
+		return NULL;
+	}
 	hc_shm_t *s = hc_event_seg;
 	poll_highwater();
 	mirror(true);
@@ -868,16 +938,34 @@ void hc_control_fork_child(void)
 	child_parent = fork_pid;
 	child_forked_ns = fork_ns;
 	poll_last_ns = 0;
-	/* the parent's, and a fork child's not yet used: copies of ours to
-	 * close */
+	/* the parent's, and a fork child's not yet used, where they were in
+	 * the program's table: copies of ours to close (in the parent's
+	 * control thread's own table they were not copied) */
 	int inherited;
-	if ((inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
+	if (child_fds_program && (inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
 		close(inherited);
-	if ((inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
+	if (child_fds_program && (inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
 		close(inherited);
-	child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
-	child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
-	thread_start();
+	child_dfd = child_procfd = -1;
+	child_fds_program = false;
+	hc_event_maps_open(AT_FDCWD, "/proc/self/maps");
+	/* the thread opens /proc/self and /dev/shm in its own table, before
+	 * this child's code runs and can chroot: wait for it */
+	__atomic_store_n(&ctl_table, 0, __ATOMIC_RELAXED);
+	if (thread_start()) {
+		uint64_t due = hc_shm_mono_ns() + (uint64_t)TABLE_WAIT_MS * 1000000u;
+		while (__atomic_load_n(&ctl_table, __ATOMIC_ACQUIRE) == 0) {
+			uint64_t now = hc_shm_mono_ns();
+			if (now >= due)
+				break;
+			hc_shm_futex_wait(&ctl_table, 0, due - now);
+		}
+	} else { /* no thread: allocations will make the segment (and may
+		    start one, which goes on in this table) */
+		child_fds_program = true;
+		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
+		child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
+	}
 }
 
 /* From the profiler's countdown (hc_agent_event, no allocator lock held),

@@ -20,9 +20,12 @@
 hc_shm_t *hc_event_seg HC_FORK_DATA; /* NULL: no segment in this process */
 static hc_mutex_t ev_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_EVENTS, "ev_lock"); /* private */
 static char last_dump[HC_SHM_PATH_MAX];                                            /* under ev_lock                 */
-static int maps_fd HC_FORK_DATA = -1; /* /proc/self/maps, for after a chroot */
+/* /proc/self/maps, for after a chroot: one in the program's descriptor
+ * table, for its threads' dumps, and one in the control thread's own */
+static int maps_fd HC_FORK_DATA = -1;
 static dev_t maps_dev HC_FORK_DATA;
 static ino_t maps_ino HC_FORK_DATA;
+static int ctl_maps_fd HC_FORK_DATA = -1; /* the control thread's own table (hc_fd_own) */
 
 void hc_event_publish(hc_shm_event_t *ev)
 {
@@ -88,6 +91,8 @@ int hc_event_maps(bool *own)
 	*own = fd >= 0;
 	if (fd >= 0)
 		return fd;
+	if (hc_fd_own) /* chrooted since; nobody else uses this table */
+		return ctl_maps_fd;
 	struct stat st; /* chrooted since, away from /proc */
 	fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
@@ -98,21 +103,35 @@ int hc_event_maps(bool *own)
 /* a fork child keeps its maps open for its dumps, for the workers that
  * chroot after the fork (haproxy's, postfix's, sshd's): a file, not a
  * directory, so nothing outside the chroot is reached through it but this
- * process's own maps.  A process that was not forked keeps no
- * descriptor. */
-void hc_event_maps_open(int procfd)
+ * process's own maps.  A process that was not forked keeps no descriptor.
+ * The program's is moved to a number from HC_FD_HIGH up: opened in the
+ * fork, it must not take the lowest free number, which a child that
+ * closed its standard input expects its next open to give it. */
+void hc_event_maps_open(int dirfd, const char *path)
 {
-	struct stat nst;
-	if (maps_fd < 0 && procfd >= 0) {
-		maps_fd = openat(procfd, "maps", O_RDONLY | O_CLOEXEC);
-		if (maps_fd >= 0 && fstat(maps_fd, &nst) == 0) {
-			maps_dev = nst.st_dev;
-			maps_ino = nst.st_ino;
-		} else if (maps_fd >= 0) {
-			close(maps_fd);
-			maps_fd = -1;
-		}
+	if (hc_fd_own) {
+		if (ctl_maps_fd < 0)
+			ctl_maps_fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+		return;
 	}
+	struct stat nst;
+	if (maps_fd >= 0)
+		return;
+	int fd = hc_fd_high(openat(dirfd, path, O_RDONLY | O_CLOEXEC));
+	if (fd >= 0 && fstat(fd, &nst) == 0) {
+		maps_dev = nst.st_dev;
+		maps_ino = nst.st_ino;
+		maps_fd = fd;
+	} else if (fd >= 0) {
+		close(fd);
+	}
+}
+
+/* A new control thread's table: its predecessor's maps went with the
+ * predecessor's table (or the parent's, in a fork child). */
+void hc_event_ctl_forget(void)
+{
+	ctl_maps_fd = -1;
 }
 
 void hc_event_fork_prepare(void)

@@ -19,8 +19,8 @@ void hc_event_dump(hc_dump_kind_t kind, const char *path, uint64_t size, int err
 /* A new high-water mark of mapped memory; path is its u dump, or NULL. */
 void hc_event_gdump(size_t mapped, size_t previous, const char *path);
 /* This process's /proc/self/maps, to read with pread: opened now (*own:
- * the caller closes it) or, for a process that chrooted since, the one
- * opened when the segment was made; -1 if neither. */
+ * the caller closes it) or, for a fork child that chrooted since, the one
+ * it kept (hc_event_maps_open); -1 if neither. */
 int hc_event_maps(bool *own);
 
 /* ---- for control.c, the segment's owner ---------------------------------- */
@@ -31,8 +31,10 @@ void hc_event_publish(hc_shm_event_t *ev);
 /* The path of the last dump written (the state block's last_dump). */
 void hc_event_last_dump(char out[HC_SHM_PATH_MAX]);
 void hc_event_forget_dump(void); /* a new injection: none yet */
-/* A fork child's maps, opened at procfd (O_PATH /proc/PID) if not yet. */
-void hc_event_maps_open(int procfd);
+/* A fork child's maps, opened at dirfd and path if not yet: the program's,
+ * or the control thread's in its own descriptor table (hc_fd_own). */
+void hc_event_maps_open(int dirfd, const char *path);
+void hc_event_ctl_forget(void); /* a new control thread's own table */
 void hc_event_fork_prepare(void), hc_event_fork_parent(void);
 /* In a fork child: the lock fresh; then, once it is a new process with no
  * segment yet, the parent's last dump and maps forgotten. */

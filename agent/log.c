@@ -1,14 +1,17 @@
 /*
  * agent/log.c - the agent's one diagnostic writer: a line on standard
  * error with the "<heapctl>: " prefix, put together on the stack and
- * written with one write(2), so it works inside malloc, in a fork child
- * and on error paths (no allocation, no stdio, errno kept).
+ * written with one write(2) (hc_stderr), so it works inside malloc, in a
+ * fork child, in the control thread and on error paths (no allocation, no
+ * stdio, errno kept); and hc_fd_high, which moves a descriptor the library
+ * keeps out of the program's way.
  *
  * It calls nothing else in agent/: every file of the agent may use it,
  * whatever it is in the middle of.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,8 +36,18 @@ void hc_say(const char *first, ...)
 	memcpy(out, "<heapctl>: ", 11);
 	memcpy(out + 11, line, len);
 	out[11 + len] = '\n';
-	int saved = errno;
-	ssize_t r = write(STDERR_FILENO, out, 12 + len);
-	(void)r;
-	errno = saved;
+	hc_stderr(out, 12 + len);
+}
+
+int hc_fd_high(int fd)
+{
+	if (fd < 0 || fd >= HC_FD_HIGH)
+		return fd;
+	int saved = errno, high = fcntl(fd, F_DUPFD_CLOEXEC, HC_FD_HIGH);
+	if (high < 0) {
+		errno = saved;
+		return fd;
+	}
+	close(fd);
+	return high;
 }

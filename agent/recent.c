@@ -146,12 +146,7 @@ static void flush(out_t *o)
 	if (o->cb) {
 		o->cb(o->opaque, o->buf);
 	} else { /* jemalloc's default: malloc_message */
-		for (size_t off = 0; off < o->len;) {
-			ssize_t w = write(STDERR_FILENO, o->buf + off, o->len - off);
-			if (w <= 0)
-				break;
-			off += (size_t)w;
-		}
+		hc_stderr(o->buf, o->len);
 	}
 	o->len = 0;
 }

@@ -30,8 +30,7 @@ static void out_flush(out_t *o)
 	if (o->cb) {
 		o->cb(o->opaque, o->buf);
 	} else {
-		ssize_t r = write(STDERR_FILENO, o->buf, o->len);
-		(void)r;
+		hc_stderr(o->buf, o->len);
 	}
 	o->len = 0;
 }

@@ -17,6 +17,17 @@
 #ifndef HC_DEBUG
 #define HC_DEBUG 0
 #endif
+/* The library's messages go to the program's standard error, its
+ * descriptor 2: all of it (a line is written whole, errno is kept).  The
+ * control thread works in a descriptor table of its own (agent/control.c),
+ * in which hc_fd_own is set and descriptor 0 is a pidfd of the process:
+ * from there the program's descriptor 2 is borrowed for the write
+ * (pidfd_getfd), or opened again through /proc/self/fd/2 under a seccomp
+ * filter, which may kill pidfd_getfd (systemd's @system-service lacks it);
+ * that reaches a file, a pipe or a terminal, not a socket. */
+void hc_stderr(const void *buf, size_t len);
+extern __thread bool hc_fd_own __attribute__((tls_model("initial-exec")));
+
 /* An invariant, checked in debug builds (make DEBUG=1; make check runs the
  * suites on one): a failure writes the condition and where, and aborts. */
 __attribute__((noreturn, cold)) void hc_assert_fail(const char *cond, const char *file, int line);

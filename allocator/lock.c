@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hc_alloc.h"
 #include "hc_lock.h"
 
 #define MAX_HELD 48 /* every lock at once, in fork's prepare, fits */
@@ -41,8 +42,7 @@ static __attribute__((noreturn)) void die(const char *const *part)
 		for (; *s && n + 1 < sizeof line; s++)
 			line[n++] = *s;
 	}
-	ssize_t r = write(STDERR_FILENO, line, n);
-	(void)r;
+	hc_stderr(line, n);
 	abort();
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,6 +242,53 @@ static char *fmt_hex(char *buf, uintptr_t v)
 	return buf;
 }
 
+__thread bool hc_fd_own __attribute__((tls_model("initial-exec")));
+
+/* A seccomp filter is in force, or may be: /proc/self/status says so (or
+ * cannot be read).  Asked at each message, since a program may install a
+ * filter at any time. */
+static bool seccomp_filtered(void)
+{
+	char st[2048];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, st, sizeof st - 1);
+	close(fd);
+	st[n > 0 ? n : 0] = 0;
+	const char *f = strstr(st, "\nSeccomp:");
+	if (f == NULL)
+		return true;
+	for (f += 9; *f == ' ' || *f == '\t'; f++)
+		;
+	return *f != '0';
+}
+
+void hc_stderr(const void *buf, size_t len)
+{
+	int saved = errno, fd = STDERR_FILENO;
+	if (hc_fd_own) {
+		fd = seccomp_filtered() ? -1 : (int)syscall(SYS_pidfd_getfd, 0, STDERR_FILENO, 0);
+		if (fd < 0) /* a socket (the journal) cannot be opened again */
+			fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		errno = saved; /* no standard error: nowhere to write */
+		return;
+	}
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, (const char *)buf + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	if (fd != STDERR_FILENO)
+		close(fd);
+	errno = saved;
+}
+
 /* One write(2) per message so lines from several threads do not interleave. */
 static void diag_write(const char *msg, const void *p, bool with_ptr)
 {
@@ -256,10 +304,7 @@ static void diag_write(const char *msg, const void *p, bool with_ptr)
 		e = fmt_hex(e, (uintptr_t)p);
 	}
 	*e++ = '\n';
-	int saved = errno;
-	ssize_t r = write(STDERR_FILENO, line, (size_t)(e - line));
-	(void)r;
-	errno = saved;
+	hc_stderr(line, (size_t)(e - line));
 }
 
 void hc_diag(const char *msg)

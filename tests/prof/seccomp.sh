@@ -33,7 +33,11 @@
 #    at exit;
 #  * and no refused call at all, --errno runs included, in the kernel's
 #    audit records (type 1326) where they reach dmesg: a call refused with
-#    EPERM that the library shrugs off leaves no other trace.
+#    EPERM that the library shrugs off leaves no other trace;
+#  * a fork child's control thread, which works in a descriptor table of
+#    its own, says what it has to say on the program's standard error
+#    without a filter (pidfd_getfd) and under each list (/proc/self/fd/2),
+#    and is not killed for it.
 #
 # About 25 s on 2 cores (18 runs of 2.5 s, 4 at a time).
 # HC_SECCOMP_JOBS (default 4) runs that many targets at once.
@@ -644,6 +648,42 @@ if [ "$audit" = yes ]; then
 		fi
 	done <"$WORK/refused"
 fi
+# A fork child's control thread, in its own descriptor table, reaches the
+# program's standard error (through pidfd_getfd without a filter; under one,
+# which may kill that call, through /proc/self/fd/2, here a pipe): a child
+# that cannot make its segment (RLIMIT_FSIZE, inherited) says so, and
+# lives.
+cat >"$WORK/fsize.c" <<'EOF'
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void)
+{
+	free(malloc(64));
+	struct rlimit one = { 1, 1 };
+	setrlimit(RLIMIT_FSIZE, &one);
+	pid_t c = fork();
+	if (c == 0) {
+		usleep(200000);
+		_exit(0);
+	}
+	int st;
+	return waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+EOF
+compile "$WORK/fsize" "$WORK/fsize.c"
+for l in none "${LISTS[@]}"; do
+	sandbox=()
+	[ "$l" = none ] || sandbox=("$SR" --allow-file "$WORK/$l.allow" --)
+	rc=0
+	LD_PRELOAD="$LIB" "${sandbox[@]}" "$WORK/fsize" 2>&1 >/dev/null | cat >"$WORK/fsize.$l.err" || rc=$?
+	[ "$rc" -eq 0 ] || fail "$l: the program whose fork child cannot make its segment: exit $rc$(why "$rc")"
+	got=$(sed -E 's/heapctl\.[0-9]+/heapctl.PID/' "$WORK/fsize.$l.err")
+	[ "$got" = "<heapctl>: cannot map the control segment /dev/shm/heapctl.PID: File too large" ] ||
+		fail "$l: what a fork child's control thread said under the filter: '$got'"
+done
+
 passed=0
 for tag in "${tags[@]}"; do
 	if [ -s "$WORK/$tag/fails" ]; then

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# fork_fds: a fork child's descriptors stay the program's.
+#
+# The child's control thread makes its segment 20 ms after the fork, while
+# the child's own code runs; what it opens then must never take a number
+# the child is about to get from open().  Before, it opened /proc/self/maps
+# (and /proc/self/stat, the segment file) in the program's table: a child
+# that had closed its standard input and reopened /dev/null across that
+# moment got 3 instead of 0 in most of its opens from then on.
+#
+#  * A child that closes its standard input and reopens /dev/null, again
+#    and again for 150 ms (across the grace), gets 0 from every open.
+#  * Right after the fork, the child has the parent's descriptors and one
+#    more, its /proc/PID/maps (kept for dumps after a chroot) at a number
+#    from 32 up; no directory of ours (/proc/self, /dev/shm), which code
+#    in a chrooted child could otherwise use to get out.  After its
+#    segment is made, it has the same.
+#  * The control thread's own table holds nothing of the program's: the
+#    child's end of a pipe, closed by the child, gives the parent its EOF
+#    while the child lives on.
+#  * (What the control thread says still reaches the program's standard
+#    error, with and without a seccomp filter: tests/prof/seccomp.sh.)
+set -euo pipefail
+source "$(dirname "$0")/../lib/prof.sh"
+hc_setup fork_fds "$@"
+H=$BUILD/heapctl
+
+cat >"$WORK/prog.c" <<'EOF'
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* every descriptor but the listing's own, with what it is */
+static void fds(const char *tag)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char path[64], target[PATH_MAX];
+		if (e->d_name[0] == '.' || atoi(e->d_name) == dirfd(d))
+			continue;
+		snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(path, target, sizeof target - 1);
+		target[n > 0 ? n : 0] = 0;
+		printf("%s %s %s\n", tag, e->d_name, target);
+	}
+	closedir(d);
+}
+
+int main(void)
+{
+	free(malloc(64));
+	setvbuf(stdout, NULL, _IONBF, 0);
+	fds("parent");
+	int p[2];
+	if (pipe(p))
+		return 2;
+	pid_t c = fork();
+	if (c == 0) {
+		close(p[0]);
+		fds("early");
+		close(0);
+		long n = 0, moved = 0;
+		for (long long t0 = now_ms(); now_ms() - t0 < 150; n++) {
+			int fd = open("/dev/null", O_RDONLY);
+			if (fd != 0)
+				moved++;
+			close(fd);
+		}
+		if (open("/dev/null", O_RDONLY) != 0)
+			moved++;
+		printf("opens %ld moved %ld\n", n, moved);
+		fds("late");
+		close(p[1]);
+		printf("child %d\n", (int)getpid());
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	char b;
+	alarm(10); /* an EOF that never comes ends the parent here */
+	ssize_t r = read(p[0], &b, 1);
+	printf("eof %zd\n", r);
+	sleep(30);
+	return 0;
+}
+EOF
+compile "$WORK/prog" "$WORK/prog.c"
+
+LD_PRELOAD="$LIB" "$WORK/prog" >"$WORK/prog.out" 2>"$WORK/prog.err" &
+prog=$!
+trap 'kill $prog $(sed -n "s/^child //p" "$WORK/prog.out" 2>/dev/null) 2>/dev/null; rm -rf "$WORK"' EXIT
+for _ in $(seq 100); do
+	grep -q '^eof ' "$WORK/prog.out" 2>/dev/null && break
+	sleep 0.1
+done
+child=$(sed -n 's/^child //p' "$WORK/prog.out")
+[ -n "$child" ] || { fail "the child did not get through its opens: $(cat "$WORK/prog.out" "$WORK/prog.err")"; finish; }
+check_eq "the parent's read when the child closed its end of the pipe" "$(sed -n 's/^eof //p' "$WORK/prog.out")" 0
+
+read -r n moved < <(sed -n 's/^opens \([0-9]*\) moved \([0-9]*\)$/\1 \2/p' "$WORK/prog.out")
+check_eq "opens of /dev/null (of $n) that did not get descriptor 0" "$moved" 0
+[ "$n" -ge 100 ] || fail "only $n opens in 150 ms: too few to tell"
+
+# the child's table against the parent's, right after the fork and later
+set_of() { sed -n "s/^$1 //p" "$WORK/prog.out" | sort; }
+extra=$(comm -13 <(set_of parent | grep -v '^[0-9]* pipe:') <(set_of early | grep -v '^[0-9]* pipe:'))
+check_eq "descriptors the child has and the parent had not (its maps, moved up)" \
+	"$(sed -E 's/^[0-9]+ //' <<<"$extra")" "/proc/$child/maps"
+fd=${extra%% *}
+[ -n "$fd" ] && [ "$fd" -ge 32 ] || fail "the child's maps is at descriptor '$fd', not 32 or above: $extra"
+check_eq "the child's descriptors after its segment was made" \
+	"$(set_of late | grep -v '^0 ')" "$(set_of early | grep -v '^0 ')"
+
+# the control thread's own table: its pidfds and its own maps, nothing else
+ok=
+for _ in $(seq 50); do
+	out=$("$H" status "$child" --json 2>&1) && [[ "$out" == *"\"pid\": $child"* ]] && ok=1 && break
+	sleep 0.1
+done
+[ -n "$ok" ] || fail "the child $child never answered heapctl status: $out"
+ctl=
+for t in /proc/"$child"/task/*; do
+	[ "$(cat "$t/comm" 2>/dev/null)" = heapctl-ctl ] && ctl=$t
+done
+[ -n "$ctl" ] || fail "the child $child has no heapctl-ctl thread"
+check_eq "what the control thread's table holds" "$(for f in "$ctl"/fd/*; do readlink "$f"; done | sort)" \
+	"$(printf '%s\n' "/proc/$child/maps" 'anon_inode:[pidfd]' 'anon_inode:[pidfd]' 'anon_inode:[pidfd]' | sort)"
+
+check_stderr_empty prog
+
+finish
