@@ -194,12 +194,8 @@ static void kernel_thread_name(hc_thread_t *th)
 	char path[64] = "/proc/self/task/";
 	hc_fmt_u64(path + strlen(path), (uint64_t)th->tid);
 	strcat(path, "/comm");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
 	char name[HC_THREAD_NAME_MAX];
-	ssize_t n = read(fd, name, sizeof name - 1);
-	close(fd);
+	ssize_t n = hc_shm_read_file(path, name, sizeof name);
 	if (n <= 0)
 		return;
 	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == ' '))

@@ -163,14 +163,8 @@ static int parent_of(int pid)
 {
 	char path[48], buf[512];
 	snprintf(path, sizeof path, "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (hc_shm_read_file(path, buf, sizeof buf) <= 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
 	const char *r = strrchr(buf, ')');
 	int ppid = 0;
 	return r && sscanf(r + 1, " %*c %d", &ppid) == 1 ? ppid : 0;

@@ -441,6 +441,7 @@ static inline uint64_t hc_shm_hash_frames(const uint64_t *f, unsigned n)
  * bytes, without following a symlink or blocking on a FIFO: the bytes
  * read, or -1 with errno.  No allocation: the agent uses it too. */
 ssize_t hc_shm_read_file(const char *path, char *buf, size_t len);
+ssize_t hc_shm_read_file_at(int dfd, const char *path, char *buf, size_t len); /* openat's dfd */
 
 /* Copy a string into a fixed field, truncating, always NUL-terminated. */
 void hc_shm_strlcpy(char *dst, const char *src, size_t len);

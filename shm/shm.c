@@ -450,7 +450,12 @@ void hc_shm_path(char *buf, size_t len, const char *root, int pid)
 
 ssize_t hc_shm_read_file(const char *path, char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+	return hc_shm_read_file_at(AT_FDCWD, path, buf, len);
+}
+
+ssize_t hc_shm_read_file_at(int dfd, const char *path, char *buf, size_t len)
+{
+	int fd = openat(dfd, path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	size_t n = 0;
@@ -535,17 +540,8 @@ uint64_t hc_shm_proc_start_time_at(int dfd, const char *path, bool *ended)
 {
 	char buf[1024];
 	*ended = true;
-	int fd = openat(dfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
+	if (hc_shm_read_file_at(dfd, path, buf, sizeof buf) <= 0)
 		return 0;
-	ssize_t n;
-	do
-		n = read(fd, buf, sizeof buf - 1);
-	while (n < 0 && errno == EINTR);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
 	/* the command (field 2) may hold spaces and parentheses: count from
 	 * the last ")" */
 	char *p = strrchr(buf, ')');
@@ -661,15 +657,9 @@ typedef struct {
 static bool top_level(int pfd, char *path, size_t l)
 {
 	memcpy(path + l, "/status", 8);
-	int fd = openat(pfd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
 	char b[4096];
-	ssize_t n = read(fd, b, sizeof b - 1);
-	close(fd);
-	if (n <= 0)
+	if (hc_shm_read_file_at(pfd, path, b, sizeof b) <= 0)
 		return false;
-	b[n] = 0;
 	const char *ns = strstr(b, "\nNSpid:");
 	if (ns == NULL)
 		return false;

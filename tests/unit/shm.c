@@ -551,6 +551,16 @@ static void test_read_file(void)
 	snprintf(missing, sizeof missing, "%s/none", dir);
 	CHECK(hc_shm_read_file(missing, buf, sizeof buf) == -1 && errno == ENOENT, "a missing file (errno %d)", errno);
 
+	/* the openat form: relative to a directory, a symlink refused there too */
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	CHECK(dfd >= 0, "open %s: %s", dir, strerror(errno));
+	CHECK(hc_shm_read_file_at(dfd, "file", buf, sizeof buf) == 13 && strcmp(buf, "hello, world\n") == 0,
+	    "at a directory: %s", buf);
+	errno = 0;
+	CHECK(hc_shm_read_file_at(dfd, "link", buf, sizeof buf) == -1 && errno == ELOOP,
+	    "at a directory, a symlink is followed (errno %d)", errno);
+	close(dfd);
+
 	/* a FIFO with no writer: opened without waiting for one, read as empty */
 	CHECK(mkfifo(fifo, 0600) == 0, "mkfifo: %s", strerror(errno));
 	CHECK(hc_shm_read_file(fifo, buf, sizeof buf) == 0 && buf[0] == 0, "a FIFO blocked or gave bytes");
