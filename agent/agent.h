@@ -20,7 +20,7 @@
  *                reach the control thread
  *   profile.c    the profile's tables, which dumps and commands read
  *   state.c      hc_opt, hc_prof, hc_prof_lock: the data every file reads
- *   log.c        hc_say and hc_fd_high, which call nothing
+ *   log.c        hc_say and the agent threads' descriptors, which call nothing
  */
 #ifndef HC_AGENT_H
 #define HC_AGENT_H
@@ -94,6 +94,16 @@ void hc_settings_start(void);
  * stays.  -1 stays -1. */
 #define HC_FD_HIGH 32 /* in the 64 slots every table has from the start */
 int hc_fd_high(int fd);
+/* The agent's own threads (the control thread, the timer thread) each
+ * work in a descriptor table of their own: what they open and close at any
+ * time never takes or closes a number the program's threads use or are
+ * about to get (agent/control.c says more).  The calling thread leaves the
+ * table it shares for an empty one (close_range with CLOSE_RANGE_UNSHARE:
+ * nothing copied), gets a pidfd of the process at 0 (hc_stderr borrows
+ * the program's standard error through it) and copies at 1 and 2, and sets
+ * hc_fd_own.  False where the kernel (before 5.9) or a seccomp filter
+ * refuses: it goes on in the table it has. */
+bool hc_fd_table_own(void);
 
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */

@@ -81,7 +81,6 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -675,28 +674,17 @@ static void retire(void)
 	}
 }
 
-/* The control thread's descriptor table of its own (see the top), made
- * empty: nothing of the program's is copied into it.  Then 0 is a pidfd of
- * the process (or, without one, a placeholder) and 1 and 2 copies of it.
- * In a fork child before its segment, /proc/self and /dev/shm are opened
- * into it too, while the fork handler waits.  Tells the handler which
- * table the thread works in. */
+/* The control thread's descriptor table of its own (see the top and
+ * hc_fd_table_own).  In a fork child before its segment, /proc/self and
+ * /dev/shm are opened into it too, while the fork handler waits.  Tells
+ * the handler which table the thread works in. */
 static void table_own(bool child)
 {
 	/* a fork child whose two directories are in the program's table
 	 * already (no thread could start at the fork) goes on there */
-	bool own = !(child && child_fds_program) && close_range(0, ~0U, CLOSE_RANGE_UNSHARE) == 0;
-	if (own) {
-		hc_fd_own = true;
-		int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-		if (fd < 0)
-			fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (fd == 0) {
-			dup2(0, 1);
-			dup2(0, 2);
-		}
-		hc_event_ctl_forget(); /* a thread before this one had another table */
-	}
+	bool own = !(child && child_fds_program) && hc_fd_table_own();
+	if (own)
+		hc_event_ctl_table();      /* a thread before this one had another table */
 	if (child && !child_fds_program) { /* in the program's table: moved up */
 		child_fds_program = !own;
 		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);

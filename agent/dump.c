@@ -1090,6 +1090,8 @@ static void *timer_main(void *arg)
 {
 	(void)arg;
 	hc_prof_busy = 1; /* nothing this thread allocates is profiled */
+	/* its dumps take and close none of the program's numbers */
+	hc_fd_table_own();
 	pthread_setname_np(pthread_self(), "heapctl-timer");
 	uint64_t last = now_ms();
 	for (;;) {

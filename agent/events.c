@@ -25,7 +25,9 @@ static char last_dump[HC_SHM_PATH_MAX];                                         
 static int maps_fd HC_FORK_DATA = -1;
 static dev_t maps_dev HC_FORK_DATA;
 static ino_t maps_ino HC_FORK_DATA;
-static int ctl_maps_fd HC_FORK_DATA = -1; /* the control thread's own table (hc_fd_own) */
+/* the control thread's, in its own table; ctl_thread: the caller is it */
+static int ctl_maps_fd HC_FORK_DATA = -1;
+static __thread bool ctl_thread __attribute__((tls_model("initial-exec")));
 
 void hc_event_publish(hc_shm_event_t *ev)
 {
@@ -91,8 +93,8 @@ int hc_event_maps(bool *own)
 	*own = fd >= 0;
 	if (fd >= 0)
 		return fd;
-	if (hc_fd_own) /* chrooted since; nobody else uses this table */
-		return ctl_maps_fd;
+	if (hc_fd_own) /* chrooted since: the control thread kept one in its table */
+		return ctl_thread ? ctl_maps_fd : -1;
 	struct stat st; /* chrooted since, away from /proc */
 	fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
@@ -110,7 +112,7 @@ int hc_event_maps(bool *own)
 void hc_event_maps_open(int dirfd, const char *path)
 {
 	if (hc_fd_own) {
-		if (ctl_maps_fd < 0)
+		if (ctl_thread && ctl_maps_fd < 0)
 			ctl_maps_fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 		return;
 	}
@@ -127,10 +129,12 @@ void hc_event_maps_open(int dirfd, const char *path)
 	}
 }
 
-/* A new control thread's table: its predecessor's maps went with the
- * predecessor's table (or the parent's, in a fork child). */
-void hc_event_ctl_forget(void)
+/* The calling thread is a new control thread, in a table of its own: its
+ * predecessor's maps went with the predecessor's table (or the parent's,
+ * in a fork child). */
+void hc_event_ctl_table(void)
 {
+	ctl_thread = true;
 	ctl_maps_fd = -1;
 }
 

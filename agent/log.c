@@ -3,8 +3,8 @@
  * error with the "<heapctl>: " prefix, put together on the stack and
  * written with one write(2) (hc_stderr), so it works inside malloc, in a
  * fork child, in the control thread and on error paths (no allocation, no
- * stdio, errno kept); and hc_fd_high, which moves a descriptor the library
- * keeps out of the program's way.
+ * stdio, errno kept); and the agent's threads' descriptors kept out of the
+ * program's way (hc_fd_high, hc_fd_table_own).
  *
  * It calls nothing else in agent/: every file of the agent may use it,
  * whatever it is in the middle of.
@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,4 +51,19 @@ int hc_fd_high(int fd)
 	}
 	close(fd);
 	return high;
+}
+
+bool hc_fd_table_own(void)
+{
+	if (close_range(0, ~0U, CLOSE_RANGE_UNSHARE) != 0)
+		return false;
+	hc_fd_own = true;
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fd < 0)
+		fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd == 0) {
+		dup2(0, 1);
+		dup2(0, 2);
+	}
+	return true;
 }

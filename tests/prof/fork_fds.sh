@@ -18,6 +18,8 @@
 #  * The control thread's own table holds nothing of the program's: the
 #    child's end of a pipe, closed by the child, gives the parent its EOF
 #    while the child lives on.
+#  * The timer thread (prof_timer_s) has a table of its own too, holding
+#    nothing of the program's, and writes its dumps.
 #  * (What the control thread says still reaches the program's standard
 #    error, with and without a seccomp filter: tests/prof/seccomp.sh.)
 set -euo pipefail
@@ -141,4 +143,42 @@ check_eq "what the control thread's table holds" "$(for f in "$ctl"/fd/*; do rea
 
 check_stderr_empty prog
 
+# the timer thread (prof_timer_s) writes its dumps from a table of its own
+cat >"$WORK/timer.c" <<'EOF'
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void)
+{
+	for (int i = 0; i < 400; i++) {
+		char *p = malloc(4096);
+		memset(p, 1, 4096);
+		if (i % 2)
+			free(p);
+		usleep(10000);
+	}
+	return 0;
+}
+EOF
+compile "$WORK/timer" "$WORK/timer.c"
+HEAPCTL_CONF="prof:true,prof_timer_s:1,prof_prefix:$WORK/timer" LD_PRELOAD="$LIB" "$WORK/timer" 2>"$WORK/timer.err" &
+tp=$!
+table=
+for _ in $(seq 40); do
+	sleep 0.1
+	for t in /proc/"$tp"/task/*; do
+		[ "$(cat "$t/comm" 2>/dev/null)" = heapctl-timer ] || continue
+		table=$(for f in "$t"/fd/*; do readlink "$f"; done | sort | tr '\n' ' ')
+	done
+	[ "$table" = "anon_inode:[pidfd] anon_inode:[pidfd] anon_inode:[pidfd] " ] && break
+done
+check_eq "what the timer thread's table holds" "$table" "anon_inode:[pidfd] anon_inode:[pidfd] anon_inode:[pidfd] "
+for _ in $(seq 30); do
+	compgen -G "$WORK/timer.$tp.*.t*.heap" >/dev/null && break
+	sleep 0.1
+done
+compgen -G "$WORK/timer.$tp.*.t*.heap" >/dev/null || fail "no timer dump: $(ls "$WORK")"
+kill "$tp" 2>/dev/null || true
+wait "$tp" 2>/dev/null || true
+check_stderr_empty timer
 finish
