@@ -53,10 +53,10 @@
  * (or none can be started) the two directories are opened in the
  * program's table (moved up too), as before: until the segment is made,
  * code running in a child that chrooted within those 20 ms could then
- * reach outside its root through them.  A child that waited for its first allocation 20 ms after
- * the fork (as before) could not be reached while idle; the thread costs a
- * small program's fork-and-exit a few hundred microseconds
- * (tests/bench/RESULTS.md, fork_small and fork_cost).
+ * reach outside its root through them.  A child that waited for its first
+ * allocation 20 ms after the fork (as before) could not be reached while
+ * idle; the thread costs a small program's fork-and-exit a few hundred
+ * microseconds (tests/bench/RESULTS.md, fork_small and fork_cost).
  *
  * Where no thread can be started (pthread_create fails: a thread limit, a
  * seccomp filter), the segment says why (hdr.control_err) and the
@@ -685,7 +685,7 @@ static void table_own(bool child)
 	bool own = !(child && child_fds_program) && hc_fd_table_own();
 	if (own)
 		hc_event_ctl_table();      /* a thread before this one had another table */
-	if (child && !child_fds_program) { /* in the program's table: moved up */
+	if (child && !child_fds_program) { /* in its own table, or moved up */
 		child_fds_program = !own;
 		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
 		child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
