@@ -32,7 +32,7 @@ static void cycle_say(double off)
 		tr_json_event(&j, "budget");
 		json_str(&j, "action", "duty_cycle");
 		tr_json_num(&j, "budget_pct", "%g", b->pct);
-		tr_json_num(&j, "probe_cpu_pct", "%.1f", b->cpu_pct);
+		tr_json_num(&j, "probe_cpu_pct", "%.4f", b->cpu_pct);
 		tr_json_num(&j, "ns_per_hit", "%.0f", b->ns_hit);
 		tr_json_num(&j, "on_s", "%g", TB_WINDOW);
 		tr_json_num(&j, "off_s", "%.3f", off);
@@ -40,7 +40,7 @@ static void cycle_say(double off)
 		fflush(stdout);
 	}
 	fprintf(stderr,
-	    "heapctl: the probes cost process %d about %.0f%% of a CPU (%.1f us a hit), over the "
+	    "heapctl: the probes cost process %d about %.2f%% of a CPU (%.1f us a hit), over the "
 	    "budget of %g%% (--budget): they are detached and come back for %g s at a time (now after %.1f s "
 	    "off), and the profile's totals are estimates scaled from what they saw; for a process this hot, "
 	    "heapctl inject %d profiles at a few ns a call\n",

@@ -233,7 +233,7 @@ static void summary_json(const uint64_t *c)
 	json_u64(&j, "unwind_failed", T.unwound_short);
 	json_u64(&j, "hits", c[TR_C_HITS]);
 	tr_json_num(&j, "budget_pct", "%g", T.B.pct);
-	tr_json_num(&j, "probe_cpu_pct", "%.1f", T.B.cpu_pct);
+	tr_json_num(&j, "probe_cpu_pct", "%.4f", T.B.cpu_pct);
 	tr_json_num(&j, "ns_per_hit", "%.0f", T.B.ns_hit);
 	tr_json_num(&j, "on_fraction", "%.4f", T.B.t_traced > 0 ? T.B.t_on / T.B.t_traced : 1);
 	json_u64(&j, "off_periods", T.B.cycles);
@@ -260,7 +260,7 @@ static void summary(const uint64_t *c)
 		    dropped, c[TR_C_RINGFULL], c[TR_C_LIMITED], c[TR_C_LIVEFULL]);
 	if (T.B.cycles)
 		fprintf(stderr,
-		    "; over the budget of %g%% (the probes cost about %.0f%% of a CPU), they "
+		    "; over the budget of %g%% (the probes cost about %.2f%% of a CPU), they "
 		    "observed %.1f%% of the time: the totals are estimates",
 		    T.B.pct, T.B.cpu_pct, T.B.t_traced > 0 ? 100 * T.B.t_on / T.B.t_traced : 100.0);
 	fputc('\n', stderr);
