@@ -42,21 +42,23 @@
  * daemon's double fork that only sleeps, a postgres backend waiting for its
  * first query.  The thread exists before the child's own code runs, so a
  * child that then caps its threads (haproxy's workers set RLIMIT_NPROC to
- * 0) or chroots still has it.  For the chroot the thread opens /dev/shm
- * and /proc/self (O_PATH) in its own table while the fork handler waits
- * for it (TABLE_WAIT_MS at most; a few tens of microseconds), and closes
- * both as soon as the segment is made: the child's own code never has
- * them, so nothing in it reaches outside its root through them.  The
- * handler keeps /proc/self/maps open in the program's table, for dumps its
- * threads write after a chroot: a file, which reaches nothing, moved up
- * out of the way (hc_fd_high).  Where the thread cannot have its own table
- * (or none can be started) the two directories are opened in the
- * program's table (moved up too), as before: until the segment is made,
- * code running in a child that chrooted within those 20 ms could then
- * reach outside its root through them.  A child that waited for its first
- * allocation 20 ms after the fork (as before) could not be reached while
- * idle; the thread costs a small program's fork-and-exit a few hundred
- * microseconds (tests/bench/RESULTS.md, fork_small and fork_cost).
+ * 0) or chroots still has it.  For the chroot the handler opens /dev/shm
+ * and /proc/self (O_PATH) in the program's table, moved up out of the way
+ * (hc_fd_high), and the thread, as it starts, closes both there and opens
+ * them again in its own table, where they stay until the segment is made:
+ * unless the child chrooted before the thread first ran (microseconds,
+ * more on a loaded machine), which the root tells.  The handler does not
+ * wait for the thread (a fork under load would wait for the scheduler).
+ * Such a child's thread, and one that cannot have a table of its own,
+ * works in the program's table with the two as before: until the segment
+ * is made, code running in a child that chrooted within those 20 ms could
+ * then reach outside its root through them.  The handler also keeps
+ * /proc/self/maps open in the program's table (moved up), for dumps its
+ * threads write after a chroot: a file, which reaches nothing.  A child
+ * that waited for its first allocation 20 ms after the fork (as before)
+ * could not be reached while idle; the thread costs a small program's
+ * fork-and-exit a few hundred microseconds (tests/bench/RESULTS.md,
+ * fork_small and fork_cost).
  *
  * Where no thread can be started (pthread_create fails: a thread limit, a
  * seccomp filter), the segment says why (hdr.control_err) and the
@@ -109,13 +111,10 @@ static uint64_t poll_last_ns HC_FORK_DATA; /* hc_control_poll's last turn */
 static int child_dfd HC_FORK_DATA = -1;
 static int child_procfd HC_FORK_DATA = -1;
 static bool child_fds_program HC_FORK_DATA;
-/* a new control thread's table: 0 until it has it, then TABLE_OWN or
- * TABLE_SHARED (the program's), in a fork child with the two directories
- * open in it (atomic; the fork handler waits for it) */
-static uint32_t ctl_table HC_FORK_DATA;
-#define TABLE_OWN     1
-#define TABLE_SHARED  2
-#define TABLE_WAIT_MS 50
+/* the root the fork handler saw, for the thread to tell whether the child
+ * chrooted since */
+static dev_t child_root_dev HC_FORK_DATA;
+static ino_t child_root_ino HC_FORK_DATA;
 static dev_t child_dfd_dev HC_FORK_DATA, child_procfd_dev HC_FORK_DATA; /* what they */
 static ino_t child_dfd_ino HC_FORK_DATA, child_procfd_ino HC_FORK_DATA; /* are, for a
                                        program that closed them since  */
@@ -247,6 +246,20 @@ static int child_open(const char *path, dev_t *dev, ino_t *ino)
 	if (fd >= 0)
 		close(fd);
 	return -1;
+}
+
+/* The directory the fork handler opened, opened again by the control
+ * thread: -1 unless it is the same one (the child chrooted since). */
+static int child_reopen(const char *path, dev_t dev, ino_t ino)
+{
+	dev_t d;
+	ino_t i;
+	int fd = child_open(path, &d, &i);
+	if (fd >= 0 && (d != dev || i != ino)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 static hc_shm_t *segment_create(int parent)
@@ -675,23 +688,34 @@ static void retire(void)
 }
 
 /* The control thread's descriptor table of its own (see the top and
- * hc_fd_table_own).  In a fork child before its segment, /proc/self and
- * /dev/shm are opened into it too, while the fork handler waits.  Tells
- * the handler which table the thread works in. */
+ * hc_fd_table_own).  In a fork child before its segment, the two
+ * directories the fork handler opened in the program's table are moved
+ * into it: closed there and opened again, if the child has not chrooted
+ * since (then the thread goes on in the program's table with them, as
+ * before). */
 static void table_own(bool child)
 {
-	/* a fork child whose two directories are in the program's table
-	 * already (no thread could start at the fork) goes on there */
-	bool own = !(child && child_fds_program) && hc_fd_table_own();
-	if (own)
-		hc_event_ctl_table();      /* a thread before this one had another table */
-	if (child && !child_fds_program) { /* in its own table, or moved up */
-		child_fds_program = !own;
-		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
-		child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
+	if (child && child_fds_program) {
+		struct stat root;
+		if (stat("/", &root) != 0 || root.st_dev != child_root_dev || root.st_ino != child_root_ino)
+			return;
+		int f;
+		if ((f = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
+			close(f);
+		if ((f = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
+			close(f);
+		child_fds_program = false;
 	}
-	__atomic_store_n(&ctl_table, own ? TABLE_OWN : TABLE_SHARED, __ATOMIC_RELEASE);
-	hc_shm_futex_wake(&ctl_table, INT_MAX);
+	bool own = hc_fd_table_own();
+	if (own)
+		hc_event_ctl_table(); /* a thread before this one had another table */
+	/* opened again, in whichever table the thread has (a thread that
+	 * stopped before the segment took its own table's with it) */
+	if (child && !child_fds_program) {
+		child_fds_program = !own;
+		child_procfd = child_reopen("/proc/self", child_procfd_dev, child_procfd_ino);
+		child_dfd = child_reopen(HC_SHM_DIR, child_dfd_dev, child_dfd_ino);
+	}
 }
 
 static void *control_main(void *arg)
@@ -934,26 +958,20 @@ void hc_control_fork_child(void)
 		close(inherited);
 	if (child_fds_program && (inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
 		close(inherited);
-	child_dfd = child_procfd = -1;
-	child_fds_program = false;
 	hc_event_maps_open(AT_FDCWD, "/proc/self/maps");
-	/* the thread opens /proc/self and /dev/shm in its own table, before
-	 * this child's code runs and can chroot: wait for it */
-	__atomic_store_n(&ctl_table, 0, __ATOMIC_RELAXED);
-	if (thread_start()) {
-		uint64_t due = hc_shm_mono_ns() + (uint64_t)TABLE_WAIT_MS * 1000000u;
-		while (__atomic_load_n(&ctl_table, __ATOMIC_ACQUIRE) == 0) {
-			uint64_t now = hc_shm_mono_ns();
-			if (now >= due)
-				break;
-			hc_shm_futex_wait(&ctl_table, 0, due - now);
-		}
-	} else { /* no thread: allocations will make the segment (and may
-		    start one, which goes on in this table) */
-		child_fds_program = true;
-		child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
-		child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
+	/* before this child's code runs and can chroot: the thread moves
+	 * them into its own table as it starts */
+	struct stat root;
+	child_root_dev = 0;
+	child_root_ino = 0;
+	if (stat("/", &root) == 0) {
+		child_root_dev = root.st_dev;
+		child_root_ino = root.st_ino;
 	}
+	child_fds_program = true;
+	child_procfd = child_open("/proc/self", &child_procfd_dev, &child_procfd_ino);
+	child_dfd = child_open(HC_SHM_DIR, &child_dfd_dev, &child_dfd_ino);
+	thread_start();
 }
 
 /* From the profiler's countdown (hc_agent_event, no allocator lock held),

@@ -46,6 +46,8 @@ assert r["dumps"] == 0, r' "$TPID" "$TARGET"
 
 # ---- status -----------------------------------------------------------------
 
+# runs alone (tests/run.sh): asserts that the target received no command (0 commands served): a daemon of another suite asks every preloaded process
+# bats test_tags=machine
 @test "status: text shows identity, settings and counters" {
 	start_target
 	run --separate-stderr "$HEAPCTL" status "$TPID"

@@ -11,9 +11,8 @@
 # page, a heap, two of the library's code pages), and 12 when the locks and
 # the state they guard were spread over the files' data.  The child's
 # control thread, started in the fork so that an idle child is reachable,
-# adds its own (its stack, its TLS, glibc's thread list, and its first
-# steps, for which the fork waits: its own descriptor table; 20 to 25 on the
-# project machine): at most 26 over glibc in all.  Counts, not times: they do not
+# adds its own (its stack, its TLS, glibc's thread list: 20 on the project
+# machine): at most 26 over glibc in all.  Counts, not times: they do not
 # depend on the machine's load.
 set -euo pipefail
 source "$(dirname "$0")/../lib/prof.sh"

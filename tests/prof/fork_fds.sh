@@ -10,11 +10,12 @@
 #
 #  * A child that closes its standard input and reopens /dev/null, again
 #    and again for 150 ms (across the grace), gets 0 from every open.
-#  * Right after the fork, the child has the parent's descriptors and one
-#    more, its /proc/PID/maps (kept for dumps after a chroot) at a number
-#    from 32 up; no directory of ours (/proc/self, /dev/shm), which code
-#    in a chrooted child could otherwise use to get out.  After its
-#    segment is made, it has the same.
+#  * Right after the fork, the child has the parent's descriptors and, at
+#    numbers from 32 up, its /proc/PID/maps (kept for dumps after a
+#    chroot) and, until the control thread has moved them into its own
+#    table, /proc/PID and /dev/shm.  150 ms later it has no directory of
+#    ours (which code in a chrooted child could use to get out): its maps
+#    alone.
 #  * The control thread's own table holds nothing of the program's: the
 #    child's end of a pipe, closed by the child, gives the parent its EOF
 #    while the child lives on.
@@ -118,13 +119,19 @@ check_eq "opens of /dev/null (of $n) that did not get descriptor 0" "$moved" 0
 
 # the child's table against the parent's, right after the fork and later
 set_of() { sed -n "s/^$1 //p" "$WORK/prog.out" | sort; }
-extra=$(comm -13 <(set_of parent | grep -v '^[0-9]* pipe:') <(set_of early | grep -v '^[0-9]* pipe:'))
-check_eq "descriptors the child has and the parent had not (its maps, moved up)" \
-	"$(sed -E 's/^[0-9]+ //' <<<"$extra")" "/proc/$child/maps"
-fd=${extra%% *}
-[ -n "$fd" ] && [ "$fd" -ge 32 ] || fail "the child's maps is at descriptor '$fd', not 32 or above: $extra"
-check_eq "the child's descriptors after its segment was made" \
-	"$(set_of late | grep -v '^0 ')" "$(set_of early | grep -v '^0 ')"
+extra() { comm -13 <(set_of parent | grep -v '^[0-9]* pipe:') <(set_of "$1" | grep -v '^[0-9]* pipe:\|^0 '); }
+# right after the fork: its maps, and until the control thread has moved
+# them into its own table (microseconds), the two directories; all of
+# them from 32 up
+while IFS=' ' read -r fd what; do
+	[ "$fd" -ge 32 ] || fail "the child has $what at descriptor $fd, not 32 or above"
+	case $what in
+	"/proc/$child/maps" | "/proc/$child" | /dev/shm | "") ;; # "": closed as the child looked
+	*) fail "right after the fork the child has descriptor $fd, $what, which the parent had not" ;;
+	esac
+done < <(extra early)
+check_eq "descriptors the child has and the parent had not, 150 ms after the fork" \
+	"$(extra late | sed -E 's/^[0-9]+ //')" "/proc/$child/maps"
 
 # the control thread's own table: its pidfds and its own maps, nothing else
 ok=
