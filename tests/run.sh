@@ -73,7 +73,7 @@ declare -A ALONE=(
 	[containers/names]="counts every heapctl segment in /dev/shm before and after, its podman containers' too"
 	[stress/mailbox]="counts every command its target receives, and serve and list reach every preloaded process"
 	[cli/commands:machine]="asserts that its target received no command"
-	[cli/namespaces:machine]="asserts that its target received no command, and that a stale segment stays until its own list removes it"
+	[cli/namespaces:machine]="asserts that its target received no command"
 	[cli/robustness:machine]="asserts that no client called its target"
 	[cli/figures:machine]="compares the commands its target received, by two sources moments apart"
 )

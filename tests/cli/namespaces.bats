@@ -429,8 +429,6 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 
 # ---- leftovers and quiet stderr (issue 38) --------------------------------------------------------
 
-# runs alone (tests/run.sh): asserts that a stale segment stays until its own list removes it: another suite's list or daemon sweeps it first
-# bats test_tags=machine
 @test "list removes the segment of a process of a PID namespace that is gone, and keeps it while the namespace lives" {
 	need_pidns
 	start_container -s
