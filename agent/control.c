@@ -230,6 +230,17 @@ static int child_fd(int *fd, dev_t dev, ino_t ino)
 	return f;
 }
 
+/* Both of the fork child's directories closed, where they still are what
+ * was opened. */
+static void child_fds_close(void)
+{
+	int f;
+	if ((f = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
+		close(f);
+	if ((f = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
+		close(f);
+}
+
 /* Open a directory for the fork child (O_PATH); -1 if it cannot.  In the
  * program's table it is moved out of the way (hc_fd_high). */
 static int child_open(const char *path, dev_t *dev, ino_t *ino)
@@ -277,10 +288,10 @@ static hc_shm_t *segment_create(int parent)
 		start_time = hc_shm_proc_start_time(pid, &ended);
 		pidns = hc_shm_pidns();
 	}
-	if (procfd >= 0)
+	if (procfd >= 0) {
 		hc_event_maps_open(procfd, "maps");
-	if (procfd >= 0)
 		close(procfd);
+	}
 	char name[64];
 	int dfd = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino);
 	if (dfd < 0)
@@ -699,11 +710,7 @@ static void table_own(bool child)
 		struct stat root;
 		if (stat("/", &root) != 0 || root.st_dev != child_root_dev || root.st_ino != child_root_ino)
 			return;
-		int f;
-		if ((f = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
-			close(f);
-		if ((f = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
-			close(f);
+		child_fds_close();
 		child_fds_program = false;
 	}
 	bool own = hc_fd_table_own();
@@ -953,11 +960,8 @@ void hc_control_fork_child(void)
 	/* the parent's, and a fork child's not yet used, where they were in
 	 * the program's table: copies of ours to close (in the parent's
 	 * control thread's own table they were not copied) */
-	int inherited;
-	if (child_fds_program && (inherited = child_fd(&child_dfd, child_dfd_dev, child_dfd_ino)) >= 0)
-		close(inherited);
-	if (child_fds_program && (inherited = child_fd(&child_procfd, child_procfd_dev, child_procfd_ino)) >= 0)
-		close(inherited);
+	if (child_fds_program)
+		child_fds_close();
 	hc_event_maps_open(AT_FDCWD, "/proc/self/maps");
 	/* before this child's code runs and can chroot: the thread moves
 	 * them into its own table as it starts */
