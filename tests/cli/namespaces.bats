@@ -431,22 +431,29 @@ assert os.path.getsize(e["path"]) == e["bytes"], e' "$T/w" "$CPID"
 
 @test "list removes the segment of a process of a PID namespace that is gone, and keeps it while the namespace lives" {
 	need_pidns
-	start_container -s
-	local s=${_segs[-1]% *}
-	[ -e "$s" ]
-	run --separate-stderr "$HEAPCTL" list
-	[ "$status" -eq 0 ]
-	[[ "$output" =~ (^|$'\n')$CPID\ +1\  ]]
-	[ -e "$s" ]
-	# killed: the library had no chance to remove it, and its pid (1) is
-	# nobody's here to judge by
-	kill -9 "$CPID"
-	wait_for 5 test ! -d "/proc/$CPID"
-	[ -e "$s" ]
-	run --separate-stderr "$HEAPCTL" list
-	[ "$status" -eq 0 ]
-	[ ! -e "$s" ]
-	[[ "$stderr" == *"removed"*"stale segment"* ]]
+	local try s
+	# up to three containers: under make check, another suite's list or
+	# daemon may remove the stale segment between the kill and our list
+	for try in 1 2 3; do
+		start_container -s
+		s=${_segs[-1]% *}
+		[ -e "$s" ]
+		run --separate-stderr "$HEAPCTL" list
+		[ "$status" -eq 0 ]
+		[[ "$output" =~ (^|$'\n')$CPID\ +1\  ]]
+		[ -e "$s" ]
+		# killed: the library had no chance to remove it, and its pid (1)
+		# is nobody's here to judge by
+		kill -9 "$CPID"
+		wait_for 5 test ! -d "/proc/$CPID"
+		[ -e "$s" ] || continue
+		run --separate-stderr "$HEAPCTL" list
+		[ "$status" -eq 0 ]
+		[ ! -e "$s" ]
+		echo "try $try: $stderr"
+		[[ "$stderr" == *"removed"*"stale segment"* ]] && return 0
+	done
+	false
 }
 
 @test "a preloaded program without libunwind prints nothing on stderr, and its profile works; verbose:true says the fallback; status shows it" {

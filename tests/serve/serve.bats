@@ -446,7 +446,7 @@ assert {int(sys.argv[2]), int(sys.argv[3])} <= pids, t' "$T/body" "$first" "$TPI
 	run timeout 120 python3 "$BATS_TEST_DIRNAME/../lib/cdp.py" "$URL/" --shot "$T/page.png" \
 	    "[...document.querySelectorAll('#targets tr[data-pid]')].map(r => r.dataset.pid).join(' ')" \
 	    "document.querySelector('tr[data-pid=\"$TPID\"] .prof').textContent" \
-	    "(async () => { const i = document.querySelector('img.plot');
+	    "(async () => { const i = document.querySelector('img.plot[src^=\"/plot?pid=$TPID&\"]');
 	        for (let k = 0; k < 100 && !(i.complete && i.naturalWidth); k++) await new Promise(r => setTimeout(r, 100));
 	        return i.naturalWidth })()" \
 	    "(async () => { document.getElementById('token').value = '0123456789abcdef0123';
