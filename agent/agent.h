@@ -102,8 +102,11 @@ int hc_fd_high(int fd);
  * nothing copied), gets a pidfd of the process at 0 (hc_stderr borrows
  * the program's standard error through it) and copies at 1 and 2, and sets
  * hc_fd_own.  False where the kernel (before 5.9) or a seccomp filter
- * refuses: it goes on in the table it has. */
+ * refuses: it goes on in the table it has.  hc_fd_table_own_keeping
+ * copies one descriptor of the shared table, at HC_FD_HIGH or above, into
+ * the new one at its number (a lower one, or -1: none). */
 bool hc_fd_table_own(void);
+bool hc_fd_table_own_keeping(int keep);
 
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */

@@ -28,6 +28,8 @@ static ino_t maps_ino HC_FORK_DATA;
 /* the control thread's, in its own table; ctl_thread: the caller is it */
 static int ctl_maps_fd HC_FORK_DATA = -1;
 static __thread bool ctl_thread __attribute__((tls_model("initial-exec")));
+/* the timer thread's: a copy of the program's, carried into its table */
+static __thread int table_maps_fd __attribute__((tls_model("initial-exec"))) = -1;
 
 void hc_event_publish(hc_shm_event_t *ev)
 {
@@ -93,13 +95,29 @@ int hc_event_maps(bool *own)
 	*own = fd >= 0;
 	if (fd >= 0)
 		return fd;
-	if (hc_fd_own) /* chrooted since: the control thread kept one in its table */
-		return ctl_thread ? ctl_maps_fd : -1;
-	struct stat st; /* chrooted since, away from /proc */
-	fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
+	if (hc_fd_own) /* chrooted since: the one kept in the thread's table */
+		return ctl_thread ? ctl_maps_fd : table_maps_fd;
+	return hc_event_maps_kept(); /* chrooted since, away from /proc */
+}
+
+int hc_event_maps_kept(void)
+{
+	struct stat st;
+	int fd = __atomic_load_n(&maps_fd, __ATOMIC_ACQUIRE);
 	if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != maps_dev || st.st_ino != maps_ino)
 		return -1;
 	return fd;
+}
+
+void hc_event_maps_keep(int fd)
+{
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_dev == maps_dev && st.st_ino == maps_ino)
+		table_maps_fd = fd;
+	else /* not the one checked before the table was left */
+		close(fd);
 }
 
 /* a fork child keeps its maps open for its dumps, for the workers that

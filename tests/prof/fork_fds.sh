@@ -20,7 +20,9 @@
 #    child's end of a pipe, closed by the child, gives the parent its EOF
 #    while the child lives on.
 #  * The timer thread (prof_timer_s) has a table of its own too, holding
-#    nothing of the program's, and writes its dumps.
+#    nothing of the program's, and writes its dumps.  In a fork child that
+#    chrooted into a root without /proc, it takes a copy of the child's
+#    kept maps along: its dumps have MAPPED_LIBRARIES (before, none).
 #  * (What the control thread says still reaches the program's standard
 #    error, with and without a seccomp filter: tests/prof/seccomp.sh.)
 set -euo pipefail
@@ -188,4 +190,55 @@ compgen -G "$WORK/timer.$tp.*.t*.heap" >/dev/null || fail "no timer dump: $(ls "
 kill "$tp" 2>/dev/null || true
 wait "$tp" 2>/dev/null || true
 check_stderr_empty timer
+
+# the timer thread of a fork child that chrooted into a root without /proc
+# (and then allocated, which starts it) keeps the child's maps, which the
+# fork opened in the program's table: its dumps name the program
+if [ "$(id -u)" -eq 0 ]; then
+	cat >"$WORK/ctimer.c" <<'EOF2'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	free(malloc(64));
+	pid_t c = fork();
+	if (c == 0) {
+		if (chroot(argv[1]) || chdir("/")) {
+			perror("chroot");
+			_exit(3);
+		}
+		for (int i = 0; i < 250; i++) {
+			char *p = malloc(4096);
+			memset(p, 1, 4096);
+			if (i % 2)
+				free(p);
+			usleep(10000);
+		}
+		_exit(0);
+	}
+	printf("child %d\n", (int)c);
+	fflush(stdout);
+	int st;
+	waitpid(c, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+EOF2
+	compile "$WORK/ctimer" "$WORK/ctimer.c"
+	mkdir -p "$WORK/root/out"
+	(cd "$WORK/root" && HEAPCTL_CONF="prof:true,lg_prof_sample:0,prof_timer_s:1,prof_prefix:out/ct" \
+	    LD_PRELOAD="$LIB" "$WORK/ctimer" "$WORK/root") >"$WORK/ctimer.out" 2>"$WORK/ctimer.err" ||
+		fail "the chrooting program failed: $(cat "$WORK/ctimer.err")"
+	cp=$(sed -n 's/^child //p' "$WORK/ctimer.out")
+	d=$(compgen -G "$WORK/root/out/ct.$cp.*.t*.heap" | head -n1 || true)
+	if [ -z "$d" ]; then
+		fail "no timer dump of the chrooted child $cp: $(ls "$WORK/root/out")"
+	else
+		sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | grep -q " $WORK/ctimer\$" ||
+			fail "the chrooted child's timer dump has no MAPPED_LIBRARIES line for $WORK/ctimer: $(sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | head -3 | tr '\n' '|')"
+	fi
+	check_stderr_empty ctimer
+fi
 finish
