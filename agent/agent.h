@@ -103,10 +103,10 @@ int hc_fd_high(int fd);
  * the program's standard error through it) and copies at 1 and 2, and sets
  * hc_fd_own.  False where the kernel (before 5.9) or a seccomp filter
  * refuses: it goes on in the table it has.  hc_fd_table_own_keeping
- * copies one descriptor of the shared table, at HC_FD_HIGH or above, into
- * the new one at its number (a lower one, or -1: none). */
+ * copies *keep, a descriptor of the shared table, into the new one at its
+ * number if it is HC_FD_HIGH or above, and sets *keep to -1 if not. */
 bool hc_fd_table_own(void);
-bool hc_fd_table_own_keeping(int keep);
+bool hc_fd_table_own_keeping(int *keep);
 
 /* Diagnostics on stderr with the <heapctl>: prefix, formatted without
  * allocating: each part is a string, NULL ends the list. */

@@ -714,8 +714,6 @@ static void table_own(bool child)
 		child_fds_program = false;
 	}
 	bool own = hc_fd_table_own();
-	if (own)
-		hc_event_ctl_table(); /* a thread before this one had another table */
 	/* opened again, in whichever table the thread has (a thread that
 	 * stopped before the segment took its own table's with it) */
 	if (child && !child_fds_program) {

@@ -1093,9 +1093,7 @@ static void *timer_main(void *arg)
 	/* its dumps take and close none of the program's numbers; a fork
 	 * child's maps, kept for after a chroot, come along */
 	int maps = hc_event_maps_kept();
-	if (maps < HC_FD_HIGH) /* not where the copy can be kept */
-		maps = -1;
-	if (hc_fd_table_own_keeping(maps))
+	if (hc_fd_table_own_keeping(&maps))
 		hc_event_maps_keep(maps);
 	pthread_setname_np(pthread_self(), "heapctl-timer");
 	uint64_t last = now_ms();

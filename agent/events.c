@@ -25,10 +25,9 @@ static char last_dump[HC_SHM_PATH_MAX];                                         
 static int maps_fd HC_FORK_DATA = -1;
 static dev_t maps_dev HC_FORK_DATA;
 static ino_t maps_ino HC_FORK_DATA;
-/* the control thread's, in its own table; ctl_thread: the caller is it */
-static int ctl_maps_fd HC_FORK_DATA = -1;
-static __thread bool ctl_thread __attribute__((tls_model("initial-exec")));
-/* the timer thread's: a copy of the program's, carried into its table */
+/* a thread of the agent in a table of its own (hc_fd_own): the one kept
+ * there, opened by the control thread or carried in by the timer thread;
+ * a new thread starts without one (its predecessor's went with its table) */
 static __thread int table_maps_fd __attribute__((tls_model("initial-exec"))) = -1;
 
 void hc_event_publish(hc_shm_event_t *ev)
@@ -96,7 +95,7 @@ int hc_event_maps(bool *own)
 	if (fd >= 0)
 		return fd;
 	if (hc_fd_own) /* chrooted since: the one kept in the thread's table */
-		return ctl_thread ? ctl_maps_fd : table_maps_fd;
+		return table_maps_fd;
 	return hc_event_maps_kept(); /* chrooted since, away from /proc */
 }
 
@@ -130,8 +129,8 @@ void hc_event_maps_keep(int fd)
 void hc_event_maps_open(int dirfd, const char *path)
 {
 	if (hc_fd_own) {
-		if (ctl_thread && ctl_maps_fd < 0)
-			ctl_maps_fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+		if (table_maps_fd < 0)
+			table_maps_fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 		return;
 	}
 	struct stat nst;
@@ -145,15 +144,6 @@ void hc_event_maps_open(int dirfd, const char *path)
 	} else if (fd >= 0) {
 		close(fd);
 	}
-}
-
-/* The calling thread is a new control thread, in a table of its own: its
- * predecessor's maps went with the predecessor's table (or the parent's,
- * in a fork child). */
-void hc_event_ctl_table(void)
-{
-	ctl_thread = true;
-	ctl_maps_fd = -1;
 }
 
 void hc_event_fork_prepare(void)

@@ -32,8 +32,9 @@ void hc_event_publish(hc_shm_event_t *ev);
 void hc_event_last_dump(char out[HC_SHM_PATH_MAX]);
 void hc_event_forget_dump(void); /* a new injection: none yet */
 /* A fork child's maps, opened at dirfd and path if not yet: the program's,
- * or the control thread's in its own descriptor table (hc_fd_own; the
- * timer thread carries a copy of the program's into its table instead). */
+ * or, for the control thread in its own descriptor table (hc_fd_own), that
+ * thread's (the timer thread carries a copy of the program's into its
+ * table instead). */
 void hc_event_maps_open(int dirfd, const char *path);
 /* For a thread of the agent about to leave the program's table (the timer
  * thread): the program's kept maps, or -1 (hc_event_maps_kept); then, in
@@ -41,7 +42,6 @@ void hc_event_maps_open(int dirfd, const char *path);
  * (hc_event_maps_keep). */
 int hc_event_maps_kept(void);
 void hc_event_maps_keep(int fd);
-void hc_event_ctl_table(void); /* the caller: a new control thread, in its own table */
 void hc_event_fork_prepare(void), hc_event_fork_parent(void);
 /* In a fork child: the lock fresh; then, once it is a new process with no
  * segment yet, the parent's last dump and maps forgotten. */

@@ -55,18 +55,19 @@ int hc_fd_high(int fd)
 
 bool hc_fd_table_own(void)
 {
-	return hc_fd_table_own_keeping(-1);
+	int none = -1;
+	return hc_fd_table_own_keeping(&none);
 }
 
-bool hc_fd_table_own_keeping(int keep)
+bool hc_fd_table_own_keeping(int *keep)
 {
-	if (keep < HC_FD_HIGH)
-		keep = -1;
+	if (*keep < HC_FD_HIGH)
+		*keep = -1;
 	/* the copy is made and cut above keep in one call, then below it */
-	if (close_range((unsigned)(keep + 1), ~0U, CLOSE_RANGE_UNSHARE) != 0)
+	if (close_range((unsigned)(*keep + 1), ~0U, CLOSE_RANGE_UNSHARE) != 0)
 		return false;
-	if (keep > 0)
-		close_range(0, (unsigned)keep - 1, 0);
+	if (*keep > 0)
+		close_range(0, (unsigned)*keep - 1, 0);
 	hc_fd_own = true;
 	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (fd < 0)

@@ -152,21 +152,45 @@ check_eq "what the control thread's table holds" "$(for f in "$ctl"/fd/*; do rea
 
 check_stderr_empty prog
 
-# the timer thread (prof_timer_s) writes its dumps from a table of its own
+# the timer thread (prof_timer_s) writes its dumps from a table of its own.
+# timer ROOT: the same from a fork child that chroots into ROOT first
 cat >"$WORK/timer.c" <<'EOF'
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
-int main(void)
+static void churn(int n)
 {
-	for (int i = 0; i < 400; i++) {
+	for (int i = 0; i < n; i++) {
 		char *p = malloc(4096);
 		memset(p, 1, 4096);
 		if (i % 2)
 			free(p);
 		usleep(10000);
 	}
-	return 0;
+}
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		churn(400);
+		return 0;
+	}
+	free(malloc(64));
+	pid_t c = fork();
+	if (c == 0) {
+		if (chroot(argv[1]) || chdir("/")) {
+			perror("chroot");
+			_exit(3);
+		}
+		churn(250);
+		_exit(0);
+	}
+	printf("child %d\n", (int)c);
+	fflush(stdout);
+	int st;
+	waitpid(c, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 EOF
 compile "$WORK/timer" "$WORK/timer.c"
@@ -195,49 +219,17 @@ check_stderr_empty timer
 # (and then allocated, which starts it) keeps the child's maps, which the
 # fork opened in the program's table: its dumps name the program
 if [ "$(id -u)" -eq 0 ]; then
-	cat >"$WORK/ctimer.c" <<'EOF2'
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-int main(int argc, char **argv)
-{
-	free(malloc(64));
-	pid_t c = fork();
-	if (c == 0) {
-		if (chroot(argv[1]) || chdir("/")) {
-			perror("chroot");
-			_exit(3);
-		}
-		for (int i = 0; i < 250; i++) {
-			char *p = malloc(4096);
-			memset(p, 1, 4096);
-			if (i % 2)
-				free(p);
-			usleep(10000);
-		}
-		_exit(0);
-	}
-	printf("child %d\n", (int)c);
-	fflush(stdout);
-	int st;
-	waitpid(c, &st, 0);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-EOF2
-	compile "$WORK/ctimer" "$WORK/ctimer.c"
 	mkdir -p "$WORK/root/out"
 	(cd "$WORK/root" && HEAPCTL_CONF="prof:true,lg_prof_sample:0,prof_timer_s:1,prof_prefix:out/ct" \
-	    LD_PRELOAD="$LIB" "$WORK/ctimer" "$WORK/root") >"$WORK/ctimer.out" 2>"$WORK/ctimer.err" ||
+	    LD_PRELOAD="$LIB" "$WORK/timer" "$WORK/root") >"$WORK/ctimer.out" 2>"$WORK/ctimer.err" ||
 		fail "the chrooting program failed: $(cat "$WORK/ctimer.err")"
 	cp=$(sed -n 's/^child //p' "$WORK/ctimer.out")
 	d=$(compgen -G "$WORK/root/out/ct.$cp.*.t*.heap" | head -n1 || true)
 	if [ -z "$d" ]; then
 		fail "no timer dump of the chrooted child $cp: $(ls "$WORK/root/out")"
 	else
-		sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | grep -q " $WORK/ctimer\$" ||
-			fail "the chrooted child's timer dump has no MAPPED_LIBRARIES line for $WORK/ctimer: $(sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | head -3 | tr '\n' '|')"
+		sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | grep -q " $WORK/timer\$" ||
+			fail "the chrooted child's timer dump has no MAPPED_LIBRARIES line for $WORK/timer: $(sed -n '/^MAPPED_LIBRARIES:/,$p' "$d" | head -3 | tr '\n' '|')"
 	fi
 	check_stderr_empty ctimer
 fi
