@@ -13,8 +13,9 @@
 #define TB_WINDOW      0.25 /* seconds the probes stay on at a time      */
 #define TB_BASELINE    0.2  /* seconds of the untraced process, at least */
 
-/* Invariants: t_on <= t_traced; an estimate never goes below its hits at
- * TB_FLOOR_NS each; cycles counts the windows that ended in an off period. */
+/* Invariants: t_on <= t_traced; an estimate is never below its hits at
+ * TB_FLOOR_NS each nor above them at TB_CEIL_NS each (budget.c); cycles
+ * counts the windows that ended in an off period. */
 typedef struct tb_budget_s {
 	double pct;                     /* % of one CPU; 0: no budget                 */
 	double k;                       /* system per user seconds, untraced           */

@@ -384,7 +384,7 @@ traced() {
 	wait "$pid"
 	wait "$TRACER"
 	grep -q '^done 400' "$T/prog.out"
-	[[ "$(cat "$T/trace.err")" != *budget* ]]
+	[[ "$(cat "$T/trace.err")" != *budget* ]] || { cat "$T/trace.err"; tail -n 1 "$T/trace.out"; false; }
 	python3 - "$T/trace.out" <<-'EOF'
 	import json, sys
 	ev = [json.loads(l) for l in open(sys.argv[1])]
