@@ -769,6 +769,39 @@ static bool heap_adopt(hc_heap_t *h)
 	return true;
 }
 
+/*
+ * Abandoned chunks decay too.  Their free slots are dirty with what the
+ * exited thread wrote, and the chunk waits on the list until some thread
+ * runs out of slots of its own, which may be never: rptest's second pair
+ * of workers left 2 MiB of the first pair's slots resident, beside the
+ * pages they carved.  Once per epoch the first heap to decay purges them
+ * as their owner would have (the list's lock only tried: a thread that
+ * adopts or abandons a chunk meanwhile is not made to wait for madvise).
+ * HC_PURGE_ALL purges every free slot now (malloc_trim, arena purges).
+ */
+static uint64_t abandoned_epoch;
+
+static void abandoned_decay(uint64_t epoch)
+{
+	uint64_t seen = __atomic_load_n(&abandoned_epoch, __ATOMIC_RELAXED);
+	if (epoch != HC_PURGE_ALL && seen == epoch)
+		return;
+	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
+		return;
+	if (epoch != HC_PURGE_ALL &&
+	    !__atomic_compare_exchange_n(&abandoned_epoch, &seen, epoch, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	if (hc_mutex_trylock(&abandoned_lock) != 0)
+		return;
+	for (hc_chunk_t *c = abandoned; c; c = c->next) {
+		if (epoch == HC_PURGE_ALL)
+			hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
+		else
+			hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+	}
+	hc_mutex_unlock(&abandoned_lock);
+}
+
 static void heap_decay(hc_heap_t *h)
 {
 	uint64_t epoch = hc_decay_epoch();
@@ -777,6 +810,7 @@ static void heap_decay(hc_heap_t *h)
 	h->decay_epoch = epoch;
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
 		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+	abandoned_decay(epoch);
 	hc_chunk_cache_decay();
 	hc_large_decay_all();
 	hc_huge_decay();
@@ -1340,6 +1374,7 @@ void hc_heap_collect_self(void)
 		shared_tidy(&shared[i].heap, true);
 		hc_mutex_unlock(&shared_locks[i].m);
 	}
+	abandoned_decay(HC_PURGE_ALL);
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
 		return;

@@ -395,6 +395,102 @@ static void test_cached_chunk_dirty(void)
 	free(b);
 }
 
+/* The free slots of a chunk whose thread exited decay like any others,
+ * though no thread adopts the chunk: a thread writes 1,500 blocks of 1000
+ * bytes, frees all but the last and exits, and its chunk waits on the
+ * abandoned list for a thread that runs out of slots, which this program's
+ * main thread never does.  They used to stay resident until then (rptest's
+ * second pair of workers, 2 MiB).  The main thread's new pages run the
+ * decay passes; dirty_decay_ms is 1000, so within two epochs of half a
+ * second the slots are purged.  malloc_trim purges them at once. */
+static void *leaver_thread(void *arg)
+{
+	void **b = arg;
+	for (int i = 0; i < TRIM_N; i++) {
+		b[i] = v_malloc(1000);
+		if (b[i] != NULL)
+			memset(b[i], 0x5a, 1000);
+	}
+	for (int i = 0; i < TRIM_N - 1; i++)
+		v_free(b[i]);
+	return NULL;
+}
+
+/* Slots of slots[0..k) other than the one keep lies in that are resident. */
+static int resident_but(const uintptr_t *slots, int k, const void *keep)
+{
+	int n = 0;
+	for (int j = 0; j < k; j++)
+		if (slots[j] != slot_of(keep))
+			n += slot_resident((void *)slots[j]) > 0;
+	return n;
+}
+
+/* Frees the block an exited thread left, and flushes this thread's remote
+ * cache, where the free put it: its page holds no block after that. */
+static void free_left(void *keep)
+{
+	v_free(keep);
+	hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
+}
+
+/* Leaves a chunk on the abandoned list with 20 or more resident free slots;
+ * their number into *k, the slots into slots[], the block kept into *keep.
+ * False if the machine stalled so long that the decay ran meanwhile. */
+static bool abandon_dirty_chunk(uintptr_t *slots, int *k, void **keep)
+{
+	void **b = calloc(TRIM_N, sizeof *b);
+	*k = 0;
+	*keep = NULL;
+	if (b == NULL || !in_thread(leaver_thread, b)) {
+		free(b);
+		return false;
+	}
+	*k = slots_of(b + 16, TRIM_N - 16, slots, 64); /* the first 16: starters */
+	*keep = b[TRIM_N - 1];
+	free(b);
+	CHECK(*k >= 20, "1,500 blocks of 1000 bytes took %d slots", *k);
+	return resident_but(slots, *k, *keep) >= *k - 2;
+}
+
+static void test_abandoned_chunk_decays(void)
+{
+	if (!unsampled_heapctl())
+		return;
+	uintptr_t slots[64];
+	int k, left = -1;
+	void *keep;
+	if (!abandon_dirty_chunk(slots, &k, &keep)) {
+		free_left(keep);
+		return;
+	}
+	/* a class this thread has no page of yet, each time: a new page runs
+	 * the decay pass */
+	static const size_t sizes[] = { 2500, 3500, 4500, 5500, 6500, 7500, 9000, 11000, 13000, 15000 };
+	for (size_t t = 0; t < sizeof sizes / sizeof *sizes && left != 0; t++) {
+		usleep(600 * 1000);
+		void *q[20];
+		for (int j = 0; j < 20; j++)
+			q[j] = v_malloc(sizes[t]);
+		for (int j = 0; j < 20; j++)
+			v_free(q[j]);
+		left = resident_but(slots, k, keep);
+	}
+	CHECK(left == 0, "%d of the %d slots an exited thread freed are still resident after 6 s of decay passes", left,
+	    k - 1);
+	free_left(keep);
+
+	if (!abandon_dirty_chunk(slots, &k, &keep)) {
+		free_left(keep);
+		return;
+	}
+	v_malloc_trim(0);
+	left = resident_but(slots, k, keep);
+	CHECK(left == 0, "%d of the %d slots an exited thread freed are still resident after malloc_trim(0)", left,
+	    k - 1);
+	free_left(keep);
+}
+
 /* A large object grown or shrunk within the pages it has stays where it
  * is, with its contents and usable size (realloc answers it without the
  * arena's lock); one more byte than its pages moves it or grows the run. */
@@ -479,6 +575,7 @@ int main(void)
 		RUN(test_trim_purges_own_slots);
 		RUN(test_idle_then_free_kept);
 		RUN(test_remote_cache);
+		RUN(test_abandoned_chunk_decays);
 	}
 	RUN(test_realloc_large_same_pages);
 	RUN(test_chunks_merge);
