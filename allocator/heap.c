@@ -772,9 +772,9 @@ static bool heap_adopt(hc_heap_t *h)
 /*
  * Abandoned chunks decay too.  Their free slots are dirty with what the
  * exited thread wrote, and the chunk waits on the list until some thread
- * runs out of slots of its own, which may be never: rptest's second pair
- * of workers left 2 MiB of the first pair's slots resident, beside the
- * pages they carved.  Once per epoch the first heap to decay purges them
+ * runs out of slots of its own, which may be never: under load, rptest's
+ * second pair of workers ran beside 2.4-3.6 MiB of the first pair's freed
+ * slots in half the runs (tests/bench/RESULTS.md).  Once per epoch the first heap to decay purges them
  * as their owner would have (the list's lock only tried: a thread that
  * adopts or abandons a chunk meanwhile is not made to wait for madvise).
  * HC_PURGE_ALL purges every free slot now (malloc_trim, arena purges).
