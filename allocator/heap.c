@@ -774,9 +774,11 @@ static bool heap_adopt(hc_heap_t *h)
  * exited thread wrote, and the chunk waits on the list until some thread
  * runs out of slots of its own, which may be never: under load, rptest's
  * second pair of workers ran beside 2.4-3.6 MiB of the first pair's freed
- * slots in half the runs (tests/bench/RESULTS.md).  Once per epoch the first heap to decay purges them
- * as their owner would have (the list's lock only tried: a thread that
- * adopts or abandons a chunk meanwhile is not made to wait for madvise).
+ * slots in half the runs (tests/bench/RESULTS.md).  Once per epoch the
+ * first heap to decay purges them as their owner would have.  It only
+ * tries the list's lock: a heap's decay pass never waits for a thread that
+ * adopts or abandons a chunk (they may wait for its madvise calls, one
+ * for each run of free slots, and each slot purged once).
  * HC_PURGE_ALL purges every free slot now (malloc_trim, arena purges).
  */
 static uint64_t abandoned_epoch;
