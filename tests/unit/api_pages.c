@@ -400,9 +400,9 @@ static void test_cached_chunk_dirty(void)
  * bytes, frees all but the last and exits, and its chunk waits on the
  * abandoned list for a thread that runs out of slots, which this program's
  * main thread never does.  They used to stay resident until then (rptest's
- * second pair of workers, 2 MiB).  The main thread's new pages run the
- * decay passes; dirty_decay_ms is 1000, so within two epochs of half a
- * second the slots are purged.  malloc_trim purges them at once. */
+ * second pair of workers, 2.4-3.6 MiB under load).  The main thread's new
+ * pages run the decay passes; dirty_decay_ms is 1000, so within two epochs
+ * of half a second the slots are purged.  malloc_trim purges them at once. */
 static void *leaver_thread(void *arg)
 {
 	void **b = arg;
