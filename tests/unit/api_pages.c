@@ -2,7 +2,7 @@
  * tests/unit/api_pages.c - what happens to pages and chunks: dirty slots
  * reused first, a cached chunk's dirty pages, malloc_trim purging a thread's
  * own slots, the remote cache, large blocks resized in their pages, chunks
- * mapped next to each other.
+ * mapped next to each other, cached huge mappings cut and joined.
  * The parts every api_*.c shares, and how to run it on plain glibc:
  * tests/lib/api.h.
  */
@@ -566,6 +566,94 @@ static void test_chunks_merge(void)
 		v_free(p[i]);
 }
 
+/* The system's transparent huge page setting is madvise: the one where the
+ * allocator picks huge pages for a program's huge objects itself. */
+static bool thp_madvise(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	if (f != NULL) {
+		if (fgets(buf, sizeof buf, f) == NULL)
+			buf[0] = 0;
+		fclose(f);
+	}
+	return strstr(buf, "[madvise]") != NULL;
+}
+
+/* Bytes of n at p that hold v. */
+static size_t count_byte(const char *p, size_t n, char v)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += p[i] == v;
+	return k;
+}
+
+/* Huge objects written whole go into huge pages, and then a cached
+ * mapping bigger than a request is cut and the rest kept for the next one,
+ * which may need more than any single cached mapping: the pieces are
+ * moved together.  Each object gets pages an earlier one wrote (0xab), not
+ * fresh ones (zeros), except for a header page where a piece was cut.
+ * calloc still zeroes, and realloc keeps the bytes of an object whose
+ * mapping was put together from pieces. */
+static void test_huge_pieces_reused(void)
+{
+	if (!under_heapctl)
+		return;
+	if (!thp_madvise()) {
+		printf("  (test_huge_pieces_reused: transparent_hugepage is not madvise here; not run)\n");
+		return;
+	}
+	const size_t M = (size_t)1 << 20;
+	v_malloc_trim(0);
+	/* two fresh mappings freed, each written whole: the mode begins (the
+	 * first is cached in small pages, the second unmapped) */
+	char *a = v_malloc(24 * M), *b = v_malloc(24 * M);
+	if (a == NULL || b == NULL)
+		return;
+	memset(a, 1, 24 * M);
+	memset(b, 1, 24 * M);
+	v_free(a);
+	v_free(b);
+	char *c = v_malloc(24 * M), *d = v_malloc(24 * M); /* a's mapping; a fresh one in huge pages */
+	if (c == NULL || d == NULL)
+		return;
+	memset(d, 0xab, 24 * M);
+	v_free(c); /* small pages: unmapped in the mode */
+	v_free(d); /* cached: 26 MiB */
+	/* d's mapping: 26 MiB, the object written from 4 KiB to 24 MiB + 4 KiB */
+	char *e = v_malloc(8 * M);  /* its first 10 MiB; 16 MiB cached */
+	char *f = v_malloc(10 * M); /* 12 MiB of them; the last 4 MiB cached */
+	if (e == NULL || f == NULL)
+		return;
+	size_t ke = count_byte(e, 8 * M, (char)0xab), kf = count_byte(f, 10 * M, (char)0xab);
+	CHECK(ke == 8 * M, "malloc(8 MiB) after a 24 MiB object was freed: %zu of its bytes are the old object's", ke);
+	CHECK(kf == 10 * M, "malloc(10 MiB) from the rest of a cut mapping: %zu of its bytes are the old object's", kf);
+	v_free(e); /* cached: 10 MiB */
+	/* 12 MiB: e's 10 and the 4 MiB piece, joined (its first 2 MiB were
+	 * written, all but its first page again a header) */
+	char *g = v_malloc(11 * M);
+	if (g == NULL)
+		return;
+	size_t kg = count_byte(g, 11 * M, (char)0xab);
+	CHECK(kg >= 11 * M - 8192, "malloc(11 MiB) from two cached mappings joined: only %zu of its bytes are old ones",
+	    kg);
+	memset(g, 0x5c, 11 * M);
+	char *h = v_realloc(g, 30 * M);
+	CHECK(h != NULL, "realloc of a joined mapping to 30 MiB failed");
+	if (h != NULL) {
+		size_t kh = count_byte(h, 11 * M, 0x5c);
+		CHECK(kh == 11 * M, "realloc of a joined mapping to 30 MiB kept %zu of its 11 MiB", kh);
+		g = h;
+	}
+	v_free(f);
+	char *z = v_calloc(1, 12 * M);
+	CHECK(z != NULL && count_byte(z, 12 * M, 0) == 12 * M, "calloc(12 MiB) from a cached mapping is not all zeros");
+	v_free(z);
+	v_free(g);
+	v_malloc_trim(0);
+}
+
 int main(void)
 {
 	double t0 = api_start();
@@ -579,5 +667,6 @@ int main(void)
 	}
 	RUN(test_realloc_large_same_pages);
 	RUN(test_chunks_merge);
+	RUN(test_huge_pieces_reused);
 	return api_finish("api_pages", t0);
 }
