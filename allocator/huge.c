@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <errno.h>
 
 #include "internal.h"
@@ -140,39 +141,84 @@ static void unmap_all(hc_chunk_t **v, unsigned n)
 }
 
 /*
- * Huge pages for a program that writes its huge objects whole (thp:default,
- * where the system's setting is madvise: hc_os_thp_adaptive).  A fresh
- * mapping starts in small pages; when it is freed, /proc/self/pagemap tells
- * whether its first object was written whole (hc_os_written_whole).  Two
- * such in a row and the mode is dense: fresh mappings get MADV_HUGEPAGE
- * before their first touch, and a mapping in small pages freed meanwhile is
- * unmapped, not cached, so that huge ones replace it.  Every 32nd fresh
- * mapping stays in small pages as a probe: one found written in part ends
- * the mode.  (Every eighth made malloc-large 1.2 times as slow, its probes'
- * small pages faulted one by one; a program that turns to sparse writes
- * is found out that much later.)
+ * The dense mode, for a program that writes its huge objects whole
+ * (thp:default, where the system's setting is madvise: hc_os_thp_adaptive).
+ * A fresh mapping starts in small pages; when it is freed, /proc/self/pagemap
+ * tells whether its first object was written whole (hc_os_written_whole).
+ * Two such in a row and the mode is on: fresh mappings are whole huge
+ * pages' worth and go into a pool (below) where they are cut and joined to
+ * fit.  They get MADV_HUGEPAGE before their first touch where a fresh small
+ * page is dear (small_cheap), and then a mapping in small pages freed
+ * meanwhile is unmapped, not cached, so that huge ones replace it, and
+ * every 32nd fresh mapping stays in small pages as a probe: one found
+ * written in part ends the mode.  (Every eighth made malloc-large 1.2 times
+ * as slow, its probes' small pages faulted one by one; a program that turns
+ * to sparse writes is found out that much later.)  Where a small page is
+ * cheap they stay in small pages, every one is measured as a probe, and a
+ * mapping in small pages freed meanwhile joins the pool.
  *
  * mimalloc-bench's malloc-large (buffers of 5-25 MiB zeroed whole) took
- * 2.6x tcmalloc's time in small pages on a VM where rewriting resident
- * small pages was slow, and 1.2x this way (RESULTS.md);
- * buffers written every 64 KiB (big_buffers) would hold 122 MiB in huge
- * pages against 9.7 in small ones, so a program has to show first that it
- * writes them whole.
+ * 2.6x tcmalloc's time in small pages on a VM where a small page's first
+ * touch cost 18-23 us and rewriting resident ones was slow, and 1.2x in
+ * huge pages (RESULTS.md).  On a VM where it cost 1.3-1.7 us, but a fresh
+ * huge page 1.4-2 ms per MiB (the host backs again what the guest freed,
+ * in blocks of 8 MiB: a huge page comes from those), huge pages took
+ * 1.3x and small ones in the pool 1.03x.  Buffers written every 64 KiB
+ * (big_buffers) would hold 122 MiB in huge pages against 9.7 in small
+ * ones, so a program has to show first that it writes them whole.
  */
+#define POOL_IN   1u /* h->huge_pool: in the pool, whole huge pages' worth */
+#define POOL_HUGE 2u /* and MADV_HUGEPAGE asked */
+
 static unsigned dense_run;   /* under huge_lock: whole first objects in a row */
 static unsigned dense_fresh; /* under huge_lock: fresh mappings in the mode */
 
-/* Whether a fresh mapping gets huge pages (under huge_lock). */
-static bool dense_take(void)
+/* The least time a fresh small page's first touch took (ns; 0: not
+ * measured yet): the first write to a fresh mapping in small pages, its
+ * header's, is timed (atomic, relaxed: a lost update loses a sample).
+ * The least, since a sample can only be too long (preempted, interrupted). */
+static uint64_t small_fault_ns;
+#define SMALL_CHEAP_NS 5000
+
+static bool small_cheap(void)
 {
-	return dense && hc_os_thp_adaptive() && ++dense_fresh % 32 != 0;
+	uint64_t v = __atomic_load_n(&small_fault_ns, __ATOMIC_RELAXED);
+	return v != 0 && v <= SMALL_CHEAP_NS;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The first write to h, a fresh mapping in small pages, timed. */
+static void first_touch_timed(hc_chunk_t *h)
+{
+	uint64_t t0 = now_ns();
+	*(volatile __typeof__(h->magic) *)&h->magic = 0;
+	uint64_t t = now_ns() - t0, v = __atomic_load_n(&small_fault_ns, __ATOMIC_RELAXED);
+	if (t != 0 && (v == 0 || t < v))
+		__atomic_store_n(&small_fault_ns, t, __ATOMIC_RELAXED);
+}
+
+/* The pool bits a fresh mapping gets (under huge_lock). */
+static unsigned dense_take(void)
+{
+	if (!dense || !hc_os_thp_adaptive())
+		return 0;
+	if (small_cheap())
+		return POOL_IN;
+	return ++dense_fresh % 32 != 0 ? POOL_IN | POOL_HUGE : 0;
 }
 
 /* What a free tells of the mode (under huge_lock); whole: the freed
  * mapping's first object was written whole (-1: not measured).  True if
- * mappings in small pages go rather than into the cache.  (Those in the
- * cache when the mode starts stay there: unmapping them at once made
- * malloc-large slower, 4.7-7.1 s against 3.5-3.9.) */
+ * the mode is on: mappings in small pages then go, or join the pool,
+ * rather than into the cache as they are.  (Those in the cache when the
+ * mode starts stay there: unmapping them at once made malloc-large slower,
+ * 4.7-7.1 s against 3.5-3.9.) */
 static bool dense_learn(int whole)
 {
 	if (whole >= 0) {
@@ -183,8 +229,8 @@ static bool dense_learn(int whole)
 }
 
 /*
- * In the dense mode the cache is a pool of resident huge pages, cut and
- * joined without a page fault.  A cached mapping bigger than a request is
+ * In the dense mode the cache is a pool of resident pages, in whole huge
+ * pages' worth, cut and joined without a page fault.  A cached mapping bigger than a request is
  * cut at the huge page past it, and the rest goes back to the cache as a
  * mapping of its own (piece_split); a request bigger than every cached
  * mapping gets the largest, with others moved in behind it (pieces_join).
@@ -195,12 +241,13 @@ static bool dense_learn(int whole)
  * mremap calls, and faulted 2,020 huge pages in a run (4 GiB, zeroed by the
  * kernel), against 432 this way (RESULTS.md).  What the cache holds is
  * bounded as before (cache_limit), so the pool holds no more than the
- * tails it replaced did.  Mappings in huge pages only: their sizes are
+ * tails it replaced did.  Mappings of the pool only: their sizes are
  * whole huge pages, so every cut and move is of whole ones (a cut inside
- * one would split it into small pages).
+ * one would split it into small pages; in small pages, the kernel moves a
+ * whole page table at a time).
  */
 
-/* Take cached mappings in huge pages, the largest first, until they and
+/* Take cached mappings of the pool, the largest first, until they and
  * have bytes (under huge_lock); their count, in out. */
 static unsigned pieces_gather(size_t have, size_t need, hc_chunk_t **out)
 {
@@ -208,7 +255,8 @@ static unsigned pieces_gather(size_t have, size_t need, hc_chunk_t **out)
 	while (have < need) {
 		int best = -1;
 		for (unsigned i = 0; i < cache_n; i++)
-			if (cache[i].hdr->huge_thp && (best < 0 || cache[i].hdr->map_size > cache[best].hdr->map_size))
+			if ((cache[i].hdr->huge_pool & POOL_IN) &&
+			    (best < 0 || cache[i].hdr->map_size > cache[best].hdr->map_size))
 				best = (int)i;
 		if (best < 0)
 			break;
@@ -244,6 +292,7 @@ static hc_chunk_t *pieces_join(hc_chunk_t *h, hc_chunk_t **more, unsigned n, siz
 {
 	int saved = errno;
 	size_t first = h->map_size, total = first;
+	uint32_t pool = h->huge_pool;
 	for (unsigned i = 0; i < n; i++)
 		total += more[i]->map_size;
 	size_t size = total > want ? total : want;
@@ -256,7 +305,8 @@ static hc_chunk_t *pieces_join(hc_chunk_t *h, hc_chunk_t **more, unsigned n, siz
 		hc_os_unmap(h, first); /* no object can start in it */
 		return NULL;
 	}
-	hc_os_hugepage(dst, size); /* the fresh part, if any */
+	if (pool & POOL_HUGE)
+		hc_os_hugepage(dst, size); /* the fresh part, if any */
 	pages_move(h, first, dst);
 	size_t at = first;
 	for (unsigned i = 0; i < n; i++) {
@@ -267,11 +317,11 @@ static hc_chunk_t *pieces_join(hc_chunk_t *h, hc_chunk_t **more, unsigned n, siz
 	errno = saved;
 	h = (hc_chunk_t *)dst;
 	h->map_size = size;
-	h->huge_thp = 1; /* its header page may be a fresh one */
+	h->huge_pool = pool; /* its header page may be a fresh one */
 	return h;
 }
 
-/* Cut h (in huge pages, over want bytes, a whole number of them) down to
+/* Cut h (of the pool, over want bytes, a whole number of huge pages) to
  * want; the rest is returned as a mapping of its own, for the cache.  It
  * starts on a huge page boundary but maybe not on a chunk's, where an
  * object's header has to be: pieces_join moves it to one before use. */
@@ -279,7 +329,7 @@ static hc_chunk_t *piece_split(hc_chunk_t *h, size_t want)
 {
 	hc_chunk_t *rest = (hc_chunk_t *)((char *)h + want);
 	rest->map_size = h->map_size - want;
-	rest->huge_thp = 1;
+	rest->huge_pool = h->huge_pool;
 	rest->huge_fresh = 0;
 	rest->magic = 0;
 	h->map_size = want;
@@ -319,7 +369,7 @@ static bool grow_beside(hc_chunk_t *h, size_t old, size_t need)
 	void *t = mmap(tail, more, PROT_READ | PROT_WRITE,
 	    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 	if (t == tail) {
-		if (h->huge_thp)
+		if (h->huge_pool & POOL_HUGE)
 			hc_os_hugepage(tail, more);
 		(void)hc_os_thp(tail, more);
 		return true;
@@ -420,7 +470,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	if (take >= 0) {
 		epoch = cache[take].epoch;
 		h = cache_take((unsigned)take);
-		if (fit < 0 && h->huge_thp)
+		if (fit < 0 && (h->huge_pool & POOL_IN))
 			nmore = pieces_gather(h->map_size, huge_pages_round(need), more);
 	}
 	hc_mutex_unlock(&huge_lock);
@@ -434,8 +484,8 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	 * returned it.) */
 	size_t want = need, keep = 8;
 	hc_chunk_t *rest = NULL;
-	if (h != NULL && h->huge_thp) {
-		/* in huge pages, whole ones, and no more than needed: see
+	if (h != NULL && (h->huge_pool & POOL_IN)) {
+		/* whole huge pages' worth, and no more than needed: see
 		 * cache_limit (a cut inside one splits it into small pages);
 		 * the rest goes back to the cache (pieces_join, above) */
 		want = huge_pages_round(need);
@@ -457,29 +507,31 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 			h = g;
 		}
 	}
-	bool thp = false;
+	unsigned pool = 0;
 	if (h == NULL) {
 		if (__atomic_load_n(&dense, __ATOMIC_RELAXED)) {
 			hc_mutex_lock(&huge_lock);
-			thp = dense_take();
+			pool = dense_take();
 			hc_mutex_unlock(&huge_lock);
 		}
-		if (thp) /* whole huge pages: the last one in small pages faulted
-		          * up to 511 times */
+		if (pool) /* whole huge pages: the last one in small pages faulted
+		           * up to 511 times */
 			need = huge_pages_round(need);
 		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
 		if (h == NULL) {
 			errno = ENOMEM;
 			return NULL;
 		}
-		if (thp) /* before the header's write faults in a small page */
+		if (pool & POOL_HUGE) /* before the header's write faults in a small page */
 			hc_os_hugepage(h, need);
+		else if (hc_os_thp_adaptive())
+			first_touch_timed(h);
 		h->map_size = need;
 		fresh = true;
 	}
 	void *p = huge_finish(h, off, n, zero, fresh);
 	if (fresh)
-		h->huge_thp = thp;
+		h->huge_pool = pool;
 	h->huge_fresh = fresh;
 	hc_chunk_t *victims[CACHE_MAX + 1];
 	unsigned nv = 0;
@@ -510,21 +562,49 @@ void hc_huge_free(hc_chunk_t *h)
 	hc_chunk_mark(hc_chunk_of((char *)h + h->huge_offset), false);
 	/* a fresh mapping in small pages: was its object written whole? */
 	int whole = -1;
-	if (!overaligned && h->huge_fresh && !h->huge_thp && hc_os_thp_adaptive())
+	if (!overaligned && h->huge_fresh && !(h->huge_pool & POOL_HUGE) && hc_os_thp_adaptive())
 		whole = hc_os_written_whole((char *)h + h->huge_offset, h->huge_usable);
 	hc_mutex_lock(&huge_lock);
 	live_remove(h);
 	h->magic = 0; /* a second free of this pointer is caught */
-	bool small_go = dense_learn(whole);
-	if (overaligned || h->map_size > cache_limit() || (small_go && !h->huge_thp)) {
+	size_t cut = 0, lim = cache_limit();
+	char *cut_at = NULL;
+	if ((h->huge_pool & POOL_IN) && h->map_size > lim && h->map_size % HUGE_PAGE == 0) {
+		/* of the pool and over the bound: the part that fits stays */
+		size_t keep = lim & ~(HUGE_PAGE - 1);
+		if (keep != 0) {
+			cut = h->map_size - keep;
+			cut_at = (char *)h + keep;
+			h->map_size = keep;
+		}
+	}
+	bool go = overaligned || h->map_size > lim;
+	if (dense_learn(whole) && !go && !(h->huge_pool & POOL_IN)) {
+		/* in small pages, in the mode: into the pool, in whole huge
+		 * pages' worth, or out where huge ones take its place */
+		size_t whole_pages = h->map_size & ~(HUGE_PAGE - 1);
+		if (small_cheap() && whole_pages != 0) {
+			cut = h->map_size - whole_pages;
+			cut_at = (char *)h + whole_pages;
+			h->map_size = whole_pages;
+			h->huge_pool = POOL_IN;
+		} else {
+			go = true;
+		}
+	}
+	if (go) {
 		hc_mutex_unlock(&huge_lock);
 		hc_os_unmap(h, h->map_size);
+		if (cut != 0)
+			hc_os_unmap(cut_at, cut);
 		return;
 	}
 	hc_chunk_t *victims[CACHE_MAX];
 	unsigned nv = 0;
 	cache_put(h, hc_decay_epoch(), victims, &nv);
 	hc_mutex_unlock(&huge_lock);
+	if (cut != 0) /* ours until unmapped: a thread that takes h sees it end before */
+		hc_os_unmap(cut_at, cut);
 	unmap_all(victims, nv);
 }
 

@@ -369,7 +369,7 @@ struct hc_chunk_s {
 	size_t huge_offset; /* object = (char *)chunk + huge_offset     */
 	size_t huge_usable;
 	void *huge_prof;     /* sample record, if sampled                */
-	uint32_t huge_thp;   /* MADV_HUGEPAGE asked by huge.c's policy    */
+	uint32_t huge_pool;  /* in huge.c's pool of the dense mode: bits */
 	uint32_t huge_fresh; /* its first object since it was mapped      */
 	/* small only */
 	hc_page_t *xpages; /* pages of FULL status that got xfrees     */

@@ -589,13 +589,15 @@ static size_t count_byte(const char *p, size_t n, char v)
 	return k;
 }
 
-/* Huge objects written whole go into huge pages, and then a cached
- * mapping bigger than a request is cut and the rest kept for the next one,
- * which may need more than any single cached mapping: the pieces are
- * moved together.  Each object gets pages an earlier one wrote (0xab), not
- * fresh ones (zeros), except for a header page where a piece was cut.
- * calloc still zeroes, and realloc keeps the bytes of an object whose
- * mapping was put together from pieces. */
+/* Huge objects written whole start the dense mode, whose freed mappings
+ * are a pool: a cached mapping bigger than a request is cut and the rest
+ * kept for the next one, and a request bigger than any cached mapping gets
+ * several moved together.  Each object then gets pages an earlier one
+ * wrote (0xab), not fresh ones (zeros), but for the header page of a
+ * piece.  In huge pages or small ones (huge.c's choice, by the cost of a
+ * small page's first touch), the same.  calloc still zeroes, and realloc
+ * keeps the bytes of an object whose mapping was put together from
+ * pieces. */
 static void test_huge_pieces_reused(void)
 {
 	if (!under_heapctl)
@@ -604,10 +606,9 @@ static void test_huge_pieces_reused(void)
 		printf("  (test_huge_pieces_reused: transparent_hugepage is not madvise here; not run)\n");
 		return;
 	}
-	const size_t M = (size_t)1 << 20;
+	const size_t M = (size_t)1 << 20, P = 4096;
 	v_malloc_trim(0);
-	/* two fresh mappings freed, each written whole: the mode begins (the
-	 * first is cached in small pages, the second unmapped) */
+	/* two fresh mappings freed, each written whole: the mode begins */
 	char *a = v_malloc(24 * M), *b = v_malloc(24 * M);
 	if (a == NULL || b == NULL)
 		return;
@@ -615,42 +616,41 @@ static void test_huge_pieces_reused(void)
 	memset(b, 1, 24 * M);
 	v_free(a);
 	v_free(b);
-	char *c = v_malloc(24 * M), *d = v_malloc(24 * M); /* a's mapping; a fresh one in huge pages */
+	v_malloc_trim(0); /* an empty cache; the mode stays */
+	/* two fresh mappings of the pool, 18 MiB each, their objects written
+	 * whole: the pool's sizes are whole huge pages */
+	char *c = v_malloc(18 * M - P), *d = v_malloc(18 * M - P);
 	if (c == NULL || d == NULL)
 		return;
-	memset(d, 0xab, 24 * M);
-	v_free(c); /* small pages: unmapped in the mode */
-	v_free(d); /* cached: 26 MiB */
-	/* d's mapping: 26 MiB, the object written from 4 KiB to 24 MiB + 4 KiB */
-	char *e = v_malloc(8 * M);  /* its first 10 MiB; 16 MiB cached */
-	char *f = v_malloc(10 * M); /* 12 MiB of them; the last 4 MiB cached */
-	if (e == NULL || f == NULL)
+	memset(c, 0xab, 18 * M - P);
+	memset(d, 0xab, 18 * M - P);
+	v_free(c);
+	v_free(d);
+	/* 26 MiB: both, moved together, and the last 10 MiB cut off again */
+	char *e = v_malloc(24 * M);
+	if (e == NULL)
 		return;
-	size_t ke = count_byte(e, 8 * M, (char)0xab), kf = count_byte(f, 10 * M, (char)0xab);
-	CHECK(ke == 8 * M, "malloc(8 MiB) after a 24 MiB object was freed: %zu of its bytes are the old object's", ke);
-	CHECK(kf == 10 * M, "malloc(10 MiB) from the rest of a cut mapping: %zu of its bytes are the old object's", kf);
-	v_free(e); /* cached: 10 MiB */
-	/* 12 MiB: e's 10 and the 4 MiB piece, joined (its first 2 MiB were
-	 * written, all but its first page again a header) */
-	char *g = v_malloc(11 * M);
-	if (g == NULL)
+	size_t ke = count_byte(e, 24 * M, (char)0xab);
+	CHECK(ke == 24 * M - P, "malloc(24 MiB) from two cached mappings of 18 MiB: %zu of its bytes are old ones", ke);
+	/* 10 MiB: the piece cut off */
+	char *f = v_malloc(9 * M);
+	if (f == NULL)
 		return;
-	size_t kg = count_byte(g, 11 * M, (char)0xab);
-	CHECK(kg >= 11 * M - 8192, "malloc(11 MiB) from two cached mappings joined: only %zu of its bytes are old ones",
-	    kg);
-	memset(g, 0x5c, 11 * M);
-	char *h = v_realloc(g, 30 * M);
-	CHECK(h != NULL, "realloc of a joined mapping to 30 MiB failed");
-	if (h != NULL) {
-		size_t kh = count_byte(h, 11 * M, 0x5c);
-		CHECK(kh == 11 * M, "realloc of a joined mapping to 30 MiB kept %zu of its 11 MiB", kh);
-		g = h;
+	size_t kf = count_byte(f, 9 * M, (char)0xab);
+	CHECK(kf == 9 * M, "malloc(9 MiB) from the piece a cut left: %zu of its bytes are old ones", kf);
+	memset(e, 0x5c, 24 * M);
+	char *g = v_realloc(e, 30 * M);
+	CHECK(g != NULL, "realloc of a joined mapping to 30 MiB failed");
+	if (g != NULL) {
+		size_t kg = count_byte(g, 24 * M, 0x5c);
+		CHECK(kg == 24 * M, "realloc of a joined mapping to 30 MiB kept %zu of its 24 MiB", kg);
+		e = g;
 	}
 	v_free(f);
-	char *z = v_calloc(1, 12 * M);
-	CHECK(z != NULL && count_byte(z, 12 * M, 0) == 12 * M, "calloc(12 MiB) from a cached mapping is not all zeros");
+	char *z = v_calloc(1, 9 * M);
+	CHECK(z != NULL && count_byte(z, 9 * M, 0) == 9 * M, "calloc(9 MiB) from a cached mapping is not all zeros");
 	v_free(z);
-	v_free(g);
+	v_free(e);
 	v_malloc_trim(0);
 }
 
