@@ -146,6 +146,13 @@ static int rd_const_str(const ctl_entry_t *e, ctl_val_t *out)
 	return 0;
 }
 
+static int rd_thp_dense(const ctl_entry_t *e, ctl_val_t *out)
+{
+	(void)e;
+	out->s = hc_alloc_thp_dense();
+	return 0;
+}
+
 static int rd_narenas(const ctl_entry_t *e, ctl_val_t *out)
 {
 	(void)e;
@@ -405,6 +412,7 @@ static const ctl_entry_t table[] = {
 	{ "prof.reset", T_SIZE, NULL, wr_reset, 0 },
 	{ "prof.samples", T_U64, rd_samples, NULL, 0 },
 	{ "prof.dumps", T_U64, rd_dumps, NULL, 0 },
+	{ "experimental.thp_dense", T_STR, rd_thp_dense, NULL, 0 },
 	{ "experimental.prof_recent.alloc_max", T_SSIZE, rd_recent_max, wr_recent_max, 0 },
 	{ "experimental.prof_recent.alloc_dump", T_WRITER, NULL, wr_recent_dump, 0 },
 	{ "thread.prof.name", T_STR, rd_tname, wr_tname, 0 },

@@ -130,6 +130,10 @@ void hc_alloc_set_tcache_max(size_t bytes);
 enum { HC_THP_DEFAULT, HC_THP_ALWAYS, HC_THP_NEVER };
 int hc_alloc_set_thp(unsigned mode);
 
+/* The dense mode of huge objects (huge.c; thp:default where the system's
+ * setting is madvise): "off", or on in "small" or "huge" pages. */
+const char *hc_alloc_thp_dense(void);
+
 /* Deliver a new high-water mark of mapped memory to hc_agent_highwater if
  * one is waiting (the small-object path leaves it waiting). */
 void hc_highwater_poll(void);

@@ -203,6 +203,13 @@ static void first_touch_timed(hc_chunk_t *h)
 		__atomic_store_n(&small_fault_ns, t, __ATOMIC_RELAXED);
 }
 
+const char *hc_alloc_thp_dense(void)
+{
+	if (!__atomic_load_n(&dense, __ATOMIC_RELAXED) || !hc_os_thp_adaptive())
+		return "off";
+	return small_cheap() ? "small" : "huge";
+}
+
 /* The pool bits a fresh mapping gets (under huge_lock). */
 static unsigned dense_take(void)
 {

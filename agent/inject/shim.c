@@ -699,6 +699,10 @@ int hc_alloc_set_thp(unsigned mode)
 {
 	return mode == HC_THP_DEFAULT ? 0 : ENOTSUP;
 }
+const char *hc_alloc_thp_dense(void)
+{
+	return "off";
+}
 /* the process's own malloc keeps its thread caches (if any) to itself */
 void hc_thread_cache_flush(void) {}
 void hc_alloc_set_tcache_max(size_t bytes)
