@@ -9,8 +9,8 @@
  * before it instead; free() recognises such pointers by their alignment.
  *
  * Freed mappings are kept in a small cache for reuse (address space and, for
- * a decay epoch, their resident pages), then unmapped; in huge pages they
- * are cut and joined to fit (pieces_join).  realloc moves pages with mremap
+ * a decay epoch, their resident pages), then unmapped; in the dense mode
+ * they are cut and joined to fit (pieces_join).  realloc moves pages with mremap
  * instead of copying, but for a mapping joined from pieces, which it can
  * only grow in place.
  *
@@ -203,9 +203,15 @@ static void first_touch_timed(hc_chunk_t *h)
 		__atomic_store_n(&small_fault_ns, t, __ATOMIC_RELAXED);
 }
 
+/* The mode is on (under huge_lock, or read as a hint). */
+static bool dense_on(void)
+{
+	return __atomic_load_n(&dense, __ATOMIC_RELAXED) && hc_os_thp_adaptive();
+}
+
 const char *hc_alloc_thp_dense(void)
 {
-	if (!__atomic_load_n(&dense, __ATOMIC_RELAXED) || !hc_os_thp_adaptive())
+	if (!dense_on())
 		return "off";
 	return small_cheap() ? "small" : "huge";
 }
@@ -213,7 +219,7 @@ const char *hc_alloc_thp_dense(void)
 /* The pool bits a fresh mapping gets (under huge_lock). */
 static unsigned dense_take(void)
 {
-	if (!dense || !hc_os_thp_adaptive())
+	if (!dense_on())
 		return 0;
 	if (small_cheap())
 		return POOL_IN;
@@ -232,15 +238,16 @@ static bool dense_learn(int whole)
 		dense_run = whole ? dense_run + 1 : 0;
 		__atomic_store_n(&dense, dense_run >= 2, __ATOMIC_RELAXED);
 	}
-	return dense && hc_os_thp_adaptive();
+	return dense_on();
 }
 
 /*
  * In the dense mode the cache is a pool of resident pages, in whole huge
- * pages' worth, cut and joined without a page fault.  A cached mapping bigger than a request is
- * cut at the huge page past it, and the rest goes back to the cache as a
- * mapping of its own (piece_split); a request bigger than every cached
- * mapping gets the largest, with others moved in behind it (pieces_join).
+ * pages' worth, cut and joined without a page fault.  A cached mapping
+ * bigger than a request is cut at the huge page past it, and the rest goes
+ * back to the cache as a mapping of its own (piece_split); a request bigger
+ * than every cached mapping gets the largest, with others moved in behind
+ * it (pieces_join).
  * mremap moves page tables, not bytes, and a piece is moved to a chunk
  * boundary before an object goes in it.  Before, the rest was unmapped and
  * the next bigger request grew a mapping by fresh pages: malloc-large
@@ -540,7 +547,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 	if (fresh)
 		h->huge_pool = pool;
 	h->huge_fresh = fresh;
-	hc_chunk_t *victims[CACHE_MAX + 1];
+	hc_chunk_t *victims[CACHE_MAX];
 	unsigned nv = 0;
 	hc_mutex_lock(&huge_lock);
 	if (fresh) /* a mode set since the mapping (huge_thp_all) */
