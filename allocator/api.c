@@ -4,9 +4,9 @@
  * The two fast paths live here and are kept to what one request needs:
  *
  *   malloc (n <= 16 KiB; in fastpath.h, which operator new shares): one
- *     TLS load, one table lookup, a test that the thread's remote cache of
- *     the class is empty (heap.c; if not, hc_malloc_cached takes from it),
- *     pop the current page's free list, one subtraction of the page's
+ *     TLS load, one table lookup, pop the free list of the class's current
+ *     page (or of the thread's remote cache of the class, while that holds
+ *     blocks: internal.h, hc_xhead_t), one subtraction of the page's
  *     block size and sign test on the per-thread byte countdown (the
  *     profiler's sampling trigger), clear the block's remote-free mark
  *     (hc_block_unmark, no branch), bump the page's live count.
@@ -15,11 +15,9 @@
  *     live count and test it (<= 0: the page is on the full list, or it
  *     emptied and is not the kept only page of its class; see HC_LIVE_FULL).
  *
- * 29 and 19 instructions counting the return, no atomics (the cache's test
- * is 2 of malloc's, not measurable in tests/bench/fastpath: 5.21 and 5.24
- * ns a pair, medians of 5 interleaved runs with and without it; the count
- * of live blocks is one instruction on memory, hc_live_inc and
- * hc_live_dec, where a relaxed atomic store was three and four).
+ * 27 and 19 instructions counting the return, no atomics (the count of
+ * live blocks is one instruction on memory, hc_live_inc and hc_live_dec,
+ * where a relaxed atomic store was three and four).
  * tests/bench/fastpath times the pair against the machine's floor
  * (tests/bench/RESULTS.md).  Everything else goes to the noinline slow
  * paths.
@@ -198,13 +196,6 @@ HC_COLD __attribute__((noipa)) void *hc_malloc_bad_link(hc_block_t *b)
 {
 	hc_bad_link(b);
 	return NULL;
-}
-
-HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n)
-{
-	hc_heap_t *h = hc_tls_heap;
-	hc_block_t *b = hc_xcache_charged(h, hc_size_class(n));
-	return likely(b != NULL) ? b : slow(n);
 }
 
 HC_NOINLINE void *hc_malloc_slow(size_t n)

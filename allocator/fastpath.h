@@ -3,7 +3,7 @@
  * share it: malloc (api.c) and C++'s operator new and new[] (cxx.c).
  *
  * It is inlined into each, so that operator new costs what malloc costs
- * (the same 29 instructions, api.c) instead of a call to malloc through
+ * (the same 27 instructions, api.c) instead of a call to malloc through
  * the PLT from libstdc++'s operator new.  Only the slow path differs:
  * malloc's returns NULL on failure, operator new's calls the new_handler
  * and throws.  slow is a constant at every call site, so each entry point
@@ -22,26 +22,13 @@ HC_NOINLINE void *hc_malloc_slow(size_t n);
 HC_COLD void *hc_malloc_bad_link(hc_block_t *b);
 void hc_free(void *p);
 
-/* A block from the remote cache's list of n's class, which the caller saw
- * not empty, unless the countdown is due: then slow(n), which counts the
- * event.  Out of line, so that the fast path keeps its shape (a tail jump
- * here as to slow); api.c.  slow first: memalign's path (alloc_aligned)
- * has n in the second argument register, and with n first GCC moved it
- * ahead of the branch, two instructions on the path that does not come
- * here. */
-HC_NOINLINE void *hc_malloc_cached(void *(*slow)(size_t), size_t n);
-
 static inline __attribute__((always_inline)) void *hc_malloc_fast(size_t n, void *(*slow)(size_t))
 {
 	hc_heap_t *h = hc_tls_heap;
 	if (likely(n <= HC_SMALL_MAX)) {
-		unsigned cls = hc_size_class(n);
-		/* the remote cache first (heap.c): taken here, not by the slow
-		 * path, since a thread that frees other threads' blocks of a
-		 * class may take every block of it from there */
-		if (HC_XCACHE && unlikely(h->xcache[cls] != NULL))
-			return hc_malloc_cached(slow, n);
-		hc_page_t *pg = h->direct[cls];
+		/* the class's page, or the head of the remote cache's list of
+		 * the class while that holds blocks (internal.h, hc_xhead_t) */
+		hc_page_t *pg = h->direct[hc_size_class(n)];
 		hc_block_t *b = pg->free;
 		/* the page's copy of the class size: on the line just read,
 		 * where hc_class_size[cls] costs its address too */

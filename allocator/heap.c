@@ -29,6 +29,7 @@
 
 #include <sys/random.h>
 
+#include "fastpath.h"
 #include "internal.h"
 
 /* ---- size classes ------------------------------------------------------ */
@@ -253,15 +254,31 @@ static unsigned shared_count(void)
 	return n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
 }
 
+/* The remote cache's lists, a page's view of the last of which (64 bytes,
+ * internal.h) stays inside the allocation. */
+#define XHEAD_BYTES (HC_NCLASSES * sizeof(hc_xhead_t) - sizeof(hc_xhead_t) + sizeof(hc_page_t))
+
+static void xhead_init(hc_xhead_t *x)
+{
+	memset(x, 0, XHEAD_BYTES);
+	for (unsigned i = 0; i < HC_NCLASSES; i++) {
+		x[i].limit = xcache_max[i];
+		x[i].block_size = hc_class_size[i];
+	}
+}
+
 static void heap_reset(hc_heap_t *h, uintptr_t tid)
 {
 	hc_heap_t *all_next = h->all_next;
+	hc_xhead_t *xhead = h->xhead; /* a recycled heap keeps its lists */
 	memset(h, 0, sizeof *h);
 	h->all_next = all_next;
 	for (unsigned i = 0; i < HC_NCLASSES; i++)
 		h->direct[i] = &page_empty;
 	h->tid = tid;
-	memcpy(h->xlimit, xcache_max, sizeof h->xlimit);
+	if (xhead != NULL)
+		xhead_init(xhead);
+	h->xhead = xhead;
 	h->period = 0; /* the first allocation asks the agent for a countdown */
 	h->countdown = 0;
 	h->arena = hc_arena_pick();
@@ -383,7 +400,11 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 {
 	hc_pq_t *q = &h->queue[cls];
-	hc_page_t *want = q->first != NULL && q->first == q->last && h->direct[cls] == q->first ? q->first : NULL;
+	hc_page_t *d = h->direct[cls];
+	hc_page_t *want = q->first != NULL && q->first == q->last &&
+	        (d == q->first || (h->xhead != NULL && d == hc_xhead_page(&h->xhead[cls])))
+	    ? q->first
+	    : NULL;
 	hc_page_t *old = h->pinned[cls];
 	if (old == want)
 		return;
@@ -407,9 +428,12 @@ static inline void pin_sync(hc_heap_t *h, unsigned cls)
 		pin_move(h, cls);
 }
 
-/* Make pg (or the empty page, for NULL) the page class cls allocates from. */
+/* Make pg (or the empty page, for NULL) the page class cls allocates from,
+ * once the remote cache's list of the class is empty: until then, that. */
 static void direct_set(hc_heap_t *h, unsigned cls, hc_page_t *pg)
 {
+	if (HC_XCACHE && h->xhead != NULL && h->xhead[cls].free != NULL)
+		pg = hc_xhead_page(&h->xhead[cls]);
 	h->direct[cls] = pg ? pg : &page_empty;
 	pin_sync(h, cls);
 }
@@ -460,7 +484,9 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(!(pinned && full));
 	HC_ASSERT(pinned == (h->pinned[cls] == pg));
 	if (pinned)
-		HC_ASSERT(h->direct[cls] == pg && h->queue[cls].first == pg && h->queue[cls].last == pg);
+		HC_ASSERT(
+		    (h->direct[cls] == pg || (h->xhead != NULL && h->direct[cls] == hc_xhead_page(&h->xhead[cls]))) &&
+		    h->queue[cls].first == pg && h->queue[cls].last == pg);
 	if (full) /* a page goes on the full list only once carved whole */
 		HC_ASSERT(h->full.first != NULL && pg->capacity == pg->reserved);
 }
@@ -1038,8 +1064,15 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	int cls = align ? class_for_aligned(n, align) : (int)hc_size_class(n);
 	if (cls < 0)
 		return NULL;
-	if (HC_XCACHE && h->xcache[cls] != NULL) /* never for the fallback */
-		return hc_xcache_take(h, (unsigned)cls);
+	if (HC_XCACHE && h->xhead != NULL) { /* never for the fallback */
+		hc_xhead_t *x = &h->xhead[cls];
+		if (x->free != NULL)
+			return hc_xcache_take(h, (unsigned)cls);
+		/* the list ran out under malloc's fast path: the class's
+		 * page again */
+		if (h->direct[cls] == hc_xhead_page(x))
+			direct_update(h, (unsigned)cls);
+	}
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
 		sh = &shared[0];
@@ -1107,9 +1140,9 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
 
 /*
  * The remote cache.  A thread that frees another thread's block keeps it,
- * up to h->xlimit[cls] blocks of its class, and hands it out again to its
+ * up to its list's bound (hc_xhead_t.limit), and hands it out again to its
  * own next allocation of that class, newest first (malloc's fast path
- * leaves the class to the slow path while its list is not empty), instead
+ * takes from the list as from a page while it is not empty), instead
  * of pushing it back to its page at once.  Blocks passed between threads
  * (xthread_random; a request handled on one thread and freed on another)
  * are then reused by the thread that just read them, while they are in
@@ -1163,22 +1196,28 @@ static void xcache_release(hc_block_t *b, unsigned n)
 /* Keep the newest keep blocks of class cls; give the rest back. */
 static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
 {
-	unsigned count = h->xcount[cls];
+	hc_xhead_t *x = &h->xhead[cls];
+	unsigned count = hc_xhead_count(x);
 	if (keep > count)
 		keep = count;
-	hc_block_t **at = &h->xcache[cls];
+	hc_block_t **at = &x->free;
 	for (unsigned i = 0; i < keep && *at != NULL; i++)
 		at = &(*at)->next;
 	hc_block_t *rest = *at;
 	*at = NULL;
-	h->xcount[cls] = (uint8_t)keep;
+	x->pushed = keep;
+	x->taken = 0;
+	if (x->free == NULL && h->direct[cls] == hc_xhead_page(x))
+		direct_update(h, cls);
 	xcache_release(rest, count - keep);
 }
 
 static void xcache_flush_all(hc_heap_t *h)
 {
+	if (h->xhead == NULL)
+		return;
 	for (unsigned cls = 0; cls < HC_NCLASSES; cls++)
-		if (h->xcount[cls] != 0)
+		if (h->xhead[cls].free != NULL)
 			xcache_flush(h, cls, 0);
 }
 
@@ -1190,27 +1229,30 @@ static void xcache_flush_all(hc_heap_t *h)
  * producers (prodcons: 0.8 MiB more with a fixed bound of 32). */
 static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 {
-	unsigned limit = h->xlimit[cls], most = xcache_max[cls], least = most < 4 ? most : 4;
-	if (h->xtaken[cls]) {
-		xcache_flush(h, cls, h->xcount[cls] / 2u);
+	hc_xhead_t *x = &h->xhead[cls];
+	unsigned limit = x->limit, most = xcache_max[cls], least = most < 4 ? most : 4;
+	if (x->taken != 0) {
+		xcache_flush(h, cls, hc_xhead_count(x) / 2u);
 		limit = limit * 2 < most ? limit * 2 : most;
 	} else {
 		xcache_flush(h, cls, 0);
 		limit = limit / 2 > least ? limit / 2 : least;
 	}
-	h->xlimit[cls] = (uint8_t)limit;
-	h->xtaken[cls] = 0;
+	x->limit = (uint8_t)limit;
 }
 
 static inline void xcache_push(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
 	unsigned cls = xp->cls;
+	hc_xhead_t *x = &h->xhead[cls];
 	if (HC_DEBUG)
 		memset(b + 1, HC_JUNK_FREE, xp->block_size - sizeof *b);
 	mark_set(b, xp->block_size);
-	b->next = h->xcache[cls];
-	h->xcache[cls] = b;
-	h->xcount[cls]++;
+	b->next = x->free;
+	x->free = b;
+	x->pushed++;
+	/* malloc takes from the list until it is empty (hc_xhead_t) */
+	h->direct[cls] = hc_xhead_page(x);
 }
 
 /* xcache_put when the list is full: room made for b, then b put. */
@@ -1220,17 +1262,40 @@ static HC_NOINLINE void xcache_put_full(hc_heap_t *h, const hc_xpage_t *xp, hc_b
 	xcache_push(h, xp, b);
 }
 
+/* The thread's first block to keep: its lists are made, or if there is no
+ * memory for them, the block goes back to its page. */
+static HC_NOINLINE void xcache_first(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
+{
+	hc_xhead_t *x = hc_meta_alloc(XHEAD_BYTES);
+	if (x == NULL) {
+		hc_small_free_remote(c, &c->pages[xp - c->xpage], b);
+		return;
+	}
+	xhead_init(x);
+	h->xhead = x;
+	xcache_push(h, xp, b);
+}
+
 /* Its calls are tail calls, so the free of another thread's block that
  * ends here needs no stack frame of its own. */
-static inline void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
+static inline void xcache_put(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
 {
-	unsigned cls = xp->cls;
-	if (unlikely(h->xcache[cls] == b)) /* the mark catches this first; kept as a guard */
+	if (unlikely(h->xhead == NULL)) {
+		xcache_first(h, c, xp, b);
+		return;
+	}
+	hc_xhead_t *x = &h->xhead[xp->cls];
+	if (unlikely(x->free == b)) /* the mark catches this first; kept as a guard */
 		hc_fatal_ptr("free(): double free of", b);
-	if (unlikely(h->xcount[cls] >= h->xlimit[cls]))
+	if (unlikely(hc_xhead_count(x) >= x->limit))
 		xcache_put_full(h, xp, b);
 	else
 		xcache_push(h, xp, b);
+}
+
+static void *slow_none(size_t n)
+{
+	return NULL;
 }
 
 /* malloc's first resort when its fast path fails: a block of n's class
@@ -1240,10 +1305,20 @@ static inline void xcache_put(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 void *hc_small_cached(size_t n)
 {
 	hc_heap_t *h = hc_tls_heap;
-	unsigned cls = hc_size_class(n);
-	if (h->xcache[cls] == NULL) /* always so until the heap is made */
+	if (h->xhead == NULL) /* so until the thread keeps a block */
 		return NULL;
-	return hc_xcache_charged(h, cls);
+	unsigned cls = hc_size_class(n);
+	hc_xhead_t *x = &h->xhead[cls];
+	if (x->free != NULL)
+		return hc_xcache_charged(h, cls);
+	if (h->direct[cls] != hc_xhead_page(x))
+		return NULL;
+	/* the list ran out under malloc's fast path: the class's page again,
+	 * and the fast path's take from it, here rather than by the whole
+	 * slow path (a thread whose frees are half others' blocks empties
+	 * its lists often) */
+	direct_update(h, cls);
+	return hc_malloc_fast(n, slow_none);
 }
 
 /* A free the fast path passed on: a small chunk of another owner (or of
@@ -1274,7 +1349,7 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	 * above tcache_max go back to their owner. */
 	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t) &&
 	    xp->block_size <= __atomic_load_n(&xcache_max_size, __ATOMIC_RELAXED))
-		xcache_put(h, xp, p);
+		xcache_put(h, c, xp, p);
 	else
 		hc_small_free_remote(c, &c->pages[slot], p);
 }

@@ -430,6 +430,41 @@ typedef struct hc_pq_s {
 } hc_pq_t;
 
 /*
+ * The remote cache's list of one class (heap.c), laid out as the start of a
+ * page, so that direct[cls] can point at it while it holds blocks: malloc's
+ * fast path then takes them as it takes a page's, with no test of its own
+ * for the cache (a mix of the thread's blocks and others' made that test
+ * go either way at random: DESIGN.md).  The fast path reads free and
+ * block_size and counts in live; nothing else of a page is read through
+ * direct[cls] (heap.c keeps it so).  may_alias: the same bytes are read
+ * and written as a page's and as this.
+ */
+typedef struct __attribute__((may_alias)) {
+	hc_block_t *free; /* the list; hc_page_t.free                 */
+	uint32_t taken;   /* blocks taken since the last flush
+	                     (hc_page_t.live: malloc counts it)      */
+	uint8_t limit;    /* its bound now (xcache_overflow)           */
+	uint8_t pad[3];
+	uint32_t block_size; /* hc_page_t.block_size                     */
+	uint32_t pushed;     /* blocks put since the last flush         */
+} hc_xhead_t;
+_Static_assert(offsetof(hc_xhead_t, free) == offsetof(hc_page_t, free) &&
+        offsetof(hc_xhead_t, taken) == offsetof(hc_page_t, live) &&
+        offsetof(hc_xhead_t, block_size) == offsetof(hc_page_t, block_size),
+    "the remote cache's head reads as a page's");
+
+/* The number of blocks in the list: what was put less what was taken. */
+static inline uint32_t hc_xhead_count(const hc_xhead_t *x)
+{
+	return x->pushed - x->taken;
+}
+
+static inline hc_page_t *hc_xhead_page(hc_xhead_t *x)
+{
+	return (hc_page_t *)(void *)x;
+}
+
+/*
  * A thread's heap.  direct[c] is never NULL: it is the first page of class
  * queue c, or the shared empty page, so the malloc fast path needs no check.
  * Touched only by its thread (a shared heap: under its lock; see heap.c).
@@ -454,27 +489,26 @@ struct hc_heap_s {
 	uint8_t shared_index;         /* shared heap for starter blocks          */
 	uint8_t starter[HC_NCLASSES]; /* blocks taken from it, per class     */
 	/* other threads' blocks this thread freed, kept for its own next
-	 * allocations of their class (heap.c, "the remote cache") */
-	uint8_t xcount[HC_NCLASSES];
-	uint8_t xlimit[HC_NCLASSES]; /* its bound now (xcache_overflow)     */
-	uint8_t xtaken[HC_NCLASSES]; /* a block was taken since the last one */
-	hc_block_t *xcache[HC_NCLASSES];
+	 * allocations of their class (heap.c, "the remote cache"): a list
+	 * per class, made when the thread first keeps one (most threads
+	 * never free another's block) and kept with the heap */
+	hc_xhead_t *xhead;
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
 
 /* A block of class cls from the thread's remote cache (heap.c), whose list
  * the caller saw not empty (not just a count: a list cut short by a write
- * after free must not be followed past its end): for hc_malloc_cached
- * (api.c), where malloc's fast path goes when the list is not empty, and
- * for the slow path of the sizes the fast path leaves. */
+ * after free must not be followed past its end), taken as malloc's fast
+ * path takes it: for the slow path, when the countdown sent malloc there
+ * (hc_small_cached) and for the sizes the fast path leaves. */
 static inline hc_block_t *hc_xcache_take(hc_heap_t *h, unsigned cls)
 {
-	hc_block_t *b = h->xcache[cls];
-	uint32_t bs = hc_class_size[cls];
-	h->xcache[cls] = b->next;
-	h->xcount[cls] -= h->xcount[cls] != 0;
-	h->xtaken[cls] = 1;
+	hc_xhead_t *x = &h->xhead[cls]; /* not NULL: the caller saw the list */
+	hc_block_t *b = x->free;
+	uint32_t bs = x->block_size;
+	x->free = b->next;
+	x->taken++;
 	if (HC_DEBUG)
 		memset(b, HC_JUNK_ALLOC, bs);
 	else

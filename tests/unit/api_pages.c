@@ -18,8 +18,9 @@ static bool remote_cache_built(void)
 
 /* A thread that frees another thread's blocks gets them back at its next
  * allocation of their class (the newest first), by malloc, by a size above
- * 1 KiB and by memalign; before, they went back to the owner's page and the
- * thread's own allocations came from elsewhere.  A block above tcache_max
+ * 1 KiB and by memalign, before the page of its own it allocates the class
+ * from, and that page again once they are taken; before, they went back to
+ * the owner's page and the thread's own allocations came from elsewhere.  A block above tcache_max
  * goes back to its owner at once (tests/run.sh runs this program again
  * with tcache_max:1024).  thread.tcache.flush and the thread's exit give
  * them back to their pages. */
@@ -35,8 +36,23 @@ static void *xcache_thread(void *arg)
 	p[5] = v_malloc(200);
 	p[6] = v_memalign(64, 192);
 	p[7] = v_malloc(200);
-	for (int i = 4; i < 8; i++)
-		v_free(p[i]);
+	/* the list of 200 ran dry: blocks of the thread's own, past its
+	 * first few (taken from a shared page) from a page of its own; then
+	 * one more of the owner's freed is in front of that page, and after
+	 * it the page again */
+	enum { OWN = 40 };
+	void *own[OWN];
+	for (int i = 0; i < OWN; i++)
+		own[i] = v_malloc(200);
+	p[9] = own[OWN - 1];
+	v_free(p[8]);
+	p[10] = v_malloc(200);
+	p[11] = v_malloc(200);
+	for (int i = 0; i < OWN; i++)
+		v_free(own[i]);
+	for (int i = 4; i < 12; i++)
+		if (i != 8 && i != 9)
+			v_free(p[i]);
 	return NULL;
 }
 
@@ -68,7 +84,8 @@ static void test_remote_cache(void)
 {
 	if (!remote_cache_built())
 		return;
-	void *p[8] = { v_malloc(200), v_malloc(200), v_malloc(3000), v_memalign(64, 192) };
+	void *p[12] = { v_malloc(200), v_malloc(200), v_malloc(3000), v_memalign(64, 192) };
+	p[8] = v_malloc(200);
 	void *want[4] = { p[2], p[1], p[3], p[0] };
 	if (!in_thread(xcache_thread, p))
 		return;
@@ -90,6 +107,15 @@ static void test_remote_cache(void)
 			    "%s after freeing another thread's block got %p, not that block (%p)", what[i], p[4 + i],
 			    want[i]);
 	}
+	CHECK(p[9] != NULL && p[9] != p[0] && p[9] != p[1] && p[9] != p[8],
+	    "malloc(200) once the freed blocks of its class were taken got %p (of %p, %p and %p)", p[9], p[0], p[1],
+	    p[8]);
+	CHECK(p[10] == p[8],
+	    "malloc(200) after freeing another thread's block in a class the thread has a page of "
+	    "got %p, not that block (%p)",
+	    p[10], p[8]);
+	CHECK(p[11] != NULL && p[11] != p[8] && p[11] != p[9], "the next malloc(200) got %p (the cached block was %p)",
+	    p[11], p[8]);
 
 	void *f[3] = { v_malloc(200) };
 	if (!in_thread(xcache_flush_thread, f))
