@@ -143,7 +143,8 @@ typedef struct hc_chunk_s hc_chunk_t;
  *  - the remote list is pushed by any thread and emptied only by the owner;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
  *  - flags & PINNED <=> heap->pinned[cls] == the page, which is then
- *    heap->direct[cls] and the only page of the class queue.
+ *    the only page of the class queue and heap->direct[cls] (or that
+ *    is the head of the thread's remote cache of the class, hc_xhead_t).
  */
 typedef struct hc_page_s {
 	hc_block_t *free; /* owner's free list; malloc pops here      */
@@ -175,7 +176,9 @@ static inline void hc_live_inc(hc_page_t *pg)
 #if defined(__x86_64__)
 	__asm__("addl $1, %0" : "+m"(pg->live));
 #else
-	__atomic_store_n(&pg->live, pg->live + 1, __ATOMIC_RELAXED);
+	/* unsigned: a remote cache's head counts its takes here, and may
+	 * wrap (hc_xhead_t) */
+	__atomic_store_n(&pg->live, (int32_t)((uint32_t)pg->live + 1), __ATOMIC_RELAXED);
 #endif
 }
 
@@ -466,7 +469,9 @@ static inline hc_page_t *hc_xhead_page(hc_xhead_t *x)
 
 /*
  * A thread's heap.  direct[c] is never NULL: it is the first page of class
- * queue c, or the shared empty page, so the malloc fast path needs no check.
+ * queue c (or a page just found full), the shared empty page, or while the
+ * thread's remote cache of the class holds blocks, its head (hc_xhead_t),
+ * so the malloc fast path needs no check.
  * Touched only by its thread (a shared heap: under its lock; see heap.c).
  */
 struct hc_heap_s {
