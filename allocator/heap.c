@@ -444,6 +444,18 @@ static void direct_update(hc_heap_t *h, unsigned cls)
 	direct_set(h, cls, h->queue[cls].first);
 }
 
+/* The remote cache's list of class cls ran dry under malloc's fast path,
+ * whose direct[cls] still points at it: the class's page again (h has the
+ * lists).  True if it did so. */
+static bool xhead_dry(hc_heap_t *h, unsigned cls)
+{
+	hc_xhead_t *x = &h->xhead[cls];
+	if (x->free != NULL || h->direct[cls] != hc_xhead_page(x))
+		return false;
+	direct_update(h, cls);
+	return true;
+}
+
 /* ---- invariants (debug builds) ------------------------------------------ */
 
 /* A small chunk's slot map: bit 0 is the header, bit i says pages[i] is in
@@ -1069,10 +1081,7 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 		hc_xhead_t *x = &h->xhead[cls];
 		if (x->free != NULL)
 			return hc_xcache_take(h, (unsigned)cls);
-		/* the list ran out under malloc's fast path: the class's
-		 * page again */
-		if (h->direct[cls] == hc_xhead_page(x))
-			direct_update(h, (unsigned)cls);
+		xhead_dry(h, (unsigned)cls);
 	}
 	hc_shared_t *sh = NULL;
 	if (unlikely(h == &heap_fallback))
@@ -1317,16 +1326,13 @@ void *hc_small_cached(size_t n)
 	if (h->xhead == NULL) /* so until the thread keeps a block */
 		return NULL;
 	unsigned cls = hc_size_class(n);
-	hc_xhead_t *x = &h->xhead[cls];
-	if (x->free != NULL)
+	if (h->xhead[cls].free != NULL)
 		return hc_xcache_charged(h, cls);
-	if (h->direct[cls] != hc_xhead_page(x))
+	/* the fast path's take from the class's page, here rather than by
+	 * the whole slow path (a thread whose frees are half others' blocks
+	 * empties its lists often) */
+	if (!xhead_dry(h, cls))
 		return NULL;
-	/* the list ran out under malloc's fast path: the class's page again,
-	 * and the fast path's take from it, here rather than by the whole
-	 * slow path (a thread whose frees are half others' blocks empties
-	 * its lists often) */
-	direct_update(h, cls);
 	return hc_malloc_fast(n, slow_none);
 }
 

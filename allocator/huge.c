@@ -565,6 +565,16 @@ hc_chunk_t *hc_huge_header(const void *p)
 	return (hc_chunk_t *)((uintptr_t)p - HC_PAGE);
 }
 
+/* h's mapping cut to its first keep bytes (of its map_size); the rest, at
+ * *at, is the caller's to unmap: its size is returned. */
+static size_t map_cut(hc_chunk_t *h, size_t keep, char **at)
+{
+	size_t cut = h->map_size - keep;
+	*at = (char *)h + keep;
+	h->map_size = keep;
+	return cut;
+}
+
 void hc_huge_free(hc_chunk_t *h)
 {
 	if (h->huge_prof != NULL) {
@@ -586,11 +596,8 @@ void hc_huge_free(hc_chunk_t *h)
 	if ((h->huge_pool & POOL_IN) && h->map_size > lim && h->map_size % HUGE_PAGE == 0) {
 		/* of the pool and over the bound: the part that fits stays */
 		size_t keep = lim & ~(HUGE_PAGE - 1);
-		if (keep != 0) {
-			cut = h->map_size - keep;
-			cut_at = (char *)h + keep;
-			h->map_size = keep;
-		}
+		if (keep != 0)
+			cut = map_cut(h, keep, &cut_at);
 	}
 	bool go = overaligned || h->map_size > lim;
 	if (dense_learn(whole) && !go && !(h->huge_pool & POOL_IN)) {
@@ -598,9 +605,7 @@ void hc_huge_free(hc_chunk_t *h)
 		 * pages' worth, or out where huge ones take its place */
 		size_t whole_pages = h->map_size & ~(HUGE_PAGE - 1);
 		if (small_cheap() && whole_pages != 0) {
-			cut = h->map_size - whole_pages;
-			cut_at = (char *)h + whole_pages;
-			h->map_size = whole_pages;
+			cut = map_cut(h, whole_pages, &cut_at);
 			h->huge_pool = POOL_IN;
 		} else {
 			go = true;
@@ -608,9 +613,7 @@ void hc_huge_free(hc_chunk_t *h)
 	}
 	if (go) {
 		hc_mutex_unlock(&huge_lock);
-		hc_os_unmap(h, h->map_size);
-		if (cut != 0)
-			hc_os_unmap(cut_at, cut);
+		hc_os_unmap(h, h->map_size + cut); /* the cut part is the rest of it */
 		return;
 	}
 	hc_chunk_t *victims[CACHE_MAX];

@@ -20,10 +20,10 @@ static bool remote_cache_built(void)
  * allocation of their class (the newest first), by malloc, by a size above
  * 1 KiB and by memalign, before the page of its own it allocates the class
  * from, and that page again once they are taken; before, they went back to
- * the owner's page and the thread's own allocations came from elsewhere.  A block above tcache_max
- * goes back to its owner at once (tests/run.sh runs this program again
- * with tcache_max:1024).  thread.tcache.flush and the thread's exit give
- * them back to their pages. */
+ * the owner's page and the thread's own allocations came from elsewhere.
+ * A block above tcache_max goes back to its owner at once (tests/run.sh
+ * runs this program again with tcache_max:1024).  thread.tcache.flush and
+ * the thread's exit give them back to their pages. */
 static void *xcache_thread(void *arg)
 {
 	void **p = arg;
