@@ -771,6 +771,7 @@ static void *control_main(void *arg)
 			if (scan_hook != NULL)
 				scan_hook(false);
 			poll_highwater();
+			hc_alloc_idle_decay();
 			mirror(true);
 			if (rung)
 				reclaim(now);

@@ -94,6 +94,13 @@ void hc_stats_add_metadata(intptr_t delta);
 /* Return dirty memory of every arena and the caches to the OS now. */
 void hc_purge_all(void);
 
+/* The decay of what no thread's own heap holds (the shared heaps, the
+ * abandoned chunks, the chunk cache, the large arenas, the cached huge
+ * mappings), for a thread that runs while the program's threads may all
+ * be idle (the agent's control thread).  It only tries the shared heaps'
+ * locks, and skips one that is taken. */
+void hc_alloc_idle_decay(void);
+
 /* Give the calling thread's cached blocks of other threads back to their
  * pages (thread.tcache.flush). */
 void hc_thread_cache_flush(void);

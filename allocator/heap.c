@@ -1449,6 +1449,16 @@ static void shared_tidy(hc_heap_t *h, bool now)
 	heap_decay(h);
 }
 
+void hc_alloc_idle_decay(void)
+{
+	for (unsigned i = 0; i < HC_NSHARED; i++) {
+		if (hc_mutex_trylock(&shared_locks[i].m) != 0)
+			continue;
+		shared_tidy(&shared[i].heap, false);
+		hc_mutex_unlock(&shared_locks[i].m);
+	}
+}
+
 void hc_thread_cache_flush(void)
 {
 	hc_heap_t *h = hc_tls_heap;

@@ -703,8 +703,10 @@ const char *hc_alloc_thp_dense(void)
 {
 	return "off";
 }
-/* the process's own malloc keeps its thread caches (if any) to itself */
+/* the process's own malloc keeps its thread caches (if any) to itself,
+ * and decays (or not) what it holds on its own */
 void hc_thread_cache_flush(void) {}
+void hc_alloc_idle_decay(void) {}
 void hc_alloc_set_tcache_max(size_t bytes)
 {
 	(void)bytes;

@@ -8,6 +8,8 @@
  */
 #include "../lib/api.h"
 
+#include <dirent.h>
+
 /* The remote cache is in the default build only (the checked build frees
  * every block back to its page). */
 static bool remote_cache_built(void)
@@ -517,6 +519,76 @@ static void test_abandoned_chunk_decays(void)
 	free_left(keep);
 }
 
+/* The agent's control thread runs the decay of what no live thread's heap
+ * holds while every thread is idle (hc_alloc_idle_decay): the decay ran
+ * only from allocations' slow paths, so a program whose workers exited
+ * after a burst, and whose other threads then waited, kept their freed
+ * memory resident for as long as it waited (4 threads that wrote and freed
+ * 40 MiB of 200-byte blocks each: 172 MiB).  Two threads that exit
+ * leaving 20 or more dirty slots, one with a block still in its chunk (the
+ * abandoned list), one with none (the chunk cache); this thread allocates
+ * nothing while it waits for the slots to go, up to 8 s (they go after one
+ * to two decay epochs of half a second, with the thread's next wake-up). */
+static bool control_thread_running(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	bool found = false;
+	struct dirent *e;
+	while (d != NULL && !found && (e = readdir(d)) != NULL) {
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		found = fgets(comm, sizeof comm, f) != NULL && strncmp(comm, "heapctl-ctl", 11) == 0;
+		fclose(f);
+	}
+	if (d != NULL)
+		closedir(d);
+	return found;
+}
+
+/* Resident slots of slots[0..k) but keep's, polled every 100 ms without
+ * allocating, until none is or 8 s have passed. */
+static int idle_wait_purged(const uintptr_t *slots, int k, const void *keep)
+{
+	int left = resident_but(slots, k, keep);
+	for (int t = 0; t < 80 && left != 0; t++) {
+		usleep(100 * 1000);
+		left = resident_but(slots, k, keep);
+	}
+	return left;
+}
+
+static void test_idle_decay(void)
+{
+	if (!unsampled_heapctl() || !control_thread_running())
+		return;
+	uintptr_t slots[64];
+	int k, left;
+	void *keep;
+	if (abandon_dirty_chunk(slots, &k, &keep)) {
+		left = idle_wait_purged(slots, k, keep);
+		CHECK(left == 0,
+		    "%d of the %d slots an exited thread freed are still resident after 8 s in which no thread allocated",
+		    left, k - 1);
+	}
+	free_left(keep);
+
+	void **b = calloc(600, sizeof *b);
+	if (b == NULL || !in_thread(cache_writer_thread, b)) {
+		free(b);
+		return;
+	}
+	k = slots_of(b + 16, 584, slots, 64);
+	free(b);
+	CHECK(k >= 8, "600 blocks of 1000 bytes took %d slots", k);
+	left = idle_wait_purged(slots, k, NULL);
+	CHECK(left == 0,
+	    "%d of the %d slots of a chunk an exited thread emptied are still resident after 8 s in which no thread allocated",
+	    left, k);
+}
+
 /* A large object grown or shrunk within the pages it has stays where it
  * is, with its contents and usable size (realloc answers it without the
  * arena's lock); one more byte than its pages moves it or grows the run. */
@@ -690,6 +762,7 @@ int main(void)
 		RUN(test_idle_then_free_kept);
 		RUN(test_remote_cache);
 		RUN(test_abandoned_chunk_decays);
+		RUN(test_idle_decay);
 	}
 	RUN(test_realloc_large_same_pages);
 	RUN(test_chunks_merge);
