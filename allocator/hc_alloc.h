@@ -96,9 +96,11 @@ void hc_purge_all(void);
 
 /* The decay of what no thread's own heap holds (the shared heaps, the
  * abandoned chunks, the chunk cache, the large arenas, the cached huge
- * mappings), for a thread that runs while the program's threads may all
- * be idle (the agent's control thread).  It only tries the shared heaps'
- * locks, and skips one that is taken. */
+ * mappings), and of the calling thread's heap, for a thread that runs
+ * while the program's threads may all be idle (the agent's control
+ * thread).  It skips a shared heap whose lock is taken, and holds none of
+ * their locks for the rest (which tries its locks, but for the chunk
+ * cache's, held briefly by whoever puts a chunk there). */
 void hc_alloc_idle_decay(void);
 
 /* Give the calling thread's cached blocks of other threads back to their

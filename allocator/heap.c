@@ -843,18 +843,29 @@ static void abandoned_decay(uint64_t epoch)
 	hc_mutex_unlock(&abandoned_lock);
 }
 
+/* What no heap owns: each decays once per epoch, whoever comes first. */
+static void decay_unowned(uint64_t epoch)
+{
+	abandoned_decay(epoch);
+	hc_chunk_cache_decay();
+	hc_large_decay_all();
+	hc_huge_decay();
+}
+
+static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch)
+{
+	h->decay_epoch = epoch;
+	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+}
+
 static void heap_decay(hc_heap_t *h)
 {
 	uint64_t epoch = hc_decay_epoch();
 	if (epoch == h->decay_epoch)
 		return;
-	h->decay_epoch = epoch;
-	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
-	abandoned_decay(epoch);
-	hc_chunk_cache_decay();
-	hc_large_decay_all();
-	hc_huge_decay();
+	heap_decay_chunks(h, epoch);
+	decay_unowned(epoch);
 }
 
 /* Purge every free slot of the heap's chunks now, however recently it was
@@ -1451,12 +1462,26 @@ static void shared_tidy(hc_heap_t *h, bool now)
 
 void hc_alloc_idle_decay(void)
 {
+	uint64_t epoch = hc_decay_epoch();
+	/* each shared heap as shared_tidy does it, but for the rest, which
+	 * runs with no shared heap's lock held (a thread's starter blocks
+	 * wait for none of it) */
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
+		hc_heap_t *h = &shared[i].heap;
 		if (hc_mutex_trylock(&shared_locks[i].m) != 0)
 			continue;
-		shared_tidy(&shared[i].heap, false);
+		if (h->decay_epoch != epoch) {
+			heap_drain_xpages(h);
+			heap_collect_queues(h);
+			heap_decay_chunks(h, epoch);
+		}
 		hc_mutex_unlock(&shared_locks[i].m);
 	}
+	decay_unowned(epoch);
+	/* the calling thread's own heap, which it owns */
+	hc_heap_t *self = hc_tls_heap;
+	if (self->state == HC_HEAP_LIVE && self->decay_epoch != epoch)
+		heap_decay_chunks(self, epoch);
 }
 
 void hc_thread_cache_flush(void)

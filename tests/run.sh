@@ -136,9 +136,12 @@ list() {
 			add "$build" "$b-secure" "${RUN_TIMEOUT:-300}" env LD_PRELOAD="$root/$build/libheapctl-secure.so" "$t"
 		done
 	fi
-	# the remote cache keeping blocks of up to 1 KiB only (tcache_max)
+	# the remote cache keeping blocks of up to 1 KiB only (tcache_max); and
+	# no control thread, so that only the program's allocations decay
 	if want unit && [ -x "$root/$build/tests/unit/api_pages" ]; then
 		add "$build" "unit/api_pages-tcache_max" "${RUN_TIMEOUT:-300}" env MALLOC_CONF=tcache_max:1024 \
+		    "$root/$build/tests/unit/api_pages"
+		add "$build" "unit/api_pages-nocontrol" "${RUN_TIMEOUT:-300}" env MALLOC_CONF=control:false \
 		    "$root/$build/tests/unit/api_pages"
 	fi
 	# the allocator alone (allocator/ with the agent's hooks stubbed, sampling
