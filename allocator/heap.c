@@ -244,7 +244,7 @@ static hc_heap_t *heap_struct_new(void)
 	return h;
 }
 
-static void shared_tidy(hc_heap_t *h, bool now);
+static bool shared_tidy(hc_heap_t *h, bool now);
 
 /* As many shared heaps as CPUs (up to HC_NSHARED): each costs at least a
  * page per class it serves, and more than one per CPU buys nothing. */
@@ -389,6 +389,12 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 	q->last = pg;
 }
 
+/* direct[cls] is the head of the remote cache's list of the class. */
+static bool direct_is_xhead(const hc_heap_t *h, unsigned cls)
+{
+	return h->xhead != NULL && h->direct[cls] == (const hc_page_t *)(const void *)&h->xhead[cls];
+}
+
 /*
  * The pin (see HC_LIVE_FULL) goes to the direct page of class cls when it is
  * the only page in the class queue: that page is kept when it empties (a
@@ -401,9 +407,8 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 {
 	hc_pq_t *q = &h->queue[cls];
-	hc_page_t *d = h->direct[cls];
-	hc_page_t *want = q->first != NULL && q->first == q->last &&
-	        (d == q->first || (h->xhead != NULL && d == hc_xhead_page(&h->xhead[cls])))
+	hc_page_t *want =
+	    q->first != NULL && q->first == q->last && (h->direct[cls] == q->first || direct_is_xhead(h, cls))
 	    ? q->first
 	    : NULL;
 	hc_page_t *old = h->pinned[cls];
@@ -497,9 +502,8 @@ static void page_check(const hc_heap_t *h, const hc_chunk_t *c, const hc_page_t 
 	HC_ASSERT(!(pinned && full));
 	HC_ASSERT(pinned == (h->pinned[cls] == pg));
 	if (pinned)
-		HC_ASSERT(
-		    (h->direct[cls] == pg || (h->xhead != NULL && h->direct[cls] == hc_xhead_page(&h->xhead[cls]))) &&
-		    h->queue[cls].first == pg && h->queue[cls].last == pg);
+		HC_ASSERT((h->direct[cls] == pg || direct_is_xhead(h, cls)) && h->queue[cls].first == pg &&
+		    h->queue[cls].last == pg);
 	if (full) /* a page goes on the full list only once carved whole */
 		HC_ASSERT(h->full.first != NULL && pg->capacity == pg->reserved);
 }
@@ -1106,7 +1110,8 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	if (sh != NULL) {
 		if (hc_mutex_trylock(shared_mutex(sh)) != 0)
 			sh = shared_lock(h, sh);
-		shared_tidy(&sh->heap, false);
+		if (shared_tidy(&sh->heap, false))
+			decay_unowned(hc_decay_epoch());
 		void *p = small_alloc(&sh->heap, (unsigned)cls);
 		hc_mutex_unlock(shared_mutex(sh));
 		return p;
@@ -1228,8 +1233,7 @@ static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
 	*at = NULL;
 	x->pushed = keep;
 	x->taken = 0;
-	if (x->free == NULL && h->direct[cls] == hc_xhead_page(x))
-		direct_update(h, cls);
+	xhead_dry(h, cls);
 	xcache_release(rest, count - keep);
 }
 
@@ -1445,38 +1449,33 @@ static void heap_abandon(hc_heap_t *h)
 /* A shared heap gets no frees of its own, only remote ones, so nothing
  * notices when its pages empty: once per decay epoch (or when asked), the
  * thread that holds its lock folds the remote frees back and retires the
- * empty pages, whose slots then decay like any other. */
-static void shared_tidy(hc_heap_t *h, bool now)
+ * empty pages, whose slots then decay like any other.  True if it was the
+ * epoch's pass, after which the caller runs decay_unowned. */
+static bool shared_tidy(hc_heap_t *h, bool now)
 {
-	if (!now && hc_decay_epoch() == h->decay_epoch)
-		return;
+	uint64_t epoch = hc_decay_epoch();
+	if (!now && epoch == h->decay_epoch)
+		return false;
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
-	if (now) {
+	if (now)
 		heap_purge_now(h);
-		return;
-	}
-	h->decay_epoch = 0;
-	heap_decay(h);
+	else
+		heap_decay_chunks(h, epoch);
+	return !now;
 }
 
 void hc_alloc_idle_decay(void)
 {
-	uint64_t epoch = hc_decay_epoch();
-	/* each shared heap as shared_tidy does it, but for the rest, which
-	 * runs with no shared heap's lock held (a thread's starter blocks
-	 * wait for none of it) */
+	/* the rest after the shared heaps, with no lock of theirs held (a
+	 * thread's starter blocks wait for none of it) */
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
-		hc_heap_t *h = &shared[i].heap;
 		if (hc_mutex_trylock(&shared_locks[i].m) != 0)
 			continue;
-		if (h->decay_epoch != epoch) {
-			heap_drain_xpages(h);
-			heap_collect_queues(h);
-			heap_decay_chunks(h, epoch);
-		}
+		shared_tidy(&shared[i].heap, false);
 		hc_mutex_unlock(&shared_locks[i].m);
 	}
+	uint64_t epoch = hc_decay_epoch();
 	decay_unowned(epoch);
 	/* the calling thread's own heap, which it owns */
 	hc_heap_t *self = hc_tls_heap;
