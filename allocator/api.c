@@ -306,6 +306,30 @@ size_t hc_resize_in_place(void *p, size_t n, size_t most)
 	return now;
 }
 
+/* free of a small block by a thread that has the cache's lists (heap.c,
+ * "the thread cache"): into its list of the class, whoever's block it is,
+ * while the list has room.  Everything else (a full list, a block the
+ * cache does not keep, and what free must report) is hc_small_free_slow's. */
+static inline __attribute__((always_inline)) void free_cached(hc_chunk_t *c, void *p)
+{
+	hc_heap_t *h = hc_tls_heap;
+	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
+	const hc_xpage_t *xp = &c->xpage[slot];
+	uint32_t bs = xp->block_size;
+	unsigned cls = xp->cls;
+	hc_xhead_t *x = &h->xhead[cls];
+	hc_block_t *b = p;
+	/* a class the cache does not keep has a list with no room (heap.c,
+	 * xcache_limits), so this block has the mark's word */
+	if (likely(hc_xhead_count(x) < x->limit && c->owner != HC_TID_FALLBACK &&
+	        __atomic_load_n(&xp->in_use, __ATOMIC_ACQUIRE) && hc_block_start(&c->pages[slot], p) &&
+	        ((uintptr_t *)b)[1] != hc_free_mark)) {
+		hc_xcache_push(h, cls, bs, b);
+		return;
+	}
+	hc_small_free_slow(c, p);
+}
+
 /* ---- exported API ------------------------------------------------------ */
 
 /* The fast path is fastpath.h's, which operator new shares (cxx.c). */
@@ -325,7 +349,11 @@ HC_EXPORT void free(void *p)
 		free_foreign(p);
 		return;
 	}
-	if (likely(c->owner == hc_thread_id())) {
+	/* The owner frees into the page, unless it has the cache's lists:
+	 * hc_tls_free_id is then no chunk's owner (heap.c), and every small
+	 * free takes the one path below, with no owner test to go either way
+	 * where the thread's frees are a mix of its blocks and others'. */
+	if (likely(c->owner == hc_tls_free_id)) {
 		hc_page_t *pg = &c->pages[((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		/* pg in one register: otherwise GCC reaches pg->free from
 		 * the chunk's address and computes pg again for pg->live
@@ -344,9 +372,13 @@ HC_EXPORT void free(void *p)
 			hc_small_free_settle(c, pg, p);
 		return;
 	}
-	/* another thread's small block (or a shared heap's, or none's) */
+	/* another thread's small block (or a shared heap's, or none's), or
+	 * any by a thread with the cache's lists (heap.c, "the thread cache") */
 	if (likely(c->magic == HC_MAGIC && c->kind == HC_KIND_SMALL)) {
-		hc_small_free_slow(c, p);
+		if (HC_XCACHE && hc_tls_free_id == HC_TID_CACHED)
+			free_cached(c, p);
+		else
+			hc_small_free_slow(c, p);
 		return;
 	}
 	free_generic(c, p);

@@ -63,25 +63,8 @@ static uint32_t class_reserved(unsigned cls)
  * another's. */
 static uint64_t key_secret, key_count;
 
-/* The second word of a block that another thread than its page's owner
- * freed (blocks of 16 bytes and more; set by the freer, cleared when the
- * block is handed out again: mark_set, hc_block_unmark), while it sits in
- * that thread's remote cache, its page's remote list or, collected, the
- * page's free list: a free of a block that carries it is a double free, by
- * the same thread or by another.  Drawn from the per-process secret, so no
- * program writes it by chance. */
-static uintptr_t free_mark;
-
-static inline void mark_set(hc_block_t *b, uint32_t bs)
-{
-	if (bs > sizeof *b)
-		((uintptr_t *)b)[1] = free_mark;
-}
-
-static inline bool marked(const void *p, uint32_t bs)
-{
-	return bs > sizeof(hc_block_t) && ((const uintptr_t *)p)[1] == free_mark;
-}
+/* free's mark (internal.h, hc_block_mark) */
+uintptr_t hc_free_mark;
 
 static uint32_t page_key(void)
 {
@@ -96,23 +79,43 @@ void hc_bad_link(const void *at)
 	hc_fatal_ptr("malloc(): corrupted free list (a write into a freed block?) at", at);
 }
 
-/* The remote cache's largest bound per class (xcache_overflow). */
+/* The thread cache's largest bound per class (xcache_overflow). */
 #ifndef HC_XCACHE_BYTES
 #define HC_XCACHE_BYTES (32 * 1024)
 #endif
 #ifndef HC_XCACHE_BLOCKS
 #define HC_XCACHE_BLOCKS 32
 #endif
-/* tcache_max: the largest block size the remote cache keeps; every small
- * class unless the configuration says less (the trade is in DESIGN.md). */
-static uint32_t xcache_max_size = HC_SMALL_MAX;
+/* tcache_max, the largest block size the thread cache keeps (every small
+ * class unless the configuration says less: the trade is in DESIGN.md),
+ * less 8, or 0: a block of bs bytes is kept when bs - 9 < this, which also
+ * leaves out the 8-byte blocks, whose double free nothing would catch
+ * there. */
+static uint32_t xcache_range = HC_SMALL_MAX - 8;
+
+/* Each class's largest list (xcache_overflow): HC_XCACHE_BLOCKS blocks or
+ * HC_XCACHE_BYTES, at least 2; none for a class the cache does not keep
+ * (8 bytes, above tcache_max), so that free's test of the list's room is
+ * the only test it makes of the class (api.c, free_cached).  Set before
+ * any thread has lists: at start, and by the configuration after it. */
+static uint8_t xcache_max[HC_NCLASSES];
+
+static void xcache_limits(void)
+{
+	uint32_t range = __atomic_load_n(&xcache_range, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < HC_NCLASSES; i++) {
+		uint32_t bs = hc_class_size[i], most = HC_XCACHE_BYTES / bs;
+		most = most > HC_XCACHE_BLOCKS ? HC_XCACHE_BLOCKS : most < 2 ? 2 : most;
+		xcache_max[i] = (uint8_t)(bs - 9u < range ? most : 0);
+	}
+}
 
 void hc_alloc_set_tcache_max(size_t bytes)
 {
-	__atomic_store_n(&xcache_max_size, bytes < HC_SMALL_MAX ? (uint32_t)bytes : HC_SMALL_MAX, __ATOMIC_RELAXED);
+	uint32_t most = bytes < HC_SMALL_MAX ? (uint32_t)bytes : HC_SMALL_MAX;
+	__atomic_store_n(&xcache_range, most > 8 ? most - 8 : 0, __ATOMIC_RELAXED);
+	xcache_limits();
 }
-
-static uint8_t xcache_max[HC_NCLASSES];
 
 static void classes_init(void)
 {
@@ -126,15 +129,14 @@ static void classes_init(void)
 		off = pow2 >= HC_PAGE ? 0 : off & ~(pow2 - 1);
 		hc_class_off[i] = (uint16_t)off;
 		hc_class_wrap[i] = (uint16_t)((HC_SLOT_SIZE - off) / bs);
-		uint32_t most = HC_XCACHE_BYTES / bs;
-		xcache_max[i] = (uint8_t)(most > HC_XCACHE_BLOCKS ? HC_XCACHE_BLOCKS : most < 2 ? 2 : most);
 	}
+	xcache_limits();
 	unsigned char rnd[8];
 	if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) == (ssize_t)sizeof rnd)
 		memcpy(&key_secret, rnd, sizeof key_secret);
 	else /* no entropy yet (early boot): the clock and an address */
 		key_secret = hc_os_now_ms() * 0x2545f4914f6cdd1dull ^ (uint64_t)(uintptr_t)&rnd;
-	free_mark = (uintptr_t)(key_secret * 0x9e3779b97f4a7c15ull) | 1;
+	hc_free_mark = (uintptr_t)(key_secret * 0x9e3779b97f4a7c15ull) | 1;
 	unsigned c = 0;
 	for (unsigned i = 0; i <= HC_SMALL_MAX / 8; i++) {
 		while (hc_class_size[c] < i * 8)
@@ -200,6 +202,11 @@ static hc_shared_lock_t shared_locks[HC_NSHARED] HC_FORK_DATA = {
 #define heap_fallback    (shared[0].heap)
 
 __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &heap_empty;
+/* What free compares a chunk's owner with (api.c): the thread's id while
+ * it frees its own blocks into their pages, HC_TID_CACHED once it has the
+ * cache's lists (every small free then takes one path), HC_TID_NOHEAP
+ * before it has a heap and after its exit. */
+__thread uintptr_t hc_tls_free_id __attribute__((tls_model("initial-exec"))) = HC_TID_NOHEAP;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
 
 static hc_mutex_t heaps_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
@@ -209,7 +216,45 @@ static size_t heaps_count;
 
 static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
 static hc_chunk_t *abandoned; /* under abandoned_lock */
+
 static size_t abandoned_count;
+
+/*
+ * The depot: blocks of other threads' pages that a thread's cache gave up,
+ * the older half of a full list (xcache_overflow) or the whole cache at the
+ * thread's exit, kept by class for the next thread whose list of the class
+ * runs dry, before that one takes a block of its own pages or makes a
+ * page.  Without it they went back to their pages, where an owner that
+ * does not allocate (larson's main thread, which fills the slots and
+ * waits) never takes them again, and the threads that do allocate made as
+ * much again (DESIGN.md).  Its blocks are as a cache's: marked, plainly
+ * linked, and still counted in their pages' live counts.  Batches as they
+ * were given, so that a put and a take are a few stores under the class's
+ * lock, up to DEPOT_BYTES a class; what the control thread finds unused
+ * since its last pass goes back to the pages (hc_alloc_idle_decay).
+ */
+#define DEPOT_BATCHES 64
+#define DEPOT_BYTES   (1u << 20)
+typedef struct {
+	hc_block_t *first, *last;
+	uint32_t n;
+} hc_batch_t;
+typedef struct {
+	uint32_t nbatch; /* read without the lock to skip an empty depot */
+	uint32_t blocks;
+	bool used; /* taken from since the control thread's last pass */
+	hc_batch_t batch[DEPOT_BATCHES];
+} hc_depot_t;
+static hc_depot_t depot[HC_NCLASSES];
+/* a lock for every eighth class: the fork handlers' data stays in a page
+ * (hc_lock.h, HC_FORK_DATA) */
+#define DEPOT_LOCKS 8
+static struct {
+	hc_mutex_t m;
+} __attribute__((aligned(64)))
+depot_locks[DEPOT_LOCKS] HC_FORK_DATA = { [0 ... DEPOT_LOCKS - 1] = { HC_MUTEX_INIT(HC_RANK_DEPOT, "depot lock") } };
+static bool xcache_refill(hc_heap_t *h, unsigned cls);
+static bool xhead_make(hc_heap_t *h);
 
 
 static pthread_key_t heap_key;
@@ -289,14 +334,15 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 }
 
 static void heap_abandon(hc_heap_t *h);
-static void xcache_flush_all(hc_heap_t *h);
+static void xcache_flush_all(hc_heap_t *h, bool to_depot);
 
 static void heap_thread_exit(void *arg)
 {
 	hc_heap_t *h = arg;
 	hc_agent_thread_exit();
 	hc_tls_heap = &heap_dead; /* from here its frees go to the pages */
-	xcache_flush_all(h);
+	hc_tls_free_id = HC_TID_NOHEAP;
+	xcache_flush_all(h, true); /* other threads' blocks for the next thread */
 	heap_abandon(h);
 	hc_mutex_lock(&heaps_lock);
 	h->state = HC_HEAP_DEAD;
@@ -348,6 +394,7 @@ static hc_heap_t *heap_get(void)
 	if (!__atomic_exchange_n(&first_made, true, __ATOMIC_RELAXED))
 		memset(h->starter, HC_STARTER_BLOCKS, sizeof h->starter);
 	hc_tls_heap = h;
+	hc_tls_free_id = h->xhead != NULL ? HC_TID_CACHED : h->tid; /* a recycled heap keeps its lists */
 	pthread_setspecific(heap_key, h);
 	return h;
 }
@@ -532,7 +579,7 @@ static inline hc_block_t *xlist_head(hc_chunk_t *c, uint64_t w)
 }
 
 /* Move other threads' frees onto the owner's list.  Returns blocks gained.
- * Their blocks keep free_mark until they are handed out (malloc and
+ * Their blocks keep free's mark until they are handed out (malloc and
  * small_alloc clear it): a remote free of one before then is a double
  * free, and is caught. */
 static uint32_t page_collect(hc_page_t *pg)
@@ -960,6 +1007,11 @@ static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
 		if (pass == 0 && !heap_drain_xpages(h))
 			break;
 	}
+	/* The depot's blocks before blocks carved or a page made (a thread
+	 * heap's: it gets lists for them if it has none yet). */
+	if (HC_XCACHE && h->tid != HC_TID_FALLBACK && __atomic_load_n(&depot[cls].nbatch, __ATOMIC_RELAXED) != 0 &&
+	    (h->xhead != NULL || xhead_make(h)) && xcache_refill(h, cls))
+		return hc_xhead_page(&h->xhead[cls]);
 	/* Carve fresh blocks only when no page has a free one: the holes that
 	 * frees left are filled first, so a class's pages hold as much as its
 	 * live count ever reached, not that plus what carving added meanwhile.
@@ -1093,8 +1145,7 @@ void *hc_small_alloc_slow(size_t n, size_t align)
 	if (cls < 0)
 		return NULL;
 	if (HC_XCACHE && h->xhead != NULL) { /* never for the fallback */
-		hc_xhead_t *x = &h->xhead[cls];
-		if (x->free != NULL)
+		if (h->xhead[cls].free != NULL || xcache_refill(h, (unsigned)cls))
 			return hc_xcache_take(h, (unsigned)cls);
 		xhead_dry(h, (unsigned)cls);
 	}
@@ -1151,7 +1202,7 @@ static void page_push_remote(hc_chunk_t *c, hc_page_t *pg, hc_block_t *first, hc
 /* A free from a thread that does not own the chunk.  Lock-free. */
 void hc_small_free_remote(hc_chunk_t *c, hc_page_t *pg, void *p)
 {
-	mark_set(p, c->xpage[pg - c->pages].block_size);
+	hc_block_mark(p, c->xpage[pg - c->pages].block_size);
 	page_push_remote(c, pg, p, p, 1);
 }
 
@@ -1164,8 +1215,16 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
 		hc_small_free_settle(c, pg, b);
 }
 
+/* The owner's free of a block that its cache does not keep. */
+static void free_own(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
+{
+	if (HC_DEBUG && pg->block_size > sizeof *b)
+		memset(b + 1, HC_JUNK_FREE, pg->block_size - sizeof *b);
+	free_local(c, pg, b);
+}
+
 /*
- * The remote cache.  A thread that frees another thread's block keeps it,
+ * The thread cache.  A thread that frees another thread's block keeps it,
  * up to its list's bound (hc_xhead_t.limit), and hands it out again to its
  * own next allocation of that class, newest first (malloc's fast path
  * takes from the list as from a page while it is not empty), instead
@@ -1173,26 +1232,37 @@ static inline void free_local(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
  * (xthread_random; a request handled on one thread and freed on another)
  * are then reused by the thread that just read them, while they are in
  * its CPU's cache, and a free costs no atomic operation on a line the owner
- * writes.  A cached block stays counted in its page's live count, so the
- * page cannot be retired under it; it carries free_mark.  When a class's
- * list is full, some or all of it goes back to the pages (xcache_overflow),
- * one push per run of blocks of one page; all of it at thread exit,
- * thread.tcache.flush, malloc_trim and arena purges.  Only threads that have
- * allocated (have a heap) keep blocks, and only blocks of thread heaps: a
- * thread that only frees, and a shared heap, would only have them kept
- * from their next users.  Statistics count cached blocks as
- * allocated, as jemalloc counts its thread caches' (stats.c).  Not in the
- * checked build (HC_XCACHE): the list crosses pages, which its link check
- * refuses.
+ * writes.  From then on the thread's frees of its own blocks go into the
+ * lists too (api.c, free): one path, where a mix of the two sent free's
+ * owner test either way at random, and the block freed last is the one
+ * handed out next, whichever page it is in.  A thread that never frees
+ * another's block has no lists and frees into its pages.  A cached block
+ * stays counted in its page's live count, so the page cannot be retired
+ * under it; it carries free's mark.  When a class's list is full, some or
+ * all of it goes back (xcache_overflow): the thread's own blocks to their
+ * pages, other threads' to the depot (above) if the thread also takes
+ * from the list, else to their pages, one push per run of blocks of one
+ * page; all of it at thread exit (other threads' to the depot),
+ * thread.tcache.flush, malloc_trim and arena purges.  Only threads that
+ * have allocated (have a heap) keep blocks, and only blocks of thread
+ * heaps: a thread that only frees, and a shared heap, would only have them
+ * kept from their next users.  Statistics do not count cached blocks as
+ * allocated (stats.c).  Not in the checked build (HC_XCACHE): the list
+ * crosses pages, which its link check refuses.
  */
+
+static void depot_put(unsigned cls, hc_block_t *first, hc_block_t *last, unsigned n);
 
 /* Give n blocks of a plainly linked list (any pages) back to their pages:
  * a push per run of one page, or the owner's free where this thread has
- * since come to own the chunk (it adopted it).  The list must end after
- * exactly n: anything else is a loop that a double free made, or a write
- * into a cached block. */
-static void xcache_release(hc_block_t *b, unsigned n)
+ * since come to own the chunk (it adopted it); with a class, other
+ * threads' blocks (all of that class) go to the depot instead, in one
+ * batch.  The list must end after exactly n: anything else is a loop that
+ * a double free made, or a write into a cached block. */
+static void xcache_release_to(hc_block_t *b, unsigned n, int depot_cls)
 {
+	hc_block_t *kept = NULL, *kept_last = NULL;
+	unsigned nkept = 0;
 	while (n != 0) {
 		if (unlikely(b == NULL))
 			hc_fatal_ptr("free(): a thread's cache of freed blocks is corrupt (write after free?) at", b);
@@ -1206,7 +1276,16 @@ static void xcache_release(hc_block_t *b, unsigned n)
 		hc_chunk_t *c = hc_chunk_of(first);
 		hc_page_t *pg = &c->pages[((uintptr_t)first >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1)];
 		if (__atomic_load_n(&c->owner, __ATOMIC_ACQUIRE) != hc_thread_id()) {
-			page_push_remote(c, pg, first, last, run);
+			if (depot_cls < 0) {
+				page_push_remote(c, pg, first, last, run);
+				continue;
+			}
+			if (kept_last != NULL) /* its link was read above */
+				kept_last->next = first;
+			else
+				kept = first;
+			kept_last = last;
+			nkept += run;
 			continue;
 		}
 		for (hc_block_t *x = first, *next;; x = next) {
@@ -1217,10 +1296,89 @@ static void xcache_release(hc_block_t *b, unsigned n)
 				break;
 		}
 	}
+	if (nkept != 0) {
+		kept_last->next = NULL;
+		depot_put((unsigned)depot_cls, kept, kept_last, nkept);
+	}
 }
 
-/* Keep the newest keep blocks of class cls; give the rest back. */
-static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
+static void xcache_release(hc_block_t *b, unsigned n)
+{
+	xcache_release_to(b, n, -1);
+}
+
+/* The batch first..last, n blocks of other threads' pages of class cls,
+ * into the depot; back to their pages if it is full. */
+static void depot_put(unsigned cls, hc_block_t *first, hc_block_t *last, unsigned n)
+{
+	hc_depot_t *d = &depot[cls];
+	hc_mutex_lock(&depot_locks[cls % DEPOT_LOCKS].m);
+	uint32_t nb = d->nbatch;
+	bool room = nb < DEPOT_BATCHES && (d->blocks + n) * hc_class_size[cls] <= DEPOT_BYTES;
+	if (room) {
+		d->batch[nb] = (hc_batch_t){ first, last, n };
+		d->blocks += n;
+		__atomic_store_n(&d->nbatch, nb + 1, __ATOMIC_RELAXED);
+	}
+	hc_mutex_unlock(&depot_locks[cls % DEPOT_LOCKS].m);
+	if (!room)
+		xcache_release(first, n);
+}
+
+/* The class's list ran dry: the depot's newest batch of the class into
+ * it, if there is one and its lock is free.  True if the list has blocks. */
+static bool xcache_refill(hc_heap_t *h, unsigned cls)
+{
+	hc_depot_t *d = &depot[cls];
+	if (__atomic_load_n(&d->nbatch, __ATOMIC_RELAXED) == 0 ||
+	    hc_mutex_trylock(&depot_locks[cls % DEPOT_LOCKS].m) != 0)
+		return false;
+	hc_batch_t got = { NULL, NULL, 0 };
+	if (d->nbatch != 0) {
+		got = d->batch[d->nbatch - 1];
+		d->blocks -= got.n;
+		d->used = true;
+		__atomic_store_n(&d->nbatch, d->nbatch - 1, __ATOMIC_RELAXED);
+	}
+	hc_mutex_unlock(&depot_locks[cls % DEPOT_LOCKS].m);
+	if (got.n == 0)
+		return false;
+	hc_xhead_t *x = &h->xhead[cls];
+	got.last->next = x->free;
+	x->free = got.first;
+	x->pushed += got.n;
+	h->direct[cls] = hc_xhead_page(x);
+	return true;
+}
+
+/* Every batch of the depot back to its pages; with all false, only the
+ * classes that no thread took from since the last pass (blocks that only
+ * come in are not wanted). */
+static void depot_drain(bool all)
+{
+	for (unsigned cls = 0; cls < HC_NCLASSES; cls++) {
+		hc_depot_t *d = &depot[cls];
+		if (__atomic_load_n(&d->nbatch, __ATOMIC_RELAXED) == 0)
+			continue;
+		hc_batch_t out[DEPOT_BATCHES];
+		uint32_t nb = 0;
+		hc_mutex_lock(&depot_locks[cls % DEPOT_LOCKS].m);
+		if (all || !d->used) {
+			nb = d->nbatch;
+			memcpy(out, d->batch, nb * sizeof out[0]);
+			d->blocks = 0;
+			__atomic_store_n(&d->nbatch, 0, __ATOMIC_RELAXED);
+		}
+		d->used = false;
+		hc_mutex_unlock(&depot_locks[cls % DEPOT_LOCKS].m);
+		for (uint32_t i = 0; i < nb; i++)
+			xcache_release(out[i].first, out[i].n);
+	}
+}
+
+/* Keep the newest keep blocks of class cls; give the rest back, other
+ * threads' blocks to the depot if to_depot. */
+static void xcache_flush_to(hc_heap_t *h, unsigned cls, unsigned keep, bool to_depot)
 {
 	hc_xhead_t *x = &h->xhead[cls];
 	unsigned count = hc_xhead_count(x);
@@ -1234,16 +1392,21 @@ static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
 	x->pushed = keep;
 	x->taken = 0;
 	xhead_dry(h, cls);
-	xcache_release(rest, count - keep);
+	xcache_release_to(rest, count - keep, to_depot ? (int)cls : -1);
 }
 
-static void xcache_flush_all(hc_heap_t *h)
+static void xcache_flush(hc_heap_t *h, unsigned cls, unsigned keep)
+{
+	xcache_flush_to(h, cls, keep, false);
+}
+
+static void xcache_flush_all(hc_heap_t *h, bool to_depot)
 {
 	if (h->xhead == NULL)
 		return;
 	for (unsigned cls = 0; cls < HC_NCLASSES; cls++)
 		if (h->xhead[cls].free != NULL)
-			xcache_flush(h, cls, 0);
+			xcache_flush_to(h, cls, 0, to_depot);
 }
 
 /* The list of class cls is full.  If the thread took blocks from it since
@@ -1257,7 +1420,7 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 	hc_xhead_t *x = &h->xhead[cls];
 	unsigned limit = x->limit, most = xcache_max[cls], least = most < 4 ? most : 4;
 	if (x->taken != 0) {
-		xcache_flush(h, cls, hc_xhead_count(x) / 2u);
+		xcache_flush_to(h, cls, hc_xhead_count(x) / 2u, true);
 		limit = limit * 2 < most ? limit * 2 : most;
 	} else {
 		xcache_flush(h, cls, 0);
@@ -1266,45 +1429,35 @@ static HC_NOINLINE void xcache_overflow(hc_heap_t *h, unsigned cls)
 	x->limit = (uint8_t)limit;
 }
 
-static inline void xcache_push(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
-{
-	unsigned cls = xp->cls;
-	hc_xhead_t *x = &h->xhead[cls];
-	if (HC_DEBUG)
-		memset(b + 1, HC_JUNK_FREE, xp->block_size - sizeof *b);
-	mark_set(b, xp->block_size);
-	b->next = x->free;
-	x->free = b;
-	x->pushed++;
-	/* malloc takes from the list until it is empty (hc_xhead_t).  No
-	 * pin_sync: a test here of whether direct changes goes either way
-	 * at random where the list often runs dry (larson_idle: 0.60
-	 * mispredicted branches a step against 0.36, 1.11 of the time), and
-	 * what it would catch (direct was the empty page, or a page found
-	 * full, beside a queue of one page, which would be pinned) waits
-	 * for the queue's next change */
-	h->direct[cls] = hc_xhead_page(x);
-}
-
 /* xcache_put when the list is full: room made for b, then b put. */
 static HC_NOINLINE void xcache_put_full(hc_heap_t *h, const hc_xpage_t *xp, hc_block_t *b)
 {
 	xcache_overflow(h, xp->cls);
-	xcache_push(h, xp, b);
+	hc_xcache_push(h, xp->cls, xp->block_size, b);
 }
 
 /* The thread's first block to keep: its lists are made, or if there is no
  * memory for them, the block goes back to its page. */
-static HC_NOINLINE void xcache_first(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
+static bool xhead_make(hc_heap_t *h)
 {
 	hc_xhead_t *x = hc_meta_alloc(XHEAD_BYTES);
-	if (x == NULL) {
-		hc_small_free_remote(c, &c->pages[xp - c->xpage], b);
-		return;
-	}
+	if (x == NULL)
+		return false;
 	xhead_init(x);
 	h->xhead = x;
-	xcache_push(h, xp, b);
+	hc_tls_free_id = HC_TID_CACHED; /* h is the calling thread's */
+	return true;
+}
+
+static HC_NOINLINE void xcache_first(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
+{
+	hc_page_t *pg = &c->pages[xp - c->xpage];
+	if (xhead_make(h))
+		hc_xcache_push(h, xp->cls, xp->block_size, b);
+	else if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) == hc_thread_id())
+		free_own(c, pg, b);
+	else
+		hc_small_free_remote(c, pg, b);
 }
 
 /* Its calls are tail calls, so the free of another thread's block that
@@ -1321,7 +1474,7 @@ static inline void xcache_put(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp,
 	if (unlikely(hc_xhead_count(x) >= x->limit))
 		xcache_put_full(h, xp, b);
 	else
-		xcache_push(h, xp, b);
+		hc_xcache_push(h, xp->cls, xp->block_size, b);
 }
 
 static void *slow_none(size_t n)
@@ -1341,7 +1494,7 @@ void *hc_small_cached(size_t n)
 	if (h->xhead == NULL) /* so until the thread keeps a block */
 		return NULL;
 	unsigned cls = hc_size_class(n);
-	if (h->xhead[cls].free != NULL)
+	if (h->xhead[cls].free != NULL || xcache_refill(h, cls))
 		return hc_xcache_charged(h, cls);
 	/* the fast path's take from the class's page, here rather than by
 	 * the whole slow path (a thread whose frees are half others' blocks
@@ -1351,23 +1504,26 @@ void *hc_small_cached(size_t n)
 	return hc_malloc_fast(n, slow_none);
 }
 
-/* A free the fast path passed on: a small chunk of another owner (or of
- * none; free, its only caller, saw that the chunk is not the calling
- * thread's, and only this thread could make it so).  Every call in it is a
- * tail call, so the free of another thread's block into the remote cache
- * saves and restores no registers. */
+/* A free of a small block that free passed on: another thread's (or a
+ * shared heap's, or none's) by a thread that has no lists yet, which
+ * keeps it and so gets them; and from free_cached (api.c), a full list, a
+ * block the cache does not keep (a shared heap's, 8 bytes, above
+ * tcache_max) or one free must report.  In the checked build, which has
+ * no cache, every free of a block of another thread's (or of none's).
+ * Every call in it is a tail call. */
 void hc_small_free_slow(hc_chunk_t *c, void *p)
 {
 	unsigned slot = ((uintptr_t)p >> HC_SLOT_SHIFT) & (HC_NSLOTS - 1);
 	uintptr_t owner = __atomic_load_n(&c->owner, __ATOMIC_ACQUIRE);
-	/* only the page's remote half (hc_xpage_t) is read,
-	 * but where the checked build looks at where blocks start */
+	/* only the page's remote half (hc_xpage_t) is read, but where the
+	 * checked build looks at where blocks start, and the owner's own
+	 * free of a block the cache does not keep */
 	hc_xpage_t *xp = &c->xpage[slot];
 	if (unlikely(!__atomic_load_n(&xp->in_use, __ATOMIC_ACQUIRE)))
 		hc_fatal_ptr("free(): pointer into an unused page (double free?):", p);
 	if (unlikely(!hc_block_start(&c->pages[slot], p)))
 		hc_fatal_ptr("free(): invalid pointer (not the start of a block):", p);
-	if (unlikely(marked(p, xp->block_size)))
+	if (unlikely(hc_block_marked(p, xp->block_size)))
 		hc_fatal_ptr("free(): double free of", p);
 	/* a shared heap's blocks go back at once: they are the starter
 	 * blocks of threads to come (thread_cost: 2,000 idle threads kept the
@@ -1376,10 +1532,12 @@ void hc_small_free_slow(hc_chunk_t *c, void *p)
 	/* 8-byte blocks have no room for the mark, so nothing would catch
 	 * one freed twice into the cache before the cache handed it out
 	 * twice; their page's list is walked when it is taken back.  Blocks
-	 * above tcache_max go back to their owner. */
-	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK && xp->block_size > sizeof(hc_block_t) &&
-	    xp->block_size <= __atomic_load_n(&xcache_max_size, __ATOMIC_RELAXED))
+	 * above tcache_max go back to their page. */
+	if (HC_XCACHE && h->state == HC_HEAP_LIVE && owner != HC_TID_FALLBACK &&
+	    xp->block_size - 9u < __atomic_load_n(&xcache_range, __ATOMIC_RELAXED))
 		xcache_put(h, c, xp, p);
+	else if (owner == hc_thread_id())
+		free_own(c, &c->pages[slot], p);
 	else
 		hc_small_free_remote(c, &c->pages[slot], p);
 }
@@ -1475,6 +1633,7 @@ void hc_alloc_idle_decay(void)
 		shared_tidy(&shared[i].heap, false);
 		hc_mutex_unlock(&shared_locks[i].m);
 	}
+	depot_drain(false);
 	uint64_t epoch = hc_decay_epoch();
 	decay_unowned(epoch);
 	/* the calling thread's own heap, which it owns */
@@ -1487,7 +1646,7 @@ void hc_thread_cache_flush(void)
 {
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state == HC_HEAP_LIVE)
-		xcache_flush_all(h);
+		xcache_flush_all(h, false);
 }
 
 /* Called from the collect hook (malloc_trim, purge): fold remote frees of
@@ -1500,11 +1659,12 @@ void hc_heap_collect_self(void)
 		shared_tidy(&shared[i].heap, true);
 		hc_mutex_unlock(&shared_locks[i].m);
 	}
+	depot_drain(true);
 	abandoned_decay(HC_PURGE_ALL);
 	hc_heap_t *h = hc_tls_heap;
 	if (h->state != HC_HEAP_LIVE)
 		return;
-	xcache_flush_all(h);
+	xcache_flush_all(h, false);
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
 	heap_purge_now(h);
@@ -1517,10 +1677,14 @@ void hc_heap_fork_prepare(void)
 		hc_mutex_lock(&shared_locks[i].m);
 	hc_mutex_lock(&heaps_lock);
 	hc_mutex_lock(&abandoned_lock);
+	for (unsigned i = 0; i < DEPOT_LOCKS; i++)
+		hc_mutex_lock(&depot_locks[i].m);
 }
 
 void hc_heap_fork_parent(void)
 {
+	for (unsigned i = 0; i < DEPOT_LOCKS; i++)
+		hc_mutex_unlock(&depot_locks[i].m);
 	hc_mutex_unlock(&abandoned_lock);
 	hc_mutex_unlock(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
@@ -1533,6 +1697,8 @@ void hc_heap_fork_parent(void)
  * a remote push, and the heap structs are never recycled. */
 void hc_heap_fork_child(void)
 {
+	for (unsigned i = 0; i < DEPOT_LOCKS; i++)
+		hc_mutex_reinit(&depot_locks[i].m);
 	hc_mutex_reinit(&abandoned_lock);
 	hc_mutex_reinit(&heaps_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
@@ -1547,13 +1713,48 @@ void hc_heap_fork_child(void)
 		h->chunks = NULL;
 		h->state = HC_HEAP_DEAD;
 	}
-	if (self->state == HC_HEAP_LIVE)
+	if (self->state == HC_HEAP_LIVE) {
 		self->tid = tid;
+		if (self->xhead == NULL)
+			hc_tls_free_id = tid;
+	}
 }
 
 /* ---- statistics -------------------------------------------------------- */
 
 _Static_assert(HC_NCLASSES <= HC_NCLASSES_MAX, "hc_alloc.h's HC_NCLASSES_MAX is too small");
+
+/* Blocks of each class that were freed but are still counted in their
+ * pages' live counts: in the threads' caches and the depot (the remote
+ * lists are counted page by page).  Read without the owners' order: a
+ * statistic may be off by what changes meanwhile. */
+static void cached_blocks(uint32_t out[HC_NCLASSES])
+{
+	for (unsigned k = 0; k < HC_NCLASSES; k++)
+		out[k] = __atomic_load_n(&depot[k].blocks, __ATOMIC_RELAXED);
+	hc_mutex_lock(&heaps_lock);
+	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
+		hc_xhead_t *x = __atomic_load_n(&h->xhead, __ATOMIC_RELAXED);
+		if (x == NULL || __atomic_load_n(&h->state, __ATOMIC_RELAXED) != HC_HEAP_LIVE)
+			continue;
+		for (unsigned k = 0; k < HC_NCLASSES; k++) {
+			uint32_t n = __atomic_load_n(&x[k].pushed, __ATOMIC_RELAXED) -
+			    __atomic_load_n(&x[k].taken, __ATOMIC_RELAXED);
+			out[k] += n <= 255 ? n : 0; /* a torn pair */
+		}
+	}
+	hc_mutex_unlock(&heaps_lock);
+}
+
+/* What a page counts as live, less its remote list, clamped: the owner
+ * may be mid-update. */
+static size_t page_used_now(hc_chunk_t *c, unsigned i)
+{
+	int32_t live = hc_page_used(&c->pages[i]);
+	int64_t used = (int64_t)live - (int64_t)(__atomic_load_n(&c->xpage[i].xfree, __ATOMIC_RELAXED) >> 32);
+	size_t cap = __atomic_load_n(&c->pages[i].capacity, __ATOMIC_RELAXED);
+	return used < 0 ? 0 : (size_t)used > cap ? cap : (size_t)used;
+}
 
 unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
 {
@@ -1573,9 +1774,8 @@ unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
 			if (cls >= n)
 				continue;
 			size_t bs = hc_class_size[cls];
-			int32_t live = hc_page_used(pg);
 			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
-			size_t used = live < 0 ? 0 : (size_t)live > cap ? cap : (size_t)live;
+			size_t used = page_used_now(c, i);
 			size_t wrap = hc_class_wrap[cls];
 			size_t span = hc_class_off[cls] + (cap < wrap ? cap : wrap) * bs;
 			size_t active = (span + HC_PAGE - 1) & ~(HC_PAGE - 1);
@@ -1591,6 +1791,10 @@ unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
 			}
 		}
 	}
+	uint32_t cached[HC_NCLASSES];
+	cached_blocks(cached);
+	for (unsigned k = 0; k < n; k++)
+		out[k].used -= cached[k] < out[k].used ? cached[k] : out[k].used;
 	return n;
 }
 
@@ -1612,11 +1816,8 @@ void hc_heap_stats(hc_stats_t *st)
 				continue;
 			unsigned cls = __atomic_load_n(&pg->cls, __ATOMIC_RELAXED);
 			size_t bs = __atomic_load_n(&pg->block_size, __ATOMIC_RELAXED);
-			int32_t live = hc_page_used(pg);
 			size_t cap = __atomic_load_n(&pg->capacity, __ATOMIC_RELAXED);
-			/* the owner may be mid-update: clamp a torn read */
-			size_t used = live < 0 ? 0 : (size_t)live > cap ? cap : (size_t)live;
-			st->small_allocated += used * bs;
+			st->small_allocated += page_used_now(c, i) * bs;
 			/* the carved blocks span the offset to its last one (those
 			 * carved after the wrap lie in the first OS page) */
 			size_t wrap = hc_class_wrap[cls];
@@ -1624,6 +1825,12 @@ void hc_heap_stats(hc_stats_t *st)
 			st->active += (span + HC_PAGE - 1) & ~(HC_PAGE - 1);
 		}
 	}
+	uint32_t cached[HC_NCLASSES];
+	cached_blocks(cached);
+	size_t held = 0;
+	for (unsigned k = 0; k < HC_NCLASSES; k++)
+		held += (size_t)cached[k] * hc_class_size[k];
+	st->small_allocated -= held < st->small_allocated ? held : st->small_allocated;
 	hc_mutex_lock(&heaps_lock);
 	st->nheaps = heaps_count;
 	hc_mutex_unlock(&heaps_lock);

@@ -11,9 +11,10 @@
  * filters that hardened services run under: systemd's @system-service).
  * heapctl explain measures it instead, from outside: the ranges below are
  * where to look in /proc/PID/smaps.
- * Blocks freed by another thread and not yet back in their page (on its
- * remote list, or in the freeing thread's remote cache: heap.c) count as
- * allocated, as jemalloc counts blocks sitting in its thread caches.
+ * Blocks freed and not yet back on their page's free list (in a thread's
+ * cache, the depot or the page's remote list: heap.c) do not count as
+ * allocated: "allocated" is what the program holds.  They count as active,
+ * as the pages they keep do.
  */
 #define _GNU_SOURCE
 #include <string.h>

@@ -143,6 +143,61 @@ static void test_remote_cache(void)
 	CHECK(grew == 0, "a page whose blocks an exited thread freed is still held: stats.active grew by %zu", grew);
 }
 
+/* The depot: a thread that exits holding another thread's blocks in its
+ * cache leaves them for the next thread that needs blocks of their class,
+ * rather than on their pages, where an owner that no longer allocates
+ * (here the main thread, which waits) would never take them again.  The
+ * next thread gets them before a block of a shared page (its first ones)
+ * or of a page of its own. */
+enum { DEPOT_N = 12, DEPOT_TAKE = 16 + DEPOT_N };
+
+static void *depot_leaver_thread(void *arg)
+{
+	void **p = arg;
+	own_heap();
+	for (int i = 0; i < DEPOT_N; i++)
+		v_free(p[i]);
+	return NULL;
+}
+
+static void *depot_taker_thread(void *arg)
+{
+	void **got = arg;
+	for (int i = 0; i < DEPOT_TAKE; i++)
+		got[i] = v_malloc(200);
+	return NULL;
+}
+
+static void test_depot(void)
+{
+	if (!remote_cache_built())
+		return;
+	int found = 0;
+	/* the control thread gives back what no thread took since its last
+	 * pass, which can fall between the two threads: three tries */
+	for (int try = 0; try < 3 && found == 0; try++) {
+		void *p[DEPOT_N], *got[DEPOT_TAKE] = { 0 }, *starters[16];
+		/* past the main thread's own first blocks, which may be in a
+		 * shared page: a free of those goes back to it at once */
+		for (int i = 0; i < 16; i++)
+			starters[i] = v_malloc(200);
+		for (int i = 0; i < DEPOT_N; i++)
+			p[i] = v_malloc(200);
+		if (!in_thread(depot_leaver_thread, p) || !in_thread(depot_taker_thread, got))
+			return;
+		for (int i = 0; i < DEPOT_TAKE; i++)
+			for (int k = 0; k < DEPOT_N; k++)
+				found += got[i] == p[k];
+		for (int i = 0; i < DEPOT_TAKE; i++)
+			v_free(got[i]);
+		for (int i = 0; i < 16; i++)
+			v_free(starters[i]);
+	}
+	CHECK(found == DEPOT_N,
+	    "a thread after one that exited holding %d of the main thread's blocks got %d of them back, not all",
+	    DEPOT_N, found);
+}
+
 /* A new page takes a slot that is already resident (a retired page's)
  * wherever the thread has one, before a never-touched slot: a thread fills
  * one chunk with 8 KiB blocks and spills into a second, empties a page of
@@ -173,6 +228,8 @@ static void *dirty_first_thread(void *arg)
 				v_free(b[i]);
 				b[i] = NULL;
 			}
+		/* out of the thread's cache, so that the page empties */
+		hc_mallctl("thread.tcache.flush", NULL, NULL, NULL, 0);
 		void *c[17];
 		for (int i = 0; i < 17; i++) /* 16 from a shared heap, then a page */
 			c[i] = v_malloc(6000);
@@ -787,6 +844,7 @@ int main(void)
 		RUN(test_trim_purges_own_slots);
 		RUN(test_idle_then_free_kept);
 		RUN(test_remote_cache);
+		RUN(test_depot);
 		RUN(test_abandoned_chunk_decays);
 		RUN(test_idle_decay);
 	}
