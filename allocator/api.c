@@ -5,17 +5,20 @@
  *
  *   malloc (n <= 16 KiB; in fastpath.h, which operator new shares): one
  *     TLS load, one table lookup, pop the free list of the class's current
- *     page (or of the thread's remote cache of the class, while that holds
+ *     page (or of the thread's cache of the class, while that holds
  *     blocks: internal.h, hc_xhead_t), one subtraction of the page's
  *     block size and sign test on the per-thread byte countdown (the
  *     profiler's sampling trigger), clear the block's remote-free mark
  *     (hc_block_unmark, no branch), bump the page's live count.
- *   free (block of a chunk this thread owns): mask to the chunk header,
- *     compare its owner with the thread pointer, push, decrement the page's
+ *   free (block of a chunk this thread owns, by a thread without the
+ *     cache's lists): mask to the chunk header, compare its owner with the
+ *     thread's free id (heap.c, hc_tls_free_id), push, decrement the page's
  *     live count and test it (<= 0: the page is on the full list, or it
  *     emptied and is not the kept only page of its class; see HC_LIVE_FULL).
+ *     A thread with the lists pushes any small block onto its list of the
+ *     class instead (free_cached).
  *
- * 27 and 19 instructions counting the return, no atomics (the count of
+ * 27 and 20 instructions counting the return, no atomics (the count of
  * live blocks is one instruction on memory, hc_live_inc and hc_live_dec,
  * where a relaxed atomic store was three and four).
  * tests/bench/fastpath times the pair against the machine's floor

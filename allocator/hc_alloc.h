@@ -126,7 +126,7 @@ void hc_alloc_set_decay_ms(uint64_t ms);
 uint64_t hc_alloc_decay_ms(void);
 
 /* tcache_max (jemalloc's opt.tcache_max): the largest block a thread's
- * remote cache keeps (heap.c); any value from 16384 up keeps every small
+ * cache keeps (heap.c); any value from 16384 up keeps every small
  * class, 0 to 8 none.  Set once by the agent at start-up. */
 void hc_alloc_set_tcache_max(size_t bytes);
 

@@ -8,7 +8,8 @@
  *  - finding a page with free blocks when the current one runs dry, carving
  *    fresh blocks lazily so untouched memory stays untouched;
  *  - frees from other threads: kept by the freeing thread for its own next
- *    allocations of the class (the remote cache), and in time pushed onto
+ *    allocations of the class (the thread cache, which then takes its own
+ *    frees too; the depot, for blocks it gives up), and in time pushed onto
  *    the page's atomic xfree list (a count and a head in one word, kept
  *    apart from the page's descriptor: hc_xpage_t) and taken whole by the
  *    owner; if the page sits on the owner's full list, the page is also
@@ -253,7 +254,10 @@ static struct {
 	hc_mutex_t m;
 } __attribute__((aligned(64)))
 depot_locks[DEPOT_LOCKS] HC_FORK_DATA = { [0 ... DEPOT_LOCKS - 1] = { HC_MUTEX_INIT(HC_RANK_DEPOT, "depot lock") } };
+static bool depot_pop(unsigned cls, hc_batch_t *got);
 static bool xcache_refill(hc_heap_t *h, unsigned cls);
+static void xcache_splice(hc_heap_t *h, unsigned cls, hc_batch_t got);
+static void xcache_release(hc_block_t *b, unsigned n);
 static bool xhead_make(hc_heap_t *h);
 
 
@@ -340,8 +344,11 @@ static void heap_thread_exit(void *arg)
 {
 	hc_heap_t *h = arg;
 	hc_agent_thread_exit();
-	hc_tls_heap = &heap_dead; /* from here its frees go to the pages */
+	/* the free id first: a free in between (a signal handler's) must not
+	 * take the lists' path with the dead heap's none */
 	hc_tls_free_id = HC_TID_NOHEAP;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	hc_tls_heap = &heap_dead;  /* from here its frees go to the pages */
 	xcache_flush_all(h, true); /* other threads' blocks for the next thread */
 	heap_abandon(h);
 	hc_mutex_lock(&heaps_lock);
@@ -394,7 +401,9 @@ static hc_heap_t *heap_get(void)
 	if (!__atomic_exchange_n(&first_made, true, __ATOMIC_RELAXED))
 		memset(h->starter, HC_STARTER_BLOCKS, sizeof h->starter);
 	hc_tls_heap = h;
-	hc_tls_free_id = h->xhead != NULL ? HC_TID_CACHED : h->tid; /* a recycled heap keeps its lists */
+	/* the page path until the thread keeps another thread's block, even
+	 * where a recycled heap came with lists (xcache_put) */
+	hc_tls_free_id = h->tid;
 	pthread_setspecific(heap_key, h);
 	return h;
 }
@@ -449,7 +458,7 @@ static bool direct_is_xhead(const hc_heap_t *h, unsigned cls)
  * keeps the frees that empty it on the fast path.  An empty page with
  * others beside it is retired, so new blocks fill the others' holes.
  * Called after every change to the queue's members or to direct[cls], but
- * the remote cache's push (xcache_push).
+ * the thread cache's push (hc_xcache_push).
  */
 static HC_NOINLINE void pin_move(hc_heap_t *h, unsigned cls)
 {
@@ -1008,10 +1017,16 @@ static hc_page_t *page_find(hc_heap_t *h, unsigned cls)
 			break;
 	}
 	/* The depot's blocks before blocks carved or a page made (a thread
-	 * heap's: it gets lists for them if it has none yet). */
-	if (HC_XCACHE && h->tid != HC_TID_FALLBACK && __atomic_load_n(&depot[cls].nbatch, __ATOMIC_RELAXED) != 0 &&
-	    (h->xhead != NULL || xhead_make(h)) && xcache_refill(h, cls))
-		return hc_xhead_page(&h->xhead[cls]);
+	 * heap's: it gets lists for them if it has none yet, and if there is
+	 * no memory for those, they go back to their pages). */
+	hc_batch_t got;
+	if (HC_XCACHE && h->tid != HC_TID_FALLBACK && depot_pop(cls, &got)) {
+		if (h->xhead != NULL || xhead_make(h)) {
+			xcache_splice(h, cls, got);
+			return hc_xhead_page(&h->xhead[cls]);
+		}
+		xcache_release(got.first, got.n);
+	}
 	/* Carve fresh blocks only when no page has a free one: the holes that
 	 * frees left are filled first, so a class's pages hold as much as its
 	 * live count ever reached, not that plus what carving added meanwhile.
@@ -1236,7 +1251,7 @@ static void free_own(hc_chunk_t *c, hc_page_t *pg, hc_block_t *b)
  * lists too (api.c, free): one path, where a mix of the two sent free's
  * owner test either way at random, and the block freed last is the one
  * handed out next, whichever page it is in.  A thread that never frees
- * another's block has no lists and frees into its pages.  A cached block
+ * another's block frees into its pages (hc_tls_free_id).  A cached block
  * stays counted in its page's live count, so the page cannot be retired
  * under it; it carries free's mark.  When a class's list is full, some or
  * all of it goes back (xcache_overflow): the thread's own blocks to their
@@ -1317,7 +1332,7 @@ static void depot_put(unsigned cls, hc_block_t *first, hc_block_t *last, unsigne
 	bool room = nb < DEPOT_BATCHES && (d->blocks + n) * hc_class_size[cls] <= DEPOT_BYTES;
 	if (room) {
 		d->batch[nb] = (hc_batch_t){ first, last, n };
-		d->blocks += n;
+		__atomic_store_n(&d->blocks, d->blocks + n, __ATOMIC_RELAXED);
 		__atomic_store_n(&d->nbatch, nb + 1, __ATOMIC_RELAXED);
 	}
 	hc_mutex_unlock(&depot_locks[cls % DEPOT_LOCKS].m);
@@ -1325,29 +1340,43 @@ static void depot_put(unsigned cls, hc_block_t *first, hc_block_t *last, unsigne
 		xcache_release(first, n);
 }
 
-/* The class's list ran dry: the depot's newest batch of the class into
- * it, if there is one and its lock is free.  True if the list has blocks. */
-static bool xcache_refill(hc_heap_t *h, unsigned cls)
+/* The depot's newest batch of class cls, if there is one and its lock is
+ * free. */
+static bool depot_pop(unsigned cls, hc_batch_t *got)
 {
 	hc_depot_t *d = &depot[cls];
 	if (__atomic_load_n(&d->nbatch, __ATOMIC_RELAXED) == 0 ||
 	    hc_mutex_trylock(&depot_locks[cls % DEPOT_LOCKS].m) != 0)
 		return false;
-	hc_batch_t got = { NULL, NULL, 0 };
-	if (d->nbatch != 0) {
-		got = d->batch[d->nbatch - 1];
-		d->blocks -= got.n;
+	uint32_t nb = d->nbatch;
+	if (nb != 0) {
+		*got = d->batch[nb - 1];
+		__atomic_store_n(&d->blocks, d->blocks - got->n, __ATOMIC_RELAXED);
 		d->used = true;
-		__atomic_store_n(&d->nbatch, d->nbatch - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&d->nbatch, nb - 1, __ATOMIC_RELAXED);
 	}
 	hc_mutex_unlock(&depot_locks[cls % DEPOT_LOCKS].m);
-	if (got.n == 0)
-		return false;
+	return nb != 0;
+}
+
+/* A batch from the depot into h's list of class cls (h has lists). */
+static void xcache_splice(hc_heap_t *h, unsigned cls, hc_batch_t got)
+{
 	hc_xhead_t *x = &h->xhead[cls];
 	got.last->next = x->free;
 	x->free = got.first;
 	x->pushed += got.n;
 	h->direct[cls] = hc_xhead_page(x);
+}
+
+/* The class's list ran dry: the depot's newest batch of the class into
+ * it.  True if the list has blocks. */
+static bool xcache_refill(hc_heap_t *h, unsigned cls)
+{
+	hc_batch_t got;
+	if (!depot_pop(cls, &got))
+		return false;
+	xcache_splice(h, cls, got);
 	return true;
 }
 
@@ -1366,7 +1395,7 @@ static void depot_drain(bool all)
 		if (all || !d->used) {
 			nb = d->nbatch;
 			memcpy(out, d->batch, nb * sizeof out[0]);
-			d->blocks = 0;
+			__atomic_store_n(&d->blocks, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&d->nbatch, 0, __ATOMIC_RELAXED);
 		}
 		d->used = false;
@@ -1445,16 +1474,16 @@ static bool xhead_make(hc_heap_t *h)
 		return false;
 	xhead_init(x);
 	h->xhead = x;
-	hc_tls_free_id = HC_TID_CACHED; /* h is the calling thread's */
 	return true;
 }
 
 static HC_NOINLINE void xcache_first(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
 {
 	hc_page_t *pg = &c->pages[xp - c->xpage];
-	if (xhead_make(h))
+	if (xhead_make(h)) {
+		hc_tls_free_id = HC_TID_CACHED; /* as in xcache_put */
 		hc_xcache_push(h, xp->cls, xp->block_size, b);
-	else if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) == hc_thread_id())
+	} else if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) == hc_thread_id())
 		free_own(c, pg, b);
 	else
 		hc_small_free_remote(c, pg, b);
@@ -1468,6 +1497,9 @@ static inline void xcache_put(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp,
 		xcache_first(h, c, xp, b);
 		return;
 	}
+	/* from now on every small free of the thread comes to its lists
+	 * (api.c); a recycled heap has them before its thread keeps a block */
+	hc_tls_free_id = HC_TID_CACHED;
 	hc_xhead_t *x = &h->xhead[xp->cls];
 	if (unlikely(x->free == b)) /* the mark catches this first; kept as a guard */
 		hc_fatal_ptr("free(): double free of", b);
@@ -1715,7 +1747,7 @@ void hc_heap_fork_child(void)
 	}
 	if (self->state == HC_HEAP_LIVE) {
 		self->tid = tid;
-		if (self->xhead == NULL)
+		if (hc_tls_free_id != HC_TID_CACHED)
 			hc_tls_free_id = tid;
 	}
 }
@@ -1734,8 +1766,10 @@ static void cached_blocks(uint32_t out[HC_NCLASSES])
 		out[k] = __atomic_load_n(&depot[k].blocks, __ATOMIC_RELAXED);
 	hc_mutex_lock(&heaps_lock);
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
+		/* every heap's: a flushed list holds none, and a fork child's
+		 * heaps of the parent's other threads keep theirs */
 		hc_xhead_t *x = __atomic_load_n(&h->xhead, __ATOMIC_RELAXED);
-		if (x == NULL || __atomic_load_n(&h->state, __ATOMIC_RELAXED) != HC_HEAP_LIVE)
+		if (x == NULL)
 			continue;
 		for (unsigned k = 0; k < HC_NCLASSES; k++) {
 			uint32_t n = __atomic_load_n(&x[k].pushed, __ATOMIC_RELAXED) -
@@ -1793,8 +1827,11 @@ unsigned hc_class_stats(hc_class_stats_t *out, unsigned n)
 	}
 	uint32_t cached[HC_NCLASSES];
 	cached_blocks(cached);
-	for (unsigned k = 0; k < n; k++)
+	for (unsigned k = 0; k < n; k++) {
 		out[k].used -= cached[k] < out[k].used ? cached[k] : out[k].used;
+		if (out[k].sparse_used > out[k].used) /* the cached ones may be there */
+			out[k].sparse_used = out[k].used;
+	}
 	return n;
 }
 

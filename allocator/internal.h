@@ -141,8 +141,9 @@ typedef struct hc_chunk_s hc_chunk_t;
  *  - free, live, flags, capacity and the queue links are touched by the
  *    owner only;
  *  - every block is in exactly one of: handed out (counted in live),
- *    pg->free, the page's remote list (hc_xpage_t's xfree) or a thread's
- *    remote cache (both also still counted in live), or the uncarved tail
+ *    pg->free, the page's remote list (hc_xpage_t's xfree), a thread's
+ *    cache or the depot (heap.c; all three still counted in live), or the
+ *    uncarved tail
  *    [capacity, reserved);
  *  - the remote list is pushed by any thread and emptied only by the owner;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
@@ -406,8 +407,8 @@ static inline hc_chunk_t *hc_chunk_of(const void *p)
 	return (hc_chunk_t *)((uintptr_t)p & ~(uintptr_t)HC_CHUNK_MASK);
 }
 
-/* A block handed out loses the mark that another thread's free of it left
- * in its second word (heap.c, free_mark), if it has one.  Without a branch:
+/* A block handed out loses the mark that its free left in its second word
+ * (hc_free_mark, below), if it has one.  Without a branch:
  * a block of 8 bytes has no second word and has its first cleared instead,
  * which the caller has read the next link from.  A program that mixes
  * 8-byte blocks with larger ones at random (glibc's bench-malloc-thread:
@@ -421,7 +422,8 @@ static inline void hc_block_unmark(hc_block_t *b, uint32_t bs)
 /* The second word of a freed block that is not on its page's own free
  * list: in a thread's cache (heap.c), the depot, or its page's remote list
  * (blocks of 16 bytes and more; set by the free, cleared when the block is
- * handed out again or goes back to its page's free list).  A free of a
+ * handed out again, or when a cache gives it back to the page of its own
+ * thread; a block taken back from the remote list keeps it until then).  A free of a
  * block that carries it is a double free, by the same thread or by
  * another.  Drawn from the per-process secret (heap.c), so no program
  * writes it by chance. */
