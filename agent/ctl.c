@@ -311,8 +311,8 @@ static int wr_purge(const ctl_entry_t *e, const ctl_val_t *in)
 	return 0;
 }
 
-/* thread.tcache.flush: the calling thread's remote cache (blocks of other
- * threads' pages that it freed) goes back to the pages */
+/* thread.tcache.flush: the calling thread's cache (blocks it freed and
+ * keeps for its next allocations) goes back to the pages */
 static int wr_tcache_flush(const ctl_entry_t *e, const ctl_val_t *in)
 {
 	(void)e;

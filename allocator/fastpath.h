@@ -26,7 +26,7 @@ static inline __attribute__((always_inline)) void *hc_malloc_fast(size_t n, void
 {
 	hc_heap_t *h = hc_tls_heap;
 	if (likely(n <= HC_SMALL_MAX)) {
-		/* the class's page, or the head of the remote cache's list of
+		/* the class's page, or the head of the thread cache's list of
 		 * the class while that holds blocks (internal.h, hc_xhead_t) */
 		hc_page_t *pg = h->direct[hc_size_class(n)];
 		hc_block_t *b = pg->free;

@@ -303,7 +303,7 @@ static unsigned shared_count(void)
 	return n < 1 ? 1 : n > HC_NSHARED ? HC_NSHARED : n;
 }
 
-/* The remote cache's lists, a page's view of the last of which (64 bytes,
+/* The thread cache's lists, a page's view of the last of which (64 bytes,
  * internal.h) stays inside the allocation. */
 #define XHEAD_BYTES (HC_NCLASSES * sizeof(hc_xhead_t) - sizeof(hc_xhead_t) + sizeof(hc_page_t))
 
@@ -445,7 +445,7 @@ static void pq_push_back(hc_pq_t *q, hc_page_t *pg)
 	q->last = pg;
 }
 
-/* direct[cls] is the head of the remote cache's list of the class. */
+/* direct[cls] is the head of the thread cache's list of the class. */
 static bool direct_is_xhead(const hc_heap_t *h, unsigned cls)
 {
 	return h->xhead != NULL && h->direct[cls] == (const hc_page_t *)(const void *)&h->xhead[cls];
@@ -491,7 +491,7 @@ static inline void pin_sync(hc_heap_t *h, unsigned cls)
 }
 
 /* Make pg (or the empty page, for NULL) the page class cls allocates from,
- * once the remote cache's list of the class is empty: until then, that. */
+ * once the thread cache's list of the class is empty: until then, that. */
 static void direct_set(hc_heap_t *h, unsigned cls, hc_page_t *pg)
 {
 	if (HC_XCACHE && h->xhead != NULL && h->xhead[cls].free != NULL)
@@ -505,7 +505,7 @@ static void direct_update(hc_heap_t *h, unsigned cls)
 	direct_set(h, cls, h->queue[cls].first);
 }
 
-/* The remote cache's list of class cls ran dry under malloc's fast path,
+/* The thread cache's list of class cls ran dry under malloc's fast path,
  * whose direct[cls] still points at it: the class's page again (h has the
  * lists).  True if it did so. */
 static bool xhead_dry(hc_heap_t *h, unsigned cls)
@@ -1515,7 +1515,7 @@ static void *slow_none(size_t n)
 }
 
 /* malloc's first resort when its fast path fails: a block of n's class
- * from the remote cache, if there is one and the countdown allows it (a
+ * from the thread cache (or the depot), if there is one and the countdown allows it (a
  * request that is due for an event, or one the cache cannot serve, takes
  * the whole slow path); else, if the class's list ran dry under the fast
  * path, direct[cls] back at the class's page and a block from that, as

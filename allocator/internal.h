@@ -149,7 +149,7 @@ typedef struct hc_chunk_s hc_chunk_t;
  *  - flags & FULL <=> the page is on heap->full, not on a class queue;
  *  - flags & PINNED <=> heap->pinned[cls] == the page, which is then
  *    the only page of the class queue and heap->direct[cls] (or that
- *    is the head of the thread's remote cache of the class, hc_xhead_t).
+ *    is the head of the thread's cache of the class, hc_xhead_t).
  */
 typedef struct hc_page_s {
 	hc_block_t *free; /* owner's free list; malloc pops here      */
@@ -181,7 +181,7 @@ static inline void hc_live_inc(hc_page_t *pg)
 #if defined(__x86_64__)
 	__asm__("addl $1, %0" : "+m"(pg->live));
 #else
-	/* unsigned: a remote cache's head counts its takes here, and may
+	/* unsigned: a thread cache's head counts its takes here, and may
 	 * wrap (hc_xhead_t) */
 	__atomic_store_n(&pg->live, (int32_t)((uint32_t)pg->live + 1), __ATOMIC_RELAXED);
 #endif
@@ -244,7 +244,7 @@ typedef struct {
 #ifndef HC_CHECKS
 #define HC_CHECKS 0
 #endif
-/* The remote cache (heap.c) links blocks of many pages in one list, which
+/* The thread cache (heap.c) links blocks of many pages in one list, which
  * the link check would refuse: the checked build frees every block back to
  * its page. */
 #define HC_XCACHE (!(HC_CHECKS & HC_CHECK_LINKS))
@@ -459,7 +459,7 @@ typedef struct hc_pq_s {
 } hc_pq_t;
 
 /*
- * The remote cache's list of one class (heap.c), laid out as the start of a
+ * The thread cache's list of one class (heap.c), laid out as the start of a
  * page, so that direct[cls] can point at it while it holds blocks: malloc's
  * fast path then takes them as it takes a page's, with no test of its own
  * for the cache (a mix of the thread's blocks and others' made that test
@@ -480,7 +480,7 @@ typedef struct __attribute__((may_alias)) {
 _Static_assert(offsetof(hc_xhead_t, free) == offsetof(hc_page_t, free) &&
         offsetof(hc_xhead_t, taken) == offsetof(hc_page_t, live) &&
         offsetof(hc_xhead_t, block_size) == offsetof(hc_page_t, block_size),
-    "the remote cache's head reads as a page's");
+    "the thread cache's head reads as a page's");
 
 /* The number of blocks in the list: what was put less what was taken. */
 static inline uint32_t hc_xhead_count(const hc_xhead_t *x)
@@ -496,7 +496,7 @@ static inline hc_page_t *hc_xhead_page(hc_xhead_t *x)
 /*
  * A thread's heap.  direct[c] is never NULL: it is the first page of class
  * queue c (or a page just found full), the shared empty page, or while the
- * thread's remote cache of the class holds blocks, its head (hc_xhead_t),
+ * thread's cache of the class holds blocks, its head (hc_xhead_t),
  * so the malloc fast path needs no check.
  * Touched only by its thread (a shared heap: under its lock; see heap.c).
  */
@@ -519,16 +519,16 @@ struct hc_heap_s {
 	                                 found no retired slot                   */
 	uint8_t shared_index;         /* shared heap for starter blocks          */
 	uint8_t starter[HC_NCLASSES]; /* blocks taken from it, per class     */
-	/* other threads' blocks this thread freed, kept for its own next
-	 * allocations of their class (heap.c, "the remote cache"): a list
-	 * per class, made when the thread first keeps one (most threads
-	 * never free another's block) and kept with the heap */
+	/* blocks this thread freed, kept for its own next allocations of
+	 * their class (heap.c, "the thread cache"): a list per class, made
+	 * when the thread first keeps another thread's block (most threads
+	 * never free one) or takes the depot's, and kept with the heap */
 	hc_xhead_t *xhead;
 };
 
 enum { HC_HEAP_EMPTY = 0, HC_HEAP_LIVE = 1, HC_HEAP_DEAD = 2 };
 
-/* A block of class cls from the thread's remote cache (heap.c), whose list
+/* A block of class cls from the thread's cache (heap.c), whose list
  * the caller saw not empty (not just a count: a list cut short by a write
  * after free must not be followed past its end), taken as malloc's fast
  * path takes it: for the slow path, when the countdown sent malloc there
