@@ -103,7 +103,7 @@ void hc_purge_all(void);
  * cache's, held briefly by whoever puts a chunk there). */
 void hc_alloc_idle_decay(void);
 
-/* Give the calling thread's cached blocks of other threads back to their
+/* Give the blocks the calling thread keeps in its cache back to their
  * pages (thread.tcache.flush). */
 void hc_thread_cache_flush(void);
 

@@ -217,7 +217,6 @@ static size_t heaps_count;
 
 static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
 static hc_chunk_t *abandoned; /* under abandoned_lock */
-
 static size_t abandoned_count;
 
 /*
@@ -230,9 +229,10 @@ static size_t abandoned_count;
  * waits) never takes them again, and the threads that do allocate made as
  * much again (DESIGN.md).  Its blocks are as a cache's: marked, plainly
  * linked, and still counted in their pages' live counts.  Batches as they
- * were given, so that a put and a take are a few stores under the class's
- * lock, up to DEPOT_BYTES a class; what the control thread finds unused
- * since its last pass goes back to the pages (hc_alloc_idle_decay).
+ * were given, so that a put and a take are a few stores under one of
+ * DEPOT_LOCKS locks, up to DEPOT_BATCHES and DEPOT_BYTES a class; what no
+ * thread took from since the control thread's last pass goes back to the
+ * pages (hc_alloc_idle_decay).
  */
 #define DEPOT_BATCHES 64
 #define DEPOT_BYTES   (1u << 20)
@@ -259,7 +259,6 @@ static bool xcache_refill(hc_heap_t *h, unsigned cls);
 static void xcache_splice(hc_heap_t *h, unsigned cls, hc_batch_t got);
 static void xcache_release(hc_block_t *b, unsigned n);
 static bool xhead_make(hc_heap_t *h);
-
 
 static pthread_key_t heap_key;
 
@@ -1465,8 +1464,7 @@ static HC_NOINLINE void xcache_put_full(hc_heap_t *h, const hc_xpage_t *xp, hc_b
 	hc_xcache_push(h, xp->cls, xp->block_size, b);
 }
 
-/* The thread's first block to keep: its lists are made, or if there is no
- * memory for them, the block goes back to its page. */
+/* The thread cache's lists for h; false if there is no memory for them. */
 static bool xhead_make(hc_heap_t *h)
 {
 	hc_xhead_t *x = hc_meta_alloc(XHEAD_BYTES);
@@ -1477,11 +1475,16 @@ static bool xhead_make(hc_heap_t *h)
 	return true;
 }
 
+/* The thread's first block to keep: its lists are made, or if there is no
+ * memory for them, the block goes back to its page.  It pushes the block
+ * itself (and so sets the free id as xcache_put does) so that xcache_put's
+ * calls stay tail calls: a call that returned here made
+ * hc_small_free_slow save five registers on every entry, not two. */
 static HC_NOINLINE void xcache_first(hc_heap_t *h, hc_chunk_t *c, const hc_xpage_t *xp, hc_block_t *b)
 {
 	hc_page_t *pg = &c->pages[xp - c->xpage];
 	if (xhead_make(h)) {
-		hc_tls_free_id = HC_TID_CACHED; /* as in xcache_put */
+		hc_tls_free_id = HC_TID_CACHED;
 		hc_xcache_push(h, xp->cls, xp->block_size, b);
 	} else if (__atomic_load_n(&c->owner, __ATOMIC_RELAXED) == hc_thread_id())
 		free_own(c, pg, b);
@@ -1515,9 +1518,9 @@ static void *slow_none(size_t n)
 }
 
 /* malloc's first resort when its fast path fails: a block of n's class
- * from the thread cache (or the depot), if there is one and the countdown allows it (a
- * request that is due for an event, or one the cache cannot serve, takes
- * the whole slow path); else, if the class's list ran dry under the fast
+ * from the thread cache (or the depot), if there is one and the countdown
+ * allows it (a request that is due for an event, or one the cache cannot
+ * serve, takes the whole slow path); else, if the class's list ran dry under the fast
  * path, direct[cls] back at the class's page and a block from that, as
  * the fast path would take it; else NULL. */
 void *hc_small_cached(size_t n)

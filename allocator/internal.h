@@ -421,12 +421,12 @@ static inline void hc_block_unmark(hc_block_t *b, uint32_t bs)
 
 /* The second word of a freed block that is not on its page's own free
  * list: in a thread's cache (heap.c), the depot, or its page's remote list
- * (blocks of 16 bytes and more; set by the free, cleared when the block is
- * handed out again, or when a cache gives it back to the page of its own
- * thread; a block taken back from the remote list keeps it until then).  A free of a
- * block that carries it is a double free, by the same thread or by
- * another.  Drawn from the per-process secret (heap.c), so no program
- * writes it by chance. */
+ * (blocks of 16 bytes and more).  Set by the free; cleared when the block
+ * is handed out again, or when a cache gives it back to its own thread's
+ * page (a block taken back from the remote list keeps it until handed
+ * out).  A free of a block that carries it is a double free, by the same
+ * thread or by another.  Drawn from the per-process secret (heap.c), so no
+ * program writes it by chance. */
 extern uintptr_t hc_free_mark;
 
 static inline void hc_block_mark(hc_block_t *b, uint32_t bs)
