@@ -281,7 +281,9 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
  * Two-generation decay over a bitmap of units (64 KiB slots of a small chunk,
  * 4 KiB runs of a large one).  A unit freed since the last pass is in dnew;
  * the next pass in a later epoch moves it to dold; the pass after that
- * purges it if still free.  Passes run when the owner asks for memory, so
+ * purges it if still free.  Passes run when the owner asks for memory (or
+ * for a small chunk's heap, from the control thread once its thread has
+ * asked for none in two epochs), so
  * after a gap of several epochs dnew holds units freed at any time since
  * the last pass, some a moment ago: a gap purged everything free at once,
  * and a thread that slept, freed and allocated again (rptest's rounds;

@@ -26,6 +26,10 @@
  *   14    cache_lock                 chunk.c           chunk cache
  *   15    meta_lock                  meta.c            metadata memory
  *
+ * Not in the table: each thread heap's slot lock (heap.c, slots_lock), a
+ * futex word whose holder takes no other lock; a thread other than the
+ * heap's takes it only with trylock, under heaps_lock (10).
+ *
  * Known nestings that fix it: pause_lock's holder waits for the control
  * thread to end, and that thread takes ranks 4 to 15; a dump's name (4)
  * reads prof.prefix (6); the high-water gate (5) snapshots the peak profile

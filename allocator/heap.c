@@ -317,10 +317,12 @@ static void xhead_init(hc_xhead_t *x)
 
 static void heap_reset(hc_heap_t *h, uintptr_t tid)
 {
-	hc_heap_t *all_next = h->all_next;
 	hc_xhead_t *xhead = h->xhead; /* a recycled heap keeps its lists */
-	memset(h, 0, sizeof *h);
-	h->all_next = all_next;
+	/* all but the registry's link, which the control thread may be
+	 * following (heaps_others_decay) */
+	size_t at = offsetof(hc_heap_t, all_next), past = at + sizeof h->all_next;
+	memset(h, 0, at);
+	memset((char *)h + past, 0, sizeof *h - past);
 	for (unsigned i = 0; i < HC_NCLASSES; i++)
 		h->direct[i] = &page_empty;
 	h->tid = tid;
@@ -330,8 +332,10 @@ static void heap_reset(hc_heap_t *h, uintptr_t tid)
 	h->period = 0; /* the first allocation asks the agent for a countdown */
 	h->countdown = 0;
 	h->arena = hc_arena_pick();
-	h->decay_epoch = hc_decay_epoch();
-	h->state = HC_HEAP_LIVE;
+	h->decay_epoch = h->page_epoch = hc_decay_epoch();
+	/* last: the control thread looks at a heap once it reads LIVE
+	 * (heaps_others_decay; a recycled one may be read while this runs) */
+	__atomic_store_n(&h->state, HC_HEAP_LIVE, __ATOMIC_RELEASE);
 	/* shared_index 0: a thread starts on shared heap 0 and moves only when
 	 * it finds it busy (shared_lock) */
 }
@@ -711,7 +715,51 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
 	page_check(h, hc_chunk_of(pg), pg);
 }
 
-static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
+/*
+ * The slot lock.  A thread's heap is its own, but for one thing: other
+ * threads decay its free slots.  The control thread decays those of a heap
+ * whose thread made no page in the epoch or the one before
+ * (heaps_others_decay), which the thread would otherwise do only at its
+ * next new page: a worker that had a burst and then waits for work, or for
+ * ever, kept its freed slots resident for as long as it waited.  And
+ * malloc_trim purges every heap's.  So a thread takes its heap's slot lock
+ * while it changes its chunks' slot maps (used_slots, dirty_new,
+ * dirty_old) or their list, and while it decays them; another thread only
+ * tries it, under heaps_lock.  A futex word: 0 free, 1 held, 2 held with
+ * a waiter.  Its holder takes no other lock and calls nothing but madvise,
+ * so it has no rank in hc_lock.h's order (it nests inside heaps_lock).  It
+ * is not an hc_mutex, one in every heap being too many for fork to take,
+ * and fork need not: a thread holds another's only under heaps_lock, which
+ * fork's prepare takes, and in the child the heaps of the threads that are
+ * gone are dead (hc_heap_fork_child).
+ */
+static HC_NOINLINE void slots_lock_wait(hc_heap_t *h)
+{
+	while (__atomic_exchange_n(&h->slot_lock, 2, __ATOMIC_ACQUIRE) != 0)
+		hc_os_futex_wait(&h->slot_lock, 2);
+}
+
+static inline void slots_lock(hc_heap_t *h)
+{
+	uint32_t free_word = 0;
+	if (!__atomic_compare_exchange_n(&h->slot_lock, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		slots_lock_wait(h);
+}
+
+static inline bool slots_trylock(hc_heap_t *h)
+{
+	uint32_t free_word = 0;
+	return __atomic_compare_exchange_n(&h->slot_lock, &free_word, 1, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static inline void slots_unlock(hc_heap_t *h)
+{
+	if (__atomic_exchange_n(&h->slot_lock, 0, __ATOMIC_RELEASE) == 2)
+		hc_os_futex_wake(&h->slot_lock);
+}
+
+/* Unlink a chunk from its heap's list, under the slot lock. */
+static void chunk_unlink(hc_heap_t *h, hc_chunk_t *c)
 {
 	if (c->prev)
 		c->prev->next = c->next;
@@ -719,7 +767,6 @@ static void chunk_release(hc_heap_t *h, hc_chunk_t *c)
 		h->chunks = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	hc_chunk_put(c);
 }
 
 /* Give the page's slot back to its chunk; the chunk goes back to the cache
@@ -744,14 +791,19 @@ static void page_retire(hc_heap_t *h, hc_chunk_t *c, hc_page_t *pg)
 	xlist_unflag(xp);
 	__atomic_store_n(&xp->in_use, 0, __ATOMIC_RELAXED);
 	uint64_t bit = 1ULL << (pg - c->pages);
+	slots_lock(h);
 	c->used_slots &= ~bit;
 	h->retired = true;
 	c->dirty_new |= bit;
 	c->dirty_old &= ~bit;
 	c->nused--;
 	chunk_check(c);
-	if (c->nused == 0 && (h->chunks != c || c->next != NULL))
-		chunk_release(h, c);
+	bool release = c->nused == 0 && (h->chunks != c || c->next != NULL);
+	if (release)
+		chunk_unlink(h, c);
+	slots_unlock(h);
+	if (release)
+		hc_chunk_put(c);
 }
 
 /* A page just became empty: retire it unless pinned (see pin_sync). */
@@ -841,7 +893,9 @@ static bool heap_adopt(hc_heap_t *h)
 		return false;
 	c->heap = h;
 	__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
+	slots_lock(h);
 	heap_link_chunk(h, c);
+	slots_unlock(h);
 	h->retired = true;       /* its free slots may be dirty */
 	hc_chunk_drop_xpages(c); /* the pages are rescanned below anyway */
 	for (unsigned i = 1; i < HC_NSLOTS; i++) {
@@ -911,30 +965,49 @@ static void decay_unowned(uint64_t epoch)
 	hc_huge_decay();
 }
 
+/* Under the slot lock, by the owner or another thread (heaps_others_decay).
+ * Each took its epoch before the lock, so the other may have run a later
+ * epoch's pass meanwhile: a pass never goes back, which would age slots
+ * freed a moment ago twice. */
 static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch)
 {
-	h->decay_epoch = epoch;
+	if ((int64_t)(epoch - h->decay_epoch) <= 0)
+		return;
+	__atomic_store_n(&h->decay_epoch, epoch, __ATOMIC_RELAXED);
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
 		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
 }
 
+/* At each new page: the epoch's pass over the heap's slots, unless the
+ * control thread ran it (heaps_others_decay), and over what no heap owns. */
 static void heap_decay(hc_heap_t *h)
 {
 	uint64_t epoch = hc_decay_epoch();
-	if (epoch == h->decay_epoch)
+	if (h->page_epoch != epoch)
+		__atomic_store_n(&h->page_epoch, epoch, __ATOMIC_RELAXED);
+	if (epoch == __atomic_load_n(&h->decay_epoch, __ATOMIC_RELAXED))
 		return;
+	slots_lock(h);
 	heap_decay_chunks(h, epoch);
+	slots_unlock(h);
 	decay_unowned(epoch);
 }
 
 /* Purge every free slot of the heap's chunks now, however recently it was
  * retired (heap_decay would leave the slots retired in this epoch and the
  * last one, and did, until this was written). */
-static void heap_purge_now(hc_heap_t *h)
+static void heap_purge_chunks_now(hc_heap_t *h)
 {
-	h->decay_epoch = hc_decay_epoch();
+	__atomic_store_n(&h->decay_epoch, hc_decay_epoch(), __ATOMIC_RELAXED);
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
 		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
+}
+
+static void heap_purge_now(hc_heap_t *h)
+{
+	slots_lock(h);
+	heap_purge_chunks_now(h);
+	slots_unlock(h);
 }
 
 /* A fresh page for class cls: a free slot of an owned chunk (dirty slots
@@ -948,6 +1021,7 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 		 * the last look found none) */
 		hc_chunk_t *c, *cold = NULL;
 		uint64_t take = 0;
+		slots_lock(h);
 		for (c = h->chunks; c; c = c->next) {
 			uint64_t free_slots = ~c->used_slots;
 			if (h->retired && (take = free_slots & (c->dirty_new | c->dirty_old)) != 0)
@@ -969,12 +1043,14 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 			c->dirty_new &= ~bit;
 			c->dirty_old &= ~bit;
 			c->nused++;
+			slots_unlock(h);
 			hc_page_t *pg = &c->pages[i];
 			page_init(c, pg, cls);
 			pq_push_front(&h->queue[cls], pg);
 			chunk_check(c);
 			return pg;
 		}
+		slots_unlock(h);
 		if (heap_adopt(h)) {
 			hc_page_t *pg = h->queue[cls].first;
 			if (pg && pg->free)
@@ -989,9 +1065,11 @@ static hc_page_t *page_new(hc_heap_t *h, unsigned cls)
 			hc_stats_add_metadata((intptr_t)meta);
 		c->heap = h;
 		__atomic_store_n(&c->owner, h->tid, __ATOMIC_RELEASE);
-		heap_link_chunk(h, c);
 		if (c->dirty_new | c->dirty_old)
 			h->retired = true; /* back from the cache, still warm */
+		slots_lock(h);
+		heap_link_chunk(h, c);
+		slots_unlock(h);
 	}
 }
 
@@ -1610,8 +1688,7 @@ static void heap_collect_queues(hc_heap_t *h)
 
 static void heap_abandon(hc_heap_t *h)
 {
-	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		chunk_drain_xpages(h, c);
+	heap_drain_xpages(h); /* which may release chunks: its loop knows */
 	heap_collect_queues(h);
 	for (hc_page_t *pg = h->full.first, *next; pg; pg = next) {
 		next = pg->next;
@@ -1619,7 +1696,10 @@ static void heap_abandon(hc_heap_t *h)
 		if (hc_page_used(pg) == 0)
 			page_retire(h, hc_chunk_of(pg), pg);
 	}
+	slots_lock(h); /* the control thread may be decaying them */
 	hc_chunk_t *c = h->chunks;
+	h->chunks = NULL;
+	slots_unlock(h);
 	while (c) {
 		hc_chunk_t *next = c->next;
 		if (c->nused == 0) {
@@ -1636,7 +1716,6 @@ static void heap_abandon(hc_heap_t *h)
 		}
 		c = next;
 	}
-	h->chunks = NULL;
 }
 
 /* A shared heap gets no frees of its own, only remote ones, so nothing
@@ -1651,11 +1730,48 @@ static bool shared_tidy(hc_heap_t *h, bool now)
 		return false;
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
-	if (now)
+	if (now) {
 		heap_purge_now(h);
-	else
+	} else {
+		slots_lock(h);
 		heap_decay_chunks(h, epoch);
+		slots_unlock(h);
+	}
 	return !now;
+}
+
+/*
+ * The other threads' heaps, from the control thread's pass: the epoch's
+ * decay of the slots of each heap whose thread made no page in this epoch
+ * or the last (heap_decay runs it at every new page).  Such a thread may
+ * be busy in pages it has, or waiting for work, or asleep for good; its
+ * freed slots go back to the OS as if it had asked for a page now and
+ * then.  With now (malloc_trim, arena purges), every free slot of every
+ * heap at once.  Under heaps_lock, so that no heap is recycled meanwhile
+ * and fork finds none mid-pass; each heap's slot lock only tried, so that
+ * the pass never waits for a thread (a thread may wait for its madvise
+ * calls), and a heap whose thread is changing its slots is left to it.
+ */
+static void heaps_others_decay(const hc_heap_t *self, bool now)
+{
+	uint64_t epoch = hc_decay_epoch();
+	hc_mutex_lock(&heaps_lock);
+	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
+		if (h == self || __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != HC_HEAP_LIVE)
+			continue;
+		if (!now &&
+		    ((int64_t)(epoch - __atomic_load_n(&h->page_epoch, __ATOMIC_RELAXED)) < 2 ||
+		        __atomic_load_n(&h->decay_epoch, __ATOMIC_RELAXED) == epoch))
+			continue;
+		if (!slots_trylock(h))
+			continue;
+		if (now)
+			heap_purge_chunks_now(h);
+		else
+			heap_decay_chunks(h, epoch);
+		slots_unlock(h);
+	}
+	hc_mutex_unlock(&heaps_lock);
 }
 
 void hc_alloc_idle_decay(void)
@@ -1671,10 +1787,14 @@ void hc_alloc_idle_decay(void)
 	depot_drain(false);
 	uint64_t epoch = hc_decay_epoch();
 	decay_unowned(epoch);
-	/* the calling thread's own heap, which it owns */
+	/* the calling thread's own heap, which it owns, and the others' */
 	hc_heap_t *self = hc_tls_heap;
-	if (self->state == HC_HEAP_LIVE && self->decay_epoch != epoch)
+	if (self->state == HC_HEAP_LIVE && self->decay_epoch != epoch) {
+		slots_lock(self);
 		heap_decay_chunks(self, epoch);
+		slots_unlock(self);
+	}
+	heaps_others_decay(self, false);
 }
 
 void hc_thread_cache_flush(void)
@@ -1685,8 +1805,10 @@ void hc_thread_cache_flush(void)
 }
 
 /* Called from the collect hook (malloc_trim, purge): fold remote frees of
- * the caller's heap and of the shared heaps back and retire what became
- * empty. */
+ * the caller's heap and of the shared heaps back, retire what became empty
+ * and purge their free slots, then the other threads' free slots (those
+ * the threads' frees already retired: their remote frees and caches are
+ * theirs to fold). */
 void hc_heap_collect_self(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++) {
@@ -1697,12 +1819,13 @@ void hc_heap_collect_self(void)
 	depot_drain(true);
 	abandoned_decay(HC_PURGE_ALL);
 	hc_heap_t *h = hc_tls_heap;
-	if (h->state != HC_HEAP_LIVE)
-		return;
-	xcache_flush_all(h, false);
-	heap_drain_xpages(h);
-	heap_collect_queues(h);
-	heap_purge_now(h);
+	if (h->state == HC_HEAP_LIVE) {
+		xcache_flush_all(h, false);
+		heap_drain_xpages(h);
+		heap_collect_queues(h);
+		heap_purge_now(h);
+	}
+	heaps_others_decay(h, true);
 }
 
 /* fork (lifecycle.c): this layer's locks, the shared heaps' first. */
@@ -1749,6 +1872,7 @@ void hc_heap_fork_child(void)
 		h->state = HC_HEAP_DEAD;
 	}
 	if (self->state == HC_HEAP_LIVE) {
+		self->slot_lock = 0; /* no thread of the child holds it */
 		self->tid = tid;
 		if (hc_tls_free_id != HC_TID_CACHED)
 			hc_tls_free_id = tid;
@@ -1845,7 +1969,8 @@ void hc_heap_stats(hc_stats_t *st)
 			continue;
 		st->nchunks_small++;
 		st->mapped += HC_CHUNK_SIZE;
-		/* owner-written bitmaps: a torn read only skews a statistic */
+		/* bitmaps written under the heap's slot lock, not ours: a torn
+		 * read only skews a statistic */
 		uint64_t slots = __atomic_load_n(&c->used_slots, __ATOMIC_RELAXED);
 		uint64_t dirty =
 		    __atomic_load_n(&c->dirty_new, __ATOMIC_RELAXED) | __atomic_load_n(&c->dirty_old, __ATOMIC_RELAXED);

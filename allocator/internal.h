@@ -498,7 +498,10 @@ static inline hc_page_t *hc_xhead_page(hc_xhead_t *x)
  * queue c (or a page just found full), the shared empty page, or while the
  * thread's cache of the class holds blocks, its head (hc_xhead_t),
  * so the malloc fast path needs no check.
- * Touched only by its thread (a shared heap: under its lock; see heap.c).
+ * Touched only by its thread (a shared heap: under its lock; see heap.c),
+ * but for its chunks' slot maps and list, which other threads decay under
+ * the heap's slot lock: the control thread while the thread makes no
+ * pages, malloc_trim at once (heap.c, slots_lock).
  */
 struct hc_heap_s {
 	hc_page_t *direct[HC_NCLASSES];
@@ -511,14 +514,17 @@ struct hc_heap_s {
 	struct hc_arena_s *arena;       /* arena for large requests                */
 	hc_heap_t *all_next;            /* registry                                */
 	hc_heap_t *pool_next;           /* recycled heap structs                   */
-	uint64_t decay_epoch;
-	int64_t period;               /* countdown refill                        */
-	uint32_t state;               /* HC_HEAP_*                               */
-	uint32_t starter_bytes;       /* bytes of the starter blocks taken       */
-	bool retired;                 /* a page was retired since page_new last
-	                                 found no retired slot                   */
-	uint8_t shared_index;         /* shared heap for starter blocks          */
-	uint8_t starter[HC_NCLASSES]; /* blocks taken from it, per class     */
+	uint64_t decay_epoch;           /* last decay pass over its chunks (atomic) */
+	uint64_t page_epoch;            /* decay epoch of its last new page (atomic) */
+	int64_t period;                 /* countdown refill                        */
+	uint32_t state;                 /* HC_HEAP_*                               */
+	uint32_t slot_lock;             /* its chunks' slot maps and list (heap.c,
+	                                   slots_lock): a futex word */
+	uint32_t starter_bytes;         /* bytes of the starter blocks taken       */
+	bool retired;                   /* a page was retired since page_new last
+	                                   found no retired slot                   */
+	uint8_t shared_index;           /* shared heap for starter blocks          */
+	uint8_t starter[HC_NCLASSES];   /* blocks taken from it, per class     */
 	/* blocks this thread freed, kept for its own next allocations of
 	 * their class (heap.c, "the thread cache"): a list per class, made
 	 * when the thread first keeps another thread's block (most threads
@@ -598,6 +604,8 @@ void *hc_os_map(size_t size);                       /* NULL on failure */
 void *hc_os_map_aligned(size_t size, size_t align); /* NULL on failure */
 void hc_os_unmap(void *p, size_t size);
 void hc_os_purge(void *p, size_t size);              /* MADV_DONTNEED   */
+void hc_os_futex_wait(uint32_t *word, uint32_t val); /* private futex   */
+void hc_os_futex_wake(uint32_t *word);               /* one waiter      */
 void hc_os_thp_mode(unsigned mode);                  /* HC_THP_*        */
 int hc_os_thp(void *p, size_t size);                 /* the mode's madvise; 0 or errno */
 void hc_os_nohuge(void *p, size_t size);             /* MADV_NOHUGEPAGE */

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -194,6 +195,22 @@ void hc_os_unmap(void *p, size_t size)
 void hc_os_purge(void *p, size_t size)
 {
 	(void)advise(p, size, MADV_DONTNEED);
+}
+
+/* A process-private futex on *word: wait while it holds val (any wake-up,
+ * a signal's too, returns), and wake one waiter; errno kept. */
+void hc_os_futex_wait(uint32_t *word, uint32_t val)
+{
+	int saved = errno;
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+	errno = saved;
+}
+
+void hc_os_futex_wake(uint32_t *word)
+{
+	int saved = errno;
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = saved;
 }
 
 uint64_t hc_os_now_ms(void)

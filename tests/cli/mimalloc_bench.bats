@@ -34,7 +34,7 @@ same_sum() {
 
 @test "issue 41's benchmark programs print one checksum under glibc and heapctl" {
 	[ -e "$lib" ] || skip "$lib not built"
-	for p in larson_sized xthread_batches simple_batches pareto_churn big_buffers thread_leftover false_share size_mix; do
+	for p in larson_sized xthread_batches simple_batches pareto_churn big_buffers thread_leftover false_share size_mix pool_shift; do
 		build "$p"
 	done
 	same_sum "$T/larson_sized" chunks=500 rounds=4 gens=3
@@ -47,6 +47,7 @@ same_sum() {
 	same_sum "$T/thread_leftover" garbage=0 slots=50 threads=10 rounds=20
 	same_sum "$T/false_share" threads=1 passive=0 rounds=50 writes=100
 	same_sum "$T/size_mix" steps=200000
+	same_sum "$T/pool_shift" threads=3 mib=4 pause_ms=10
 }
 
 @test "larson_sized frees with the size: sdallocx under heapctl, free under glibc 2.36" {

@@ -617,18 +617,107 @@ static int idle_wait_purged(const uintptr_t *slots, int k, const void *keep)
 	return left;
 }
 
-static void test_idle_decay(void)
+/* A thread that lives on but makes no page: it wrote 20 or more slots and
+ * freed them, then waits on a pipe, as a worker of a pool waits for work.
+ * Its heap is its own, and it decayed its slots only when it made a page,
+ * so they stayed resident for as long as it waited (rptest's workers
+ * between their rounds; a daemon's pool after a burst), and malloc_trim
+ * in another thread left them too.  The control thread decays them now,
+ * and malloc_trim purges them (heap.c, heaps_others_decay): all but the
+ * class's last page, which the heap keeps. */
+typedef struct {
+	void **b;
+	int done[2], go[2];
+} sleeper_t;
+
+static void *sleeper_thread(void *arg)
+{
+	sleeper_t *s = arg;
+	for (int i = 0; i < TRIM_N; i++) {
+		s->b[i] = v_malloc(1000);
+		if (s->b[i] != NULL)
+			memset(s->b[i], 0x5a, 1000);
+	}
+	for (int i = 0; i < TRIM_N; i++)
+		v_free(s->b[i]);
+	char c = 1;
+	if (write(s->done[1], &c, 1) != 1 || read(s->go[0], &c, 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+static void idle_thread_decays(bool trim_now)
+{
+	sleeper_t s;
+	s.b = calloc(TRIM_N, sizeof *s.b);
+	if (s.b == NULL || pipe(s.done) != 0) {
+		free(s.b);
+		return;
+	}
+	if (pipe(s.go) != 0) {
+		close(s.done[0]);
+		close(s.done[1]);
+		free(s.b);
+		return;
+	}
+	pthread_t t;
+	bool started = pthread_create(&t, NULL, sleeper_thread, &s) == 0;
+	char c = 0;
+	if (started && read(s.done[0], &c, 1) == 1) {
+		uintptr_t slots[64];
+		int k = slots_of(s.b + 16, TRIM_N - 16, slots, 64); /* the first 16: starters */
+		CHECK(k >= 20, "1,500 blocks of 1000 bytes took %d slots", k);
+		if (trim_now) {
+			v_malloc_trim(0);
+			int left = resident_but(slots, k, NULL);
+			CHECK(left <= 1,
+			    "%d of the %d slots a waiting thread freed are still resident after malloc_trim(0) in another",
+			    left, k);
+		} else if (resident_but(slots, k, NULL) >= k - 2) { /* else the machine stalled */
+			int left = k;
+			for (int t100 = 0; t100 < 80 && left > 1; t100++) {
+				usleep(100 * 1000);
+				left = resident_but(slots, k, NULL);
+			}
+			CHECK(left <= 1,
+			    "%d of the %d slots a waiting thread freed are still resident after 8 s in which it made no page",
+			    left, k);
+		}
+	}
+	if (started) {
+		c = 1;
+		if (write(s.go[1], &c, 1) != 1)
+			pthread_cancel(t);
+		pthread_join(t, NULL);
+	}
+	close(s.done[0]);
+	close(s.done[1]);
+	close(s.go[0]);
+	close(s.go[1]);
+	free(s.b);
+}
+
+/* The control thread's decay can be tested: heapctl without sampling, and
+ * the thread running (control:false has none: tests/run.sh runs that too). */
+static bool control_decays(const char *test)
 {
 	if (!unsampled_heapctl())
-		return;
+		return false;
 	bool control = false;
 	size_t len = sizeof control;
 	if (hc_mallctl("opt.control", &control, &len, NULL, 0) != 0 || !control)
-		return; /* control:false: no thread (tests/run.sh runs that too) */
+		return false;
 	if (!control_thread_running()) {
-		printf("  (test_idle_decay: control:true but no heapctl-ctl thread; not run)\n");
-		return;
+		printf("  (%s: control:true but no heapctl-ctl thread; not run)\n", test);
+		return false;
 	}
+	return true;
+}
+
+static void test_idle_decay(void)
+{
+	if (!control_decays("test_idle_decay"))
+		return;
 	uintptr_t slots[64];
 	int k, left;
 	void *keep;
@@ -654,6 +743,18 @@ static void test_idle_decay(void)
 	CHECK(left == 0,
 	    "%d of the %d slots of a chunk an exited thread emptied are still resident after 8 s in which no thread allocated",
 	    left, k);
+}
+
+static void test_idle_thread_decays(void)
+{
+	if (control_decays("test_idle_thread_decays"))
+		idle_thread_decays(false);
+}
+
+static void test_trim_purges_other_threads(void)
+{
+	if (unsampled_heapctl())
+		idle_thread_decays(true);
 }
 
 /* A large object grown or shrunk within the pages it has stays where it
@@ -842,11 +943,13 @@ int main(void)
 		RUN(test_dirty_slots_first);  /* early: no chunk to adopt */
 		RUN(test_cached_chunk_dirty); /* early: no chunk to adopt */
 		RUN(test_trim_purges_own_slots);
+		RUN(test_trim_purges_other_threads);
 		RUN(test_idle_then_free_kept);
 		RUN(test_remote_cache);
 		RUN(test_depot);
 		RUN(test_abandoned_chunk_decays);
 		RUN(test_idle_decay);
+		RUN(test_idle_thread_decays);
 	}
 	RUN(test_realloc_large_same_pages);
 	RUN(test_chunks_merge);
