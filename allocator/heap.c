@@ -218,6 +218,11 @@ static size_t heaps_count;
 static hc_mutex_t abandoned_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_ABANDONED, "abandoned_lock");
 static hc_chunk_t *abandoned; /* under abandoned_lock */
 static size_t abandoned_count;
+/* A fork child's chunks of the parent's other threads whose slot maps were
+ * whole at the fork (hc_heap_fork_child): never adopted, only decayed with
+ * the abandoned ones, under abandoned_lock.  With the fork handlers' data,
+ * which the child writes anyway. */
+static hc_chunk_t *orphans HC_FORK_DATA;
 
 /*
  * The depot: blocks of other threads' pages that a thread's cache gave up,
@@ -940,18 +945,23 @@ static void abandoned_decay(uint64_t epoch)
 	uint64_t seen = __atomic_load_n(&abandoned_epoch, __ATOMIC_RELAXED);
 	if (epoch != HC_PURGE_ALL && seen == epoch)
 		return;
-	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL)
+	if (__atomic_load_n(&abandoned, __ATOMIC_RELAXED) == NULL &&
+	    __atomic_load_n(&orphans, __ATOMIC_RELAXED) == NULL)
 		return;
 	if (epoch != HC_PURGE_ALL &&
 	    !__atomic_compare_exchange_n(&abandoned_epoch, &seen, epoch, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
 	if (hc_mutex_trylock(&abandoned_lock) != 0)
 		return;
-	for (hc_chunk_t *c = abandoned; c; c = c->next) {
-		if (epoch == HC_PURGE_ALL)
-			hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
-		else
-			hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+	for (unsigned list = 0; list < 2; list++) {
+		for (hc_chunk_t *c = list ? orphans : abandoned; c; c = c->next) {
+			if (epoch == HC_PURGE_ALL)
+				hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1,
+				    HC_SLOT_SIZE);
+			else
+				hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE,
+				    epoch);
+		}
 	}
 	hc_mutex_unlock(&abandoned_lock);
 }
@@ -1852,7 +1862,12 @@ void hc_heap_fork_parent(void)
 /* In the child only the forking thread exists.  The other threads' heaps
  * may have been mid-operation, so their pages are not trusted for reuse:
  * their chunks are disowned (owner none), which makes every free into them
- * a remote push, and the heap structs are never recycled. */
+ * a remote push, and the heap structs are never recycled.  Their free
+ * slots were not decayed either, and a long-lived child (a pre-forked
+ * worker) kept what the parent's threads had freed resident for its whole
+ * life.  The slot maps alone are whole if the thread did not hold its
+ * slot lock at the fork: such a heap's chunks go on the orphans list,
+ * whose free slots decay with the abandoned chunks. */
 void hc_heap_fork_child(void)
 {
 	for (unsigned i = 0; i < DEPOT_LOCKS; i++)
@@ -1866,8 +1881,17 @@ void hc_heap_fork_child(void)
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
 		if (h == self || h->state != HC_HEAP_LIVE)
 			continue;
-		for (hc_chunk_t *c = h->chunks; c; c = c->next)
+		bool whole = h->slot_lock == 0;
+		for (hc_chunk_t *c = h->chunks, *next; c; c = next) {
+			next = c->next;
 			__atomic_store_n(&c->owner, HC_TID_NONE, __ATOMIC_RELAXED);
+			if (whole) {
+				c->heap = NULL;
+				c->prev = NULL;
+				c->next = orphans;
+				orphans = c;
+			}
+		}
 		h->chunks = NULL;
 		h->state = HC_HEAP_DEAD;
 	}

@@ -9,9 +9,17 @@
  * that has gone quiet: returned to the system, or reused by the next worker,
  * the peak RSS is about one burst; kept until that thread allocates again,
  * it is every worker's burst.  The time is mostly the pauses.
+ *
+ * fork=1: after the last burst the process forks at once, and the child
+ * (a pre-forked worker) waits `pause_ms` and then makes a burst of its own
+ * in its only thread, where the parent's workers are not.  The peak RSS
+ * that wait4 reports is the child's if it is the higher: what it kept of
+ * the freed memory it inherited, plus its own burst.
  */
 #include <pthread.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -25,9 +33,9 @@ struct worker {
 	uint64_t seed, sum, errors;
 };
 
-static void *work(void *arg)
+/* One burst: allocate, write, check and free mib MiB of objects. */
+static void burst(struct worker *w)
 {
-	struct worker *w = arg;
 	size_t budget = (size_t)mib << 20, used = 0;
 	size_t cap = budget / 16 + 1, n = 0;
 	struct bench_churn_slot *s = bench_xmalloc(cap * sizeof *s);
@@ -44,6 +52,19 @@ static void *work(void *arg)
 		free(s[i].p);
 	}
 	free(s);
+}
+
+static void pause_for(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	burst(w);
 	pthread_mutex_lock(&lock);
 	bursts_done++;
 	pthread_cond_broadcast(&cond);
@@ -60,6 +81,7 @@ int main(int argc, char **argv)
 		{ "mib", 64, "MiB each burst allocates" },
 		{ "pause_ms", 3000, "quiet time after each burst" },
 		{ "seed", 29, "random seed" },
+		{ "fork", 0, "1: then a fork child waits and makes a burst of its own" },
 	};
 	bench_parse(argc, argv, "Bursts that move from thread to thread of a pool.", o, BENCH_NOPTS(o));
 	long nthreads = o[0].value < 1 ? 1 : o[0].value > 64 ? 64 : o[0].value;
@@ -75,15 +97,39 @@ int main(int argc, char **argv)
 		while (bursts_done <= i)
 			pthread_cond_wait(&cond, &lock);
 		pthread_mutex_unlock(&lock);
-		struct timespec ts = { o[2].value / 1000, (o[2].value % 1000) * 1000000 };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
+		if (!(o[4].value && i == nthreads - 1))
+			pause_for(o[2].value);
+	}
+	uint64_t sum = 0, errors = 0;
+	if (o[4].value) {
+		/* the child's checksum and errors come back through a pipe */
+		int fd[2];
+		struct worker c = { 0, bench_seed((uint64_t)o[3].value, (uint64_t)nthreads), 0, 0 };
+		pid_t pid;
+		if (pipe(fd) != 0 || (pid = fork()) < 0) {
+			fprintf(stderr, "pool_shift: cannot fork\n");
+			return 1;
+		}
+		if (pid == 0) {
+			pause_for(o[2].value);
+			burst(&c);
+			uint64_t out[2] = { c.sum, c.errors };
+			_exit(write(fd[1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+		}
+		uint64_t in[2] = { 0, 1 };
+		int st = 0;
+		if (read(fd[0], in, sizeof in) != (ssize_t)sizeof in || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "pool_shift: the fork child failed\n");
+			return 1;
+		}
+		sum += in[0];
+		errors += in[1];
 	}
 	pthread_mutex_lock(&lock);
 	finish = 1;
 	pthread_cond_broadcast(&cond);
 	pthread_mutex_unlock(&lock);
-	uint64_t sum = 0, errors = 0;
 	for (long i = 0; i < nthreads; i++) {
 		pthread_join(w[i].tid, NULL);
 		sum += w[i].sum;

@@ -39,7 +39,7 @@ case $timeout in '' | *[!0-9]* | 0) die "BENCH_TIMEOUT must be a positive intege
 
 # ---- benchmarks ------------------------------------------------------------
 
-all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized larson_relay larson_idle xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs size_mix pool_shift"
+all_benches="st_churn mt_churn prodcons false_share realloc_grow large_churn large_churn_2t fastpath real_perl real_python thread_cost thread_churn thread_churn_1cpu thread_churn_prof fork_cost fork_small startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized larson_relay larson_idle xthread_batches big_buffers_20 false_share_1t false_share_thrash simple_batches pareto_churn thread_swap cxx_new_delete calloc_pairs memalign_pairs size_mix pool_shift fork_shift"
 programs="st_churn mt_churn prodcons false_share realloc_grow large_churn fastpath thread_cost thread_churn fork_cost startup big_buffers thread_leftover xthread_random bulk_xfree larson_sized xthread_batches simple_batches pareto_churn size_mix pool_shift"
 # C++ (g++), through operator new and delete
 cxx_programs="cxx_new_delete"
@@ -74,6 +74,8 @@ bench_argv() {
 	# calloc and memalign(16, n) of a small block, and free (rptest uses only those)
 	calloc_pairs) argv=("$out/fastpath" via=1 pairs=10000000 size=48) ;;
 	memalign_pairs) argv=("$out/fastpath" via=2 pairs=10000000 size=48) ;;
+	# a threaded process that forks a long-lived worker right after a burst
+	fork_shift) argv=("$out/pool_shift" threads=1 fork=1) ;;
 	real_perl) argv=(env PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0
 		/usr/bin/perl "$here/real_perl.pl") ;;
 	real_python) argv=(env PYTHONHASHSEED=0 PYTHONMALLOC=malloc

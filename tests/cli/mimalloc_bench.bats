@@ -48,6 +48,7 @@ same_sum() {
 	same_sum "$T/false_share" threads=1 passive=0 rounds=50 writes=100
 	same_sum "$T/size_mix" steps=200000
 	same_sum "$T/pool_shift" threads=3 mib=4 pause_ms=10
+	same_sum "$T/pool_shift" threads=1 mib=4 pause_ms=10 fork=1
 }
 
 @test "larson_sized frees with the size: sdallocx under heapctl, free under glibc 2.36" {

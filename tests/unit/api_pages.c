@@ -646,7 +646,45 @@ static void *sleeper_thread(void *arg)
 	return NULL;
 }
 
-static void idle_thread_decays(bool trim_now)
+/* How many of slots[0..k) are resident once they should have gone: at once
+ * after malloc_trim(0) (trim_now), else after up to 8 s without an
+ * allocation, polled; -1 if they were not resident to begin with (the
+ * machine stalled so long that the decay ran meanwhile). */
+static int left_resident(const uintptr_t *slots, int k, bool trim_now)
+{
+	if (trim_now) {
+		v_malloc_trim(0);
+		return resident_but(slots, k, NULL);
+	}
+	int left = resident_but(slots, k, NULL);
+	if (left < k - 2)
+		return -1;
+	for (int t = 0; t < 80 && left > 1; t++) {
+		usleep(100 * 1000);
+		left = resident_but(slots, k, NULL);
+	}
+	return left;
+}
+
+/* left_resident in a fork child, which the parent's waiting thread is
+ * not in: its chunks are the child's orphans (heap.c, hc_heap_fork_child),
+ * whose free slots the child kept resident for its whole life. */
+static int left_in_child(const uintptr_t *slots, int k, bool trim_now)
+{
+	if (resident_but(slots, k, NULL) < k - 2)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int left = left_resident(slots, k, trim_now);
+		_exit(left < 0 ? 100 : left > 99 ? 99 : left);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return pid < 0 ? -1 : k; /* no fork: not run; a child that died: fail */
+	return WEXITSTATUS(st) == 100 ? -1 : WEXITSTATUS(st);
+}
+
+static void idle_thread_decays(bool trim_now, bool in_child)
 {
 	sleeper_t s;
 	s.b = calloc(TRIM_N, sizeof *s.b);
@@ -667,22 +705,10 @@ static void idle_thread_decays(bool trim_now)
 		uintptr_t slots[64];
 		int k = slots_of(s.b + 16, TRIM_N - 16, slots, 64); /* the first 16: starters */
 		CHECK(k >= 20, "1,500 blocks of 1000 bytes took %d slots", k);
-		if (trim_now) {
-			v_malloc_trim(0);
-			int left = resident_but(slots, k, NULL);
-			CHECK(left <= 1,
-			    "%d of the %d slots a waiting thread freed are still resident after malloc_trim(0) in another",
-			    left, k);
-		} else if (resident_but(slots, k, NULL) >= k - 2) { /* else the machine stalled */
-			int left = k;
-			for (int t100 = 0; t100 < 80 && left > 1; t100++) {
-				usleep(100 * 1000);
-				left = resident_but(slots, k, NULL);
-			}
-			CHECK(left <= 1,
-			    "%d of the %d slots a waiting thread freed are still resident after 8 s in which it made no page",
-			    left, k);
-		}
+		int left = in_child ? left_in_child(slots, k, trim_now) : left_resident(slots, k, trim_now);
+		CHECK(left <= 1, "%d of the %d slots a waiting thread freed are still resident after %s%s", left, k,
+		    trim_now ? "malloc_trim(0) in another thread" : "8 s in which it made no page",
+		    in_child ? ", in a fork child" : "");
 	}
 	if (started) {
 		c = 1;
@@ -747,14 +773,18 @@ static void test_idle_decay(void)
 
 static void test_idle_thread_decays(void)
 {
-	if (control_decays("test_idle_thread_decays"))
-		idle_thread_decays(false);
+	if (control_decays("test_idle_thread_decays")) {
+		idle_thread_decays(false, false);
+		idle_thread_decays(false, true);
+	}
 }
 
 static void test_trim_purges_other_threads(void)
 {
-	if (unsampled_heapctl())
-		idle_thread_decays(true);
+	if (unsampled_heapctl()) {
+		idle_thread_decays(true, false);
+		idle_thread_decays(true, true);
+	}
 }
 
 /* A large object grown or shrunk within the pages it has stays where it
