@@ -937,6 +937,7 @@ static bool heap_adopt(hc_heap_t *h)
  * adopts or abandons a chunk (they may wait for its madvise calls, one
  * for each run of free slots, and each slot purged once).
  * HC_PURGE_ALL purges every free slot now (malloc_trim, arena purges).
+ * A fork child's orphans (hc_heap_fork_child) decay with them.
  */
 static uint64_t abandoned_epoch;
 
@@ -1816,7 +1817,8 @@ void hc_thread_cache_flush(void)
 
 /* Called from the collect hook (malloc_trim, purge): fold remote frees of
  * the caller's heap and of the shared heaps back, retire what became empty
- * and purge their free slots, then the other threads' free slots (those
+ * and purge their free slots, the abandoned chunks' and a fork child's
+ * orphans' (abandoned_decay), then the other threads' free slots (those
  * the threads' frees already retired: their remote frees and caches are
  * theirs to fold). */
 void hc_heap_collect_self(void)

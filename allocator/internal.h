@@ -366,7 +366,7 @@ struct hc_chunk_s {
 	uint64_t magic;
 	hc_heap_t *heap;          /* small: owning heap (NULL if abandoned)   */
 	struct hc_arena_s *arena; /* large: owning arena                      */
-	hc_chunk_t *next, *prev;  /* heap's / arena's / cache list            */
+	hc_chunk_t *next, *prev;  /* heap's, arena's, cache, abandoned, orphans */
 	hc_chunk_t *all_next;     /* registry of every chunk ever mapped      */
 	uint64_t decay_epoch;     /* last decay epoch applied                 */
 	uint32_t cached;          /* in the chunk cache (atomic)              */

@@ -111,11 +111,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pid == 0) {
+			close(fd[0]);
 			pause_for(o[2].value);
 			burst(&c);
 			uint64_t out[2] = { c.sum, c.errors };
 			_exit(write(fd[1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
 		}
+		close(fd[1]); /* a child that dies is an end of file */
 		uint64_t in[2] = { 0, 1 };
 		int st = 0;
 		if (read(fd[0], in, sizeof in) != (ssize_t)sizeof in || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
