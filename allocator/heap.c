@@ -941,6 +941,16 @@ static bool heap_adopt(hc_heap_t *h)
  */
 static uint64_t abandoned_epoch;
 
+/* A small chunk's free slots: the epoch's pass, or every one of them now
+ * (HC_PURGE_ALL). */
+static void chunk_slots_decay(hc_chunk_t *c, uint64_t epoch)
+{
+	if (epoch == HC_PURGE_ALL)
+		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
+	else
+		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+}
+
 static void abandoned_decay(uint64_t epoch)
 {
 	uint64_t seen = __atomic_load_n(&abandoned_epoch, __ATOMIC_RELAXED);
@@ -954,16 +964,9 @@ static void abandoned_decay(uint64_t epoch)
 		return;
 	if (hc_mutex_trylock(&abandoned_lock) != 0)
 		return;
-	for (unsigned list = 0; list < 2; list++) {
-		for (hc_chunk_t *c = list ? orphans : abandoned; c; c = c->next) {
-			if (epoch == HC_PURGE_ALL)
-				hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1,
-				    HC_SLOT_SIZE);
-			else
-				hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE,
-				    epoch);
-		}
-	}
+	for (unsigned list = 0; list < 2; list++)
+		for (hc_chunk_t *c = list ? orphans : abandoned; c; c = c->next)
+			chunk_slots_decay(c, epoch);
 	hc_mutex_unlock(&abandoned_lock);
 }
 
@@ -976,17 +979,28 @@ static void decay_unowned(uint64_t epoch)
 	hc_huge_decay();
 }
 
-/* Under the slot lock, by the owner or another thread (heaps_others_decay).
- * Each took its epoch before the lock, so the other may have run a later
- * epoch's pass meanwhile: a pass never goes back, which would age slots
- * freed a moment ago twice. */
+/* The epoch's pass over the heap's chunks, under the slot lock, by the
+ * owner or another thread (heaps_others_decay).  Each took its epoch before
+ * the lock, so the other may have run a later epoch's pass meanwhile: a
+ * pass never goes back, which would age slots freed a moment ago twice.
+ * HC_PURGE_ALL purges every free slot now, however recently it was
+ * retired (a pass would leave the slots retired in this epoch and the last
+ * one, and did, until this was written). */
 static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch)
 {
-	if ((int64_t)(epoch - h->decay_epoch) <= 0)
+	bool all = epoch == HC_PURGE_ALL;
+	if (!all && (int64_t)(epoch - h->decay_epoch) <= 0)
 		return;
-	__atomic_store_n(&h->decay_epoch, epoch, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->decay_epoch, all ? hc_decay_epoch() : epoch, __ATOMIC_RELAXED);
 	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		hc_bits_purge(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE, epoch);
+		chunk_slots_decay(c, epoch);
+}
+
+static void heap_decay_locked(hc_heap_t *h, uint64_t epoch)
+{
+	slots_lock(h);
+	heap_decay_chunks(h, epoch);
+	slots_unlock(h);
 }
 
 /* At each new page: the epoch's pass over the heap's slots, unless the
@@ -998,27 +1012,8 @@ static void heap_decay(hc_heap_t *h)
 		__atomic_store_n(&h->page_epoch, epoch, __ATOMIC_RELAXED);
 	if (epoch == __atomic_load_n(&h->decay_epoch, __ATOMIC_RELAXED))
 		return;
-	slots_lock(h);
-	heap_decay_chunks(h, epoch);
-	slots_unlock(h);
+	heap_decay_locked(h, epoch);
 	decay_unowned(epoch);
-}
-
-/* Purge every free slot of the heap's chunks now, however recently it was
- * retired (heap_decay would leave the slots retired in this epoch and the
- * last one, and did, until this was written). */
-static void heap_purge_chunks_now(hc_heap_t *h)
-{
-	__atomic_store_n(&h->decay_epoch, hc_decay_epoch(), __ATOMIC_RELAXED);
-	for (hc_chunk_t *c = h->chunks; c; c = c->next)
-		hc_bits_purge_now(c, &c->used_slots, &c->dirty_new, &c->dirty_old, NULL, 1, HC_SLOT_SIZE);
-}
-
-static void heap_purge_now(hc_heap_t *h)
-{
-	slots_lock(h);
-	heap_purge_chunks_now(h);
-	slots_unlock(h);
 }
 
 /* A fresh page for class cls: a free slot of an owned chunk (dirty slots
@@ -1741,13 +1736,7 @@ static bool shared_tidy(hc_heap_t *h, bool now)
 		return false;
 	heap_drain_xpages(h);
 	heap_collect_queues(h);
-	if (now) {
-		heap_purge_now(h);
-	} else {
-		slots_lock(h);
-		heap_decay_chunks(h, epoch);
-		slots_unlock(h);
-	}
+	heap_decay_locked(h, now ? HC_PURGE_ALL : epoch);
 	return !now;
 }
 
@@ -1776,10 +1765,7 @@ static void heaps_others_decay(const hc_heap_t *self, bool now)
 			continue;
 		if (!slots_trylock(h))
 			continue;
-		if (now)
-			heap_purge_chunks_now(h);
-		else
-			heap_decay_chunks(h, epoch);
+		heap_decay_chunks(h, now ? HC_PURGE_ALL : epoch);
 		slots_unlock(h);
 	}
 	hc_mutex_unlock(&heaps_lock);
@@ -1800,11 +1786,8 @@ void hc_alloc_idle_decay(void)
 	decay_unowned(epoch);
 	/* the calling thread's own heap, which it owns, and the others' */
 	hc_heap_t *self = hc_tls_heap;
-	if (self->state == HC_HEAP_LIVE && self->decay_epoch != epoch) {
-		slots_lock(self);
-		heap_decay_chunks(self, epoch);
-		slots_unlock(self);
-	}
+	if (self->state == HC_HEAP_LIVE && self->decay_epoch != epoch)
+		heap_decay_locked(self, epoch);
 	heaps_others_decay(self, false);
 }
 
@@ -1835,7 +1818,7 @@ void hc_heap_collect_self(void)
 		xcache_flush_all(h, false);
 		heap_drain_xpages(h);
 		heap_collect_queues(h);
-		heap_purge_now(h);
+		heap_decay_locked(h, HC_PURGE_ALL);
 	}
 	heaps_others_decay(h, true);
 }
