@@ -789,12 +789,21 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+/* A stack of 256 KiB, which is plenty for what the thread does.  glibc
+ * puts the program's static TLS at the top of every thread's stack and
+ * refuses a stack too small for it with EINVAL: a program whose threads
+ * hold a large __thread array (a per-thread buffer of a few MiB) would
+ * have no control thread.  So on EINVAL the size doubles, up to 1 GiB of
+ * address space, of which the thread touches what it uses. */
 static int thread_create(void)
 {
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 256 << 10);
-	int err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	int err = EINVAL;
+	for (size_t size = 256 << 10; err == EINVAL && size <= (size_t)1 << 30; size *= 2) {
+		pthread_attr_setstacksize(&attr, size);
+		err = pthread_create(&ctl_thread, &attr, control_main, NULL);
+	}
 	pthread_attr_destroy(&attr);
 	return err;
 }

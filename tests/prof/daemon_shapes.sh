@@ -15,6 +15,9 @@
 #    sets RLIMIT_NPROC to 0 (haproxy's workers): reachable, and dumped.
 #  * a process started by nobody with RLIMIT_NPROC 0, so no control thread
 #    can start: it says why, and is served while it allocates.
+#  * a program whose threads each hold 4 MiB of static TLS (a __thread
+#    buffer), which every thread's stack must make room for: its control
+#    thread runs, and it is dumped while it sleeps.
 # Needs root (setuid, chroot).
 set -euo pipefail
 source "$(dirname "$0")/../lib/prof.sh"
@@ -218,6 +221,46 @@ grep -q " $WORK/prog\$" <<<"$maps" ||
 rep=$("$H" report "$out" -p "$cw" --top 5 2>&1) || fail "report -p of the chrooted worker's dump: $rep"
 grep -q shapes_leak_site <<<"$rep" || fail "the report of the chrooted worker's dump does not name shapes_leak_site: $rep"
 [ -z "$(ls -A "$WORK/empty")" ] || fail "heapctl left files in the chroot: $(ls -A "$WORK/empty")"
+
+# ---- 4 MiB of static TLS ----------------------------------------------------
+# glibc refused the control thread's 256 KiB stack (EINVAL) when the
+# program's static TLS did not fit in it
+cat >"$WORK/tls.c" <<'EOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static __thread char per_thread[4 << 20];
+__attribute__((noinline)) void *tls_leak_site(size_t n)
+{
+	void *p = malloc(n);
+	memset(p, 7, n);
+	return p;
+}
+int main(void)
+{
+	setvbuf(stdout, NULL, _IONBF, 0);
+	memset(per_thread, 1, 4096);
+	static void *kept[16];
+	for (int i = 0; i < 16; i++)
+		kept[i] = tls_leak_site(8192);
+	printf("tls %d\n", (int)getpid());
+	for (;;)
+		pause();
+}
+EOF
+compile "$WORK/tls" "$WORK/tls.c"
+HEAPCTL_CONF="prof:true,lg_prof_sample:0" LD_PRELOAD="$LIB" "$WORK/tls" >"$WORK/t.out" 2>"$WORK/t.err" &
+pids+=($!)
+tp=$(wait_line "$WORK/t.out" tls) || { fail "tls did not start: $(cat "$WORK/t.err")"; finish; }
+out=$(reachable "$tp") || fail "the program with 4 MiB of TLS is not reachable: $out"
+st=$("$H" status "$tp" 2>&1) || fail "status of the program with 4 MiB of TLS: $st"
+grep -q "^control        running" <<<"$st" || fail "the program with 4 MiB of TLS has no control thread: $st; $(cat "$WORK/t.err")"
+[ -s "$WORK/t.err" ] && fail "the program with 4 MiB of TLS wrote to stderr: $(cat "$WORK/t.err")"
+out=$("$H" dump -p "$tp" --prefix "$WORK/here/t" 2>&1) || fail "dump of the program with 4 MiB of TLS: $out"
+check_eq "the sleeping program's dump" "$out" "$WORK/here/t.$tp.0.m0.heap"
+rep=$("$H" report "$out" --top 5 2>&1) || fail "report of its dump: $rep"
+grep -q tls_leak_site <<<"$rep" || fail "the report of its dump does not name tls_leak_site: $rep"
 
 # ---- no control thread at all ---------------------------------------------
 setpriv --reuid 65534 --regid 65534 --clear-groups prlimit --nproc=0 env LD_PRELOAD="$LIB" \
