@@ -5,20 +5,24 @@
  * A chunk is mapped once and never unmapped (see internal.h for why).  Every
  * chunk ever mapped is on an append-only registry that statistics walk
  * without locks.  Empty chunks wait in a LIFO cache (warm ones are reused
- * first); once a chunk has sat there for a decay epoch its pages are purged
- * and its bytes count as "retained".
+ * first); once a chunk has sat there for a decay epoch its pages are purged,
+ * with the cache's lock let go, and its bytes count as "retained".
  */
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "internal.h"
 
+/* One purge of the cache at a time, held across its madvise calls, which
+ * cache_lock is not (cache_purge_pass); fork's prepare takes it first. */
+static hc_mutex_t cache_purge_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_PURGE, "cache_purge_lock");
 static hc_mutex_t cache_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
 /* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
  * a chunk keeps its size for life, so it only ever returns to its list. */
 static hc_chunk_t *cache_head[2];    /* under cache_lock */
 static size_t cache_count;           /* under cache_lock */
 static uint64_t cache_epoch;         /* under cache_lock */
+static hc_chunk_t *cache_purging;    /* off its list while purged, under cache_lock */
 static hc_chunk_t *registry;         /* atomic, append-only */
 static size_t mapped_now, mapped_hw; /* atomic */
 int hc_highwater_pending;            /* atomic */
@@ -212,19 +216,71 @@ static void cache_purge(hc_chunk_t *c)
 	memset(c->run_dirty_old, 0, sizeof c->run_dirty_old);
 }
 
+/* Take the first unpurged cached chunk that has been empty for at least one
+ * whole epoch (any, with HC_PURGE_ALL) off its list, under cache_lock. */
+static hc_chunk_t *cache_take_unpurged(uint64_t epoch)
+{
+	for (unsigned list = 0; list < 2; list++) {
+		for (hc_chunk_t **at = &cache_head[list]; *at; at = &(*at)->next) {
+			hc_chunk_t *c = *at;
+			if (!c->purged && (epoch == HC_PURGE_ALL || epoch - c->decay_epoch >= 2)) {
+				*at = c->next;
+				return c;
+			}
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Purge cached chunks, one at a time, under cache_purge_lock: each is taken
+ * off its list, purged with cache_lock let go, and put back at the list's
+ * end (hc_chunk_get takes the warm ones first).  A thread that takes or
+ * gives back a chunk meanwhile waits for no madvise: when the lock was held
+ * for the whole pass, 8 threads' bursts of 64 MiB freed made a thread's
+ * start wait 44 ms for malloc_trim (DESIGN.md), and as long for the control
+ * thread's decay two epochs later.  The one chunk in flight is counted as
+ * purged (hc_chunk_cached).  At most as many chunks as were cached at the
+ * start, so a thread that cycles chunks through the cache cannot keep it
+ * going.
+ */
+static void cache_purge_pass(uint64_t epoch)
+{
+	hc_mutex_lock(&cache_lock);
+	size_t budget = cache_count;
+	if (epoch != HC_PURGE_ALL)
+		cache_epoch = epoch;
+	hc_mutex_unlock(&cache_lock);
+	while (budget-- > 0) {
+		hc_mutex_lock(&cache_lock);
+		hc_chunk_t *c = cache_take_unpurged(epoch);
+		cache_purging = c;
+		hc_mutex_unlock(&cache_lock);
+		if (c == NULL)
+			return;
+		cache_purge(c);
+		c->next = NULL;
+		hc_mutex_lock(&cache_lock);
+		hc_chunk_t **at = &cache_head[c->kind == HC_KIND_LARGE];
+		while (*at)
+			at = &(*at)->next;
+		*at = c;
+		cache_purging = NULL;
+		hc_mutex_unlock(&cache_lock);
+	}
+}
+
 /* Purge every cached chunk now, however recently it emptied (arena.<i>.purge,
  * malloc_trim: jemalloc's purge does not wait for the decay time). */
 void hc_chunk_cache_purge_now(void)
 {
-	hc_mutex_lock(&cache_lock);
-	for (unsigned list = 0; list < 2; list++)
-		for (hc_chunk_t *c = cache_head[list]; c; c = c->next)
-			if (!c->purged)
-				cache_purge(c);
-	hc_mutex_unlock(&cache_lock);
+	hc_mutex_lock(&cache_purge_lock);
+	cache_purge_pass(HC_PURGE_ALL);
+	hc_mutex_unlock(&cache_purge_lock);
 }
 
-/* Purge cached chunks that have been empty for at least one whole epoch. */
+/* Purge cached chunks that have been empty for at least one whole epoch;
+ * never waits for another purge. */
 void hc_chunk_cache_decay(void)
 {
 	uint64_t epoch = hc_decay_epoch();
@@ -232,16 +288,10 @@ void hc_chunk_cache_decay(void)
 	    (__atomic_load_n(&cache_head[0], __ATOMIC_RELAXED) == NULL &&
 	        __atomic_load_n(&cache_head[1], __ATOMIC_RELAXED) == NULL))
 		return;
-	if (hc_mutex_trylock(&cache_lock) != 0)
+	if (hc_mutex_trylock(&cache_purge_lock) != 0)
 		return;
-	cache_epoch = epoch;
-	for (unsigned list = 0; list < 2; list++) {
-		for (hc_chunk_t *c = cache_head[list]; c; c = c->next) {
-			if (!c->purged && epoch - c->decay_epoch >= 2)
-				cache_purge(c);
-		}
-	}
-	hc_mutex_unlock(&cache_lock);
+	cache_purge_pass(epoch);
+	hc_mutex_unlock(&cache_purge_lock);
 }
 
 /* Units of a cached chunk written and not purged since: its dirty bitmaps
@@ -272,6 +322,8 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 				*dirty += cached_dirty(c);
 		}
 	}
+	if (cache_purging != NULL)
+		retained += cache_purging->map_size;
 	*count = cache_count;
 	hc_mutex_unlock(&cache_lock);
 	return retained;
@@ -335,13 +387,16 @@ void hc_bits_purge_now(hc_chunk_t *c, uint64_t *used, uint64_t *dnew, uint64_t *
 
 void hc_chunk_fork_prepare(void)
 {
+	hc_mutex_lock(&cache_purge_lock);
 	hc_mutex_lock(&cache_lock);
 }
 void hc_chunk_fork_parent(void)
 {
 	hc_mutex_unlock(&cache_lock);
+	hc_mutex_unlock(&cache_purge_lock);
 }
 void hc_chunk_fork_child(void)
 {
 	hc_mutex_reinit(&cache_lock);
+	hc_mutex_reinit(&cache_purge_lock);
 }

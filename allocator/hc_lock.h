@@ -19,24 +19,29 @@
  *    7    ev_lock                    agent/events.c    event ring writers, last dump
  *    8    snapshot_lock              agent/ctl.c       mallctl statistics snapshot
  *    9    shared[i].lock             heap.c            shared heaps (index order)
- *   10    heaps_lock                 heap.c            heap registry and pool
- *   11    abandoned_lock             heap.c            abandoned chunks
- *   12    arenas[i].lock             large.c           large runs (index order)
- *   13    huge_lock                  huge.c            huge mappings and cache
- *   14    cache_lock                 chunk.c           chunk cache
- *   15    meta_lock                  meta.c            metadata memory
+ *   10    purge_lock                 heap.c            a pass over other threads' heaps
+ *   11    heaps_lock                 heap.c            heap registry and pool
+ *   12    abandoned_lock             heap.c            abandoned chunks
+ *   13    arenas[i].lock             large.c           large runs (index order)
+ *   14    huge_lock                  huge.c            huge mappings and cache
+ *   15    cache_purge_lock           chunk.c           a purge of the chunk cache
+ *   16    cache_lock                 chunk.c           chunk cache
+ *   17    meta_lock                  meta.c            metadata memory
  *
  * Not in the table: each thread heap's slot lock (heap.c, slots_lock), a
  * futex word whose holder takes no other lock; a thread other than the
- * heap's takes it only with trylock, under heaps_lock (10).
+ * heap's takes it only with trylock, under purge_lock (10) and heaps_lock
+ * (11), and lets go of heaps_lock while it holds it.
  *
  * Known nestings that fix it: pause_lock's holder waits for the control
- * thread to end, and that thread takes ranks 4 to 15; a dump's name (4)
+ * thread to end, and that thread takes ranks 4 to 17; a dump's name (4)
  * reads prof.prefix (6); the high-water gate (5) snapshots the peak profile
  * (6); everything the agent
- * does under its locks may allocate (9 and up); an arena (12) or the huge
- * list (13) takes chunks from the cache (14), and all of them metadata
- * (15).
+ * does under its locks may allocate (9 and up); a pass over the other
+ * threads' heaps (10) picks each under the registry's lock (11); an arena
+ * (13) or the huge list (14) takes chunks from the cache (16), and all of
+ * them metadata (17); a purge of the cache (15) takes the cache's lock
+ * for each chunk it takes and gives back.
  *
  * fork: lifecycle.c's prepare handler takes every lock from rank 2 up in
  * this order, the parent releases them, the child reinitialises them; a
@@ -75,11 +80,13 @@ enum {
 	HC_RANK_INJECT_SLOTS,
 	HC_RANK_INJECT_TABLE, /* agent/inject/shim.c */
 	HC_RANK_SHARED,
+	HC_RANK_PURGE, /* heap.c's pass over the other threads' heaps */
 	HC_RANK_HEAPS,
 	HC_RANK_ABANDONED,
 	HC_RANK_DEPOT,
 	HC_RANK_ARENA,
 	HC_RANK_HUGE,
+	HC_RANK_CHUNK_PURGE, /* chunk.c's purge of the chunk cache */
 	HC_RANK_CHUNK_CACHE,
 	HC_RANK_META,
 };

@@ -210,6 +210,9 @@ __thread hc_heap_t *hc_tls_heap __attribute__((tls_model("initial-exec"))) = &he
 __thread uintptr_t hc_tls_free_id __attribute__((tls_model("initial-exec"))) = HC_TID_NOHEAP;
 static __thread int tls_in_init __attribute__((tls_model("initial-exec")));
 
+/* One pass over the other threads' heaps at a time (heaps_others_decay),
+ * held across its madvise calls, which heaps_lock is not. */
+static hc_mutex_t purge_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_PURGE, "purge_lock");
 static hc_mutex_t heaps_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_HEAPS, "heaps_lock");
 static hc_heap_t *heaps_all;  /* registry, under heaps_lock */
 static hc_heap_t *heaps_pool; /* recycled, under heaps_lock */
@@ -730,13 +733,13 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
  * malloc_trim purges every heap's.  So a thread takes its heap's slot lock
  * while it changes its chunks' slot maps (used_slots, dirty_new,
  * dirty_old) or their list, and while it decays them; another thread only
- * tries it, under heaps_lock.  A futex word: 0 free, 1 held, 2 held with
- * a waiter.  Its holder takes no other lock and calls nothing but madvise,
- * so it has no rank in hc_lock.h's order (it nests inside heaps_lock).  It
- * is not an hc_mutex, one in every heap being too many for fork to take,
- * and fork need not: a thread holds another's only under heaps_lock, which
- * fork's prepare takes, and in the child the heaps of the threads that are
- * gone are dead (hc_heap_fork_child).
+ * tries it, under purge_lock (heaps_others_decay).  A futex word: 0 free,
+ * 1 held, 2 held with a waiter.  Its holder takes no other lock and calls
+ * nothing but madvise, so it has no rank in hc_lock.h's order.  It is not
+ * an hc_mutex, one in every heap being too many for fork to take, and fork
+ * need not: a thread holds another's only under purge_lock, which fork's
+ * prepare takes, and in the child the heaps of the threads that are gone
+ * are dead (hc_heap_fork_child).
  */
 static HC_NOINLINE void slots_lock_wait(hc_heap_t *h)
 {
@@ -1702,7 +1705,9 @@ static void heap_abandon(hc_heap_t *h)
 		if (hc_page_used(pg) == 0)
 			page_retire(h, hc_chunk_of(pg), pg);
 	}
-	slots_lock(h); /* the control thread may be decaying them */
+	/* the control thread may be decaying them; once the list is empty it
+	 * lets go of the lock at once (heaps_others_decay) */
+	slots_lock(h);
 	hc_chunk_t *c = h->chunks;
 	h->chunks = NULL;
 	slots_unlock(h);
@@ -1747,14 +1752,24 @@ static bool shared_tidy(hc_heap_t *h, bool now)
  * be busy in pages it has, or waiting for work, or asleep for good; its
  * freed slots go back to the OS as if it had asked for a page now and
  * then.  With now (malloc_trim, arena purges), every free slot of every
- * heap at once.  Under heaps_lock, so that no heap is recycled meanwhile
- * and fork finds none mid-pass; each heap's slot lock only tried, so that
+ * heap at once.  Under purge_lock, so that one pass runs at a time and
+ * fork finds none mid-pass.  Each heap's slot lock is only tried, so that
  * the pass never waits for a thread (a thread may wait for its madvise
  * calls), and a heap whose thread is changing its slots is left to it.
+ * heaps_lock is held to pick a heap, not across its madvise calls, which
+ * a thread's start and exit would wait for (tens of milliseconds for a few
+ * threads' bursts).  What keeps the heap from being recycled meanwhile is
+ * its slot lock: a heap the pass locked while it was live and still had
+ * chunks has not been abandoned, and its thread's exit waits at the lock
+ * (heap_abandon) until the pass lets go.  One that has none (abandoned, or
+ * new) is let go at once, still under heaps_lock, without which it cannot
+ * go back to the pool.  The registry only grows and a recycled heap keeps
+ * its link, so the walk goes on from the heap's all_next.
  */
 static void heaps_others_decay(const hc_heap_t *self, bool now)
 {
 	uint64_t epoch = hc_decay_epoch();
+	hc_mutex_lock(&purge_lock);
 	hc_mutex_lock(&heaps_lock);
 	for (hc_heap_t *h = heaps_all; h; h = h->all_next) {
 		if (h == self || __atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != HC_HEAP_LIVE)
@@ -1765,10 +1780,17 @@ static void heaps_others_decay(const hc_heap_t *self, bool now)
 			continue;
 		if (!slots_trylock(h))
 			continue;
+		if (h->chunks == NULL) {
+			slots_unlock(h);
+			continue;
+		}
+		hc_mutex_unlock(&heaps_lock);
 		heap_decay_chunks(h, now ? HC_PURGE_ALL : epoch);
 		slots_unlock(h);
+		hc_mutex_lock(&heaps_lock);
 	}
 	hc_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&purge_lock);
 }
 
 void hc_alloc_idle_decay(void)
@@ -1828,6 +1850,7 @@ void hc_heap_fork_prepare(void)
 {
 	for (unsigned i = 0; i < HC_NSHARED; i++)
 		hc_mutex_lock(&shared_locks[i].m);
+	hc_mutex_lock(&purge_lock);
 	hc_mutex_lock(&heaps_lock);
 	hc_mutex_lock(&abandoned_lock);
 	for (unsigned i = 0; i < DEPOT_LOCKS; i++)
@@ -1840,6 +1863,7 @@ void hc_heap_fork_parent(void)
 		hc_mutex_unlock(&depot_locks[i].m);
 	hc_mutex_unlock(&abandoned_lock);
 	hc_mutex_unlock(&heaps_lock);
+	hc_mutex_unlock(&purge_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
 		hc_mutex_unlock(&shared_locks[i].m);
 }
@@ -1859,6 +1883,7 @@ void hc_heap_fork_child(void)
 		hc_mutex_reinit(&depot_locks[i].m);
 	hc_mutex_reinit(&abandoned_lock);
 	hc_mutex_reinit(&heaps_lock);
+	hc_mutex_reinit(&purge_lock);
 	for (unsigned i = 0; i < HC_NSHARED; i++)
 		hc_mutex_reinit(&shared_locks[i].m);
 	hc_heap_t *self = hc_tls_heap;

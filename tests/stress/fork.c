@@ -14,7 +14,11 @@
  *   - verifies every pattern and _exits 0 (1 on any failed check).
  * The parent waits for each child with a timeout (a hung child is killed and
  * fails the test instead of hanging it), checks the exit status, and keeps
- * working afterwards.
+ * working afterwards.  Another thread of the parent calls malloc_trim in a
+ * loop, each time after a thread that allocates, frees and exits: purges of
+ * the other threads' heaps and of the chunk cache, which let go of the
+ * registry's and the cache's locks across their madvise calls, run beside
+ * forks and heaps being abandoned and recycled.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -356,6 +360,40 @@ static void child_main(int from_pool, uint64_t seed, int depth)
 
 /* ---------------- parent side ---------------- */
 
+/* A thread that writes 256 KiB of blocks and frees them, for the trimmer. */
+static void *short_lived(void *argp)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)argp;
+	void *p[64];
+	for (int i = 0; i < 64; i++) {
+		p[i] = malloc(4096);
+		CHECK(p[i] != NULL, "short-lived thread: malloc failed");
+		if (p[i])
+			memset(p[i], (int)(seed + (uint64_t)i) & 0xff, 4096);
+	}
+	for (int i = 0; i < 64; i++) {
+		const unsigned char *b = p[i];
+		CHECK(b == NULL || (b[0] == ((seed + (uint64_t)i) & 0xff) && b[4095] == b[0]),
+		    "short-lived thread: block %d changed under a purge", i);
+		free(p[i]);
+	}
+	return NULL;
+}
+
+static void *trimmer(void *argp)
+{
+	(void)argp;
+	for (uint64_t n = 0; !__atomic_load_n(&stop_workers, __ATOMIC_RELAXED); n++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)n) == 0)
+			pthread_join(t, NULL);
+		malloc_trim(0);
+		struct timespec ts = { 0, 2 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
 static void *worker(void *argp)
 {
 	int id = (int)(intptr_t)argp;
@@ -428,6 +466,9 @@ int main(void)
 		ctl_start_sampling();
 	pthread_t ctl_th;
 	int ctl_started = have_ctl && pthread_create(&ctl_th, NULL, ctl_worker, NULL) == 0;
+	pthread_t trim_th;
+	int trim_started = pthread_create(&trim_th, NULL, trimmer, NULL) == 0;
+	CHECK(trim_started, "pthread_create of the trimmer failed");
 	pthread_t th[NWORKERS];
 	for (int i = 0; i < NWORKERS; i++) {
 		int e = pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
@@ -461,6 +502,8 @@ int main(void)
 	unsigned long iters = 0;
 	if (ctl_started)
 		pthread_join(ctl_th, NULL);
+	if (trim_started)
+		pthread_join(trim_th, NULL);
 	for (int i = 0; i < NWORKERS; i++) {
 		pthread_join(th[i], NULL);
 		iters += worker_iters[i];
