@@ -15,7 +15,7 @@
  * The parent waits for each child with a timeout (a hung child is killed and
  * fails the test instead of hanging it), checks the exit status, and keeps
  * working afterwards.  Another thread of the parent calls malloc_trim in a
- * loop, each time after a thread that allocates, frees and exits: purges of
+ * loop, each time while a thread allocates, frees and exits: purges of
  * the other threads' heaps and of the chunk cache, which let go of the
  * registry's and the cache's locks across their madvise calls, run beside
  * forks and heaps being abandoned and recycled.
@@ -384,10 +384,13 @@ static void *trimmer(void *argp)
 {
 	(void)argp;
 	for (uint64_t n = 0; !__atomic_load_n(&stop_workers, __ATOMIC_RELAXED); n++) {
+		/* the trim while the thread writes, frees and exits: the pass
+		 * may hold its heap's slot lock as it abandons its chunks */
 		pthread_t t;
-		if (pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)n) == 0)
-			pthread_join(t, NULL);
+		int made = pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)n) == 0;
 		malloc_trim(0);
+		if (made)
+			pthread_join(t, NULL);
 		struct timespec ts = { 0, 2 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
