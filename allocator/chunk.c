@@ -19,11 +19,34 @@ static hc_mutex_t cache_purge_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_PU
 static hc_mutex_t cache_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_CACHE, "cache_lock");
 /* [0]: small chunks (one slot), [1]: large chunks (HC_LARGE_SLOTS slots);
  * a chunk keeps its size for life, so it only ever returns to its list. */
-static hc_chunk_t *cache_head[2];    /* under cache_lock */
-static size_t cache_count;           /* under cache_lock */
-static uint64_t cache_epoch;         /* under cache_lock */
-static hc_chunk_t *cache_purging;    /* off its list while purged, under cache_lock */
-static hc_chunk_t *registry;         /* atomic, append-only */
+static hc_chunk_t *cache_head[2]; /* under cache_lock */
+static size_t cache_count;        /* under cache_lock */
+static uint64_t cache_epoch;      /* under cache_lock */
+static hc_chunk_t *cache_purging; /* off its list while purged, under cache_lock */
+static hc_chunk_t *registry;      /* atomic, append-only */
+
+/*
+ * Fresh chunks are mapped a batch at a time and handed out one by one: as
+ * many as are mapped already (one, then one, two, four...), up to
+ * MAP_BATCH_MAX bytes, so a heap of N chunks took about log2(N) mmap calls
+ * and no more than 64 MiB of address space waits unused.  Each batch is a
+ * VMA of its own (os.c leaves a gap between mappings, where a chunk mapped
+ * right next to the last grew the heap's VMA under the kernel's write lock,
+ * and every thread faulting in pages of the heap waited for that mmap), and
+ * the batches keep the VMAs few.  rptest's first burst had each worker map
+ * three to four chunks, one at a time, while the other faulted: both slept,
+ * and the kernel woke the waiting one onto its waker's CPU, where the two
+ * took turns for tens of milliseconds.  What waits in the reserve
+ * was never touched: it counts as retained, not mapped.  map_lock is held
+ * across the mmap, so one thread maps while the others that need a fresh
+ * chunk wait for the batch, not each for a mmap of its own; threads that
+ * take chunks from the cache never take it.
+ */
+enum { MAP_BATCH_MAX = 64 << 20 };
+static hc_mutex_t map_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_MAP, "map_lock");
+static char *reserve_at[2];          /* under map_lock: the next fresh chunk */
+static size_t reserve_left[2];       /* atomic, written under map_lock: chunks */
+static size_t fresh_bytes;           /* under map_lock: mapped since start */
 static size_t mapped_now, mapped_hw; /* atomic */
 int hc_highwater_pending;            /* atomic */
 
@@ -145,6 +168,32 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 	}
 }
 
+/* A chunk never used: the reserve's next, else the first of a new batch
+ * (one chunk if the batch cannot be mapped). */
+static hc_chunk_t *chunk_fresh(unsigned list, size_t size)
+{
+	hc_mutex_lock(&map_lock);
+	char *p = NULL;
+	if (reserve_left[list] == 0) {
+		size_t n = fresh_bytes / size;
+		n = n < 1 ? 1 : n > MAP_BATCH_MAX / size ? MAP_BATCH_MAX / size : n;
+		while ((p = hc_os_map_aligned(n * size, HC_CHUNK_SIZE)) == NULL && n > 1)
+			n = 1;
+		if (p != NULL) {
+			fresh_bytes += n * size;
+			reserve_at[list] = p;
+			__atomic_store_n(&reserve_left[list], n, __ATOMIC_RELAXED);
+		}
+	}
+	if (reserve_left[list] != 0) {
+		p = reserve_at[list];
+		reserve_at[list] += size;
+		__atomic_store_n(&reserve_left[list], reserve_left[list] - 1, __ATOMIC_RELAXED);
+	}
+	hc_mutex_unlock(&map_lock);
+	return (hc_chunk_t *)p;
+}
+
 /* Take a chunk from the cache or map a new one.  *metadata_out gets the
  * header bytes when the chunk is new (0 otherwise). */
 hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
@@ -176,7 +225,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 		hc_mapped_add((intptr_t)size);
 		return c;
 	}
-	c = hc_os_map_aligned(size, HC_CHUNK_SIZE);
+	c = chunk_fresh(list, size);
 	if (c == NULL)
 		return NULL;
 	/* fresh mapping: all zero, so the nonzero and dirty maps are empty */
@@ -326,6 +375,8 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 		retained += cache_purging->map_size;
 	*count = cache_count;
 	hc_mutex_unlock(&cache_lock);
+	retained += __atomic_load_n(&reserve_left[0], __ATOMIC_RELAXED) * HC_CHUNK_SIZE +
+	    __atomic_load_n(&reserve_left[1], __ATOMIC_RELAXED) * HC_LARGE_CHUNK;
 	return retained;
 }
 
@@ -389,14 +440,17 @@ void hc_chunk_fork_prepare(void)
 {
 	hc_mutex_lock(&cache_purge_lock);
 	hc_mutex_lock(&cache_lock);
+	hc_mutex_lock(&map_lock);
 }
 void hc_chunk_fork_parent(void)
 {
+	hc_mutex_unlock(&map_lock);
 	hc_mutex_unlock(&cache_lock);
 	hc_mutex_unlock(&cache_purge_lock);
 }
 void hc_chunk_fork_child(void)
 {
+	hc_mutex_reinit(&map_lock);
 	hc_mutex_reinit(&cache_lock);
 	hc_mutex_reinit(&cache_purge_lock);
 }

@@ -26,7 +26,8 @@
  *   14    huge_lock                  huge.c            huge mappings and cache
  *   15    cache_purge_lock           chunk.c           a purge of the chunk cache
  *   16    cache_lock                 chunk.c           chunk cache
- *   17    meta_lock                  meta.c            metadata memory
+ *   17    map_lock                   chunk.c           fresh chunks, mapped in batches
+ *   18    meta_lock                  meta.c            metadata memory
  *
  * Not in the table: each thread heap's slot lock (heap.c, slots_lock), a
  * futex word whose holder takes no other lock; a thread other than the
@@ -34,13 +35,13 @@
  * (11), and lets go of heaps_lock while it holds it.
  *
  * Known nestings that fix it: pause_lock's holder waits for the control
- * thread to end, and that thread takes ranks 4 to 17; a dump's name (4)
+ * thread to end, and that thread takes ranks 4 to 18; a dump's name (4)
  * reads prof.prefix (6); the high-water gate (5) snapshots the peak profile
  * (6); everything the agent
  * does under its locks may allocate (9 and up); a pass over the other
  * threads' heaps (10) picks each under the registry's lock (11); an arena
  * (13) or the huge list (14) takes chunks from the cache (16), and all of
- * them metadata (17); a purge of the cache (15) takes the cache's lock
+ * them metadata (18); a purge of the cache (15) takes the cache's lock
  * for each chunk it takes and gives back.
  *
  * fork: lifecycle.c's prepare handler takes every lock from rank 2 up in
@@ -88,6 +89,7 @@ enum {
 	HC_RANK_HUGE,
 	HC_RANK_CHUNK_PURGE, /* chunk.c's purge of the chunk cache */
 	HC_RANK_CHUNK_CACHE,
+	HC_RANK_CHUNK_MAP, /* chunk.c's batches of fresh chunks */
 	HC_RANK_META,
 };
 
@@ -134,11 +136,37 @@ static inline void hc_mutex_init(hc_mutex_t *l, unsigned rank, const char *name)
 	l->id.seen = 0;
 }
 
+/* A busy-wait's pause: on x86 the instruction that says so to the core. */
+static inline void hc_cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/*
+ * A lock that is taken spins a while before it sleeps.  The locks threads
+ * share are held for a few stores (the depot, the chunk cache), and a
+ * thread that went to sleep on one is woken by the holder's unlock, which
+ * the kernel treats as a hand-off: it put the woken thread on the waker's
+ * CPU, behind the waker, though the other CPU stood idle, and the two took
+ * turns of 4 ms there for up to 30 ms (rptest's two workers, one of which
+ * then stopped taking the blocks the other handed it: 10-17 MiB live in
+ * place of 4.5).  HC_MUTEX_SPIN tries, each after HC_MUTEX_PAUSES pauses
+ * (tens of microseconds in all), and then the kernel's wait.
+ */
+enum { HC_MUTEX_SPIN = 64, HC_MUTEX_PAUSES = 16 };
+
+void hc_mutex_lock_slow(hc_mutex_t *l);
+
 static inline void hc_mutex_lock(hc_mutex_t *l)
 {
 	if (HC_DEBUG)
 		hc_lock_check(&l->id);
-	pthread_mutex_lock(&l->m);
+	if (pthread_mutex_trylock(&l->m) != 0)
+		hc_mutex_lock_slow(l);
 	if (HC_DEBUG)
 		hc_lock_held(&l->id);
 }

@@ -741,10 +741,20 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
  * prepare takes, and in the child the heaps of the threads that are gone
  * are dead (hc_heap_fork_child).
  */
+enum { SLOTS_SPIN = 1000 }; /* pauses: tens of microseconds */
+
 static HC_NOINLINE void slots_lock_wait(hc_heap_t *h)
 {
-	while (__atomic_exchange_n(&h->slot_lock, 2, __ATOMIC_ACQUIRE) != 0)
-		hc_os_futex_wait(&h->slot_lock, 2);
+	/* 2 at once, which is also the owner's word to a pass over its heap
+	 * to stop at the next chunk (heap_decay_chunks); a short spin before
+	 * sleeping, as that takes one chunk's madvise calls: a thread that
+	 * sleeps here is woken onto the CPU of the thread that let go */
+	while (__atomic_exchange_n(&h->slot_lock, 2, __ATOMIC_ACQUIRE) != 0) {
+		for (unsigned i = 0; i < SLOTS_SPIN && __atomic_load_n(&h->slot_lock, __ATOMIC_RELAXED) != 0; i++)
+			hc_cpu_pause();
+		if (__atomic_load_n(&h->slot_lock, __ATOMIC_RELAXED) != 0)
+			hc_os_futex_wait(&h->slot_lock, 2);
+	}
 }
 
 static inline void slots_lock(hc_heap_t *h)
@@ -989,20 +999,26 @@ static void decay_unowned(uint64_t epoch)
  * HC_PURGE_ALL purges every free slot now, however recently it was
  * retired (a pass would leave the slots retired in this epoch and the last
  * one, and did, until this was written). */
-static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch)
+static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch, bool others)
 {
 	bool all = epoch == HC_PURGE_ALL;
 	if (!all && (int64_t)(epoch - h->decay_epoch) <= 0)
 		return;
 	__atomic_store_n(&h->decay_epoch, all ? hc_decay_epoch() : epoch, __ATOMIC_RELAXED);
-	for (hc_chunk_t *c = h->chunks; c; c = c->next)
+	for (hc_chunk_t *c = h->chunks; c; c = c->next) {
+		/* another thread's pass stops once the owner waits for the
+		 * lock (2, slots_lock_wait): the owner is busy again, and what
+		 * is left decays at its next page or the next epoch's pass */
+		if (others && __atomic_load_n(&h->slot_lock, __ATOMIC_RELAXED) == 2)
+			break;
 		chunk_slots_decay(c, epoch);
+	}
 }
 
 static void heap_decay_locked(hc_heap_t *h, uint64_t epoch)
 {
 	slots_lock(h);
-	heap_decay_chunks(h, epoch);
+	heap_decay_chunks(h, epoch, false);
 	slots_unlock(h);
 }
 
@@ -1754,8 +1770,9 @@ static bool shared_tidy(hc_heap_t *h, bool now)
  * then.  With now (malloc_trim, arena purges), every free slot of every
  * heap at once.  Under purge_lock, so that one pass runs at a time and
  * fork finds none mid-pass.  Each heap's slot lock is only tried, so that
- * the pass never waits for a thread (a thread may wait for its madvise
- * calls), and a heap whose thread is changing its slots is left to it.
+ * the pass never waits for a thread (a thread waits at most for one
+ * chunk's madvise calls: the pass stops once it does, heap_decay_chunks),
+ * and a heap whose thread is changing its slots is left to it.
  * heaps_lock is held to pick a heap, not across its madvise calls, which
  * a thread's start and exit would wait for (tens of milliseconds for a few
  * threads' bursts).  What keeps the heap from being recycled meanwhile is
@@ -1785,7 +1802,7 @@ static void heaps_others_decay(const hc_heap_t *self, bool now)
 			continue;
 		}
 		hc_mutex_unlock(&heaps_lock);
-		heap_decay_chunks(h, now ? HC_PURGE_ALL : epoch);
+		heap_decay_chunks(h, now ? HC_PURGE_ALL : epoch, true);
 		slots_unlock(h);
 		hc_mutex_lock(&heaps_lock);
 	}

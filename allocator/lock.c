@@ -106,3 +106,14 @@ void hc_lock_released(const hc_lockid_t *id)
 		}
 	}
 }
+
+void hc_mutex_lock_slow(hc_mutex_t *l)
+{
+	for (unsigned i = 0; i < HC_MUTEX_SPIN; i++) {
+		for (unsigned k = 0; k < HC_MUTEX_PAUSES; k++)
+			hc_cpu_pause();
+		if (pthread_mutex_trylock(&l->m) == 0)
+			return;
+	}
+	pthread_mutex_lock(&l->m);
+}

@@ -144,14 +144,16 @@ void *hc_os_map(size_t size)
 static uintptr_t map_last;
 
 /* Map size bytes aligned to align (a power of two >= the page size).  First
- * just below the last such mapping, where Linux's top-down placement would
- * put it anyway: one system call, and the kernel merges it with its
- * neighbour into one VMA.  Otherwise map more than needed and unmap the
- * unaligned head and the tail, keeping the highest aligned range, the one
- * next to whatever is mapped above.  (Keeping the lowest, as before, left
- * a hole of a chunk between any two chunks mapped in a row: 28 VMAs for
- * fork_cost's 112 MiB heap, each of which a fork copies, and a heap of
- * 256 GiB would have met vm.max_map_count's 65,530.)  Chunks and huge
+ * one chunk below the last such mapping, where Linux's top-down placement
+ * would put it anyway but for the gap: one system call.  The gap keeps the
+ * kernel from merging the two into one VMA, which it does by growing the
+ * VMA already there under its write lock: every thread faulting in pages
+ * of it waited for the mmap (and the munmap of a huge mapping that had
+ * merged so split the heap's VMA as well).  Chunks are mapped in batches
+ * (chunk.c), so the VMAs stay few: six for fork_cost's 112 MiB, and a heap
+ * of 256 GiB (vm.max_map_count's 65,530 VMAs, were each chunk its own) in
+ * about 4,000.  Otherwise map more than needed and unmap the unaligned head
+ * and the tail, keeping the highest aligned range.  Chunks and huge
  * mappings come from here, and get the thp mode before anything touches
  * them: a 2 MiB region with a small page faulted in stays in small
  * pages. */
@@ -161,8 +163,8 @@ void *hc_os_map_aligned(size_t size, size_t align)
 		return NULL;
 	uintptr_t last = __atomic_load_n(&map_last, __ATOMIC_RELAXED);
 	char *a = NULL;
-	if (last > size + align) {
-		char *want = (char *)((last - size) & ~(uintptr_t)(align - 1));
+	if (last > size + 2 * align) {
+		char *want = (char *)(((last - size) & ~(uintptr_t)(align - 1)) - align);
 		char *p = map_at(want, size);
 		if (p != NULL && ((uintptr_t)p & (align - 1)) == 0)
 			a = p;
