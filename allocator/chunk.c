@@ -29,7 +29,7 @@ static hc_chunk_t *registry;      /* atomic, append-only */
  * Fresh chunks are mapped a batch at a time and handed out one by one: as
  * many as are mapped already (one, then one, two, four...), up to
  * MAP_BATCH_MAX bytes, so a heap of N chunks took about log2(N) mmap calls
- * and no more than 64 MiB of address space waits unused.  Each batch is a
+ * and no more than 64 MiB of each kind waits unused.  Each batch is a
  * VMA of its own (os.c leaves a gap between mappings, where a chunk mapped
  * right next to the last grew the heap's VMA under the kernel's write lock,
  * and every thread faulting in pages of the heap waited for that mmap), and
@@ -168,8 +168,47 @@ static void chunk_prepare(hc_chunk_t *c, unsigned kind)
 	}
 }
 
+/* Unmap what waits in the reserves; true if anything did.  Under
+ * map_lock. */
+static bool reserve_drop_locked(void)
+{
+	bool any = false;
+	for (unsigned list = 0; list < 2; list++) {
+		size_t left = reserve_left[list];
+		if (left == 0)
+			continue;
+		hc_os_unmap(reserve_at[list], left * (list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE));
+		__atomic_store_n(&reserve_left[list], 0, __ATOMIC_RELAXED);
+		any = true;
+	}
+	return any;
+}
+
+/* The reserves go back to the OS: at malloc_trim, when a mapping failed
+ * (the address space they hold counts against RLIMIT_AS, and under
+ * vm.overcommit_memory=2 against the commit limit, MAP_NORESERVE or not),
+ * and when the thp mode changes (they were mapped with the old one). */
+bool hc_chunk_reserve_drop(void)
+{
+	hc_mutex_lock(&map_lock);
+	bool any = reserve_drop_locked();
+	hc_mutex_unlock(&map_lock);
+	return any;
+}
+
+/* size bytes on a chunk boundary for a huge mapping; if none can be had,
+ * the reserves go back and it is tried once more. */
+void *hc_chunk_map_aligned(size_t size)
+{
+	void *p = hc_os_map_aligned(size, HC_CHUNK_SIZE);
+	if (p == NULL && hc_chunk_reserve_drop())
+		p = hc_os_map_aligned(size, HC_CHUNK_SIZE);
+	return p;
+}
+
 /* A chunk never used: the reserve's next, else the first of a new batch
- * (one chunk if the batch cannot be mapped). */
+ * (one chunk if the batch cannot be mapped, and the reserves given back
+ * if not even that). */
 static hc_chunk_t *chunk_fresh(unsigned list, size_t size)
 {
 	hc_mutex_lock(&map_lock);
@@ -179,6 +218,8 @@ static hc_chunk_t *chunk_fresh(unsigned list, size_t size)
 		n = n < 1 ? 1 : n > MAP_BATCH_MAX / size ? MAP_BATCH_MAX / size : n;
 		while ((p = hc_os_map_aligned(n * size, HC_CHUNK_SIZE)) == NULL && n > 1)
 			n = 1;
+		if (p == NULL && reserve_drop_locked())
+			p = hc_os_map_aligned(size, HC_CHUNK_SIZE);
 		if (p != NULL) {
 			fresh_bytes += n * size;
 			reserve_at[list] = p;
@@ -326,6 +367,7 @@ void hc_chunk_cache_purge_now(void)
 	hc_mutex_lock(&cache_purge_lock);
 	cache_purge_pass(HC_PURGE_ALL);
 	hc_mutex_unlock(&cache_purge_lock);
+	(void)hc_chunk_reserve_drop();
 }
 
 /* Purge cached chunks that have been empty for at least one whole epoch;

@@ -40,8 +40,8 @@
  * (6); everything the agent
  * does under its locks may allocate (9 and up); a pass over the other
  * threads' heaps (10) picks each under the registry's lock (11); an arena
- * (13) or the huge list (14) takes chunks from the cache (16), and all of
- * them metadata (18); a purge of the cache (15) takes the cache's lock
+ * (13) or the huge list (14) takes chunks from the cache (16) or fresh ones
+ * (17), and all of them metadata (18); a purge of the cache (15) takes the cache's lock
  * for each chunk it takes and gives back.
  *
  * fork: lifecycle.c's prepare handler takes every lock from rank 2 up in
@@ -148,14 +148,14 @@ static inline void hc_cpu_pause(void)
 
 /*
  * A lock that is taken spins a while before it sleeps.  The locks threads
- * share are held for a few stores (the depot, the chunk cache), and a
+ * share most are held for a few stores (the depot, the chunk cache), and a
  * thread that went to sleep on one is woken by the holder's unlock, which
  * the kernel treats as a hand-off: it put the woken thread on the waker's
  * CPU, behind the waker, though the other CPU stood idle, and the two took
  * turns of 4 ms there for up to 30 ms (rptest's two workers, one of which
  * then stopped taking the blocks the other handed it: 10-17 MiB live in
  * place of 4.5).  HC_MUTEX_SPIN tries, each after HC_MUTEX_PAUSES pauses
- * (tens of microseconds in all), and then the kernel's wait.
+ * (3 to 50 microseconds in all, by the CPU), and then the kernel's wait.
  */
 enum { HC_MUTEX_SPIN = 64, HC_MUTEX_PAUSES = 16 };
 

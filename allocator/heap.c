@@ -741,7 +741,7 @@ static void page_unfull(hc_heap_t *h, hc_page_t *pg)
  * prepare takes, and in the child the heaps of the threads that are gone
  * are dead (hc_heap_fork_child).
  */
-enum { SLOTS_SPIN = 1000 }; /* pauses: tens of microseconds */
+enum { SLOTS_SPIN = 1000 }; /* pauses: 3 to 50 microseconds, by the CPU */
 
 static HC_NOINLINE void slots_lock_wait(hc_heap_t *h)
 {
@@ -1004,13 +1004,18 @@ static void heap_decay_chunks(hc_heap_t *h, uint64_t epoch, bool others)
 	bool all = epoch == HC_PURGE_ALL;
 	if (!all && (int64_t)(epoch - h->decay_epoch) <= 0)
 		return;
+	uint64_t was = h->decay_epoch;
 	__atomic_store_n(&h->decay_epoch, all ? hc_decay_epoch() : epoch, __ATOMIC_RELAXED);
 	for (hc_chunk_t *c = h->chunks; c; c = c->next) {
 		/* another thread's pass stops once the owner waits for the
-		 * lock (2, slots_lock_wait): the owner is busy again, and what
-		 * is left decays at its next page or the next epoch's pass */
-		if (others && __atomic_load_n(&h->slot_lock, __ATOMIC_RELAXED) == 2)
+		 * lock (2, slots_lock_wait), and leaves the epoch's pass
+		 * undone: the owner is busy again, and its next page runs it
+		 * over the chunks left (each chunk passed already keeps its
+		 * own epoch, and hc_bits_purge skips it) */
+		if (others && __atomic_load_n(&h->slot_lock, __ATOMIC_RELAXED) == 2) {
+			__atomic_store_n(&h->decay_epoch, was, __ATOMIC_RELAXED);
 			break;
+		}
 		chunk_slots_decay(c, epoch);
 	}
 }

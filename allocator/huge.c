@@ -310,7 +310,7 @@ static hc_chunk_t *pieces_join(hc_chunk_t *h, hc_chunk_t **more, unsigned n, siz
 	for (unsigned i = 0; i < n; i++)
 		total += more[i]->map_size;
 	size_t size = total > want ? total : want;
-	char *dst = hc_os_map_aligned(size, HC_CHUNK_SIZE);
+	char *dst = hc_chunk_map_aligned(size);
 	if (dst == NULL) {
 		unmap_all(more, n);
 		errno = saved;
@@ -402,7 +402,7 @@ static hc_chunk_t *huge_grow(hc_chunk_t *h, size_t need)
 	int saved = errno;
 	size_t old = h->map_size;
 	if (mremap(h, old, need, 0) == MAP_FAILED && !grow_beside(h, old, need)) {
-		char *dst = hc_os_map_aligned(need, HC_CHUNK_SIZE);
+		char *dst = hc_chunk_map_aligned(need);
 		if (dst == NULL) {
 			errno = saved;
 			return NULL;
@@ -531,7 +531,7 @@ void *hc_huge_alloc(size_t n, size_t align, bool zero)
 		if (pool) /* whole huge pages: the last one in small pages faulted
 		           * up to 511 times */
 			need = huge_pages_round(need);
-		h = hc_os_map_aligned(need, HC_CHUNK_SIZE);
+		h = hc_chunk_map_aligned(need);
 		if (h == NULL) {
 			errno = ENOMEM;
 			return NULL;
@@ -729,7 +729,8 @@ static int huge_thp_all(void)
 int hc_alloc_set_thp(unsigned mode)
 {
 	hc_os_thp_mode(mode);
-	if (mode == HC_THP_DEFAULT) /* nothing to do, nor to undo */
+	(void)hc_chunk_reserve_drop(); /* mapped with the old mode */
+	if (mode == HC_THP_DEFAULT)    /* nothing to do, nor to undo */
 		return 0;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	int err = huge_thp_all();

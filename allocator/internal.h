@@ -623,7 +623,9 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out); /* NULL on OOM */
 void hc_chunk_put(hc_chunk_t *c);
 void hc_chunk_drop_xpages(hc_chunk_t *c);
 void hc_chunk_cache_decay(void);
-void hc_chunk_cache_purge_now(void); /* every cached chunk, now */
+void hc_chunk_cache_purge_now(void);     /* every cached chunk, now */
+bool hc_chunk_reserve_drop(void);        /* unmap the fresh chunks in reserve */
+void *hc_chunk_map_aligned(size_t size); /* chunk-aligned; the reserve given back if need be */
 void hc_chunk_fork_prepare(void), hc_chunk_fork_parent(void), hc_chunk_fork_child(void);
 hc_chunk_t *hc_chunk_registry(void);
 size_t hc_chunk_cached(size_t *count, size_t *dirty); /* retained bytes */

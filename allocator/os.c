@@ -152,10 +152,12 @@ static uintptr_t map_last;
  * merged so split the heap's VMA as well).  Chunks are mapped in batches
  * (chunk.c), so the VMAs stay few: six for fork_cost's 112 MiB, and a heap
  * of 256 GiB (vm.max_map_count's 65,530 VMAs, were each chunk its own) in
- * about 4,000.  Otherwise map more than needed and unmap the unaligned head
- * and the tail, keeping the highest aligned range.  Chunks and huge
- * mappings come from here, and get the thp mode before anything touches
- * them: a 2 MiB region with a small page faulted in stays in small
+ * about 4,000.  Only the hint itself is taken (a chunk-aligned place
+ * elsewhere may be a gap between two mappings).  Otherwise map an
+ * alignment more than needed and keep the lowest aligned range: what is
+ * unmapped above it keeps it from the mapping next to it there.  Chunks
+ * and huge mappings come from here, and get the thp mode before anything
+ * touches them: a 2 MiB region with a small page faulted in stays in small
  * pages. */
 void *hc_os_map_aligned(size_t size, size_t align)
 {
@@ -166,7 +168,7 @@ void *hc_os_map_aligned(size_t size, size_t align)
 	if (last > size + 2 * align) {
 		char *want = (char *)(((last - size) & ~(uintptr_t)(align - 1)) - align);
 		char *p = map_at(want, size);
-		if (p != NULL && ((uintptr_t)p & (align - 1)) == 0)
+		if (p == want)
 			a = p;
 		else if (p != NULL)
 			hc_os_unmap(p, size);
@@ -175,8 +177,9 @@ void *hc_os_map_aligned(size_t size, size_t align)
 		char *p = map_at(NULL, size + align);
 		if (p == NULL)
 			return NULL;
-		a = (char *)(((uintptr_t)p + align) & ~(uintptr_t)(align - 1));
-		hc_os_unmap(p, (size_t)(a - p));
+		a = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+		if (a > p)
+			hc_os_unmap(p, (size_t)(a - p));
 		size_t tail = (size_t)((p + size + align) - (a + size));
 		if (tail > 0)
 			hc_os_unmap(a + size, tail);

@@ -44,8 +44,7 @@ unsigned hc_alloc_kind(void)
 void hc_alloc_ranges(bool (*fn)(void *arg, uintptr_t start, uintptr_t end, unsigned kind), void *arg)
 {
 	/* chunks are never unmapped, so the registry only grows; neighbours
-	 * mapped in a row (the usual case: os.c places each below the last)
-	 * come out as one range */
+	 * (the chunks of one batch, chunk.c) come out as one range */
 	uintptr_t lo = 0, hi = 0;
 	for (hc_chunk_t *c = hc_chunk_registry(); c; c = c->all_next) {
 		uintptr_t s = (uintptr_t)c, e = s + c->map_size;
