@@ -43,6 +43,12 @@ static hc_chunk_t *registry;      /* atomic, append-only */
  * take chunks from the cache never take it.
  */
 enum { MAP_BATCH_MAX = 64 << 20 };
+
+/* The size of a chunk of list 0 (small) or 1 (large). */
+static size_t list_size(unsigned list)
+{
+	return list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
+}
 static hc_mutex_t map_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_MAP, "map_lock");
 static char *reserve_at[2];          /* under map_lock: the next fresh chunk */
 static size_t reserve_left[2];       /* atomic, written under map_lock: chunks */
@@ -177,7 +183,7 @@ static bool reserve_drop_locked(void)
 		size_t left = reserve_left[list];
 		if (left == 0)
 			continue;
-		hc_os_unmap(reserve_at[list], left * (list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE));
+		hc_os_unmap(reserve_at[list], left * list_size(list));
 		__atomic_store_n(&reserve_left[list], 0, __ATOMIC_RELAXED);
 		any = true;
 	}
@@ -241,7 +247,7 @@ hc_chunk_t *hc_chunk_get(unsigned kind, size_t *metadata_out)
 {
 	hc_chunk_t *c = NULL;
 	unsigned list = kind == HC_KIND_LARGE;
-	size_t size = list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
+	size_t size = list_size(list);
 	*metadata_out = 0;
 	if (__atomic_load_n(&cache_head[list], __ATOMIC_RELAXED) != NULL) {
 		hc_mutex_lock(&cache_lock);
@@ -397,9 +403,9 @@ static size_t cached_dirty(const hc_chunk_t *c)
 	return n * HC_PAGE;
 }
 
-/* Bytes of cached chunks whose pages went back to the OS (retained);
- * *count gets the number of cached chunks, *dirty the written bytes of the
- * others. */
+/* Bytes of cached chunks whose pages went back to the OS and of the fresh
+ * chunks in reserve (retained); *count gets the number of cached chunks,
+ * *dirty the written bytes of the others. */
 size_t hc_chunk_cached(size_t *count, size_t *dirty)
 {
 	size_t retained = 0;
@@ -417,8 +423,8 @@ size_t hc_chunk_cached(size_t *count, size_t *dirty)
 		retained += cache_purging->map_size;
 	*count = cache_count;
 	hc_mutex_unlock(&cache_lock);
-	retained += __atomic_load_n(&reserve_left[0], __ATOMIC_RELAXED) * HC_CHUNK_SIZE +
-	    __atomic_load_n(&reserve_left[1], __ATOMIC_RELAXED) * HC_LARGE_CHUNK;
+	for (unsigned list = 0; list < 2; list++)
+		retained += __atomic_load_n(&reserve_left[list], __ATOMIC_RELAXED) * list_size(list);
 	return retained;
 }
 
