@@ -352,12 +352,13 @@ near() {
 
 # redis_start [VAR=VALUE...]: Debian's redis-server on a free port, with
 # those variables in its environment (none: without the library); sets PID
-# and PORT once it answers.  A random port can be taken by another suite's
-# server: redis-server then exits, and the next port is tried.
+# and PORT once it answers.  The port is random below the kernel's
+# ephemeral range (32768 up), which connections take; another suite's
+# server can hold it: redis-server then exits, and the next port is tried.
 redis_start() {
 	local try
 	for try in 1 2 3 4 5; do
-		PORT=$((20000 + RANDOM % 20000))
+		PORT=$((20000 + RANDOM % 12000))
 		env -u LD_PRELOAD "$@" redis-server --port "$PORT" --save "" --appendonly no --enable-debug-command yes \
 		    >"$T/redis.$PORT.out" 2>&1 &
 		PID=$!

@@ -16,7 +16,7 @@ if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; th
 	fail "redis-server or redis-cli missing (Debian redis-server, redis-tools)"
 	finish
 fi
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))   # below the ephemeral range (32768 up)
 LD_DEBUG=bindings LD_DEBUG_OUTPUT="$WORK/bindings" LD_PRELOAD="$LIB" \
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     --dir "$WORK" >"$WORK/redis.out" 2>&1 &

@@ -359,11 +359,15 @@ assert r["dumps"] == 0 and r["prof_active"] is False, r' "$output" "$PID"
 	[ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
 	mkdir -p "$T/www"
 	head -c 100000 /dev/urandom >"$T/www/f.bin"
-	local port=$((20000 + RANDOM % 20000))
-	(cd "$T/www" && exec env -u LD_PRELOAD /usr/bin/python3 -m http.server "$port" --bind 127.0.0.1) \
+	# port 0: the kernel's choice, which no other suite holds (a random
+	# one could be, or be a connection's ephemeral port); it prints it
+	(cd "$T/www" && exec env -u LD_PRELOAD /usr/bin/python3 -u -m http.server 0 --bind 127.0.0.1) \
 	    >"$T/http.out" 2>&1 &
 	PID=$!
 	track "$PID"
+	wait_for 30 grep -q '^Serving HTTP on .* port [0-9]' "$T/http.out" || { cat "$T/http.out" >&2; false; }
+	local port
+	port=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\).*/\1/p' "$T/http.out")
 	wait_for 10 curl -s -o /dev/null "http://127.0.0.1:$port/f.bin"
 	# requests before and during the injection, then 200 counted ones
 	(for i in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/f.bin"; done) &
