@@ -25,6 +25,12 @@ static uint64_t cache_epoch;      /* under cache_lock */
 static hc_chunk_t *cache_purging; /* off its list while purged, under cache_lock */
 static hc_chunk_t *registry;      /* atomic, append-only */
 
+/* The size of a chunk of list 0 (small) or 1 (large). */
+static size_t list_size(unsigned list)
+{
+	return list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
+}
+
 /*
  * Fresh chunks are mapped a batch at a time and handed out one by one: as
  * many as are mapped already (one, then one, two, four...), up to
@@ -43,12 +49,6 @@ static hc_chunk_t *registry;      /* atomic, append-only */
  * take chunks from the cache never take it.
  */
 enum { MAP_BATCH_MAX = 64 << 20 };
-
-/* The size of a chunk of list 0 (small) or 1 (large). */
-static size_t list_size(unsigned list)
-{
-	return list ? HC_LARGE_CHUNK : HC_CHUNK_SIZE;
-}
 static hc_mutex_t map_lock HC_FORK_DATA = HC_MUTEX_INIT(HC_RANK_CHUNK_MAP, "map_lock");
 static char *reserve_at[2];          /* under map_lock: the next fresh chunk */
 static size_t reserve_left[2];       /* atomic, written under map_lock: chunks */
