@@ -250,29 +250,75 @@ static void arena_decay(hc_arena_t *a, uint64_t epoch)
 		    epoch);
 }
 
+/* The cheapest spot for a run of n pages in arena a (locked), but not
+ * through every chunk of a big arena: stop at a spot of written pages that
+ * fits exactly, or a few chunks after the first that fits at all. */
+static run_spot_t best_spot(hc_arena_t *a, size_t n, size_t step, hc_place_t place)
+{
+	bool growing = place == HC_PLACE_GROW;
+	run_spot_t best = { NULL, 0, 0, 0 };
+	unsigned after = 0;
+	for (hc_chunk_t *c = a->chunks; c; c = c->next) {
+		run_consider(c, n, step, place, &best);
+		if (best.c != NULL && ((best.clean == 0 && best.gap == n && !growing) || ++after > 8))
+			break;
+	}
+	return best;
+}
+
+/* Take a spot in arena b (locked) if it has one with fewer pages never
+ * written than own, the best spot of the thread's own arena. */
+static void *borrow_from(hc_arena_t *b, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place)
+{
+	run_spot_t best = best_spot(b, n, step, place);
+	if (best.c != NULL && (own->c == NULL || best.clean < own->clean))
+		return run_take(best.c, best.i, n, zero);
+	return NULL;
+}
+
 /* When the arena's best spot would touch pages never written (or there
- * is none), take a spot with fewer such pages in another arena's chunks
- * if that arena is free right now: otherwise two threads that take turns
- * with big blocks each fault in memory the other has lying free, and
- * peak RSS pays for both.  trylock only, so arenas never wait on each other (and the order
- * of the two locks cannot deadlock).  The run stays in its chunk's arena,
- * whose lock its free takes. */
-static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place)
+ * is none), take a spot with fewer such pages in another arena's chunks:
+ * otherwise two threads that take turns with big blocks each fault in
+ * memory the other has lying free, and peak RSS pays for both.  The run
+ * stays in its chunk's arena, whose lock its free takes.  With the own
+ * arena's lock held, the others are only tried (the order of two locks
+ * could deadlock); those found busy are set in *busy. */
+_Static_assert(HC_MAX_ARENAS <= 32, "borrow_run's busy mask has a bit per arena");
+
+static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place,
+    uint32_t *busy)
 {
 	for (unsigned k = 1; k < narenas; k++) {
 		hc_arena_t *b = &arenas[(self->index + k) % narenas];
-		if (__atomic_load_n(&b->chunks, __ATOMIC_RELAXED) == NULL || hc_mutex_trylock(&b->lock) != 0)
+		if (__atomic_load_n(&b->chunks, __ATOMIC_RELAXED) == NULL)
 			continue;
-		run_spot_t best = { NULL, 0, 0, 0 };
-		unsigned after = 0;
-		for (hc_chunk_t *c = b->chunks; c; c = c->next) {
-			run_consider(c, n, step, place, &best);
-			if (best.c != NULL && ((best.clean == 0 && best.gap == n) || ++after > 8))
-				break;
+		if (hc_mutex_trylock(&b->lock) != 0) {
+			*busy |= 1u << b->index;
+			continue;
 		}
-		void *p = NULL;
-		if (best.c != NULL && (own->c == NULL || best.clean < own->clean))
-			p = run_take(best.c, best.i, n, zero);
+		void *p = borrow_from(b, own, n, step, zero, place);
+		hc_mutex_unlock(&b->lock);
+		if (p != NULL)
+			return p;
+	}
+	return NULL;
+}
+
+/* The arenas borrow_run found busy, waited for one at a time with no
+ * other arena's lock held.  Two threads that allocate big blocks at once
+ * each hold their own arena's lock while they try the other's, so each
+ * finds the other busy: without this wait both then wrote pages never
+ * written, or mapped a chunk, while the other's written pages lay free
+ * (mimalloc-bench's mstress, two threads: peak RSS 11.5-17.6 MiB by the
+ * run, where a third large chunk was mapped; RESULTS.md). */
+static void *borrow_wait(uint32_t busy, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place)
+{
+	for (unsigned i = 0; i < narenas; i++) {
+		if (!(busy & (1u << i)))
+			continue;
+		hc_arena_t *b = &arenas[i];
+		hc_mutex_lock(&b->lock);
+		void *p = borrow_from(b, own, n, step, zero, place);
 		hc_mutex_unlock(&b->lock);
 		if (p != NULL)
 			return p;
@@ -289,26 +335,28 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, hc_plac
 		n = 1; /* aligned zero-size requests land here */
 	if (align < HC_PAGE)
 		align = HC_PAGE;
+	size_t step = align / HC_PAGE;
 	hc_mutex_lock(&a->lock);
 	uint64_t epoch = hc_decay_epoch();
 	if (epoch != a->decay_epoch)
 		arena_decay(a, epoch);
-	/* Look for the cheapest spot, but not through every chunk of a big
-	 * arena: stop at a spot of written pages that fits exactly, or a few
-	 * chunks after the first that fits at all. */
-	size_t step = align / HC_PAGE;
-	run_spot_t best = { NULL, 0, 0, 0 };
-	unsigned after = 0;
-	for (hc_chunk_t *c = a->chunks; c; c = c->next) {
-		run_consider(c, n, step, place, &best);
-		if (best.c != NULL && ((best.clean == 0 && best.gap == n && !growing) || ++after > 8))
-			break;
-	}
+	run_spot_t best = best_spot(a, n, step, place);
 	void *p = NULL;
 	/* a spot that would touch pages never written costs page faults and
 	 * resident memory: first see whether another arena has written ones */
-	if ((best.c == NULL || best.clean > 0) && !growing)
-		p = borrow_run(a, &best, n, step, zero, place);
+	if ((best.c == NULL || best.clean > 0) && !growing) {
+		uint32_t busy = 0;
+		p = borrow_run(a, &best, n, step, zero, place, &busy);
+		if (p == NULL && busy != 0) {
+			/* best's chunk is not touched unlocked: only its count is read */
+			hc_mutex_unlock(&a->lock);
+			p = borrow_wait(busy, &best, n, step, zero, place);
+			if (p != NULL)
+				return p;
+			hc_mutex_lock(&a->lock);
+			best = best_spot(a, n, step, place);
+		}
+	}
 	if (p == NULL && best.c != NULL)
 		p = run_take(best.c, best.i, n, zero);
 	if (p == NULL) {
