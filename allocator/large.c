@@ -2,9 +2,10 @@
  * allocator/large.c - objects of 16 KiB to 8 MiB: runs of 4 KiB pages inside
  * LARGE chunks (8 MiB, two slots), one mutex per arena.
  *
- * Threads are spread over arenas round-robin, so two threads contend only if
- * they share an arena.  A run starts in the chunk's first 4 MiB (so the mask
- * finds the header) and may reach into the second; run_len[] at the run's
+ * Threads are spread over arenas round-robin; a thread takes another
+ * arena's lock only to borrow a spot of written pages from it (borrow_run).
+ * A run starts in the chunk's first 4 MiB (so the mask finds the header)
+ * and may reach into the second; run_len[] at the run's
  * first page makes free and malloc_usable_size O(1).  Freed runs are dirty:
  * reused as they are, or purged by the two-generation decay in chunk.c.
  * run_nonzero tracks pages that may hold data (written since the last
@@ -276,6 +277,8 @@ static void *borrow_from(hc_arena_t *b, const run_spot_t *own, size_t n, size_t 
 	return NULL;
 }
 
+_Static_assert(HC_MAX_ARENAS <= 32, "borrow_run's busy mask has a bit per arena");
+
 /* When the arena's best spot would touch pages never written (or there
  * is none), take a spot with fewer such pages in another arena's chunks:
  * otherwise two threads that take turns with big blocks each fault in
@@ -283,8 +286,6 @@ static void *borrow_from(hc_arena_t *b, const run_spot_t *own, size_t n, size_t 
  * stays in its chunk's arena, whose lock its free takes.  With the own
  * arena's lock held, the others are only tried (the order of two locks
  * could deadlock); those found busy are set in *busy. */
-_Static_assert(HC_MAX_ARENAS <= 32, "borrow_run's busy mask has a bit per arena");
-
 static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place,
     uint32_t *busy)
 {
@@ -304,20 +305,28 @@ static void *borrow_run(hc_arena_t *self, const run_spot_t *own, size_t n, size_
 	return NULL;
 }
 
-/* The arenas borrow_run found busy, waited for one at a time with no
- * other arena's lock held.  Two threads that allocate big blocks at once
- * each hold their own arena's lock while they try the other's, so each
- * finds the other busy: without this wait both then wrote pages never
- * written, or mapped a chunk, while the other's written pages lay free
- * (mimalloc-bench's mstress, two threads: peak RSS 11.5-17.6 MiB by the
- * run, where a third large chunk was mapped; RESULTS.md). */
-static void *borrow_wait(uint32_t busy, const run_spot_t *own, size_t n, size_t step, bool zero, hc_place_t place)
+/* The arenas borrow_run found busy, with no arena's lock held: the first
+ * after the thread's own (as borrow_run goes) waited for, the others tried
+ * again.  Two threads that allocate big blocks at once each hold their own
+ * arena's lock while they try the other's, so each finds the other busy:
+ * without this wait both then wrote pages never written, or mapped a
+ * chunk, while the other's written pages lay free (mimalloc-bench's
+ * mstress, two threads: peak RSS 11.5-17.6 MiB by the run, where a third
+ * large chunk was mapped; RESULTS.md).  Only one wait: an arena's lock
+ * can be held across its decay's madvise or a calloc's zeroing. */
+static void *borrow_wait(const hc_arena_t *self, uint32_t busy, const run_spot_t *own, size_t n, size_t step, bool zero,
+    hc_place_t place)
 {
-	for (unsigned i = 0; i < narenas; i++) {
-		if (!(busy & (1u << i)))
+	bool waited = false;
+	for (unsigned k = 1; k < narenas; k++) {
+		hc_arena_t *b = &arenas[(self->index + k) % narenas];
+		if (!(busy & (1u << b->index)))
 			continue;
-		hc_arena_t *b = &arenas[i];
-		hc_mutex_lock(&b->lock);
+		if (!waited)
+			hc_mutex_lock(&b->lock);
+		else if (hc_mutex_trylock(&b->lock) != 0)
+			continue;
+		waited = true;
 		void *p = borrow_from(b, own, n, step, zero, place);
 		hc_mutex_unlock(&b->lock);
 		if (p != NULL)
@@ -347,10 +356,12 @@ void *hc_large_alloc(hc_heap_t *h, size_t size, size_t align, bool zero, hc_plac
 	if ((best.c == NULL || best.clean > 0) && !growing) {
 		uint32_t busy = 0;
 		p = borrow_run(a, &best, n, step, zero, place, &busy);
-		if (p == NULL && busy != 0) {
+		/* worth a wait where the thread would map a chunk, or fault in
+		 * a quarter of the run or more */
+		if (p == NULL && busy != 0 && (best.c == NULL || best.clean * 4 >= n)) {
 			/* best's chunk is not touched unlocked: only its count is read */
 			hc_mutex_unlock(&a->lock);
-			p = borrow_wait(busy, &best, n, step, zero, place);
+			p = borrow_wait(a, busy, &best, n, step, zero, place);
 			if (p != NULL)
 				return p;
 			hc_mutex_lock(&a->lock);

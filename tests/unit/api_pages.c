@@ -986,7 +986,7 @@ static void test_huge_pieces_reused(void)
  * lock (with its own let go) when the arena is busy; before, it only tried
  * the lock and, finding it busy, faulted in fresh pages or mapped a chunk
  * while the other's written pages lay free (mimalloc-bench's mstress, two
- * threads: peak RSS 12.6-18.5 MiB by the run).  Thread B holds its arena's
+ * threads: peak RSS 11.5-17.6 MiB by the run).  Thread B holds its arena's
  * lock nearly all the time (calloc of a block over written pages zeroes
  * them under it) while 4 MiB it wrote lie free beside the block; thread A
  * asks for 4 MiB.  Run first: no other arena has a large chunk yet. */
