@@ -5,9 +5,9 @@
  * Threads are spread over arenas round-robin; a thread takes another
  * arena's lock only to borrow a spot of written pages from it (borrow_run).
  * A run starts in the chunk's first 4 MiB (so the mask finds the header)
- * and may reach into the second; run_len[] at the run's
- * first page makes free and malloc_usable_size O(1).  Freed runs are dirty:
- * reused as they are, or purged by the two-generation decay in chunk.c.
+ * and may reach into the second; run_len[] at the run's first page makes
+ * free and malloc_usable_size O(1).  Freed runs are dirty: reused as they
+ * are, or purged by the two-generation decay in chunk.c.
  * run_nonzero tracks pages that may hold data (written since the last
  * purge): placement picks the spot with the fewest other pages, which is
  * what both page faults and peak RSS count, and calloc zeroes only those.

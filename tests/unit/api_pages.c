@@ -900,6 +900,20 @@ static size_t count_byte(const char *p, size_t n, char v)
 	return k;
 }
 
+/* Whether secs seconds are less than a decay epoch (half of
+ * dirty_decay_ms).  Freed pages are purged, and cached huge mappings
+ * unmapped, an epoch or more after they were freed: a machine that stalled
+ * that long between a free and the malloc meant to reuse its memory leaves
+ * nothing to test. */
+static bool within_decay_epoch(double secs)
+{
+	ssize_t decay_ms = 1000;
+	size_t dlen = sizeof decay_ms;
+	if (have_ctl)
+		hc_mallctl("opt.dirty_decay_ms", &decay_ms, &dlen, NULL, 0);
+	return secs * 1000 < (double)decay_ms / 2;
+}
+
 /* Huge objects written whole start the dense mode, whose freed mappings
  * are a pool: a cached mapping bigger than a request is cut and the rest
  * kept for the next one, and a request bigger than any cached mapping gets
@@ -948,17 +962,12 @@ static void test_huge_pieces_reused(void)
 	if (f == NULL)
 		return;
 	size_t kf = count_byte(f, 9 * M, (char)0xab);
-	/* cached mappings are unmapped a decay epoch (half of dirty_decay_ms)
-	 * or more after they were freed, by the control thread too: a machine
-	 * that stalled that long leaves nothing to test */
-	ssize_t decay_ms = 1000;
-	size_t dlen = sizeof decay_ms;
-	if (have_ctl)
-		hc_mallctl("opt.dirty_decay_ms", &decay_ms, &dlen, NULL, 0);
-	if ((hc_now() - freed) * 1000 >= (double)decay_ms / 2) {
+	/* cached mappings are unmapped by the decay, the control thread's too */
+	double took = hc_now() - freed;
+	if (!within_decay_epoch(took)) {
 		printf(
 		    "  (test_huge_pieces_reused: %.0f ms from the frees to the last malloc, a decay epoch; not checked)\n",
-		    (hc_now() - freed) * 1000);
+		    took * 1000);
 		v_free(f);
 		v_free(e);
 		return;
@@ -1057,13 +1066,7 @@ static void test_large_borrow_waits(void)
 	pthread_join(b, NULL);
 	if (p == NULL)
 		return;
-	/* freed pages are purged a decay epoch (half of dirty_decay_ms) or
-	 * more after they were freed: a machine that stalled that long leaves
-	 * nothing to test */
-	ssize_t decay_ms = 1000;
-	size_t dlen = sizeof decay_ms;
-	hc_mallctl("opt.dirty_decay_ms", &decay_ms, &dlen, NULL, 0);
-	if (took * 1000 >= (double)decay_ms / 2) {
+	if (!within_decay_epoch(took)) {
 		printf("  (test_large_borrow_waits: %.0f ms from the free to the malloc, a decay epoch; not checked)\n",
 		    took * 1000);
 	} else {
