@@ -292,13 +292,52 @@ grep -q 'restart the service' "$WORK/nginx.again" && fail "nginx: enable again s
 # ---- doctor UNIT and systemd status: every process -------------------------------
 
 # every_process UNIT TAG USERS: doctor UNIT examines each process of the
-# unit (USERS: their users, sorted), systemd status counts them truly
+# unit (USERS: their users, sorted), systemd status counts them truly.  A
+# unit whose processes changed while it was being looked at (postgres
+# starts autovacuum workers when it likes) is looked at again, up to four
+# times; what failed on a try when they changed is not counted.
 every_process() {
-	local unit=$1 tag=$2 users=$3 hp want got carriers answering p
+	local unit=$1 hp try f
 	hp=$(sd_host_pid "$(mainpid "$unit")")
+	for try in 1 2 3 4; do
+		EP_FAILS=() EP_SEEN=()
+		EP_SEEN+=("$(unit_nspids "$hp")")
+		every_process_once "$hp" "$@"
+		EP_SEEN+=("$(unit_nspids "$hp")")
+		if [ "${#EP_FAILS[@]}" -gt 0 ] && [ "$(printf '%s\n' "${EP_SEEN[@]}" | sort -u | wc -l)" -gt 1 ] &&
+		    [ "$try" -lt 4 ]; then
+			note "$unit: its processes changed while it was looked at ($(printf '%s\n' "${EP_SEEN[@]}" | sort -u | sed 's/ *$//' | paste -sd '|')); again"
+			sleep 2
+			continue
+		fi
+		break
+	done
+	for f in "${EP_FAILS[@]}"; do fail "$f"; done
+}
+
+# unit_nspids HOSTPID: the pids, as the container numbers them, of the
+# processes of HOSTPID's unit, sorted, on one line
+unit_nspids() {
+	local p
+	for p in $(cgroup_pids "$1"); do
+		awk '/^NSpid:/ { print $NF }' "/proc/$p/status" 2>/dev/null
+	done | sort -n | tr '\n' ' '
+}
+
+# ep_fail <message>: a failure of every_process_once, counted once its
+# try stands; EP_SEEN: the unit's pids as each look saw them, one line of
+# them per look (the try stands if every line is the same)
+ep_fail() { EP_FAILS+=("$*"); }
+
+every_process_once() {
+	local hp=$1 unit=$2 tag=$3 users=$4 want got carriers answering p
 	ct "$HC" doctor "$unit" --json >"$WORK/$tag.doctor.json" 2>"$WORK/$tag.doctor.err"
 	ct "$HC" doctor "$unit" >"$WORK/$tag.doctor" 2>&1
 	want=$(cgroup_pids "$hp" | wc -l)
+	EP_SEEN+=("$(unit_nspids "$hp")"
+	    "$(python3 -c 'import json,sys
+print(" ".join(str(p["pid"]) for p in sorted(json.load(open(sys.argv[1]))["processes"], key=lambda p: p["pid"])))' \
+	    "$WORK/$tag.doctor.json" 2>/dev/null) ")
 	# pid, user and command of each process, and findings for each
 	got=$(python3 -c 'import json,sys
 d = json.load(open(sys.argv[1]))
@@ -306,10 +345,10 @@ ps = d["processes"]
 assert all(p["user"] and p["command"] and p["findings"] for p in ps), ps
 print(len(ps), " ".join(sorted(set(p["user"] for p in ps))))' "$WORK/$tag.doctor.json" 2>&1)
 	[ "${got%% *}" = "$want" ] ||
-	    fail "$unit: doctor --json examined '${got}' processes, the unit has $want: $(flat "$WORK/$tag.doctor.err")"
-	[ "${got#* }" = "$users" ] || fail "$unit: doctor names the users '${got#* }', not '$users'"
+	    ep_fail "$unit: doctor --json examined '${got}' processes, the unit has $want: $(flat "$WORK/$tag.doctor.err")"
+	[ "${got#* }" = "$users" ] || ep_fail "$unit: doctor names the users '${got#* }', not '$users'"
 	[ "$(grep -c '^process [0-9]* (' "$WORK/$tag.doctor")" = "$want" ] ||
-	    fail "$unit: doctor's text does not list its $want processes: $(flat "$WORK/$tag.doctor")"
+	    ep_fail "$unit: doctor's text does not list its $want processes: $(flat "$WORK/$tag.doctor")"
 	# status counts what is true of each process: the library mapped (read
 	# here from its maps) and an answer (heapctl status PID from the host
 	# pings it; a process with no control thread answers while it
@@ -326,17 +365,17 @@ for u in json.load(open(sys.argv[1])):
     if u["unit"] == sys.argv[2] + ".service" or u["unit"] == sys.argv[2]:
         print(u["processes"], u["loaded"], u["answering"], len(u["each"]))' "$WORK/status.json" "$unit" 2>&1)
 	[ "$got" = "$want $carriers $answering $want" ] ||
-	    fail "$unit: systemd status --json says processes, loaded, answering, listed '$got'; true: '$want $carriers $answering $want': $(flat "$WORK/status.json")"
+	    ep_fail "$unit: systemd status --json says processes, loaded, answering, listed '$got'; true: '$want $carriers $answering $want': $(flat "$WORK/status.json")"
 	ct "$HC" systemd status >"$WORK/status.txt" 2>&1
 	[ "$(grep -c '^  process .*not answering' "$WORK/status.txt")" -ge $((carriers - answering)) ] ||
-	    fail "$unit: systemd status names fewer processes than the $((carriers - answering)) that do not answer: $(flat "$WORK/status.txt")"
+	    ep_fail "$unit: systemd status names fewer processes than the $((carriers - answering)) that do not answer: $(flat "$WORK/status.txt")"
 	# a process without /dev/shm (haproxy's chrooted worker) is not told it
 	# publishes its segment "when it next allocates": it never can
 	for p in $(cgroup_pids "$hp"); do
 		[ -d "/proc/$p/root/dev/shm" ] && continue
 		"$H" status "$p" >"$WORK/$tag.noshm" 2>&1 && continue
 		grep -q 'when it next allocates' "$WORK/$tag.noshm" &&
-		    fail "$unit: process $p has no /dev/shm, and heapctl status says it publishes a segment when it next allocates: $(flat "$WORK/$tag.noshm")"
+		    ep_fail "$unit: process $p has no /dev/shm, and heapctl status says it publishes a segment when it next allocates: $(flat "$WORK/$tag.noshm")"
 	done
 	note "$unit: doctor $(grep -c '^process' "$WORK/$tag.doctor") processes, exit $(jget exit <"$WORK/$tag.doctor.json"); status: $(grep "^$unit" "$WORK/status.txt")"
 }
