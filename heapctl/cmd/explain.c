@@ -429,30 +429,53 @@ static void print_classes(json_t *j, alloc_view_t *v, unsigned limit)
 		printf("  (%u more classes: --classes 0 shows all)\n", v->ncls - limit);
 }
 
+/* The heap's size as the allocator counts it. */
+static uint64_t heap_count(const alloc_view_t *v)
+{
+	return (v->active > v->allocated ? v->active : v->allocated) + v->dirty + v->metadata;
+}
+
 /* Both views of process pid: the allocator's (v->have false when it has
- * no segment that answers: why says so) and the OS's, and VmRSS.  Returns
- * 0, or an HC_EXIT_* code for the OS's view with the reason in why; v's
- * ranges are to be freed either way. */
+ * no segment that answers: why says so) and the OS's, and VmRSS.  The
+ * allocator is asked before and after the OS is read; when its count of
+ * the heap moved by more than the tolerance explain holds its parts to
+ * (a decay purge returning the free pages, a burst of allocation), the
+ * OS's view was read against the wrong figures and all of it is read
+ * again, up to four times.  Returns 0, or an HC_EXIT_* code for the OS's
+ * view with the reason in why; v's ranges are to be freed either way. */
 static int collect(int pid, uint64_t tmo, alloc_view_t *v, os_parts_t *o, uint64_t *rss, char *why, size_t len)
 {
 	memset(v, 0, sizeof *v);
-	hc_shm_target_t t;
-	if (hc_shm_open(pid, &t, why, len) == 0) {
-		if (fetch_stats(&t, tmo, v, why, len) != 0) {
+	for (int tries = 1;; tries++) {
+		hc_shm_target_t t;
+		bool open = hc_shm_open(pid, &t, why, len) == 0;
+		if (open && fetch_stats(&t, tmo, v, why, len) != 0) {
 			free(v->ranges);
 			memset(v, 0, sizeof *v);
 		}
-		hc_shm_close(&t);
+		uint64_t rss0 = vmrss(pid);
+		char err[512];
+		int code = os_read(pid, v, o, err, sizeof err);
+		*rss = (rss0 + vmrss(pid)) / 2;
+		alloc_view_t after = { 0 };
+		bool steady = true;
+		if (open && v->have && code == 0 && tries < 4 && fetch_stats(&t, tmo, &after, err, sizeof err) == 0) {
+			uint64_t a = heap_count(v), b = heap_count(&after);
+			uint64_t tol = a / 50 > (1u << 20) ? a / 50 : (1u << 20);
+			steady = (a > b ? a - b : b - a) <= tol;
+		}
+		free(after.ranges);
+		if (open)
+			hc_shm_close(&t);
+		if (code) {
+			snprintf(why, len, "%s", err);
+			return code;
+		}
+		if (steady)
+			return 0;
+		free(v->ranges);
+		memset(v, 0, sizeof *v);
 	}
-	uint64_t rss0 = vmrss(pid);
-	char err[512];
-	int code = os_read(pid, v, o, err, sizeof err);
-	if (code) {
-		snprintf(why, len, "%s", err);
-		return code;
-	}
-	*rss = (rss0 + vmrss(pid)) / 2;
-	return 0;
 }
 
 int cli_explain(int pid, uint64_t tmo, cli_explain_t *x, char *why, size_t len)
