@@ -80,12 +80,21 @@ void hc_bad_link(const void *at)
 	hc_fatal_ptr("malloc(): corrupted free list (a write into a freed block?) at", at);
 }
 
-/* The thread cache's largest bound per class (xcache_overflow). */
+/* The thread cache's largest bound per class (xcache_overflow):
+ * HC_XCACHE_BLOCKS blocks of a class up to HC_XCACHE_SMALL bytes, and
+ * HC_XCACHE_BYTES of a larger one.  The small classes' lists are long
+ * because a list holds a random walk of frees and mallocs of its class,
+ * which meets a bound of b about every b*b steps: at 32 a class ran dry or
+ * gave half its list back every few hundred steps, and larsonN-sized ran
+ * at 0.86 of the speed it has at 255 (DESIGN.md). */
 #ifndef HC_XCACHE_BYTES
 #define HC_XCACHE_BYTES (32 * 1024)
 #endif
 #ifndef HC_XCACHE_BLOCKS
-#define HC_XCACHE_BLOCKS 32
+#define HC_XCACHE_BLOCKS 255 /* hc_xhead_t.limit is a byte */
+#endif
+#ifndef HC_XCACHE_SMALL
+#define HC_XCACHE_SMALL 1024
 #endif
 /* tcache_max, the largest block size the thread cache keeps (every small
  * class unless the configuration says less: the trade is in DESIGN.md),
@@ -94,18 +103,20 @@ void hc_bad_link(const void *at)
  * there. */
 static uint32_t xcache_range = HC_SMALL_MAX - 8;
 
-/* Each class's largest list (xcache_overflow): HC_XCACHE_BLOCKS blocks or
- * HC_XCACHE_BYTES, at least 2; none for a class the cache does not keep
+/* Each class's largest list (xcache_overflow): HC_XCACHE_BLOCKS blocks up
+ * to HC_XCACHE_SMALL bytes, else HC_XCACHE_BYTES, at least 2 (2.0 MiB in
+ * all for a thread whose every list is full); none for a class the cache does not keep
  * (8 bytes, above tcache_max), so that free's test of the list's room is
  * the only test it makes of the class (api.c, free_cached).  Set before
  * any thread has lists: at start, and by the configuration after it. */
 static uint8_t xcache_max[HC_NCLASSES];
+_Static_assert(HC_XCACHE_BLOCKS <= 255 && HC_XCACHE_BLOCKS >= 4, "a list's bound is a byte (hc_xhead_t.limit)");
 
 static void xcache_limits(void)
 {
 	uint32_t range = __atomic_load_n(&xcache_range, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < HC_NCLASSES; i++) {
-		uint32_t bs = hc_class_size[i], most = HC_XCACHE_BYTES / bs;
+		uint32_t bs = hc_class_size[i], most = bs <= HC_XCACHE_SMALL ? HC_XCACHE_BLOCKS : HC_XCACHE_BYTES / bs;
 		most = most > HC_XCACHE_BLOCKS ? HC_XCACHE_BLOCKS : most < 2 ? 2 : most;
 		xcache_max[i] = (uint8_t)(bs - 9u < range ? most : 0);
 	}
