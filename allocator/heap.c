@@ -105,10 +105,11 @@ static uint32_t xcache_range = HC_SMALL_MAX - 8;
 
 /* Each class's largest list (xcache_overflow): HC_XCACHE_BLOCKS blocks up
  * to HC_XCACHE_SMALL bytes, else HC_XCACHE_BYTES, at least 2 (2.0 MiB in
- * all for a thread whose every list is full); none for a class the cache does not keep
- * (8 bytes, above tcache_max), so that free's test of the list's room is
- * the only test it makes of the class (api.c, free_cached).  Set before
- * any thread has lists: at start, and by the configuration after it. */
+ * all for a thread whose every list is full); none for a class the cache
+ * does not keep (8 bytes, above tcache_max), so that free's test of the
+ * list's room is the only test it makes of the class (api.c,
+ * free_cached).  Set before any thread has lists: at start, and by the
+ * configuration after it. */
 static uint8_t xcache_max[HC_NCLASSES];
 _Static_assert(HC_XCACHE_BLOCKS <= 255 && HC_XCACHE_BLOCKS >= 4, "a list's bound is a byte (hc_xhead_t.limit)");
 

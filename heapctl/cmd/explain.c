@@ -446,36 +446,38 @@ static uint64_t heap_count(const alloc_view_t *v)
 static int collect(int pid, uint64_t tmo, alloc_view_t *v, os_parts_t *o, uint64_t *rss, char *why, size_t len)
 {
 	memset(v, 0, sizeof *v);
+	hc_shm_target_t t;
+	bool open = hc_shm_open(pid, &t, why, len) == 0;
+	int code;
 	for (int tries = 1;; tries++) {
-		hc_shm_target_t t;
-		bool open = hc_shm_open(pid, &t, why, len) == 0;
 		if (open && fetch_stats(&t, tmo, v, why, len) != 0) {
 			free(v->ranges);
 			memset(v, 0, sizeof *v);
 		}
 		uint64_t rss0 = vmrss(pid);
 		char err[512];
-		int code = os_read(pid, v, o, err, sizeof err);
+		code = os_read(pid, v, o, err, sizeof err);
 		*rss = (rss0 + vmrss(pid)) / 2;
+		if (code) {
+			snprintf(why, len, "%s", err);
+			break;
+		}
 		alloc_view_t after = { 0 };
 		bool steady = true;
-		if (open && v->have && code == 0 && tries < 4 && fetch_stats(&t, tmo, &after, err, sizeof err) == 0) {
+		if (v->have && tries < 4 && fetch_stats(&t, tmo, &after, err, sizeof err) == 0) {
 			uint64_t a = heap_count(v), b = heap_count(&after);
 			uint64_t tol = a / 50 > (1u << 20) ? a / 50 : (1u << 20);
 			steady = (a > b ? a - b : b - a) <= tol;
 		}
 		free(after.ranges);
-		if (open)
-			hc_shm_close(&t);
-		if (code) {
-			snprintf(why, len, "%s", err);
-			return code;
-		}
 		if (steady)
-			return 0;
+			break;
 		free(v->ranges);
 		memset(v, 0, sizeof *v);
 	}
+	if (open)
+		hc_shm_close(&t);
+	return code;
 }
 
 int cli_explain(int pid, uint64_t tmo, cli_explain_t *x, char *why, size_t len)
@@ -517,7 +519,7 @@ static void heap_parts(printer_t *p, const alloc_view_t *v, const os_parts_t *o,
 	uint64_t attributed = v->attributed < v->allocated ? v->attributed : v->allocated;
 	uint64_t promoted = v->promoted < v->allocated - attributed ? v->promoted : v->allocated - attributed;
 	uint64_t frag = v->active > v->allocated ? v->active - v->allocated : 0;
-	int64_t diff = (int64_t)heap_os - (int64_t)(v->allocated + frag + v->dirty + v->metadata);
+	int64_t diff = (int64_t)heap_os - (int64_t)heap_count(v);
 	if (v->own) {
 		/* glibc's heap is in the anonymous mappings; its own statistics
 		 * say how it is used, not where */
@@ -533,7 +535,7 @@ static void heap_parts(printer_t *p, const alloc_view_t *v, const os_parts_t *o,
 			    "every arena's pdirty; heapctl purge purges them");
 			part(p, 1, "malloc.metadata", "jemalloc's metadata", (int64_t)v->metadata, NULL);
 			part(p, 1, "malloc.unaccounted", "(the OS's count less jemalloc's)",
-			    (int64_t)(anon + o->brk) - (int64_t)(v->allocated + frag + v->dirty + v->metadata),
+			    (int64_t)(anon + o->brk) - (int64_t)heap_count(v),
 			    "other anonymous memory, or counted but not resident");
 		} else {
 			part(p, 1, "malloc.live", "in use by malloc (mallinfo2)", (int64_t)v->allocated, NULL);
